@@ -1,0 +1,48 @@
+"""Sets the account context for each request, from the API key or the session."""
+from __future__ import annotations
+
+from django.db import transaction
+
+from accounts.resolution import Resolution, bearer_token, resolve_api_key, resolve_session
+from accounts.services import api_key_touch
+from accounts.tenancy import account_context, dangerously_bypass_tenancy
+
+
+class AccountContextMiddleware:
+    """Runs each request in its account's context (one transaction, RLS scoped to it).
+
+    Staff in /admin/ work through the audited bypass instead; anonymous requests get no
+    context, so every tenant table reads as empty to them.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        resolution = self._resolve(request)
+        request.account = resolution.account
+        request.membership = resolution.membership
+        request.memberships = resolution.memberships or []
+        request.api_key = resolution.api_key
+        request.bad_api_key = resolution.bad_api_key
+        if request.path.startswith("/admin/") and request.user.is_authenticated and request.user.is_staff:
+            with dangerously_bypass_tenancy(reason=f"admin {request.user.email} {request.method} {request.path}"):
+                return self.get_response(request)
+        if resolution.account is None:
+            return self.get_response(request)
+        with account_context(resolution.account, user=resolution.user):
+            if resolution.api_key is not None:
+                api_key_touch(key=resolution.api_key)
+            return self.get_response(request)
+
+    def process_exception(self, request, exception):
+        # The request's transaction must not commit half of a failed view.
+        if transaction.get_connection().in_atomic_block:
+            transaction.set_rollback(True)
+
+    @staticmethod
+    def _resolve(request) -> Resolution:
+        token = bearer_token(request.headers.get("Authorization"))
+        if token is not None:
+            return resolve_api_key(token)
+        return resolve_session(request.user, getattr(request, "session", None))

@@ -1,0 +1,135 @@
+"""Users, accounts (the tenants), memberships, invitations and API keys."""
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
+from django.db import models
+from django.db.models.functions import Lower
+from django.utils import timezone
+
+from accounts.tenancy import TenantModel
+
+
+class UserManager(BaseUserManager):
+    use_in_migrations = True
+
+    def _create_user(self, email, password, **extra):
+        if not email:
+            raise ValueError("An email address is required.")
+        user = self.model(email=self.normalize_email(email).lower(), **extra)
+        user.set_password(password)
+        user.save(using=self._db)
+        return user
+
+    def create_user(self, email, password=None, **extra):
+        extra.setdefault("is_staff", False)
+        extra.setdefault("is_superuser", False)
+        return self._create_user(email, password, **extra)
+
+    def create_superuser(self, email, password=None, **extra):
+        extra["is_staff"] = True
+        extra["is_superuser"] = True
+        return self._create_user(email, password, **extra)
+
+    def get_by_natural_key(self, email):
+        return self.get(email__iexact=email)
+
+
+class User(AbstractBaseUser, PermissionsMixin):
+    """A person. The email address is the login."""
+
+    email = models.EmailField(unique=True)
+    full_name = models.CharField(max_length=150, blank=True)
+    is_active = models.BooleanField(default=True)
+    is_staff = models.BooleanField(default=False, help_text="Can log into the support admin.")
+    date_joined = models.DateTimeField(default=timezone.now)
+
+    objects = UserManager()
+
+    USERNAME_FIELD = "email"
+    EMAIL_FIELD = "email"
+    REQUIRED_FIELDS: list[str] = []
+
+    class Meta:
+        constraints = [models.UniqueConstraint(Lower("email"), name="user_email_ci_unique")]
+
+    def __str__(self):
+        return self.email
+
+    def get_full_name(self):
+        return self.full_name or self.email
+
+    def get_short_name(self):
+        return self.full_name.split(" ")[0] if self.full_name else self.email
+
+
+class Account(models.Model):
+    """The tenant: a team whose documents, chats and credits belong together."""
+
+    name = models.CharField(max_length=120)
+    slug = models.SlugField(max_length=60, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.name
+
+
+class Role(models.TextChoices):
+    OWNER = "owner", "Owner"
+    ADMIN = "admin", "Admin"
+    MEMBER = "member", "Member"
+
+
+MANAGER_ROLES = {Role.OWNER, Role.ADMIN}
+
+
+class Membership(TenantModel):
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "account"], name="membership_user_account_unique")]
+
+    def __str__(self):
+        return f"{self.user} in {self.account_id} ({self.role})"
+
+    @property
+    def can_manage_team(self) -> bool:
+        return self.role in MANAGER_ROLES
+
+
+class Invitation(TenantModel):
+    """A pending invitation for an email address that has no user yet; accepted at sign-up."""
+
+    email = models.EmailField()
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    invited_by = models.ForeignKey(User, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(Lower("email"), "account", name="invitation_email_account_unique")]
+
+    def __str__(self):
+        return f"{self.email} → {self.account_id}"
+
+
+class ApiKey(TenantModel):
+    """An integration's key. Only a SHA-256 of the secret is stored; it is shown once."""
+
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=16, help_text="The first characters, to recognise a key.")
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey(User, null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "API key"
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None

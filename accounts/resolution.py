@@ -1,0 +1,48 @@
+"""Which account a request or websocket is acting for: from the API key or the session's
+chosen membership, never from a client-supplied field. Shared by HTTP and websockets."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from accounts.models import Account, ApiKey, Membership, User
+from accounts.selectors import api_key_for_secret, membership_list_for_user
+
+SESSION_ACCOUNT_KEY = "account_id"
+
+
+@dataclass
+class Resolution:
+    account: Account | None = None
+    user: User | None = None
+    membership: Membership | None = None
+    api_key: ApiKey | None = None
+    memberships: list[Membership] | None = None
+    bad_api_key: bool = False
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    if not authorization:
+        return None
+    scheme, _, token = authorization.strip().partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or ""
+
+
+def resolve_api_key(token: str) -> Resolution:
+    key = api_key_for_secret(raw=token)
+    if key is None:
+        return Resolution(bad_api_key=True)
+    return Resolution(account=key.account, api_key=key, user=key.created_by)
+
+
+def resolve_session(user: User, session) -> Resolution:
+    """The session's chosen account if the user is still a member, else their first one."""
+    if not user or not user.is_authenticated or not user.is_active:
+        return Resolution()
+    memberships = membership_list_for_user(user=user)
+    if not memberships:
+        return Resolution(user=user, memberships=[])
+    chosen_id = session.get(SESSION_ACCOUNT_KEY) if session is not None else None
+    membership = next((m for m in memberships if m.account_id == chosen_id), memberships[0])
+    return Resolution(account=membership.account, user=user, membership=membership, memberships=memberships)

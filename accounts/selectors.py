@@ -1,0 +1,46 @@
+"""Reads for accounts. Every selector takes the account (or user) explicitly."""
+from __future__ import annotations
+
+from django.db.models import QuerySet
+
+from accounts.models import Account, ApiKey, Invitation, Membership, User
+from accounts.tenancy import api_key_context, user_context
+
+
+def membership_list_for_user(*, user: User) -> list[Membership]:
+    """The user's memberships in every account (the account switcher).
+
+    Runs under `user_context`, whose RLS policy shows a user their own memberships only.
+    """
+    if not user.is_authenticated:
+        return []
+    with user_context(user):
+        return list(Membership.all_accounts.filter(user=user).select_related("account").order_by("account__name", "pk"))
+
+
+def membership_for(*, account: Account, user: User) -> Membership | None:
+    return Membership.objects.for_account(account).filter(user=user).first()
+
+
+def member_list(*, account: Account) -> QuerySet[Membership]:
+    return Membership.objects.for_account(account).select_related("user").order_by("user__email")
+
+
+def invitation_list(*, account: Account) -> QuerySet[Invitation]:
+    return Invitation.objects.for_account(account).order_by("email")
+
+
+def api_key_list(*, account: Account) -> QuerySet[ApiKey]:
+    return ApiKey.objects.for_account(account).select_related("created_by").order_by("-created_at")
+
+
+def api_key_for_secret(*, raw: str) -> ApiKey | None:
+    """The active key for a presented secret, or None (unknown or revoked)."""
+    from accounts.services import API_KEY_PREFIX, _hash_key
+
+    if not raw or not raw.startswith(API_KEY_PREFIX) or len(raw) > 200:
+        return None
+    key_hash = _hash_key(raw)
+    with api_key_context(key_hash):
+        return (ApiKey.all_accounts.filter(key_hash=key_hash, revoked_at__isnull=True)
+                .select_related("account", "created_by").first())

@@ -1,0 +1,10 @@
+from rest_framework import serializers
+
+
+class CurrentAccountSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    slug = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    auth = serializers.ChoiceField(choices=["api_key", "session"])
+    role = serializers.CharField(allow_null=True, help_text="The signed-in member's role; null for API keys.")

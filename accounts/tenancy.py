@@ -1,0 +1,156 @@
+"""Tenancy: the account context and the two locks on every door.
+
+1. Application: tenant-owned models inherit `TenantModel`, whose manager fails closed
+   (`Model.objects.all()` raises; use `Model.objects.for_account(account)`).
+2. Database: row-level security on every tenant table, reading the transaction-local
+   setting `app.account_id`, which `account_context()` sets at the start of every unit of
+   work (request, job, websocket message) and restores in `finally`.
+
+The only ways around either lock are `Model.all_accounts` (ORM) and
+`dangerously_bypass_tenancy(reason=...)` (database), both loud and logged.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from django.db import connection, models, transaction
+
+logger = logging.getLogger("groundwork.tenancy")
+
+
+class UnscopedQueryError(RuntimeError):
+    """A tenant-owned model was queried without naming the account."""
+
+
+@dataclass(frozen=True)
+class TenantContext:
+    account_id: int | None = None
+    user_id: int | None = None
+    api_key_hash: str | None = None
+    bypass_reason: str | None = None
+
+
+_context: ContextVar[TenantContext] = ContextVar("groundwork_tenant", default=TenantContext())
+_SETTINGS_SQL = (
+    "SELECT set_config('app.account_id', %s, true), set_config('app.user_id', %s, true),"
+    " set_config('app.api_key_hash', %s, true), set_config('app.bypass_rls', %s, true)"
+)
+
+
+def current_context() -> TenantContext:
+    return _context.get()
+
+
+def current_account_id() -> int | None:
+    return _context.get().account_id
+
+
+def _apply(ctx: TenantContext) -> None:
+    """Write the context into the current transaction's settings: `set_config(..., true)`
+    is transaction-local, never a session-level SET that would leak across a pooled
+    connection. Rolled back with its transaction or savepoint."""
+    with connection.cursor() as cursor:
+        cursor.execute(_SETTINGS_SQL, [
+            str(ctx.account_id or ""),
+            str(ctx.user_id or ""),
+            ctx.api_key_hash or "",
+            "on" if ctx.bypass_reason else "",
+        ])
+
+
+@contextlib.contextmanager
+def _enter(ctx: TenantContext):
+    """Run the block in a transaction (or a savepoint) scoped to `ctx`."""
+    outer = _context.get()
+    nested = connection.in_atomic_block
+    token = _context.set(ctx)
+    try:
+        with transaction.atomic():
+            _apply(ctx)
+            yield ctx
+            # NOTE: a nested context shares the outer transaction, so the outer settings
+            # are put back on success. On an exception the savepoint's rollback restores
+            # them by itself (set_config(..., true) is undone with the savepoint).
+            if nested:
+                _apply(outer)
+    finally:
+        _context.reset(token)
+
+
+def account_context(account=None, *, account_id: int | None = None, user=None):
+    """The unit of work for one account: ContextVar + transaction-local `app.account_id`.
+
+    Use around a request, a job or a websocket message. Nesting is allowed (a savepoint);
+    the outer context is restored on exit.
+    """
+    acct_id = account_id if account_id is not None else getattr(account, "pk", None)
+    if not acct_id:
+        raise UnscopedQueryError("account_context() needs an account")
+    return _enter(TenantContext(account_id=int(acct_id), user_id=getattr(user, "pk", None)))
+
+
+def user_context(user):
+    """Lets a signed-in user read their own memberships across accounts, nothing else."""
+    return _enter(TenantContext(user_id=user.pk))
+
+
+def api_key_context(key_hash: str):
+    """Lets authentication read the one API key whose hash it already knows."""
+    return _enter(TenantContext(api_key_hash=key_hash))
+
+
+def dangerously_bypass_tenancy(*, reason: str):
+    """The audited escape hatch for staff (Django admin) and cross-account system jobs.
+
+    Every use is logged with its reason. Never use it to serve a tenant's request.
+    """
+    if not reason:
+        raise ValueError("dangerously_bypass_tenancy() needs a reason")
+    logger.info("tenancy bypass: %s", reason)
+    return _enter(TenantContext(bypass_reason=reason))
+
+
+# --- the ORM lock ------------------------------------------------------------------------
+
+class TenantQuerySet(models.QuerySet):
+    pass
+
+
+class TenantManager(models.Manager.from_queryset(TenantQuerySet)):
+    """Fails closed: a query must name its account.
+
+    Related managers (`account.memberships`, `document.chunks`) are allowed, because they
+    are filtered by an object that was itself loaded under an account.
+    """
+
+    def get_queryset(self):
+        if getattr(self, "core_filters", None) is None:
+            raise UnscopedQueryError(
+                f"{self.model.__name__}.objects needs an account: use "
+                f"{self.model.__name__}.objects.for_account(account)"
+            )
+        return super().get_queryset()
+
+    def for_account(self, account):
+        if account is None or getattr(account, "pk", account) is None:
+            raise UnscopedQueryError(f"{self.model.__name__}.objects.for_account() got no account")
+        return super().get_queryset().filter(account_id=getattr(account, "pk", account))
+
+
+class AllAccountsManager(models.Manager):
+    """Every account's rows. For the admin and system jobs, which must also run inside
+    `dangerously_bypass_tenancy()` or the database returns nothing."""
+
+
+class TenantModel(models.Model):
+    account = models.ForeignKey("accounts.Account", on_delete=models.CASCADE, db_index=True)
+
+    objects = TenantManager()
+    all_accounts = AllAccountsManager()
+
+    class Meta:
+        abstract = True
+        base_manager_name = "all_accounts"

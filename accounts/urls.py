@@ -1,0 +1,34 @@
+from django.contrib.auth import views as auth_views
+from django.urls import include, path, reverse_lazy
+
+from accounts import views
+
+account_patterns = [
+    path("signup/", views.signup_view, name="signup"),
+    path("login/", views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("password-reset/", auth_views.PasswordResetView.as_view(
+        template_name="accounts/password_reset.html", success_url=reverse_lazy("accounts:password_reset_done"),
+        email_template_name="accounts/password_reset_email.txt"), name="password_reset"),
+    path("password-reset/sent/", auth_views.PasswordResetDoneView.as_view(
+        template_name="accounts/password_reset_done.html"), name="password_reset_done"),
+    path("password-reset/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(
+        template_name="accounts/password_reset_confirm.html",
+        success_url=reverse_lazy("accounts:password_reset_complete")), name="password_reset_confirm"),
+    path("password-reset/done/", auth_views.PasswordResetCompleteView.as_view(
+        template_name="accounts/password_reset_complete.html"), name="password_reset_complete"),
+    path("accounts/new/", views.account_create_view, name="account-create"),
+    path("accounts/switch/", views.account_switch_view, name="switch"),
+    path("team/", views.team_view, name="team"),
+    path("team/invite/", views.member_invite_view, name="invite"),
+    path("team/members/<int:membership_id>/role/", views.member_role_view, name="member-role"),
+    path("team/members/<int:membership_id>/remove/", views.member_remove_view, name="member-remove"),
+    path("team/invitations/<int:invitation_id>/cancel/", views.invitation_cancel_view, name="invitation-cancel"),
+    path("team/api-keys/", views.api_key_create_view, name="api-key-create"),
+    path("team/api-keys/<int:key_id>/revoke/", views.api_key_revoke_view, name="api-key-revoke"),
+]
+
+urlpatterns = [
+    path("", views.home_view, name="home"),
+    path("", include((account_patterns, "accounts"))),
+]

@@ -1,0 +1,116 @@
+"""The API platform, set up once for every endpoint: the contract's JSON errors,
+pagination and throttling."""
+from __future__ import annotations
+
+import logging
+
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.db import transaction
+from django.http import Http404
+from rest_framework import exceptions, pagination, throttling
+from rest_framework.response import Response
+
+logger = logging.getLogger("groundwork.api")
+
+API_PREFIXES = ("/api/", "/v1/")
+
+# One table: DRF exception class -> the contract's error code.
+_CODES: list[tuple[type[Exception], str]] = [
+    (exceptions.ParseError, "malformed_request"),
+    (exceptions.ValidationError, "invalid"),
+    (exceptions.AuthenticationFailed, "invalid_api_key"),
+    (exceptions.NotAuthenticated, "unauthenticated"),
+    (exceptions.PermissionDenied, "permission_denied"),
+    (exceptions.NotFound, "not_found"),
+    (exceptions.MethodNotAllowed, "method_not_allowed"),
+    (exceptions.NotAcceptable, "not_acceptable"),
+    (exceptions.UnsupportedMediaType, "unsupported_media_type"),
+    (exceptions.Throttled, "rate_limited"),
+]
+
+STATUS_CODES = {
+    400: "bad_request", 401: "unauthenticated", 402: "insufficient_credits", 403: "permission_denied",
+    404: "not_found", 405: "method_not_allowed", 413: "too_large", 415: "unsupported_media_type",
+    429: "rate_limited", 500: "server_error", 502: "provider_unavailable", 503: "unavailable",
+}
+STATUS_MESSAGES = {
+    404: "Nothing exists at this address.",
+    405: "This method is not allowed here.",
+    413: "The request body is too large.",
+    500: "Something went wrong on our side. It has been logged; please try again.",
+}
+
+
+def error_body(code: str, message: str, **extra) -> dict:
+    body = {"error": {"code": code, "message": message}}
+    body["error"].update({k: v for k, v in extra.items() if v is not None})
+    return body
+
+
+def _flatten(detail, prefix="") -> list[str]:
+    if isinstance(detail, dict):
+        out = []
+        for key, value in detail.items():
+            label = "" if key == "non_field_errors" else f"{key}: "
+            out += _flatten(value, prefix + label)
+        return out
+    if isinstance(detail, list):
+        return [m for item in detail for m in _flatten(item, prefix)]
+    return [f"{prefix}{detail}"]
+
+
+def _domain_error(exc):
+    """Domain errors carry `code`, `message` and `status` (AccountError, InsufficientCredits, …)."""
+    if hasattr(exc, "code") and hasattr(exc, "message") and hasattr(exc, "status"):
+        return exc
+    return None
+
+
+def exception_handler(exc, context):
+    """Every error under /api/ and /v1/ as {"error": {"code", "message"}}; never a traceback."""
+    if transaction.get_connection().in_atomic_block:
+        transaction.set_rollback(True)
+    domain = _domain_error(exc)
+    if domain is not None:
+        return Response(error_body(domain.code, domain.message, field=getattr(domain, "field", None)),
+                        status=domain.status)
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound("Not found.")
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied()
+    if isinstance(exc, exceptions.APIException):
+        code = next((c for cls, c in _CODES if isinstance(exc, cls)), STATUS_CODES.get(exc.status_code, "error"))
+        if isinstance(exc, exceptions.ValidationError):
+            message = " ".join(_flatten(exc.detail)) or "The request is invalid."
+            body = error_body(code, message, fields=exc.detail if isinstance(exc.detail, dict) else None)
+        elif isinstance(exc, exceptions.ParseError):
+            body = error_body(code, f"The request body could not be parsed: {exc.detail}")
+        else:
+            body = error_body(code, str(exc.detail))
+        headers = {}
+        if getattr(exc, "auth_header", None):
+            headers["WWW-Authenticate"] = exc.auth_header
+        if getattr(exc, "wait", None):
+            headers["Retry-After"] = str(int(exc.wait))
+        return Response(body, status=exc.status_code, headers=headers)
+    logger.exception("unhandled API error", exc_info=exc)
+    return Response(error_body("server_error", STATUS_MESSAGES[500]), status=500)
+
+
+class CursorPagination(pagination.CursorPagination):
+    """Stable pages, newest first: `{"results": [...], "next": url|null, "previous": url|null}`."""
+
+    ordering = "-created_at"
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
+class AccountRateThrottle(throttling.SimpleRateThrottle):
+    """Requests per account (per client address when there is none)."""
+
+    scope = "account"
+
+    def get_cache_key(self, request, view):
+        account = getattr(request._request, "account", None)
+        ident = f"account-{account.pk}" if account is not None else self.get_ident(request)
+        return self.cache_format % {"scope": self.scope, "ident": ident}

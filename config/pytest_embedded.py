@@ -1,0 +1,32 @@
+"""pytest plugin (loaded with -p before pytest-django reads settings): makes the test run
+as self-contained as `make run`. Starts the embedded PostgreSQL / Redis where
+DATABASE_URL / REDIS_URL are unset, and stops what it started when the run ends."""
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from config.embedded import Started, ensure_services, load_dotenv, stop_services
+
+_started: Started | None = None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    global _started
+    load_dotenv()
+    os.environ["GROUNDWORK_TESTING"] = "1"
+    redis_configured = bool(os.environ.get("REDIS_URL"))
+    _started = ensure_services()
+    if not redis_configured:
+        # Tests get their own Redis database, away from a `make run` on the same Redis.
+        url = os.environ["REDIS_URL"]
+        os.environ["REDIS_URL"] = url.rsplit("/", 1)[0] + "/15" if url.startswith("redis://") else url.replace("db=0", "db=15")
+    os.environ.setdefault("CHANNELS_PREFIX", "groundwork-test")
+    os.environ.setdefault("CACHE_PREFIX", "groundwork-test")
+
+
+def pytest_unconfigure(config):
+    if _started is not None and not hasattr(config, "workerinput"):
+        stop_services(_started)

