@@ -72,9 +72,10 @@ def _enter(ctx: TenantContext):
             _apply(ctx)
             yield ctx
             # NOTE: a nested context shares the outer transaction, so the outer settings
-            # are put back on success. On an exception the savepoint's rollback restores
-            # them by itself (set_config(..., true) is undone with the savepoint).
-            if nested:
+            # are put back on success. On an exception, or a block marked for rollback, the
+            # savepoint's rollback restores them by itself (set_config(..., true) is undone
+            # with the savepoint).
+            if nested and not connection.needs_rollback:
                 _apply(outer)
     finally:
         _context.reset(token)
@@ -153,4 +154,8 @@ class TenantModel(models.Model):
 
     class Meta:
         abstract = True
+        # Django's own machinery (admin, model forms, related managers, deletion) uses the
+        # default and base managers; they read through RLS, which still confines them to
+        # the transaction's account. Application code goes through `objects`.
         base_manager_name = "all_accounts"
+        default_manager_name = "all_accounts"

@@ -110,6 +110,12 @@ class AccountRateThrottle(throttling.SimpleRateThrottle):
 
     scope = "account"
 
+    def get_rate(self):
+        # Read at request time (not import time), so a settings change takes effect.
+        from rest_framework.settings import api_settings
+
+        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
     def get_cache_key(self, request, view):
         account = getattr(request._request, "account", None)
         ident = f"account-{account.pk}" if account is not None else self.get_ident(request)

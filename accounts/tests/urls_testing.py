@@ -1,0 +1,23 @@
+"""The real URLconf plus two probe endpoints, for testing the API platform's error paths."""
+from django.urls import path
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.urls import handler404, handler500, urlpatterns as real_urlpatterns  # noqa: F401
+
+
+class EchoView(APIView):
+    def post(self, request):
+        return Response({"received": request.data})
+
+
+class BoomView(APIView):
+    def get(self, request):
+        raise ZeroDivisionError("an unexpected bug")
+
+
+urlpatterns = [
+    path("api/v1/_echo/", EchoView.as_view()),
+    path("api/v1/_boom/", BoomView.as_view()),
+    *real_urlpatterns,
+]

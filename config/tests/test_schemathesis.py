@@ -1,0 +1,56 @@
+"""Property-based fuzzing of every operation in the OpenAPI schema: never a 5xx, always
+the contract's JSON error shape for 4xx."""
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+
+from accounts.tests.factories import make_api_key
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def schema(db):
+    from django.core import signals
+    from django.db import close_old_connections
+
+    from config.wsgi import application
+
+    # Like Django's test client: keep the test's connection (and transaction) open across
+    # the WSGI requests schemathesis makes.
+    signals.request_started.disconnect(close_old_connections)
+    signals.request_finished.disconnect(close_old_connections)
+    try:
+        yield schemathesis.openapi.from_wsgi("/api/schema/?format=json", application)
+    finally:
+        signals.request_started.connect(close_old_connections)
+        signals.request_finished.connect(close_old_connections)
+
+
+def _operations(schema):
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert operations, "the schema lists no operations"
+    return operations
+
+
+def test_schema_fuzzing_never_gives_a_server_error(schema, account_a):
+    headers = {"Authorization": f"Bearer {make_api_key(account_a)}"}
+    for operation in _operations(schema):
+        @settings(max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @given(case=operation.as_strategy())
+        def check(case):
+            response = case.call(headers=headers)
+            assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.status_code} {response.text[:300]}"
+            if response.status_code >= 400:
+                assert set(response.json()) == {"error"}
+        check()
+
+
+def test_unauthenticated_fuzzing_gets_json_401s(schema, db):
+    for operation in _operations(schema):
+        @settings(max_examples=5, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+        @given(case=operation.as_strategy())
+        def check(case):
+            response = case.call(headers={"Authorization": "Bearer gw_not-a-key"})
+            assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
+        check()

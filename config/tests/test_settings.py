@@ -1,0 +1,44 @@
+"""Production settings are safe by default: no secret default, secure cookies, HSTS."""
+import json
+import os
+import subprocess
+import sys
+
+from config.embedded import BASE_DIR
+
+PROBE = (
+    "import json, django; from django.conf import settings; django.setup();"
+    "print(json.dumps({k: getattr(settings, k) for k in ('SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE',"
+    " 'SECURE_HSTS_SECONDS', 'ALLOWED_HOSTS', 'SECURE_SSL_REDIRECT', 'DEBUG', 'RAG_TOP_K', 'EMAIL_BACKEND')}))"
+)
+
+
+def _settings(**overrides):
+    env = {k: v for k, v in os.environ.items() if k not in ("GROUNDWORK_TESTING", "GROUNDWORK_LOCAL", "SECRET_KEY", "DEBUG")}
+    env.update(DJANGO_SETTINGS_MODULE="config.settings", **overrides)
+    return subprocess.run([sys.executable, "-c", PROBE], cwd=BASE_DIR, env=env, capture_output=True, text=True)
+
+
+def test_secret_key_is_required_without_debug():
+    result = _settings()
+    assert result.returncode != 0
+    assert "SECRET_KEY is required" in result.stderr
+
+
+def test_production_defaults_are_locked_down():
+    result = _settings(SECRET_KEY="s" * 50, ALLOWED_HOSTS="app.example.com", RAG_TOP_K="7")
+    assert result.returncode == 0, result.stderr
+    values = json.loads(result.stdout)
+    assert values["SESSION_COOKIE_SECURE"] and values["CSRF_COOKIE_SECURE"] and values["SECURE_SSL_REDIRECT"]
+    assert values["SECURE_HSTS_SECONDS"] >= 31536000
+    assert values["ALLOWED_HOSTS"] == ["app.example.com"] and values["DEBUG"] is False
+    assert values["RAG_TOP_K"] == 7 and values["EMAIL_BACKEND"].endswith("smtp.EmailBackend")
+
+
+def test_os_environment_wins_over_dotenv(tmp_path):
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("RAG_TOP_K=3\nSECRET_KEY=from-dotenv-secret\n")
+    from_file = json.loads(_settings(ALLOWED_HOSTS="x", GROUNDWORK_ENV_FILE=str(dotenv)).stdout)
+    assert from_file["RAG_TOP_K"] == 3
+    from_env = json.loads(_settings(ALLOWED_HOSTS="x", GROUNDWORK_ENV_FILE=str(dotenv), RAG_TOP_K="9").stdout)
+    assert from_env["RAG_TOP_K"] == 9

