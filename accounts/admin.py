@@ -5,16 +5,9 @@ from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.utils import timezone
 
+from accounts.admin_mixins import AllAccountsMixin
 from accounts.models import Account, ApiKey, Invitation, Membership, User
-
-
-class AllAccountsMixin:
-    """Tenant models in the admin read through the explicit cross-account manager."""
-
-    def get_queryset(self, request):
-        qs = self.model.all_accounts.get_queryset()
-        ordering = self.get_ordering(request)
-        return qs.order_by(*ordering) if ordering else qs
+from billing.admin import account_credits, grant_credits
 
 
 @admin.register(User)
@@ -40,7 +33,8 @@ class MembershipInline(AllAccountsMixin, admin.TabularInline):
 
 @admin.register(Account)
 class AccountAdmin(admin.ModelAdmin):
-    list_display = ("name", "slug", "created_at")
+    list_display = ("name", "slug", "created_at", account_credits)
+    actions = [grant_credits]
     search_fields = ("name", "slug")
     readonly_fields = ("created_at",)
     inlines = [MembershipInline]

@@ -1,11 +1,13 @@
 """Sets the account context for each request, from the API key or the session."""
 from __future__ import annotations
 
-from django.db import transaction
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
 
 from accounts.resolution import Resolution, bearer_token, resolve_api_key, resolve_session
 from accounts.services import api_key_touch
 from accounts.tenancy import account_context, dangerously_bypass_tenancy
+from config.api import rollback_request_transaction
 
 
 class AccountContextMiddleware:
@@ -36,9 +38,12 @@ class AccountContextMiddleware:
             return self.get_response(request)
 
     def process_exception(self, request, exception):
-        # The request's transaction must not commit half of a failed view.
-        if transaction.get_connection().in_atomic_block:
-            transaction.set_rollback(True)
+        # The request's transaction must not commit half of a failed view. A 404 or 403 is
+        # an answer, not a failure: its page still renders inside the transaction.
+        if isinstance(exception, (Http404, PermissionDenied)):
+            return None
+        rollback_request_transaction()
+        return None
 
     @staticmethod
     def _resolve(request) -> Resolution:

@@ -11,9 +11,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
+from django.conf import settings
+
 from accounts.errors import AccountError
 from accounts.models import Account, ApiKey, Invitation, Membership, Role, User
 from accounts.tenancy import account_context, dangerously_bypass_tenancy
+from billing.models import Kind
+from billing.services import credits_grant
 
 API_KEY_PREFIX = "gw_"
 
@@ -37,8 +41,9 @@ def _unique_slug(name: str) -> str:
 
 
 @transaction.atomic
-def account_create(*, name: str, owner: User, slug: str | None = None) -> Account:
-    """A new account with `owner` as its first owner. A given slug must be free."""
+def account_create(*, name: str, owner: User, slug: str | None = None, initial_credits: int | None = None) -> Account:
+    """A new account with `owner` as its first owner and its starting credits
+    (SIGNUP_CREDITS unless `initial_credits` says otherwise). A given slug must be free."""
     name = (name or "").strip()
     if not name:
         raise AccountError("Give the account a name.", code="invalid_name", field="name")
@@ -49,19 +54,15 @@ def account_create(*, name: str, owner: User, slug: str | None = None) -> Accoun
         if Account.objects.filter(slug=slug).exists():
             raise AccountError(f"The slug “{slug}” is taken; choose another.", code="duplicate_slug", field="slug")
     account = Account.objects.create(name=name, slug=slug or _unique_slug(name))
+    credits = settings.SIGNUP_CREDITS if initial_credits is None else initial_credits
+    if credits < 0:
+        raise AccountError("Starting credits must be zero or more.", code="invalid_amount")
     with account_context(account):
         Membership.objects.for_account(account).create(account=account, user=owner, role=Role.OWNER)
-    _after_account_created(account)
+        if credits:
+            credits_grant(account=account, amount=credits, kind=Kind.SIGNUP, key="signup",
+                          reason="starting credits of a new account")
     return account
-
-
-def _after_account_created(account: Account) -> None:
-    """Hook point for other domains (billing grants sign-up credits here)."""
-    from django.conf import settings
-    from django.utils.module_loading import import_string
-
-    for path in getattr(settings, "ACCOUNT_CREATED_HOOKS", []):
-        import_string(path)(account=account)
 
 
 @transaction.atomic

@@ -32,6 +32,11 @@ class TenantContext:
     api_key_hash: str | None = None
     bypass_reason: str | None = None
 
+    @property
+    def is_active(self) -> bool:
+        """Inside a unit of work that opened its own transaction."""
+        return any((self.account_id, self.user_id, self.api_key_hash, self.bypass_reason))
+
 
 _context: ContextVar[TenantContext] = ContextVar("groundwork_tenant", default=TenantContext())
 _SETTINGS_SQL = (

@@ -41,6 +41,15 @@ STATUS_MESSAGES = {
 }
 
 
+def rollback_request_transaction() -> None:
+    """A failed request must not commit half its writes: roll back the transaction that the
+    request's account context opened (and only that one)."""
+    from accounts.tenancy import current_context
+
+    if current_context().is_active and transaction.get_connection().in_atomic_block:
+        transaction.set_rollback(True)
+
+
 def error_body(code: str, message: str, **extra) -> dict:
     body = {"error": {"code": code, "message": message}}
     body["error"].update({k: v for k, v in extra.items() if v is not None})
@@ -68,8 +77,7 @@ def _domain_error(exc):
 
 def exception_handler(exc, context):
     """Every error under /api/ and /v1/ as {"error": {"code", "message"}}; never a traceback."""
-    if transaction.get_connection().in_atomic_block:
-        transaction.set_rollback(True)
+    rollback_request_transaction()
     domain = _domain_error(exc)
     if domain is not None:
         return Response(error_body(domain.code, domain.message, field=getattr(domain, "field", None)),

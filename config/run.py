@@ -2,10 +2,11 @@
 
 Starts what is not configured (PostgreSQL, Redis, the local model server), migrates,
 ensures the demo account, then runs daphne (HTTP + websocket) and an rq worker with the
-scheduler. Ctrl-C (or SIGTERM) stops every process it started; nothing is left behind.
+scheduler, and the periodic jobs of config/cron.py. Ctrl-C (or SIGTERM) stops every process it started; nothing is left behind.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -27,19 +28,24 @@ def _manage(*args: str, env: dict) -> None:
     subprocess.run([PYTHON, "manage.py", *args], cwd=BASE_DIR, env=env, check=True)
 
 
-def _wait_http(url: str, timeout: float, process: subprocess.Popen) -> bool:
+def _wait_http(url: str, timeout: float, process: subprocess.Popen, ready=lambda body: True) -> bool:
+    """Poll `url` until it answers 200 and `ready(body)` holds, or the process dies."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             return False
         try:
             with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
+                if response.status == 200 and ready(response.read()):
                     return True
         except OSError:
             pass
-        time.sleep(0.5)
+        time.sleep(0.3)
     return False
+
+
+def _worker_registered(body: bytes) -> bool:
+    return json.loads(body).get("workers", 0) >= 1
 
 
 def _stop(children: list[tuple[str, subprocess.Popen]]) -> None:
@@ -91,10 +97,11 @@ def main() -> int:
         _manage("migrate", "--no-input", "-v", "0", env=env)
         _manage("ensure_demo", env=env)
         children.append(_spawn("worker", [PYTHON, "manage.py", "rqworker", "default", "--with-scheduler"], env))
+        children.append(_spawn("cron", [PYTHON, "manage.py", "rqcron", "config.cron"], env))
         children.append(_spawn("web", [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", port, "config.asgi:application"], env))
         web = children[-1][1]
-        if not _wait_http(f"http://127.0.0.1:{port}/healthz", 60, web):
-            raise RuntimeError("the web server did not come up; see its output above")
+        if not _wait_http(f"http://127.0.0.1:{port}/healthz", 90, web, ready=_worker_registered):
+            raise RuntimeError("the web server or the worker did not come up; see the output above")
         log(f"Groundwork is running at http://127.0.0.1:{port}/  (Ctrl-C stops everything)")
         while True:
             for name, process in children:

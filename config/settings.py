@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "django_rq",
     "channels",
     "accounts",
+    "billing",
 ]
 
 MIDDLEWARE = [
@@ -83,6 +84,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "accounts.context_processors.current_account",
+                "billing.context_processors.credits",
             ],
         },
     },
@@ -213,6 +215,7 @@ RAG_TOP_K = env.int("RAG_TOP_K", default=5)
 MIN_CREDITS_TO_INGEST = env.int("MIN_CREDITS_TO_INGEST", default=100)
 MAX_UPLOAD_BYTES = env.int("MAX_UPLOAD_BYTES", default=25 * 1024 * 1024)
 SIGNUP_CREDITS = env.int("SIGNUP_CREDITS", default=10000)
+HOLD_TIMEOUT_SECONDS = env.int("HOLD_TIMEOUT_SECONDS", default=15 * 60)
 DEMO_PASSWORD = env("DEMO_PASSWORD", default="")
 
 LOGGING = {

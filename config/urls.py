@@ -6,6 +6,7 @@ from config.health import healthz
 
 api_v1 = [
     path("", include("accounts.api_urls")),
+    path("", include("billing.api_urls")),
 ]
 
 urlpatterns = [

@@ -1,5 +1,6 @@
 """Error pages: JSON under /api/ and /v1/, friendly HTML elsewhere."""
-from django.http import JsonResponse
+from django.http import HttpResponseServerError, JsonResponse
+from django.template import loader
 from django.shortcuts import render
 
 from config.api import STATUS_MESSAGES, error_body
@@ -15,4 +16,6 @@ def page_not_found(request, exception=None):
 def server_error(request):
     if is_api_path(request.path):
         return JsonResponse(error_body("server_error", STATUS_MESSAGES[500]), status=500)
-    return render(request, "errors/500.html", status=500)
+    # No request context: the failed request's transaction may be unusable, and the page
+    # must render without touching the database.
+    return HttpResponseServerError(loader.render_to_string("errors/500.html"))

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -36,6 +37,31 @@ def _get(url: str):
         return None, ""
 
 
+class Supervisor:
+    """`make run` as a person sees it: a process and the lines it prints."""
+
+    def __init__(self, data_dir: Path, port: int):
+        self.process = _start(data_dir, port)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            self.lines.append(line)
+
+    @property
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def wait_for(self, text: str, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in self.output:
+            assert self.process.poll() is None, self.output
+            assert time.monotonic() < deadline, f"never printed {text!r}:\n{self.output}"
+            time.sleep(0.2)
+
+
 def _start(data_dir: Path, port: int) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "GROUNDWORK_TESTING", "GROUNDWORK_LOCAL")}
     env.update(GROUNDWORK_DATA_DIR=str(data_dir), PORT=str(port), DEMO_PASSWORD="Demo-pass-for-tests-1",
@@ -44,52 +70,50 @@ def _start(data_dir: Path, port: int) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
-def _wait_healthy(process, port, timeout=90) -> dict:
+def _health(port) -> dict:
     import json
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert process.poll() is None, process.stdout.read()
-        status, body = _get(f"http://127.0.0.1:{port}/healthz")
-        if status == 200 and json.loads(body)["workers"] >= 1:
-            return json.loads(body)
-        time.sleep(0.5)
-    raise AssertionError("make run did not become healthy in time")
+    status, body = _get(f"http://127.0.0.1:{port}/healthz")
+    assert status == 200, body
+    return json.loads(body)
 
 
-def _stop_and_check_nothing_left(process, data_dir: Path):
+def _stop_and_check_nothing_left(run: Supervisor, data_dir: Path) -> None:
+    process = run.process
     children = psutil.Process(process.pid).children(recursive=True)
-    assert children, "expected web and worker processes"
+    assert len(children) >= 2, "expected web and worker processes"
     process.send_signal(signal.SIGINT)
-    output, _ = process.communicate(timeout=60)
-    assert process.returncode == 0, output
+    assert process.wait(timeout=60) == 0, run.output
+    run.reader.join(timeout=10)
     gone, alive = psutil.wait_procs(children, timeout=10)
     assert not alive, f"left running: {[p.cmdline() for p in alive]}"
     assert not (data_dir / "postgres" / "postmaster.pid").exists(), "embedded PostgreSQL still running"
-    return output
+    assert "stopped" in run.output.splitlines()[-1]
 
 
 def test_make_run_twice_serves_and_stops_cleanly(tmp_path):
     data_dir = tmp_path / "data"
     port = _free_port()
-    first = _start(data_dir, port)
+    first = Supervisor(data_dir, port)
     try:
-        health = _wait_healthy(first, port)
-        assert health == {"status": "ok", "database": "ok", "redis": "ok", "workers": health["workers"]}
+        first.wait_for(f"running at http://127.0.0.1:{port}/")
+        health = _health(port)
+        assert health["status"] == "ok" and health["database"] == "ok" and health["redis"] == "ok"
+        assert health["workers"] >= 1
         status, page = _get(f"http://127.0.0.1:{port}/login/")
         assert status == 200 and "Log in" in page
+        assert "demo@example.com / Demo-pass-for-tests-1" in first.output
     finally:
-        if first.poll() is None:
-            output = _stop_and_check_nothing_left(first, data_dir)
-    assert "demo@example.com / Demo-pass-for-tests-1" in output
-    assert f"running at http://127.0.0.1:{port}/" in output
+        if first.process.poll() is None:
+            _stop_and_check_nothing_left(first, data_dir)
 
     started = time.monotonic()
-    second = _start(data_dir, port)
+    second = Supervisor(data_dir, port)
     try:
-        _wait_healthy(second, port)
+        second.wait_for(f"running at http://127.0.0.1:{port}/")
         reuse_seconds = time.monotonic() - started
+        assert "starting embedded PostgreSQL" in second.output  # the first run stopped it
     finally:
-        if second.poll() is None:
+        if second.process.poll() is None:
             _stop_and_check_nothing_left(second, data_dir)
     assert reuse_seconds < 60

@@ -9,6 +9,7 @@ from accounts import services
 from accounts.errors import AccountError
 from accounts.models import User
 from accounts.tenancy import account_context
+from billing.selectors import balance_get
 
 
 class Command(BaseCommand):
@@ -18,6 +19,8 @@ class Command(BaseCommand):
         parser.add_argument("name", help="The account's display name")
         parser.add_argument("--owner", required=True, help="Owner's email; an existing user is reused")
         parser.add_argument("--password", help="Password for a new owner (generated and printed if omitted)")
+        parser.add_argument("--credits", type=int, default=None,
+                            help="Starting credits (default: SIGNUP_CREDITS)")
         parser.add_argument("--api-key", action="store_true", help="Also create an API key and print it once")
         parser.add_argument("--json", action="store_true", help="Print one JSON object")
 
@@ -38,6 +41,8 @@ class Command(BaseCommand):
 
     @transaction.atomic
     def _create(self, opts) -> dict:
+        if opts["credits"] is not None and opts["credits"] < 0:
+            raise AccountError("--credits must be zero or more.")
         result = {}
         owner = User.objects.filter(email__iexact=opts["owner"].strip()).first()
         if owner is None:
@@ -47,11 +52,11 @@ class Command(BaseCommand):
                 result["password"] = password
         elif opts["password"]:
             raise AccountError(f"{owner.email} already exists; its password was left unchanged. Omit --password.")
-        account = services.account_create(name=opts["name"], owner=owner)
+        account = services.account_create(name=opts["name"], owner=owner, initial_credits=opts["credits"])
         result.update({"account_id": account.pk, "owner": owner.email})
         with account_context(account):
             if opts["api_key"]:
                 _, raw = services.api_key_create(account=account, actor=None, name="create_account")
                 result["api_key"] = raw
-            result["balance"] = 0
+            result["balance"] = balance_get(account=account)
         return result

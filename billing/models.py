@@ -1,0 +1,95 @@
+"""Credits: an append-only ledger, one balance row per account, and holds.
+
+1 credit = 1 token as the model provider reports it. The balance row is updated in the same
+transaction as every ledger entry, and a CHECK keeps it from going below zero.
+"""
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from accounts.tenancy import TenantModel
+
+
+class Kind(models.TextChoices):
+    GRANT = "grant", "Grant"
+    SIGNUP = "signup", "Sign-up credits"
+    EMBEDDING = "embedding", "Embedding"
+    CHAT = "chat", "Chat"
+    HOLD = "hold", "Hold"
+    HOLD_RELEASE = "hold_release", "Hold released"
+    REFUND = "refund", "Refund"
+    ADJUSTMENT = "adjustment", "Adjustment"
+
+
+class AccountBalance(TenantModel):
+    """The account's spendable credits. Every spender locks this row: that is what
+    serialises concurrent debits on one account."""
+
+    account = models.OneToOneField("accounts.Account", on_delete=models.CASCADE, related_name="credit_balance")
+    balance = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(condition=models.Q(balance__gte=0), name="balance_never_negative")]
+
+    def __str__(self):
+        return f"{self.balance} credits"
+
+
+class CreditLedgerEntry(TenantModel):
+    """One immutable movement of credits. The database refuses UPDATE and DELETE."""
+
+    # Financial history outlives mistakes: an account with a ledger cannot be deleted.
+    account = models.ForeignKey("accounts.Account", on_delete=models.PROTECT, db_index=True)
+    delta = models.BigIntegerField(help_text="Signed change to the balance")
+    balance_after = models.BigIntegerField()
+    kind = models.CharField(max_length=16, choices=Kind.choices)
+    tokens = models.BigIntegerField(default=0, help_text="Provider-reported tokens behind this entry")
+    shortfall = models.BigIntegerField(default=0, help_text="Tokens used that the balance could not cover")
+    model = models.CharField(max_length=200, blank=True)
+    provider = models.CharField(max_length=200, blank=True)
+    reference = models.CharField(max_length=200, blank=True, help_text="e.g. document:12:rev3, message:88")
+    idempotency_key = models.CharField(max_length=200)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                   related_name="+", help_text="Staff user; empty for the system")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    metadata = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        verbose_name = "credit ledger entry"
+        verbose_name_plural = "credit ledger"
+        constraints = [
+            models.UniqueConstraint(fields=["account", "idempotency_key"], name="ledger_key_unique_per_account"),
+        ]
+        indexes = [models.Index(fields=["account", "-created_at"], name="ledger_account_recent")]
+
+    def __str__(self):
+        return f"{self.kind} {self.delta:+d}"
+
+
+class HoldStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    SETTLED = "settled", "Settled"
+    RELEASED = "released", "Released"
+
+
+class CreditHold(TenantModel):
+    """Credits reserved for the worst case before a model call, settled to real usage after."""
+
+    key = models.CharField(max_length=200)
+    amount = models.BigIntegerField()
+    status = models.CharField(max_length=10, choices=HoldStatus.choices, default=HoldStatus.OPEN)
+    reference = models.CharField(max_length=200, blank=True)
+    used_tokens = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["account", "key"], name="hold_key_unique_per_account"),
+            models.CheckConstraint(condition=models.Q(amount__gt=0), name="hold_amount_positive"),
+        ]
+
+    def __str__(self):
+        return f"hold {self.key} {self.amount} ({self.status})"

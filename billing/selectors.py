@@ -1,0 +1,35 @@
+"""Reads of credits. Every selector takes the account explicitly."""
+from __future__ import annotations
+
+import datetime as dt
+
+from django.db.models import QuerySet, Sum
+from django.db.models.functions import TruncDate
+from django.utils import timezone
+
+from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus
+
+
+def balance_get(*, account) -> int:
+    row = AccountBalance.objects.for_account(account).values_list("balance", flat=True).first()
+    return row or 0
+
+
+def ledger_list(*, account, kind: str | None = None) -> QuerySet[CreditLedgerEntry]:
+    entries = CreditLedgerEntry.objects.for_account(account).order_by("-created_at", "-pk")
+    return entries.filter(kind=kind) if kind else entries
+
+
+def ledger_usage_by_day(*, account, days: int = 30) -> list[dict]:
+    """Credits spent per day and kind over the last `days` days (spending kinds only)."""
+    since = timezone.now() - dt.timedelta(days=days)
+    rows = (CreditLedgerEntry.objects.for_account(account)
+            .filter(created_at__gte=since, kind__in=["embedding", "chat"])
+            .annotate(day=TruncDate("created_at")).values("day", "kind")
+            .annotate(credits=-Sum("delta")).order_by("day", "kind"))
+    return list(rows)
+
+
+def holds_stale(*, older_than: dt.timedelta) -> QuerySet[CreditHold]:
+    """Open holds past the timeout, in every account: run inside the tenancy bypass."""
+    return CreditHold.all_accounts.filter(status=HoldStatus.OPEN, created_at__lt=timezone.now() - older_than)
