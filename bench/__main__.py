@@ -1,0 +1,27 @@
+"""`make bench`: run the benchmarks and print their results (copied into docs/benchmarks.md).
+
+`python -m bench NAME…` runs a subset.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+
+from bench.common import machine, setup_django
+
+BENCHMARKS = ["billing_debits"]
+
+
+def main(names: list[str]) -> int:
+    setup_django()
+    print(f"# machine: {machine()}")
+    for name in names or BENCHMARKS:
+        module = importlib.import_module(f"bench.{name}")
+        print(f"## {name}", flush=True)
+        print(json.dumps(module.run(), indent=2), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
