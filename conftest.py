@@ -1,7 +1,10 @@
-"""Project-wide fixtures. The database is the real PostgreSQL (app role, RLS on)."""
+"""Project-wide fixtures. The database is the real PostgreSQL (app role, RLS on); model
+calls go to a real OpenAI-compatible HTTP server on loopback."""
+import django_rq
 import pytest
+from rq import SimpleWorker
 
-from accounts.tests.factories import make_account, make_user
+from accounts.tests.factories import make_account
 
 
 @pytest.fixture
@@ -28,3 +31,40 @@ def owner_b(account_b):
 def client_a(client, owner_a):
     client.force_login(owner_a)
     return client
+
+
+@pytest.fixture
+def fake_llm(settings):
+    """A deterministic OpenAI-compatible server on loopback, wired in as the provider."""
+    from llm.fake_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as server:
+        settings.LLM_BASE_URL = server.base_url
+        yield server
+
+
+@pytest.fixture
+def queue():
+    """The real rq queue (the tests' own Redis database), emptied before and after."""
+    q = django_rq.get_queue("default")
+    q.empty()
+    yield q
+    q.empty()
+
+
+@pytest.fixture
+def run_jobs(queue, django_capture_on_commit_callbacks):
+    """Run everything queued, in this process and transaction (rq's SimpleWorker, burst).
+
+    Returns the number of jobs run; failed jobs fail the test with their traceback.
+    """
+    def run() -> int:
+        worker = SimpleWorker([queue], connection=queue.connection)
+        count = 0
+        while queue.count:
+            count += queue.count
+            worker.work(burst=True)
+        failed = queue.failed_job_registry
+        assert failed.count == 0, [queue.fetch_job(j).exc_info for j in failed.get_job_ids()]
+        return count
+    return run

@@ -2,5 +2,7 @@
 from rq import cron
 
 from billing.jobs import release_stale_holds
+from documents.jobs import requeue_stale_work
 
 cron.register(release_stale_holds, "default", interval=60, name="release-stale-holds")
+cron.register(requeue_stale_work, "default", interval=60, name="requeue-stale-documents")

@@ -44,12 +44,14 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.postgres",
     "rest_framework",
     "drf_spectacular",
     "django_rq",
     "channels",
     "accounts",
     "billing",
+    "documents",
 ]
 
 MIDDLEWARE = [
@@ -206,6 +208,7 @@ CACHES = {
 LLM_BASE_URL = env("LLM_BASE_URL", default="")
 LLM_API_KEY = env("LLM_API_KEY", default="local")
 LOCAL_LLM_PORT = env.int("LOCAL_LLM_PORT", default=8001)
+LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=120.0)
 CHAT_MODEL = env("CHAT_MODEL", default="smollm2-135m-instruct")
 CHAT_FALLBACK_MODEL = env("CHAT_FALLBACK_MODEL", default="smollm2-135m-instruct")
 EMBEDDING_MODEL = env("EMBEDDING_MODEL", default="all-minilm-l6-v2")
@@ -215,6 +218,12 @@ RAG_TOP_K = env.int("RAG_TOP_K", default=5)
 MIN_CREDITS_TO_INGEST = env.int("MIN_CREDITS_TO_INGEST", default=100)
 MAX_UPLOAD_BYTES = env.int("MAX_UPLOAD_BYTES", default=25 * 1024 * 1024)
 SIGNUP_CREDITS = env.int("SIGNUP_CREDITS", default=10000)
+CHUNK_SIZE = env.int("CHUNK_SIZE", default=800)
+CHUNK_OVERLAP = env.int("CHUNK_OVERLAP", default=200)
+EMBEDDING_CONCURRENCY = env.int("EMBEDDING_CONCURRENCY", default=2)
+PARSE_TIMEOUT_SECONDS = env.float("PARSE_TIMEOUT_SECONDS", default=120.0)
+PARSE_MEMORY_MB = env.int("PARSE_MEMORY_MB", default=1536)
+DOCUMENT_STALE_SECONDS = env.int("DOCUMENT_STALE_SECONDS", default=300)
 HOLD_TIMEOUT_SECONDS = env.int("HOLD_TIMEOUT_SECONDS", default=15 * 60)
 DEMO_PASSWORD = env("DEMO_PASSWORD", default="")
 

@@ -7,6 +7,7 @@ from config.health import healthz
 api_v1 = [
     path("", include("accounts.api_urls")),
     path("", include("billing.api_urls")),
+    path("", include("documents.api_urls")),
 ]
 
 urlpatterns = [
@@ -16,6 +17,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema", authentication_classes=[],
                                                      permission_classes=[]), name="api-docs"),
     path("api/v1/", include(api_v1)),
+    path("documents/", include((("documents.urls"), "documents"))),
     path("", include("accounts.urls")),
 ]
 

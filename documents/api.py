@@ -1,0 +1,99 @@
+"""REST endpoints for documents (CONTRACT.md): list, upload, detail, delete, reindex."""
+from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.parsers import FormParser, MultiPartParser
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from config.api import CursorPagination
+from documents import selectors, services
+from documents.models import Status
+from documents.serializers import (
+    DocumentDetailSerializer,
+    DocumentSerializer,
+    ReindexRunSerializer,
+    UploadSerializer,
+)
+
+
+class DocumentPagination(CursorPagination):
+    ordering = ("-created_at", "-pk")
+
+
+def _document_or_404(request, document_id):
+    document = selectors.document_get(account=request._request.account, document_id=document_id)
+    if document is None:
+        raise Http404
+    return document
+
+
+class DocumentListView(APIView):
+    parser_classes = [MultiPartParser, FormParser]
+
+    @extend_schema(parameters=[OpenApiParameter("status", str, enum=Status.values, required=False),
+                               OpenApiParameter("q", str, required=False, description="Name contains"),
+                               OpenApiParameter("cursor", str, required=False),
+                               OpenApiParameter("page_size", int, required=False)],
+                   responses=DocumentSerializer(many=True))
+    def get(self, request):
+        documents = selectors.document_list(account=request._request.account,
+                                            status=request.query_params.get("status") or None,
+                                            query=request.query_params.get("q") or None)
+        paginator = DocumentPagination()
+        page = paginator.paginate_queryset(documents, request, view=self)
+        return paginator.get_paginated_response(DocumentSerializer(page, many=True).data)
+
+    @extend_schema(request={"multipart/form-data": UploadSerializer},
+                   responses={202: DocumentSerializer, 200: DocumentSerializer})
+    def post(self, request):
+        document, created = services.document_upload(
+            account=request._request.account, actor=request.user, upload=request.FILES.get("file"))
+        return Response(DocumentSerializer(document).data,
+                        status=status.HTTP_202_ACCEPTED if created else status.HTTP_200_OK)
+
+
+class DocumentDetailView(APIView):
+    @extend_schema(responses=DocumentDetailSerializer)
+    def get(self, request, document_id: int):
+        document = _document_or_404(request, document_id)
+        chunks = selectors.chunk_list(account=request._request.account, document=document)
+        return Response(DocumentDetailSerializer(document, context={"chunks": chunks}).data)
+
+    @extend_schema(request=None, responses={202: DocumentSerializer})
+    def delete(self, request, document_id: int):
+        document = services.document_delete(account=request._request.account,
+                                            document=_document_or_404(request, document_id))
+        return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)
+
+
+class DocumentReindexView(APIView):
+    @extend_schema(request=None, responses={202: DocumentSerializer})
+    def post(self, request, document_id: int):
+        document = services.document_reindex(account=request._request.account,
+                                             document=_document_or_404(request, document_id))
+        return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)
+
+
+class AccountReindexView(APIView):
+    """Re-embed every document of the account; GET shows the latest run's progress."""
+
+    @extend_schema(request=None, responses={202: ReindexRunSerializer})
+    def post(self, request):
+        run = services.account_reindex_start(account=request._request.account, actor=request.user)
+        return Response(ReindexRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+    @extend_schema(responses=inline_serializer("CurrentReindex", {"run": ReindexRunSerializer(allow_null=True)}))
+    def get(self, request):
+        run = selectors.reindex_run_current(account=request._request.account)
+        return Response({"run": ReindexRunSerializer(run).data if run else None})
+
+
+class AccountReindexCancelView(APIView):
+    @extend_schema(request=None, responses=ReindexRunSerializer)
+    def post(self, request, run_id: int):
+        run = selectors.reindex_run_get(account=request._request.account, run_id=run_id)
+        if run is None:
+            raise Http404
+        return Response(ReindexRunSerializer(services.account_reindex_cancel(account=request._request.account,
+                                                                             run=run)).data)

@@ -1,0 +1,276 @@
+"""The ingestion pipeline: claim → parse (sandboxed) → chunk → embed (staged per batch) →
+debit + publish in one transaction. Every step is idempotent per (document, revision)."""
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from accounts.tenancy import account_context, dangerously_bypass_tenancy
+from billing.errors import InsufficientCredits
+from billing.models import Kind
+from billing.selectors import balance_get
+from billing.services import credits_debit
+from documents import jobs
+from documents.chunking import chunk_document, embedding_text
+from documents.errors import IngestionError
+from documents.models import Chunk, Document, EmbeddingBatch, ReindexRun, Status
+from documents.parsing import parse_in_sandbox
+from documents.storage import file_delete, local_copy
+from llm import client as llm
+from llm.tokens import count_tokens
+
+logger = logging.getLogger("groundwork.documents")
+
+BATCH_SIZE = 96
+MAX_ATTEMPTS = 3
+
+
+def ingest(*, account_id: int, document_id: int, revision: int) -> None:
+    document = _claim(account_id, document_id, revision)
+    if document is None:
+        return
+    try:
+        drafts = _parse_and_chunk(document)
+        _check_credits(document, drafts)
+        batches = _embed_all(document, drafts)
+        _publish(document, drafts, batches)
+    except IngestionError as exc:
+        _fail(document, exc.code, exc.message)
+    except InsufficientCredits as exc:
+        _fail(document, exc.code, exc.message)
+    except llm.ProviderError as exc:
+        message = (f"{exc.message} The document was not charged; reindex it to try again."
+                   if exc.transient else f"{exc.message} The document was not charged.")
+        _fail(document, exc.code, message)
+    except Exception:
+        logger.exception("ingestion of document %s failed unexpectedly", document_id)
+        _fail(document, "internal_error", "Something went wrong while processing this document. "
+                                          "It was not charged; reindex it to try again.")
+
+
+def _claim(account_id, document_id, revision) -> Document | None:
+    """Mark the revision processing, unless it is gone, superseded, done or given up on."""
+    with account_context(account_id=account_id):
+        document = Document.objects.for_account(account_id).select_for_update().filter(pk=document_id).first()
+        if document is None or document.revision != revision:
+            return None
+        if document.status in (Status.DELETING, Status.READY, Status.FAILED):
+            return None
+        if document.attempts >= MAX_ATTEMPTS:
+            _set_failed(document, "processing_crashed",
+                        f"Processing stopped unexpectedly {MAX_ATTEMPTS} times. The file may be too large or "
+                        "complex; try a smaller or simpler file.")
+            return None
+        document.status = Status.PROCESSING
+        document.attempts += 1
+        document.heartbeat_at = timezone.now()
+        document.save(update_fields=["status", "attempts", "heartbeat_at", "updated_at"])
+        return document
+
+
+def _parse_and_chunk(document: Document):
+    with account_context(account_id=document.account_id):
+        if balance_get(account=document.account_id) < settings.MIN_CREDITS_TO_INGEST:
+            raise InsufficientCredits(needed=settings.MIN_CREDITS_TO_INGEST,
+                                      balance=balance_get(account=document.account_id))
+    with local_copy(document.file.name) as path:
+        parsed = parse_in_sandbox(path, document.kind, timeout_s=settings.PARSE_TIMEOUT_SECONDS,
+                                  memory_mb=settings.PARSE_MEMORY_MB)
+    drafts = chunk_document(parsed, size=settings.CHUNK_SIZE, overlap=settings.CHUNK_OVERLAP,
+                            count_tokens=count_tokens)
+    if not drafts:
+        raise IngestionError("no_text", "This file contains no text to search.")
+    title = parsed.title or document.name
+    pages = [d.page_end for d in drafts if d.page_end]
+    with account_context(account_id=document.account_id):
+        Document.objects.for_account(document.account_id).filter(pk=document.pk).update(
+            title=title[:255], page_count=max(pages) if pages else None,
+            progress_total=_batch_count(len(drafts)), heartbeat_at=timezone.now())
+    document.title = title[:255]
+    return drafts
+
+
+def _batch_count(n: int) -> int:
+    return (n + BATCH_SIZE - 1) // BATCH_SIZE
+
+
+def _check_credits(document: Document, drafts) -> None:
+    """Refuse before embedding anything when the estimate already exceeds the balance."""
+    estimate = sum(d.token_count for d in drafts)
+    with account_context(account_id=document.account_id):
+        balance = balance_get(account=document.account_id)
+    if balance < estimate:
+        raise InsufficientCredits(needed=estimate, balance=balance)
+
+
+def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
+    """Embed every batch not already staged for this revision, a few at a time."""
+    with account_context(account_id=document.account_id):
+        staged = set(EmbeddingBatch.objects.for_account(document.account_id)
+                     .filter(document=document, revision=document.revision).values_list("batch_index", flat=True))
+    todo = [i for i in range(_batch_count(len(drafts))) if i not in staged]
+    texts = [embedding_text(d, document.title or document.name) for d in drafts]
+
+    def embed_batch(index: int):
+        batch = texts[index * BATCH_SIZE:(index + 1) * BATCH_SIZE]
+        return index, llm.with_retries(lambda: llm.embed(batch))
+
+    with ThreadPoolExecutor(max_workers=settings.EMBEDDING_CONCURRENCY) as pool:
+        for index, result in pool.map(embed_batch, todo):
+            _stage(document, index, result)
+    with account_context(account_id=document.account_id):
+        return list(EmbeddingBatch.objects.for_account(document.account_id)
+                    .filter(document=document, revision=document.revision).order_by("batch_index"))
+
+
+def _stage(document: Document, index: int, result) -> None:
+    with account_context(account_id=document.account_id):
+        # NOTE: two runs of the same revision (a re-queued job overlapping a slow one) may
+        # embed the same batch; the unique (document, revision, batch) key keeps one.
+        EmbeddingBatch.objects.for_account(document.account_id).bulk_create([EmbeddingBatch(
+            account_id=document.account_id, document=document, revision=document.revision, batch_index=index,
+            vectors=result.vectors.astype(np.float32).tobytes(), count=len(result.vectors),
+            tokens=result.total_tokens, model=result.model, provider=result.provider)], ignore_conflicts=True)
+        done = EmbeddingBatch.objects.for_account(document.account_id).filter(
+            document=document, revision=document.revision).count()
+        Document.objects.for_account(document.account_id).filter(pk=document.pk).update(
+            progress_done=done, heartbeat_at=timezone.now())
+
+
+def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
+    """Debit the exact provider tokens and swap in the new chunks, all in one transaction."""
+    vectors = np.concatenate([np.frombuffer(bytes(b.vectors), dtype=np.float32)
+                              .reshape(b.count, -1) for b in batches])
+    if len(vectors) != len(drafts):
+        raise IngestionError("internal_error", "The staged embeddings do not match the chunks; reindex to retry.")
+    tokens = sum(b.tokens for b in batches)
+    account_id = document.account_id
+    with account_context(account_id=account_id):
+        current = Document.objects.for_account(account_id).select_for_update().filter(pk=document.pk).first()
+        if current is None or current.revision != document.revision or current.status != Status.PROCESSING:
+            return  # deleted or superseded meanwhile: the newer job publishes
+        entry = credits_debit(account=account_id, tokens=max(tokens, 1), key=f"ingest:{document.pk}:{document.revision}",
+                              kind=Kind.EMBEDDING, model=batches[0].model, provider=batches[0].provider,
+                              reference=f"document:{document.pk}:rev{document.revision}")
+        chunks = Chunk.objects.for_account(account_id)
+        chunks.filter(document=current).delete()
+        created = chunks.bulk_create([Chunk(
+            account_id=account_id, document=current, revision=current.revision, chunk_index=d.index,
+            content=d.content, token_count=d.token_count, page_start=d.page_start, page_end=d.page_end,
+            heading_path=d.heading_path, embedding=vectors[i], embedding_model=batches[0].model)
+            for i, d in enumerate(drafts)], batch_size=500)
+        _link_neighbours(created)
+        EmbeddingBatch.objects.for_account(account_id).filter(document=current).delete()
+        current.status = Status.READY
+        current.error = current.error_code = ""
+        current.chunk_count = len(created)
+        current.token_count = sum(d.token_count for d in drafts)
+        current.embedding_tokens = tokens
+        current.credits_charged = -entry.delta
+        current.embedding_model = batches[0].model
+        current.embedding_provider = batches[0].provider
+        current.progress_done = current.progress_total
+        current.heartbeat_at = timezone.now()
+        current.save()
+
+
+def _link_neighbours(chunks: list[Chunk]) -> None:
+    for i, chunk in enumerate(chunks):
+        chunk.prev_chunk_id = chunks[i - 1].pk if i > 0 else None
+        chunk.next_chunk_id = chunks[i + 1].pk if i + 1 < len(chunks) else None
+    Chunk.all_accounts.bulk_update(chunks, ["prev_chunk_id", "next_chunk_id"], batch_size=500)
+
+
+def _fail(document: Document, code: str, message: str) -> None:
+    with account_context(account_id=document.account_id):
+        current = Document.objects.for_account(document.account_id).select_for_update().filter(
+            pk=document.pk, revision=document.revision).first()
+        if current is not None and current.status != Status.DELETING:
+            _set_failed(current, code, message)
+        EmbeddingBatch.objects.for_account(document.account_id).filter(
+            document_id=document.pk, revision=document.revision).delete()
+
+
+def _set_failed(document: Document, code: str, message: str) -> None:
+    document.status = Status.FAILED
+    document.error_code = code[:40]
+    document.error = message
+    document.save(update_fields=["status", "error", "error_code", "updated_at"])
+
+
+def purge(*, account_id: int, document_id: int) -> None:
+    with account_context(account_id=account_id):
+        document = Document.objects.for_account(account_id).select_for_update().filter(pk=document_id).first()
+        if document is None or document.status != Status.DELETING:
+            return
+        Chunk.objects.for_account(account_id).filter(document=document).delete()
+        EmbeddingBatch.objects.for_account(account_id).filter(document=document).delete()
+        name = document.file.name
+        document.delete()
+        transaction.on_commit(lambda: file_delete(name))
+
+
+def reindex_run(*, account_id: int, run_id: int) -> None:
+    while True:
+        with account_context(account_id=account_id):
+            run = ReindexRun.objects.for_account(account_id).select_for_update().filter(pk=run_id).first()
+            if run is None or run.status != ReindexRun.RunStatus.RUNNING:
+                return
+            if run.done >= run.total:
+                run.status = ReindexRun.RunStatus.DONE
+                run.finished_at = timezone.now()
+                run.save(update_fields=["status", "finished_at"])
+                return
+            document_id = run.document_ids[run.done]
+            revision = _bump_revision(account_id, document_id)
+        if revision is not None:
+            ingest(account_id=account_id, document_id=document_id, revision=revision)
+        with account_context(account_id=account_id):
+            ReindexRun.objects.for_account(account_id).filter(pk=run_id, status=ReindexRun.RunStatus.RUNNING).update(
+                done=run.done + 1, heartbeat_at=timezone.now())
+
+
+def _bump_revision(account_id: int, document_id: int) -> int | None:
+    """Start a new revision of one document for a reindex run (None: it was deleted).
+
+    A document already at a revision that is pending/processing is left to that job.
+    """
+    document = Document.objects.for_account(account_id).select_for_update().filter(pk=document_id).first()
+    if document is None or document.status == Status.DELETING:
+        return None
+    if document.status in (Status.PENDING, Status.PROCESSING):
+        return document.revision
+    document.revision += 1
+    document.status = Status.PENDING
+    document.attempts = 0
+    document.error = document.error_code = ""
+    document.progress_done = document.progress_total = 0
+    document.save()
+    return document.revision
+
+
+def requeue_stale() -> int:
+    stale_before = timezone.now() - dt.timedelta(seconds=settings.DOCUMENT_STALE_SECONDS)
+    with dangerously_bypass_tenancy(reason="documents sweep: find stale ingestion work"):
+        stale = Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True, created_at__lt=stale_before)
+        documents = list(Document.all_accounts.filter(stale, status__in=[Status.PENDING, Status.PROCESSING])
+                         .values_list("pk", "revision", "account_id"))
+        runs = list(ReindexRun.all_accounts.filter(status=ReindexRun.RunStatus.RUNNING, heartbeat_at__lt=stale_before)
+                    .values_list("pk", "account_id"))
+    for document_id, revision, account_id in documents:
+        logger.warning("re-queueing stale document %s rev %s", document_id, revision)
+        with account_context(account_id=account_id):
+            Document.objects.for_account(account_id).filter(pk=document_id).update(heartbeat_at=timezone.now())
+            jobs.enqueue_ingest(Document(pk=document_id, revision=revision, account_id=account_id))
+    for run_id, account_id in runs:
+        with account_context(account_id=account_id):
+            ReindexRun.objects.for_account(account_id).filter(pk=run_id).update(heartbeat_at=timezone.now())
+            jobs.enqueue_reindex_run(ReindexRun(pk=run_id, account_id=account_id))
+    return len(documents) + len(runs)

@@ -1,0 +1,58 @@
+"""django-rq entry points for documents: thin, take ids, re-fetch, call the pipeline.
+
+Enqueued with transaction.on_commit, never inside an open transaction.
+"""
+from __future__ import annotations
+
+import logging
+
+import django_rq
+from django.db import transaction
+
+logger = logging.getLogger("groundwork.documents")
+
+JOB_TIMEOUT = 60 * 60
+
+
+def _enqueue(func, **kwargs) -> None:
+    transaction.on_commit(lambda: django_rq.get_queue("default").enqueue(func, job_timeout=JOB_TIMEOUT, **kwargs))
+
+
+def enqueue_ingest(document) -> None:
+    _enqueue(ingest_document, document_id=document.pk, revision=document.revision, account_id=document.account_id)
+
+
+def enqueue_delete(document) -> None:
+    _enqueue(delete_document, document_id=document.pk, account_id=document.account_id)
+
+
+def enqueue_reindex_run(run) -> None:
+    _enqueue(reindex_account, run_id=run.pk, account_id=run.account_id)
+
+
+def ingest_document(*, document_id: int, revision: int, account_id: int) -> None:
+    """Parse, chunk, embed and publish one revision of a document. Safe to run twice."""
+    from documents.ingestion import ingest
+
+    ingest(account_id=account_id, document_id=document_id, revision=revision)
+
+
+def delete_document(*, document_id: int, account_id: int) -> None:
+    """Remove a deleted document's chunks, staging and stored file. Idempotent."""
+    from documents.ingestion import purge
+
+    purge(account_id=account_id, document_id=document_id)
+
+
+def reindex_account(*, run_id: int, account_id: int) -> None:
+    """Re-embed an account's documents one by one; resumable, cancellable."""
+    from documents.ingestion import reindex_run
+
+    reindex_run(account_id=account_id, run_id=run_id)
+
+
+def requeue_stale_work() -> int:
+    """Cron: re-queue documents and reindex runs whose worker died (stale heartbeat)."""
+    from documents.ingestion import requeue_stale
+
+    return requeue_stale()

@@ -1,0 +1,130 @@
+"""Documents, their searchable chunks, staged embeddings and reindex runs."""
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex
+from django.contrib.postgres.search import SearchVector, SearchVectorField
+from django.db import models
+from pgvector.django import HnswIndex, VectorField
+
+from accounts.tenancy import TenantModel
+
+EMBEDDING_DIMENSIONS = 384  # the column's size; llm.embed() checks providers against settings
+
+
+class Status(models.TextChoices):
+    PENDING = "pending", "Pending"
+    PROCESSING = "processing", "Processing"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+    DELETING = "deleting", "Deleting"
+
+
+class Document(TenantModel):
+    name = models.CharField(max_length=255, help_text="Display only, sanitised")
+    title = models.CharField(max_length=255, blank=True)
+    kind = models.CharField(max_length=16)
+    content_type = models.CharField(max_length=128)
+    size = models.BigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    file = models.FileField(max_length=500)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.PENDING, db_index=True)
+    error = models.TextField(blank=True)
+    error_code = models.CharField(max_length=40, blank=True)
+    revision = models.PositiveIntegerField(default=1)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    page_count = models.PositiveIntegerField(null=True, blank=True)
+    chunk_count = models.PositiveIntegerField(default=0)
+    token_count = models.PositiveIntegerField(default=0, help_text="Tokens of the stored chunks")
+    embedding_tokens = models.PositiveIntegerField(default=0, help_text="Provider-reported tokens, as charged")
+    credits_charged = models.PositiveIntegerField(default=0)
+    embedding_model = models.CharField(max_length=200, blank=True)
+    embedding_provider = models.CharField(max_length=200, blank=True)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            # The same bytes twice in one account are one document (unless it is being deleted).
+            models.UniqueConstraint(fields=["account", "sha256"], condition=~models.Q(status="deleting"),
+                                    name="document_sha256_unique_per_account"),
+        ]
+        indexes = [models.Index(fields=["account", "-created_at"], name="document_account_recent")]
+
+    def __str__(self):
+        return self.name
+
+
+class Chunk(TenantModel):
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    revision = models.PositiveIntegerField()
+    chunk_index = models.PositiveIntegerField()
+    content = models.TextField()
+    token_count = models.PositiveIntegerField()
+    page_start = models.PositiveIntegerField(null=True, blank=True)
+    page_end = models.PositiveIntegerField(null=True, blank=True)
+    heading_path = models.JSONField(default=list, blank=True)
+    prev_chunk_id = models.BigIntegerField(null=True, blank=True)
+    next_chunk_id = models.BigIntegerField(null=True, blank=True)
+    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+    embedding_model = models.CharField(max_length=200)
+    search_vector = models.GeneratedField(
+        expression=SearchVector("content", config="english"), output_field=SearchVectorField(), db_persist=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["document", "revision", "chunk_index"], name="chunk_position_unique"),
+        ]
+        indexes = [
+            HnswIndex(name="chunk_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
+                      opclasses=["vector_cosine_ops"]),
+            GinIndex(fields=["search_vector"], name="chunk_search_gin"),
+            models.Index(fields=["document", "chunk_index"], name="chunk_document_order"),
+        ]
+
+    def __str__(self):
+        return f"{self.document_id}#{self.chunk_index}"
+
+
+class EmbeddingBatch(TenantModel):
+    """Embeddings staged per (document, revision, batch) so a retried job embeds nothing twice."""
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="+")
+    revision = models.PositiveIntegerField()
+    batch_index = models.PositiveIntegerField()
+    vectors = models.BinaryField(help_text="float32, row-major, one row per chunk of the batch")
+    count = models.PositiveIntegerField()
+    tokens = models.PositiveIntegerField()
+    model = models.CharField(max_length=200)
+    provider = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["document", "revision", "batch_index"], name="embedding_batch_unique"),
+        ]
+
+
+class ReindexRun(TenantModel):
+    """Re-embedding a whole account (e.g. after EMBEDDING_MODEL changes), with progress."""
+
+    class RunStatus(models.TextChoices):
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        CANCELLED = "cancelled", "Cancelled"
+
+    status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.RUNNING)
+    embedding_model = models.CharField(max_length=200)
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    document_ids = models.JSONField(default=list)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)

@@ -1,0 +1,134 @@
+"""Writes for documents: upload, delete, reindex (one document or a whole account)."""
+from __future__ import annotations
+
+import hashlib
+import os
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from billing.errors import InsufficientCredits
+from billing.selectors import balance_get
+from documents import jobs
+from documents.errors import UploadRejected
+from documents.models import Document, ReindexRun, Status
+from documents.storage import document_path, file_delete, file_save
+from documents.validation import validate_upload
+
+HEAD_BYTES = 8192
+
+
+def _sha256(upload) -> str:
+    digest = hashlib.sha256()
+    for block in upload.chunks():
+        digest.update(block)
+    upload.seek(0)
+    return digest.hexdigest()
+
+
+def _head(upload) -> bytes:
+    upload.seek(0)
+    head = upload.read(HEAD_BYTES)
+    upload.seek(0)
+    return head
+
+
+def _require_ingest_credits(account) -> None:
+    balance = balance_get(account=account)
+    if balance < settings.MIN_CREDITS_TO_INGEST:
+        raise InsufficientCredits(needed=settings.MIN_CREDITS_TO_INGEST, balance=balance)
+
+
+def document_upload(*, account, actor, upload) -> tuple[Document, bool]:
+    """Validate, store and queue a file. Returns (document, created).
+
+    The same bytes again in the same account return the existing document (created=False).
+    Nothing is stored or written when validation fails.
+    """
+    if upload is None:
+        raise UploadRejected("no_file", "Attach a file in the `file` field of a multipart form.", status=400)
+    validated = validate_upload(name=upload.name or "", declared_type=getattr(upload, "content_type", None),
+                                data_head=_head(upload), size=upload.size, max_bytes=settings.MAX_UPLOAD_BYTES,
+                                open_file=lambda: _reopen(upload))
+    sha256 = _sha256(upload)
+    existing = Document.objects.for_account(account).exclude(status=Status.DELETING).filter(sha256=sha256).first()
+    if existing:
+        return existing, False
+    _require_ingest_credits(account)
+    extension = os.path.splitext(validated.safe_name)[1].lower()
+    stored = file_save(path=document_path(account_id=account.pk, extension=extension), content=upload)
+    try:
+        with transaction.atomic():
+            document = Document.objects.for_account(account).create(
+                account=account, name=validated.safe_name, kind=validated.kind, content_type=validated.content_type,
+                size=upload.size, sha256=sha256, file=stored, uploaded_by=actor if getattr(actor, "pk", None) else None)
+    except IntegrityError:
+        # NOTE: the same bytes uploaded twice at once: the unique (account, sha256) constraint
+        # lets one win; the other returns the winner and removes its stored copy.
+        file_delete(stored)
+        return Document.objects.for_account(account).exclude(status=Status.DELETING).get(sha256=sha256), False
+    jobs.enqueue_ingest(document)
+    return document, True
+
+
+def _reopen(upload):
+    upload.seek(0)
+    return upload
+
+
+@transaction.atomic
+def document_delete(*, account, document: Document) -> Document:
+    """Gone from lists and search at once; a job removes chunks, staging and the file."""
+    document = Document.objects.for_account(account).select_for_update().get(pk=document.pk)
+    if document.status != Status.DELETING:
+        document.status = Status.DELETING
+        document.save(update_fields=["status", "updated_at"])
+    jobs.enqueue_delete(document)
+    return document
+
+
+@transaction.atomic
+def document_reindex(*, account, document: Document) -> Document:
+    """Re-embed into a new revision; search answers from the current chunks until the new
+    ones are published."""
+    document = Document.objects.for_account(account).select_for_update().get(pk=document.pk)
+    if document.status == Status.DELETING:
+        return document
+    _require_ingest_credits(account)
+    document.revision += 1
+    document.status = Status.PENDING
+    document.error = document.error_code = ""
+    document.attempts = 0
+    document.progress_done = document.progress_total = 0
+    document.save()
+    jobs.enqueue_ingest(document)
+    return document
+
+
+@transaction.atomic
+def account_reindex_start(*, account, actor=None) -> ReindexRun:
+    """Re-embed every document of the account, one at a time, with progress. At most one
+    run is active per account: starting again returns the running one."""
+    running = ReindexRun.objects.for_account(account).select_for_update().filter(
+        status=ReindexRun.RunStatus.RUNNING).first()
+    if running:
+        return running
+    _require_ingest_credits(account)
+    ids = list(Document.objects.for_account(account).exclude(status=Status.DELETING)
+               .order_by("pk").values_list("pk", flat=True))
+    run = ReindexRun.objects.for_account(account).create(
+        account=account, embedding_model=settings.EMBEDDING_MODEL, total=len(ids), document_ids=ids,
+        created_by=actor if getattr(actor, "pk", None) else None, heartbeat_at=timezone.now())
+    jobs.enqueue_reindex_run(run)
+    return run
+
+
+@transaction.atomic
+def account_reindex_cancel(*, account, run: ReindexRun) -> ReindexRun:
+    run = ReindexRun.objects.for_account(account).select_for_update().get(pk=run.pk)
+    if run.status == ReindexRun.RunStatus.RUNNING:
+        run.status = ReindexRun.RunStatus.CANCELLED
+        run.finished_at = timezone.now()
+        run.save(update_fields=["status", "finished_at"])
+    return run

@@ -1,0 +1,14 @@
+from django.urls import path
+
+from documents import views
+
+urlpatterns = [
+    path("", views.knowledge_base_view, name="knowledge-base"),
+    path("status/", views.documents_status_view, name="status"),
+    path("upload/", views.upload_view, name="upload"),
+    path("reindex/", views.account_reindex_view, name="account-reindex"),
+    path("reindex/<int:run_id>/cancel/", views.account_reindex_cancel_view, name="account-reindex-cancel"),
+    path("<int:document_id>/", views.document_view, name="document"),
+    path("<int:document_id>/delete/", views.delete_view, name="delete"),
+    path("<int:document_id>/reindex/", views.reindex_view, name="reindex"),
+]

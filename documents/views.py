@@ -1,0 +1,123 @@
+"""Knowledge base pages: list + upload, a document's page, delete and reindex (thin views)."""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
+
+from billing.errors import BillingError
+from billing.selectors import ledger_list
+from documents import selectors, services
+from documents.errors import UploadRejected
+from documents.serializers import DocumentSerializer
+
+
+def _account(request):
+    if request.account is None:
+        raise Http404
+    return request.account
+
+
+def _document(request, document_id):
+    document = selectors.document_get(account=_account(request), document_id=document_id)
+    if document is None:
+        raise Http404
+    return document
+
+
+@login_required
+def knowledge_base_view(request):
+    account = _account(request)
+    status = request.GET.get("status") or None
+    query = (request.GET.get("q") or "").strip() or None
+    documents = selectors.document_list(account=account, status=status, query=query)[:200]
+    return render(request, "documents/knowledge_base.html", {
+        "documents": documents, "status": status or "", "query": query or "",
+        "run": selectors.reindex_run_current(account=account),
+    })
+
+
+@login_required
+def documents_status_view(request):
+    """JSON for the live status badges (polled by the knowledge base page)."""
+    account = _account(request)
+    documents = selectors.document_list(account=account)[:200]
+    return JsonResponse({"documents": DocumentSerializer(documents, many=True).data})
+
+
+@login_required
+@require_POST
+def upload_view(request):
+    """One file per request (the page sends each file on its own, with its progress bar)."""
+    account = _account(request)
+    wants_json = request.headers.get("Accept", "").startswith("application/json")
+    try:
+        document, created = services.document_upload(account=account, actor=request.user,
+                                                     upload=request.FILES.get("file"))
+    except (UploadRejected, BillingError) as exc:
+        if wants_json:
+            return JsonResponse({"error": {"code": exc.code, "message": exc.message}}, status=exc.status)
+        messages.error(request, exc.message)
+        return redirect("documents:knowledge-base")
+    if wants_json:
+        return JsonResponse({"document": DocumentSerializer(document).data, "created": created},
+                            status=202 if created else 200)
+    messages.success(request, f"Uploaded {document.name}." if created else f"{document.name} is already here.")
+    return redirect("documents:knowledge-base")
+
+
+@login_required
+def document_view(request, document_id: int):
+    account = _account(request)
+    document = _document(request, document_id)
+    chunks = selectors.chunk_list(account=account, document=document)
+    charges = ledger_list(account=account).filter(reference__startswith=f"document:{document.pk}:")
+    return render(request, "documents/document.html", {
+        "document": document, "chunks": chunks, "charges": charges,
+        "highlight": request.GET.get("chunk"),
+    })
+
+
+@login_required
+@require_POST
+def delete_view(request, document_id: int):
+    document = services.document_delete(account=_account(request), document=_document(request, document_id))
+    messages.success(request, f"Deleted {document.name}.")
+    return redirect("documents:knowledge-base")
+
+
+@login_required
+@require_POST
+def reindex_view(request, document_id: int):
+    try:
+        document = services.document_reindex(account=_account(request), document=_document(request, document_id))
+    except BillingError as exc:
+        messages.error(request, exc.message)
+        return redirect("documents:document", document_id=document_id)
+    messages.success(request, f"Reindexing {document.name}.")
+    return redirect("documents:document", document_id=document.pk)
+
+
+@login_required
+@require_POST
+def account_reindex_view(request):
+    try:
+        services.account_reindex_start(account=_account(request), actor=request.user)
+    except BillingError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Reindexing every document. Search keeps working meanwhile.")
+    return redirect("documents:knowledge-base")
+
+
+@login_required
+@require_POST
+def account_reindex_cancel_view(request, run_id: int):
+    run = selectors.reindex_run_get(account=_account(request), run_id=run_id)
+    if run is None:
+        raise Http404
+    services.account_reindex_cancel(account=request.account, run=run)
+    messages.success(request, "Reindex cancelled.")
+    return redirect("documents:knowledge-base")

@@ -1,0 +1,106 @@
+"""The one provider boundary: every model call in the product goes through here, always
+through the official `openai` client, to LLM_BASE_URL (the bundled local models when unset).
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import numpy as np
+import openai
+from django.conf import settings
+
+logger = logging.getLogger("groundwork.llm")
+
+EMBEDDING_BATCH_LIMIT = 96
+
+
+class ProviderError(Exception):
+    """A model call failed. `transient` errors (network, timeout, 429, 5xx) may be retried."""
+
+    status = 502
+    code = "provider_unavailable"
+
+    def __init__(self, message: str, *, transient: bool, code: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.transient = transient
+        if code:
+            self.code = code
+
+
+@dataclass(frozen=True)
+class Embeddings:
+    vectors: np.ndarray  # float32, shape (n, dimensions)
+    total_tokens: int
+    model: str
+    provider: str
+
+
+def base_url() -> str:
+    return settings.LLM_BASE_URL or f"http://127.0.0.1:{settings.LOCAL_LLM_PORT}/v1"
+
+
+def provider_name() -> str:
+    host = urlparse(base_url()).hostname or "unknown"
+    return "local" if host in ("127.0.0.1", "localhost", "::1") else host
+
+
+@functools.lru_cache(maxsize=4)
+def _client(url: str, api_key: str, timeout: float) -> openai.OpenAI:
+    # Retries are ours (with the fallback model for chat), so the SDK's are off.
+    return openai.OpenAI(base_url=url, api_key=api_key, timeout=timeout, max_retries=0)
+
+
+def client(timeout: float | None = None) -> openai.OpenAI:
+    return _client(base_url(), settings.LLM_API_KEY or "local", timeout or settings.LLM_TIMEOUT_SECONDS)
+
+
+def _classify(exc: Exception) -> ProviderError:
+    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError)):
+        return ProviderError("The model provider could not be reached.", transient=True)
+    if isinstance(exc, openai.RateLimitError):
+        return ProviderError("The model provider is rate limiting requests.", transient=True)
+    if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
+        return ProviderError(f"The model provider failed ({exc.status_code}).", transient=True)
+    if isinstance(exc, openai.APIStatusError):
+        return ProviderError(f"The model provider refused the request ({exc.status_code}): {exc.message}",
+                             transient=False, code="provider_error")
+    return ProviderError(f"Unexpected answer from the model provider: {exc}", transient=False, code="provider_error")
+
+
+def embed(texts: list[str], *, model: str | None = None) -> Embeddings:
+    """Embed up to 96 texts in one request. Checks count and dimension of what comes back."""
+    if not texts or len(texts) > EMBEDDING_BATCH_LIMIT:
+        raise ValueError(f"embed() takes 1-{EMBEDDING_BATCH_LIMIT} texts, got {len(texts)}")
+    model = model or settings.EMBEDDING_MODEL
+    try:
+        response = client().embeddings.create(model=model, input=texts, encoding_format="float")
+    except openai.OpenAIError as exc:
+        raise _classify(exc) from exc
+    data = sorted(response.data, key=lambda item: item.index)
+    vectors = np.asarray([item.embedding for item in data], dtype=np.float32)
+    expected = (len(texts), settings.EMBEDDING_DIMENSIONS)
+    if vectors.shape != expected:
+        raise ProviderError(
+            f"The embedding model returned vectors of shape {vectors.shape}, expected {expected}: "
+            "check EMBEDDING_MODEL and EMBEDDING_DIMENSIONS.", transient=False, code="embedding_dimension")
+    tokens = response.usage.total_tokens if response.usage else 0
+    return Embeddings(vectors=vectors, total_tokens=int(tokens), model=model, provider=provider_name())
+
+
+def with_retries(call, *, tries: int = 3, first_delay: float = 1.0):
+    """Run `call()`, retrying transient ProviderErrors with exponential backoff."""
+    delay = first_delay
+    for attempt in range(1, tries + 1):
+        try:
+            return call()
+        except ProviderError as exc:
+            if not exc.transient or attempt == tries:
+                raise
+            logger.warning("transient provider error (try %d/%d): %s", attempt, tries, exc.message)
+            time.sleep(delay)
+            delay *= 2
