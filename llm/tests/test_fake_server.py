@@ -226,3 +226,23 @@ def raw_post(url, data: bytes):
             return resp.status, json.load(resp)
     except urllib.error.HTTPError as err:
         return err.code, json.load(err)
+
+
+def test_abandoned_stream_does_not_break_the_server(fake, client):
+    fake.answer = " ".join(f"w{i}" for i in range(200))
+    fake.backend.chunk_delay = 0.01
+    stream = client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "long please"}], stream=True)
+    for i, _chunk in enumerate(stream):
+        if i == 3:
+            break
+    stream.close()
+    fake.answer = "short"
+    resp = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "again"}])
+    assert resp.choices[0].message.content == "short"
+
+
+def test_unknown_paths_are_recorded_too(fake):
+    status, _body = raw_post(fake.base_url + "/completions", b'{"prompt": "legacy"}')
+    assert status == 404
+    assert fake.requests == [{"path": "/v1/completions", "body": None}]
