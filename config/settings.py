@@ -12,7 +12,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
-environ.Env.read_env(os.environ.get("GROUNDWORK_ENV_FILE", BASE_DIR / ".env"), overwrite=False)
+_ENV_FILE = Path(os.environ.get("GROUNDWORK_ENV_FILE", BASE_DIR / ".env"))
+if _ENV_FILE.exists():
+    environ.Env.read_env(_ENV_FILE, overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
 TESTING = env.bool("GROUNDWORK_TESTING", default=False)

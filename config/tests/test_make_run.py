@@ -40,8 +40,8 @@ def _get(url: str):
 class Supervisor:
     """`make run` as a person sees it: a process and the lines it prints."""
 
-    def __init__(self, data_dir: Path, port: int):
-        self.process = _start(data_dir, port)
+    def __init__(self, data_dir: Path, port: int, local_models_port: int | None = None):
+        self.process = _start(data_dir, port, local_models_port)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -62,10 +62,16 @@ class Supervisor:
             time.sleep(0.2)
 
 
-def _start(data_dir: Path, port: int) -> subprocess.Popen:
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "GROUNDWORK_TESTING", "GROUNDWORK_LOCAL")}
-    env.update(GROUNDWORK_DATA_DIR=str(data_dir), PORT=str(port), DEMO_PASSWORD="Demo-pass-for-tests-1",
-               LLM_BASE_URL="http://127.0.0.1:9/v1")
+def _start(data_dir: Path, port: int, local_models_port: int | None = None) -> subprocess.Popen:
+    """`make run` on `data_dir`; with `local_models_port`, LLM_BASE_URL is unset, so it starts
+    the bundled local model server there."""
+    dropped = ("DATABASE_URL", "GROUNDWORK_TESTING", "GROUNDWORK_LOCAL", "LLM_BASE_URL")
+    env = {k: v for k, v in os.environ.items() if k not in dropped}
+    env.update(GROUNDWORK_DATA_DIR=str(data_dir), PORT=str(port), DEMO_PASSWORD="Demo-pass-for-tests-1")
+    if local_models_port:
+        env["LOCAL_LLM_PORT"] = str(local_models_port)
+    else:
+        env["LLM_BASE_URL"] = "http://127.0.0.1:9/v1"
     return subprocess.Popen([sys.executable, "-m", "config.run"], cwd=BASE_DIR, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
@@ -81,7 +87,7 @@ def _health(port) -> dict:
 def _stop_and_check_nothing_left(run: Supervisor, data_dir: Path) -> None:
     process = run.process
     children = psutil.Process(process.pid).children(recursive=True)
-    assert len(children) >= 2, "expected web and worker processes"
+    assert len(children) >= 3, "expected web, worker and cron processes"
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=60) == 0, run.output
     run.reader.join(timeout=10)
@@ -93,10 +99,13 @@ def _stop_and_check_nothing_left(run: Supervisor, data_dir: Path) -> None:
 
 def test_make_run_twice_serves_and_stops_cleanly(tmp_path):
     data_dir = tmp_path / "data"
-    port = _free_port()
-    first = Supervisor(data_dir, port)
+    port, models_port = _free_port(), _free_port()
+    first = Supervisor(data_dir, port, local_models_port=models_port)
     try:
-        first.wait_for(f"running at http://127.0.0.1:{port}/")
+        first.wait_for(f"running at http://127.0.0.1:{port}/", timeout=300)
+        assert f"local models ready on http://127.0.0.1:{models_port}/v1" in first.output
+        status, models = _get(f"http://127.0.0.1:{models_port}/v1/models")
+        assert status == 200 and "smollm2-135m-instruct" in models
         health = _health(port)
         assert health["status"] == "ok" and health["database"] == "ok" and health["redis"] == "ok"
         assert health["workers"] >= 1
@@ -106,6 +115,7 @@ def test_make_run_twice_serves_and_stops_cleanly(tmp_path):
     finally:
         if first.process.poll() is None:
             _stop_and_check_nothing_left(first, data_dir)
+    assert _get(f"http://127.0.0.1:{models_port}/v1/models")[0] is None, "the model server outlived make run"
 
     started = time.monotonic()
     second = Supervisor(data_dir, port)
