@@ -56,14 +56,17 @@ def queue():
 def run_jobs(queue, django_capture_on_commit_callbacks):
     """Run everything queued, in this process and transaction (rq's SimpleWorker, burst).
 
-    Returns the number of jobs run; failed jobs fail the test with their traceback.
+    The jobs' own on-commit hooks (enqueueing, file removal) fire as they would after a
+    real commit. Returns the number of jobs run; a failed job fails the test with its
+    traceback.
     """
     def run() -> int:
         worker = SimpleWorker([queue], connection=queue.connection)
         count = 0
         while queue.count:
             count += queue.count
-            worker.work(burst=True)
+            with django_capture_on_commit_callbacks(execute=True):
+                worker.work(burst=True)
         failed = queue.failed_job_registry
         assert failed.count == 0, [queue.fetch_job(j).exc_info for j in failed.get_job_ids()]
         return count

@@ -82,7 +82,7 @@ def _parse_and_chunk(document: Document):
                                       balance=balance_get(account=document.account_id))
     with local_copy(document.file.name) as path:
         parsed = parse_in_sandbox(path, document.kind, timeout_s=settings.PARSE_TIMEOUT_SECONDS,
-                                  memory_mb=settings.PARSE_MEMORY_MB)
+                                  memory_mb=settings.PARSE_MEMORY_MB, filename=document.name)
     drafts = chunk_document(parsed, size=settings.CHUNK_SIZE, overlap=settings.CHUNK_OVERLAP,
                             count_tokens=count_tokens)
     if not drafts:

@@ -77,7 +77,9 @@ def test_provider_tokens_are_recorded_and_debited_once(api, commit_and_run, fake
         # Title and heading path go into the embedded text, not into the stored chunk.
         first_input = embedded[0]["body"]["input"][0]
         chunk = Chunk.objects.for_account(api.account).get(document_id=doc_id, chunk_index=0)
-        assert first_input.startswith("Onboarding handbook") and not chunk.content.startswith("Onboarding handbook >")
+        prefix = first_input.split("\n")[0]
+        assert prefix.startswith(document.title) and "Onboarding handbook" in prefix
+        assert not chunk.content.startswith(prefix) and first_input.endswith(chunk.content)
 
 
 def test_same_bytes_again_returns_the_existing_document(api, commit_and_run):

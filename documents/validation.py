@@ -1,0 +1,346 @@
+"""Upload validation: decide from the name, the declared MIME type and the first bytes
+whether a file is one Groundwork can read, before anything is stored.
+
+Pure functions, no Django: the sandboxed parser imports the zip-bomb guard from here.
+"""
+from __future__ import annotations
+
+import codecs
+import re
+import unicodedata
+import zipfile
+from dataclasses import dataclass
+from typing import BinaryIO, Callable
+
+from documents.errors import UploadRejected
+
+SUPPORTED_SUMMARY = "PDF, DOCX, TXT, Markdown, CSV and HTML files"
+
+KIND_BY_EXTENSION = {
+    ".pdf": "pdf",
+    ".docx": "docx",
+    ".txt": "txt",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".csv": "csv",
+    ".html": "html",
+    ".htm": "html",
+}
+
+CONTENT_TYPE_BY_KIND = {
+    "pdf": "application/pdf",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    "txt": "text/plain",
+    "markdown": "text/markdown",
+    "csv": "text/csv",
+    "html": "text/html",
+}
+
+# Declared types a browser or client really sends for each kind. application/octet-stream
+# (and no type at all) means "unknown": extension and magic bytes decide alone.
+ACCEPTED_DECLARED_TYPES = {
+    "pdf": {"application/pdf", "application/x-pdf"},
+    "docx": {CONTENT_TYPE_BY_KIND["docx"], "application/zip", "application/x-zip-compressed"},
+    "txt": {"text/plain"},
+    "markdown": {"text/markdown", "text/x-markdown", "text/plain"},
+    # Windows browsers send application/vnd.ms-excel for .csv when Excel is installed.
+    "csv": {"text/csv", "application/csv", "text/comma-separated-values", "application/vnd.ms-excel",
+            "text/plain"},
+    "html": {"text/html", "application/xhtml+xml"},
+}
+UNKNOWN_DECLARED_TYPES = {"", "application/octet-stream", "binary/octet-stream", "application/unknown"}
+
+TEXT_KINDS = {"txt", "markdown", "csv", "html"}
+
+# Advice for formats people commonly try, keyed by extension.
+CONVERSION_ADVICE = {
+    ".doc": "Save it as .docx or PDF and upload again.",
+    ".rtf": "Save it as .docx or PDF and upload again.",
+    ".odt": "Save it as .docx or PDF and upload again.",
+    ".pages": "Export it as .docx or PDF and upload again.",
+    ".xls": "Save the sheet as CSV and upload again.",
+    ".xlsx": "Save the sheet as CSV and upload again.",
+    ".ods": "Save the sheet as CSV and upload again.",
+    ".ppt": "Save it as PDF and upload again.",
+    ".pptx": "Save it as PDF and upload again.",
+    ".odp": "Save it as PDF and upload again.",
+}
+IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp", ".heic", ".svg"}
+
+# Zip-bomb limits, shared with the parser's re-check.
+ZIP_MAX_TOTAL_UNCOMPRESSED = 200 * 1024 * 1024
+ZIP_MAX_MEMBERS = 10_000
+ZIP_MAX_RATIO = 100
+ZIP_RATIO_APPLIES_ABOVE = 10 * 1024 * 1024
+
+SAFE_NAME_MAX = 200
+DEFAULT_STEM = "document"
+
+# Magic numbers of formats someone might rename; the label goes into the message. Only
+# signatures that no real text starts with (a Windows program's "MZ" could begin a
+# sentence; its NUL bytes give it away instead).
+_MAGIC = (
+    (b"%PDF-", "pdf", "a PDF"),
+    (b"PK\x03\x04", "zip", "a zip archive (such as a .docx)"),
+    (b"PK\x05\x06", "zip", "a zip archive (such as a .docx)"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "ole", "a legacy Microsoft Office file (.doc/.xls)"),
+    (b"\x89PNG\r\n\x1a\n", "png", "a PNG image"),
+    (b"\xff\xd8\xff", "jpeg", "a JPEG image"),
+    (b"GIF87a", "gif", "a GIF image"),
+    (b"GIF89a", "gif", "a GIF image"),
+    (b"\x7fELF", "elf", "a Linux program"),
+    (b"\x1f\x8b", "gzip", "a gzip archive"),
+    (b"{\\rtf", "rtf", "an RTF document"),
+)
+
+# Acrobat accepts a PDF header anywhere in the first 1024 bytes; some generators prefix junk.
+_PDF_HEADER_WINDOW = 1024
+
+
+@dataclass(frozen=True)
+class ValidatedUpload:
+    kind: str
+    content_type: str
+    safe_name: str
+
+
+def validate_upload(*, name: str, declared_type: str | None, data_head: bytes, size: int, max_bytes: int,
+                    open_file: Callable[[], BinaryIO]) -> ValidatedUpload:
+    """Accept an upload or raise UploadRejected with a code, a status and an actionable message.
+
+    Checks, in order: the extension is supported (415), the size is not 0 (400) nor over
+    `max_bytes` (413), the declared type agrees with the extension (415), the first bytes
+    agree with the extension (415), and for DOCX the archive is a Word document and not a
+    zip bomb (415/400). `open_file()` may return the upload object itself: it is read from
+    the start and never closed.
+    """
+    safe_name = sanitize_filename(name)
+    extension = _extension(safe_name)
+    kind = _kind_for_extension(extension, safe_name)
+    if size <= 0:
+        raise UploadRejected("empty_file", f"{safe_name} is empty (0 bytes). Check that you picked the right "
+                                           "file and upload it again.", status=400)
+    if size > max_bytes:
+        raise UploadRejected("too_large", f"{safe_name} is {_megabytes(size)} MB; the limit is "
+                                          f"{_megabytes(max_bytes)} MB. Split it into smaller files and upload "
+                                          "them separately.", status=413)
+    _check_declared_type(kind, declared_type, safe_name)
+    _check_magic(kind, data_head, size, safe_name)
+    if kind == "docx":
+        _check_docx(open_file, safe_name)
+    return ValidatedUpload(kind=kind, content_type=CONTENT_TYPE_BY_KIND[kind], safe_name=safe_name)
+
+
+def sanitize_filename(name: str) -> str:
+    """A display name without directories, control or bidi characters, with collapsed
+    whitespace, at most 200 characters with the extension kept, and never empty."""
+    name = unicodedata.normalize("NFC", name or "")
+    name = re.split(r"[/\\]", name)[-1]
+    # Cc: control characters; Cf: format characters such as U+202E RIGHT-TO-LEFT OVERRIDE,
+    # which can make "evil\u202Efdp.exe" display as "evilexe.pdf".
+    name = "".join(" " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in name)
+    name = " ".join(name.split())
+    # Windows drops trailing dots and spaces; "report.pdf." should still be report.pdf.
+    name = name.rstrip(". ")
+    stem, extension = _split_extension(name)
+    if not stem.strip(" ."):
+        stem = DEFAULT_STEM
+    if len(extension) > 20:  # not an extension, just a name with a dot in it
+        stem, extension = stem + extension, ""
+    stem = stem[:max(1, SAFE_NAME_MAX - len(extension))].rstrip()
+    return (stem + extension)[:SAFE_NAME_MAX]
+
+
+def zip_bomb_problem(archive: zipfile.ZipFile) -> str | None:
+    """Why `archive` looks like a zip bomb, from its central directory alone, or None.
+
+    Declared sizes are trustworthy enough here: zipfile stops reading a member at its
+    declared size and then fails the CRC check, so a member cannot inflate past it.
+    """
+    members = archive.infolist()
+    if len(members) > ZIP_MAX_MEMBERS:
+        return f"it contains {len(members):,} files (the limit is {ZIP_MAX_MEMBERS:,})"
+    total = 0
+    for member in members:
+        total += member.file_size
+        ratio = member.file_size / max(member.compress_size, 1)
+        if member.file_size > ZIP_RATIO_APPLIES_ABOVE and ratio > ZIP_MAX_RATIO:
+            return (f"one part expands {ratio:,.0f} times to {_megabytes(member.file_size)} MB "
+                    f"(more than {ZIP_MAX_RATIO}:1)")
+    if total > ZIP_MAX_TOTAL_UNCOMPRESSED:
+        return (f"it expands to {_megabytes(total)} MB "
+                f"(the limit is {_megabytes(ZIP_MAX_TOTAL_UNCOMPRESSED)} MB)")
+    return None
+
+
+def archive_bomb_message(name: str, problem: str) -> str:
+    """The message for a DOCX refused as a zip bomb."""
+    return (f"{name} cannot be processed safely: {problem}. If it is a real Word document, remove large "
+            "embedded media (or save it as PDF) and upload again.")
+
+
+def _split_extension(name: str) -> tuple[str, str]:
+    dot = name.rfind(".")
+    if dot < 0 or dot == len(name) - 1:
+        return name, ""
+    return name[:dot], name[dot:]
+
+
+def _extension(safe_name: str) -> str:
+    return _split_extension(safe_name)[1].lower()
+
+
+def _kind_for_extension(extension: str, safe_name: str) -> str:
+    kind = KIND_BY_EXTENSION.get(extension)
+    if kind is not None:
+        return kind
+    if not extension:
+        message = (f"{safe_name} has no file extension, so Groundwork cannot tell what kind of file it is. "
+                   f"Groundwork reads {SUPPORTED_SUMMARY}; rename it with the right extension "
+                   "(for example .pdf) and upload again.")
+    elif extension in IMAGE_EXTENSIONS:
+        message = (f"Groundwork reads {SUPPORTED_SUMMARY}; {extension} images are not one of them. "
+                   "If the image shows a document, convert it to a PDF with text (OCR) and upload that.")
+    else:
+        advice = CONVERSION_ADVICE.get(extension, "Convert it to one of these formats and upload again.")
+        message = f"Groundwork reads {SUPPORTED_SUMMARY}; {extension} is not one of them. {advice}"
+    raise UploadRejected("unsupported_type", message, status=415)
+
+
+def _check_declared_type(kind: str, declared_type: str | None, safe_name: str) -> None:
+    declared = (declared_type or "").split(";", 1)[0].strip().lower()
+    if declared in UNKNOWN_DECLARED_TYPES or declared in ACCEPTED_DECLARED_TYPES[kind]:
+        return
+    raise UploadRejected(
+        "type_mismatch",
+        f"{safe_name} has {_with_article(kind)} extension, but it was sent as {declared}. The name and the "
+        "type must agree: rename the file with the extension that matches its contents and upload again.",
+        status=415)
+
+
+def _check_magic(kind: str, head: bytes, size: int, safe_name: str) -> None:
+    found = _sniff(head)
+    if kind == "pdf":
+        if b"%PDF-" not in head[:_PDF_HEADER_WINDOW]:
+            _mismatch(safe_name, kind, found)
+    elif kind == "docx":
+        if not head.startswith(b"PK\x03\x04"):
+            _mismatch(safe_name, kind, found)
+    elif found is not None:
+        _mismatch(safe_name, kind, found)
+    else:
+        _check_text_head(head, complete=len(head) >= size, safe_name=safe_name, kind=kind)
+
+
+def _sniff(head: bytes) -> tuple[str, str] | None:
+    """(format, label) of a known binary format by its first bytes, or None."""
+    for magic, fmt, label in _MAGIC:
+        if head.startswith(magic):
+            return fmt, label
+    return None
+
+
+def _mismatch(safe_name: str, kind: str, found: tuple[str, str] | None) -> None:
+    looks_like = f"its contents look like {found[1]}" if found else "its contents do not match that type"
+    raise UploadRejected(
+        "type_mismatch",
+        f"{safe_name} is named like {_with_article(kind)} file, but {looks_like}. Rename it with "
+        "the extension that matches its contents, or export it again from the program that made it.",
+        status=415)
+
+
+def _check_text_head(head: bytes, *, complete: bool, safe_name: str, kind: str) -> None:
+    """The head decodes as UTF-8 (BOM allowed) or BOM-marked UTF-16 and has no NUL;
+    a multi-byte character cut at the end of an incomplete head is fine."""
+    text = decode_text_prefix(head, final=complete)
+    if text is None:
+        raise UploadRejected(
+            "type_mismatch",
+            f"{safe_name} is named like {_with_article(kind)} file, but it is not UTF-8 text. "
+            "Open it in a text editor, save it with UTF-8 encoding, and upload again.",
+            status=415)
+    if "\x00" in text:
+        raise UploadRejected(
+            "type_mismatch",
+            f"{safe_name} is named like {_with_article(kind)} file, but it contains binary data "
+            "(NUL bytes). Save it as plain UTF-8 text and upload again.",
+            status=415)
+
+
+def decode_text_prefix(data: bytes, *, final: bool) -> str | None:
+    """Decode UTF-8 (optional BOM) or UTF-16 with a BOM; None when the bytes are neither.
+
+    With final=False an incomplete character at the end is ignored, so a fixed-size
+    head cut mid-character still passes.
+    """
+    if data.startswith(codecs.BOM_UTF8):
+        encoding = "utf-8-sig"
+    elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding = "utf-16"
+    else:
+        encoding = "utf-8"
+    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    try:
+        return decoder.decode(data, final=final)
+    except UnicodeDecodeError:
+        return None
+
+
+def _check_docx(open_file: Callable[[], BinaryIO], safe_name: str) -> None:
+    fileobj = open_file()
+    start = _tell(fileobj)
+    try:
+        fileobj.seek(0)
+        # ZipFile over a file object never closes it: the caller's upload stays usable.
+        with zipfile.ZipFile(fileobj) as archive:
+            problem = zip_bomb_problem(archive)
+            if problem:
+                raise UploadRejected("archive_bomb", archive_bomb_message(safe_name, problem), status=400)
+            names = set(archive.namelist())
+    except zipfile.BadZipFile:
+        raise UploadRejected(
+            "type_mismatch",
+            f"{safe_name} is named like a Word (.docx) file, but it is not a readable .docx (the zip structure is "
+            "damaged). Open it in Word and save it again as .docx, or save it as PDF.",
+            status=415) from None
+    finally:
+        if start is not None:
+            fileobj.seek(start)
+    if "word/document.xml" not in names:
+        raise UploadRejected(
+            "type_mismatch",
+            f"{safe_name} is named like a Word (.docx) file, but it is a zip archive without a Word document "
+            "inside. Upload the documents inside it one by one.",
+            status=415)
+
+
+def _tell(fileobj) -> int | None:
+    try:
+        return fileobj.tell()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+_KIND_NAMES = {"pdf": ("a", "PDF"), "docx": ("a", "Word (.docx)"), "txt": ("a", "text (.txt)"),
+               "markdown": ("a", "Markdown"), "csv": ("a", "CSV"), "html": ("an", "HTML")}
+
+
+def _describe_kind(kind: str) -> str:
+    return _KIND_NAMES[kind][1]
+
+
+def _with_article(kind: str) -> str:
+    article, name = _KIND_NAMES[kind]
+    return f"{article} {name}"
+
+
+def _megabytes(size: int) -> str:
+    """Size in MB (2**20 bytes) for a message: "25", "25.5", "0.01"; never rounds to "0"."""
+    value = size / (1024 * 1024)
+    if value >= 10:
+        return f"{value:,.0f}"
+    for digits in (1, 2, 3, 4, 6):
+        text = f"{value:.{digits}f}".rstrip("0").rstrip(".")
+        if text != "0":
+            return text
+    return text
