@@ -1,7 +1,7 @@
 """REST endpoints for documents (CONTRACT.md): list, upload, detail, delete, reindex."""
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
-from rest_framework import serializers, status
+from rest_framework import status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -47,6 +47,7 @@ class DocumentListView(APIView):
     @extend_schema(request={"multipart/form-data": UploadSerializer},
                    responses={202: DocumentSerializer, 200: DocumentSerializer})
     def post(self, request):
+        services.upload_request_check(content_length=request.META.get("CONTENT_LENGTH"))
         document, created = services.document_upload(
             account=request._request.account, actor=request.user, upload=request.FILES.get("file"))
         return Response(DocumentSerializer(document).data,

@@ -40,6 +40,21 @@ def _require_ingest_credits(account) -> None:
         raise InsufficientCredits(needed=settings.MIN_CREDITS_TO_INGEST, balance=balance)
 
 
+MULTIPART_OVERHEAD = 64 * 1024
+
+
+def upload_request_check(*, content_length) -> None:
+    """Refuse an oversized upload from its Content-Length, before the body is read."""
+    try:
+        length = int(content_length or 0)
+    except (TypeError, ValueError):
+        return
+    if length > settings.MAX_UPLOAD_BYTES + MULTIPART_OVERHEAD:
+        limit = settings.MAX_UPLOAD_BYTES / (1024 * 1024)
+        raise UploadRejected("too_large", f"This file is larger than the {limit:g} MB limit. "
+                                          "Split it into smaller files and upload them separately.", status=413)
+
+
 def document_upload(*, account, actor, upload) -> tuple[Document, bool]:
     """Validate, store and queue a file. Returns (document, created).
 

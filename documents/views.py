@@ -54,6 +54,7 @@ def upload_view(request):
     account = _account(request)
     wants_json = request.headers.get("Accept", "").startswith("application/json")
     try:
+        services.upload_request_check(content_length=request.META.get("CONTENT_LENGTH"))
         document, created = services.document_upload(account=account, actor=request.user,
                                                      upload=request.FILES.get("file"))
     except (UploadRejected, BillingError) as exc:

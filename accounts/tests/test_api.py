@@ -1,5 +1,4 @@
 """The API platform: API-key and session auth, the contract's JSON errors, isolation."""
-import json
 
 import pytest
 from django.test import Client

@@ -4,8 +4,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from accounts.models import Membership, User
-from accounts.tenancy import account_context
+from accounts.models import User
 
 
 def _run(*args):

@@ -1,7 +1,6 @@
 """Both locks: the ORM refuses unscoped queries, and PostgreSQL RLS enforces the account."""
 import pytest
-from django.db import IntegrityError, ProgrammingError, connection, transaction
-from django.db.utils import DatabaseError
+from django.db import ProgrammingError, connection, transaction
 
 from accounts.models import ApiKey, Invitation, Membership
 from accounts.tenancy import (

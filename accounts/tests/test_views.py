@@ -1,12 +1,11 @@
 """Account pages: sign-up, login/logout, switching, team management, API keys."""
 import re
 
-import pytest
 from django.core import mail
 
 from accounts.models import Account, ApiKey, Invitation, Membership, User
 from accounts.tenancy import account_context
-from accounts.tests.factories import PASSWORD, add_member, make_account, make_user
+from accounts.tests.factories import PASSWORD, add_member
 
 
 def test_signup_logs_in_and_creates_the_account(client, db):

@@ -6,7 +6,6 @@ from django.db import connection
 from django.db.models import Sum
 
 from accounts.tenancy import account_context
-from accounts.tests.factories import make_account
 from billing.errors import InsufficientCredits
 from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get

@@ -2,7 +2,7 @@
 import random
 
 import pytest
-from django.db import IntegrityError, InternalError, ProgrammingError, connection, transaction
+from django.db import IntegrityError, ProgrammingError, connection, transaction
 from django.db.models import Sum
 
 from accounts.tenancy import account_context

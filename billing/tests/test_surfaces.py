@@ -103,7 +103,7 @@ def test_admin_grant_action_records_the_staff_user(client, account_a):
         entry = CreditLedgerEntry.objects.for_account(account_a).get(kind="grant")
     assert entry.created_by == staff and entry.metadata["reason"] == "goodwill"
     ledger = client.get("/admin/billing/creditledgerentry/").content.decode()
-    assert "goodwill" not in ledger or True
+    assert "1234" in ledger and staff.email in ledger
     assert client.get(f"/admin/billing/creditledgerentry/{entry.pk}/change/").status_code == 200
     assert client.post(f"/admin/billing/creditledgerentry/{entry.pk}/delete/").status_code == 403
 
@@ -124,7 +124,7 @@ def test_stale_holds_are_released_by_the_sweep(account_a, account_b, settings):
         CreditHold.objects.for_account(account_a).filter(pk=stale.pk).update(
             created_at=timezone.now() - dt.timedelta(minutes=5))
     with account_context(account_b):
-        fresh = credits_hold(account=account_b, amount=300, key="live-chat")
+        credits_hold(account=account_b, amount=300, key="live-chat")
     assert release_stale_holds() == 1
     assert release_stale_holds() == 0
     with account_context(account_a):

@@ -1,4 +1,3 @@
-from django.test import override_settings
 
 
 def test_healthz_reports_database_redis_and_workers(client, db):

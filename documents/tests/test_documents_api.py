@@ -156,6 +156,14 @@ def test_too_large_is_413(api, settings):
     assert response.status_code == 413 and response.json()["error"]["code"] == "too_large"
 
 
+def test_oversized_request_is_refused_before_reading_it(api, client, settings):
+    settings.MAX_UPLOAD_BYTES = 1000
+    response = client.post("/api/v1/documents/", {"file": SimpleUploadedFile("big.txt", b"x " * 200_000)},
+                           **api.headers)
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "too_large" and "MB limit" in response.json()["error"]["message"]
+
+
 def test_missing_file_field_is_400(api, client):
     response = client.post("/api/v1/documents/", {}, **api.headers)
     assert response.status_code == 400 and response.json()["error"]["message"]
