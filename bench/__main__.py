@@ -10,7 +10,7 @@ import sys
 
 from bench.common import machine, setup_django
 
-BENCHMARKS = ["billing_debits"]
+BENCHMARKS = ["billing_debits", "ingestion"]
 
 
 def main(names: list[str]) -> int:

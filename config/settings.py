@@ -148,6 +148,23 @@ STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
+# Uploaded documents go to an S3-compatible bucket when one is configured (more than one
+# machine serving the app); otherwise to MEDIA_ROOT under .data/.
+STORAGE_BUCKET = env("STORAGE_BUCKET", default="")
+if STORAGE_BUCKET:
+    STORAGES["default"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": STORAGE_BUCKET,
+            "endpoint_url": env("STORAGE_ENDPOINT_URL", default=None),
+            "region_name": env("STORAGE_REGION", default=None),
+            "access_key": env("STORAGE_ACCESS_KEY_ID", default=None),
+            "secret_key": env("STORAGE_SECRET_ACCESS_KEY", default=None),
+            "default_acl": None,
+            "querystring_auth": True,
+            "file_overwrite": False,
+        },
+    }
 
 EMAIL_BACKEND = env(
     "EMAIL_BACKEND",

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -161,12 +161,13 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
                               reference=f"document:{document.pk}:rev{document.revision}")
         chunks = Chunk.objects.for_account(account_id)
         chunks.filter(document=current).delete()
+        ids = _reserve_chunk_ids(len(drafts))
         created = chunks.bulk_create([Chunk(
-            account_id=account_id, document=current, revision=current.revision, chunk_index=d.index,
+            pk=ids[i], account_id=account_id, document=current, revision=current.revision, chunk_index=d.index,
             content=d.content, token_count=d.token_count, page_start=d.page_start, page_end=d.page_end,
-            heading_path=d.heading_path, embedding=vectors[i], embedding_model=batches[0].model)
+            heading_path=d.heading_path, embedding=vectors[i], embedding_model=batches[0].model,
+            prev_chunk_id=ids[i - 1] if i > 0 else None, next_chunk_id=ids[i + 1] if i + 1 < len(ids) else None)
             for i, d in enumerate(drafts)], batch_size=500)
-        _link_neighbours(created)
         EmbeddingBatch.objects.for_account(account_id).filter(document=current).delete()
         current.status = Status.READY
         current.error = current.error_code = ""
@@ -181,11 +182,13 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
         current.save()
 
 
-def _link_neighbours(chunks: list[Chunk]) -> None:
-    for i, chunk in enumerate(chunks):
-        chunk.prev_chunk_id = chunks[i - 1].pk if i > 0 else None
-        chunk.next_chunk_id = chunks[i + 1].pk if i + 1 < len(chunks) else None
-    Chunk.all_accounts.bulk_update(chunks, ["prev_chunk_id", "next_chunk_id"], batch_size=500)
+def _reserve_chunk_ids(n: int) -> list[int]:
+    """Ids for the new chunks, taken before the insert so each row is written once with its
+    prev/next links (a second UPDATE pass would insert every row into the HNSW index again)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT nextval(pg_get_serial_sequence('documents_chunk', 'id')) FROM generate_series(1, %s)",
+                       [n])
+        return [row[0] for row in cursor.fetchall()]
 
 
 def _fail(document: Document, code: str, message: str) -> None:

@@ -52,5 +52,8 @@ def test_unauthenticated_fuzzing_gets_json_401s(schema, db):
         @given(case=operation.as_strategy())
         def check(case):
             response = case.call(headers={"Authorization": "Bearer gw_not-a-key"})
-            assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
+            # A path the router cannot match (e.g. a negative id) is a 404 before any view runs.
+            assert response.status_code in (401, 404), response.text[:300]
+            expected = "invalid_api_key" if response.status_code == 401 else "not_found"
+            assert response.json()["error"]["code"] == expected
         check()

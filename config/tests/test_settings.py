@@ -8,8 +8,8 @@ from config.embedded import BASE_DIR
 
 PROBE = (
     "import json, django; from django.conf import settings; django.setup();"
-    "print(json.dumps({k: getattr(settings, k) for k in ('SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE',"
-    " 'SECURE_HSTS_SECONDS', 'ALLOWED_HOSTS', 'SECURE_SSL_REDIRECT', 'DEBUG', 'RAG_TOP_K', 'EMAIL_BACKEND')}))"
+    "print(json.dumps({'storage': settings.STORAGES['default']['BACKEND'], **{k: getattr(settings, k) for k in ('SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE',"
+    " 'SECURE_HSTS_SECONDS', 'ALLOWED_HOSTS', 'SECURE_SSL_REDIRECT', 'DEBUG', 'RAG_TOP_K', 'EMAIL_BACKEND')}}))"
 )
 
 
@@ -42,3 +42,11 @@ def test_os_environment_wins_over_dotenv(tmp_path):
     assert from_file["RAG_TOP_K"] == 3
     from_env = json.loads(_settings(ALLOWED_HOSTS="x", GROUNDWORK_ENV_FILE=str(dotenv), RAG_TOP_K="9").stdout)
     assert from_env["RAG_TOP_K"] == 9
+
+
+def test_uploads_go_to_a_bucket_when_one_is_configured():
+    local = json.loads(_settings(DEBUG="1").stdout)
+    assert local["storage"] == "django.core.files.storage.FileSystemStorage"
+    bucket = json.loads(_settings(DEBUG="1", STORAGE_BUCKET="groundwork-docs",
+                                  STORAGE_ENDPOINT_URL="http://127.0.0.1:9000").stdout)
+    assert bucket["storage"] == "storages.backends.s3.S3Storage"
