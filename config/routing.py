@@ -1,2 +1,8 @@
-"""Websocket routes (the chat consumer joins here)."""
-websocket_urlpatterns: list = []
+"""Websocket routes."""
+from django.urls import path
+
+from chat.consumers import ChatConsumer
+
+websocket_urlpatterns = [
+    path("ws/chat/", ChatConsumer.as_asgi()),
+]

@@ -54,6 +54,7 @@ INSTALLED_APPS = [
     "accounts",
     "billing",
     "documents",
+    "chat",
 ]
 
 MIDDLEWARE = [
@@ -213,6 +214,12 @@ SPECTACULAR_SETTINGS = {
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
     "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "DocumentStatusEnum": "documents.models.Status",
+        "ReindexRunStatusEnum": "documents.models.ReindexRun.RunStatus",
+        "MessageStatusEnum": "chat.models.MessageStatus",
+        "LedgerKindEnum": "billing.models.Kind",
+    },
 }
 
 CACHES = {
@@ -243,6 +250,10 @@ EMBEDDING_CONCURRENCY = env.int("EMBEDDING_CONCURRENCY", default=2)
 PARSE_TIMEOUT_SECONDS = env.float("PARSE_TIMEOUT_SECONDS", default=120.0)
 PARSE_MEMORY_MB = env.int("PARSE_MEMORY_MB", default=1536)
 DOCUMENT_STALE_SECONDS = env.int("DOCUMENT_STALE_SECONDS", default=300)
+CHAT_MAX_TOKENS = env.int("CHAT_MAX_TOKENS", default=512)
+CHAT_HISTORY_TOKENS = env.int("CHAT_HISTORY_TOKENS", default=1500)
+CHAT_RATE_PER_USER = env("CHAT_RATE_PER_USER", default="20/min")
+CHAT_RATE_PER_ACCOUNT = env("CHAT_RATE_PER_ACCOUNT", default="120/min")
 HOLD_TIMEOUT_SECONDS = env.int("HOLD_TIMEOUT_SECONDS", default=15 * 60)
 DEMO_PASSWORD = env("DEMO_PASSWORD", default="")
 

@@ -8,6 +8,7 @@ api_v1 = [
     path("", include("accounts.api_urls")),
     path("", include("billing.api_urls")),
     path("", include("documents.api_urls")),
+    path("", include("chat.api_urls")),
 ]
 
 urlpatterns = [
@@ -17,6 +18,7 @@ urlpatterns = [
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema", authentication_classes=[],
                                                      permission_classes=[]), name="api-docs"),
     path("api/v1/", include(api_v1)),
+    path("v1/", include("chat.openai_urls")),
     path("documents/", include((("documents.urls"), "documents"))),
     path("", include("accounts.urls")),
 ]

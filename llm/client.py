@@ -104,3 +104,91 @@ def with_retries(call, *, tries: int = 3, first_delay: float = 1.0):
             logger.warning("transient provider error (try %d/%d): %s", attempt, tries, exc.message)
             time.sleep(delay)
             delay *= 2
+
+
+# --- chat -----------------------------------------------------------------------------------
+
+@dataclass
+class ChatUsage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reported: bool = False  # False: the provider sent no usage, so these are our estimates
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+
+@dataclass
+class ChatStream:
+    """Tokens of one answer as they arrive; `usage` and `model` are final once exhausted."""
+
+    messages: list[dict]
+    temperature: float
+    max_tokens: int
+    cancelled: object = None  # a threading.Event; when set, generation stops at the next token
+    usage: ChatUsage | None = None
+    model: str = ""
+    provider: str = ""
+
+    def __iter__(self):
+        models = [settings.CHAT_MODEL]
+        if settings.CHAT_FALLBACK_MODEL and settings.CHAT_FALLBACK_MODEL != settings.CHAT_MODEL:
+            models.append(settings.CHAT_FALLBACK_MODEL)
+        last_error = None
+        for model in models:
+            emitted = False
+            try:
+                for text in self._stream(model):
+                    emitted = True
+                    yield text
+                return
+            except openai.OpenAIError as exc:
+                last_error = _classify(exc)
+                logger.warning("chat model %s failed: %s", model, last_error.message)
+                if emitted:
+                    # Half an answer was already shown: retrying elsewhere would repeat it.
+                    break
+        raise ProviderError("The answer could not be generated: the model provider is unavailable. "
+                            "Please try again in a moment.", transient=True) from last_error
+
+    def _stream(self, model: str):
+        self.model, self.provider = model, provider_name()
+        completion_chunks = 0
+        text_parts: list[str] = []
+        stream = client().chat.completions.create(
+            model=model, messages=self.messages, temperature=self.temperature, max_tokens=self.max_tokens,
+            stream=True, stream_options={"include_usage": True})
+        try:
+            for chunk in stream:
+                if chunk.usage is not None:
+                    self.usage = ChatUsage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens, reported=True)
+                for choice in chunk.choices:
+                    text = choice.delta.content if choice.delta else None
+                    if text:
+                        completion_chunks += 1
+                        text_parts.append(text)
+                        yield text
+                if self.cancelled is not None and self.cancelled.is_set():
+                    break
+        finally:
+            stream.close()
+        if self.usage is None:
+            self.usage = self._estimate("".join(text_parts), completion_chunks)
+
+    def final_usage(self, answer: str, chunks: int) -> ChatUsage:
+        """The provider's usage, or our estimate when the stream ended without one."""
+        return self.usage or self._estimate(answer, chunks)
+
+    def _estimate(self, answer: str, chunks: int) -> ChatUsage:
+        """No usage from the provider (a cancelled stream ends before it): count ourselves."""
+        from llm.tokens import count_tokens
+
+        prompt = sum(count_tokens(m.get("content") or "") + 4 for m in self.messages)
+        return ChatUsage(prompt_tokens=prompt, completion_tokens=max(chunks, count_tokens(answer) - 2 if answer else 0))
+
+
+def chat(messages: list[dict], *, temperature: float, max_tokens: int, cancelled=None) -> ChatStream:
+    """A streamed answer from CHAT_MODEL, or CHAT_FALLBACK_MODEL with the same parameters
+    when the first fails before answering. Iterate it for text; then read `.usage`."""
+    return ChatStream(messages=messages, temperature=temperature, max_tokens=max_tokens, cancelled=cancelled)

@@ -33,7 +33,7 @@ def _operations(schema):
     return operations
 
 
-def test_schema_fuzzing_never_gives_a_server_error(schema, account_a):
+def test_schema_fuzzing_never_gives_a_server_error(schema, account_a, fake_llm):
     headers = {"Authorization": f"Bearer {make_api_key(account_a)}"}
     for operation in _operations(schema):
         @settings(max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck))

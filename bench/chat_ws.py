@@ -1,0 +1,136 @@
+"""50 concurrent websocket chats against a zero-latency model server: the app's own time to
+first token (p50/p95) and tokens per second relayed.
+
+A real daphne serves the app (one process, as `make run` does); the model server is the
+deterministic fake in its own process (answers at once, 100 words a reply, one word per
+chunk), so what is measured is Groundwork: auth, routing, credit hold, query embedding +
+debit, hybrid search, prompt building, relaying, settling and persisting.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from config.embedded import BASE_DIR
+
+CLIENTS = 50
+ROUNDS = 3
+ANSWER_WORDS = 100
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"{url}: process exited"
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except urllib.error.HTTPError:
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError(f"{url} did not come up")
+
+
+def _prepare_account(llm_url: str) -> str:
+    """An account with a handbook in its knowledge base and an API key."""
+    from django.conf import settings
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from accounts.models import User
+    from accounts.services import account_create, api_key_create
+    from accounts.tenancy import account_context
+    from documents.ingestion import ingest
+    from documents.services import document_upload
+
+    settings.LLM_BASE_URL = llm_url
+    owner = User.objects.create_user(email=f"bench-chat-{time.time_ns()}@bench.test", password=None)
+    account = account_create(name="bench chat", owner=owner, initial_credits=50_000_000)
+    text = "\n\n".join(f"# Policy {i}\n\nOur policy number {i} says employees get {i} extra days. " * 3
+                       for i in range(40))
+    with account_context(account):
+        document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
+            f"handbook-{time.time_ns()}.md", text.encode(), content_type="text/markdown"))
+        _, raw = api_key_create(account=account, actor=None, name="bench")
+    ingest(account_id=account.pk, document_id=document.pk, revision=document.revision)
+    return raw
+
+
+async def _one_chat(url: str, key: str, question: str) -> dict:
+    import websockets
+
+    async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {key}"},
+                                  max_size=None) as ws:
+        sent = time.perf_counter()
+        await ws.send(json.dumps({"type": "chat.message", "message": question}))
+        first = None
+        tokens = 0
+        while True:
+            frame = json.loads(await ws.recv())
+            if frame["type"] == "chat.token":
+                first = first or time.perf_counter()
+                tokens += len(frame["text"].split())
+            elif frame["type"] in ("chat.done", "chat.error"):
+                assert frame["type"] == "chat.done", frame
+                return {"first_token_ms": (first - sent) * 1000, "total_s": time.perf_counter() - sent,
+                        "tokens": tokens}
+
+
+async def _round(url: str, key: str) -> tuple[list[dict], float]:
+    started = time.perf_counter()
+    results = await asyncio.gather(*[_one_chat(url, key, f"What does our policy {i % 40} say?")
+                                     for i in range(CLIENTS)])
+    return results, time.perf_counter() - started
+
+
+def run() -> dict:
+    from bench.common import percentile
+
+    llm_port, web_port = _free_port(), _free_port()
+    answer = " ".join(f"word{i}" for i in range(ANSWER_WORDS))
+    fake = subprocess.Popen([sys.executable, "-m", "llm.fake_server", "--port", str(llm_port), "--answer", answer],
+                            cwd=BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    llm_url = f"http://127.0.0.1:{llm_port}/v1"
+    web = None
+    try:
+        _wait(f"{llm_url}/models", fake)
+        key = _prepare_account(llm_url)
+        env = dict(os.environ, LLM_BASE_URL=llm_url, CHAT_RATE_PER_USER="100000/min",
+                   CHAT_RATE_PER_ACCOUNT="100000/min", LOG_LEVEL="WARNING", GROUNDWORK_LOCAL="1")
+        web = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(web_port),
+                                "config.asgi:application"], cwd=BASE_DIR, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _wait(f"http://127.0.0.1:{web_port}/healthz", web)
+        url = f"ws://127.0.0.1:{web_port}/ws/chat/"
+        single = [asyncio.run(_one_chat(url, key, "What does our policy 3 say?")) for _ in range(5)]
+        rounds = [asyncio.run(_round(url, key)) for _ in range(ROUNDS)]
+    finally:
+        for process in (web, fake):
+            if process is not None:
+                process.terminate()
+                process.wait(10)
+    results = [r for round_results, _ in rounds for r in round_results]
+    first = [r["first_token_ms"] for r in results]
+    tokens = sum(r["tokens"] for round_results, _ in rounds for r in round_results)
+    wall = sum(seconds for _, seconds in rounds)
+    return {
+        "single_client_first_token_ms_p50": round(percentile([r["first_token_ms"] for r in single], 50), 1),
+        "concurrent_first_token_ms": {"p50": round(percentile(first, 50), 1), "p95": round(percentile(first, 95), 1),
+                                      "max": round(max(first), 1)},
+        "tokens_relayed_per_s": round(tokens / wall),
+        "chats_per_s": round(len(results) / wall, 1),
+        "settings": f"{CLIENTS} concurrent websocket chats x {ROUNDS} rounds, one daphne process, fake model server "
+                    f"(zero latency, {ANSWER_WORDS}-word answers), lookup route (query embedding + hybrid search)",
+    }

@@ -1,0 +1,177 @@
+"""Retrieval quality on /work/shared/eval (the Python 3.11 FAQ over the whole 3.11 docs).
+
+The ~500 reStructuredText sources are ingested into one bench account through the real
+pipeline with the bundled local embedding model; the account is kept in the bench database
+(`groundwork_bench`), so a rerun only evaluates. Each question is embedded with the same
+model and searched with `documents.search.hybrid_search` in vector-only, full-text-only
+and hybrid mode. Scoring as the eval README suggests: a retrieved chunk is relevant when it
+comes from the question's `document` and shares a whitespace-normalised span of at least
+60 characters with `answer_section`. Second run: every question reworded (first word
+dropped, the rest lower-cased), since the questions are also the answers' headings.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from config.embedded import BASE_DIR, DATA_DIR
+
+EVAL_DIR = Path(os.environ.get("GROUNDWORK_EVAL_DIR", "/work/shared/eval"))
+CORPUS_DIR = DATA_DIR / "bench-cache" / "python-3.11-docs"
+ACCOUNT_SLUG = "bench-retrieval-eval"
+SPAN = 60
+TOP = 10
+
+
+def _corpus() -> list[Path]:
+    if not any(CORPUS_DIR.rglob("*.rst.txt")):
+        subprocess.run(["bash", str(EVAL_DIR / "fetch_python_docs.sh"), str(CORPUS_DIR)], check=True)
+    return sorted(CORPUS_DIR.rglob("*.rst.txt"))
+
+
+def _upload_name(path: Path) -> str:
+    return str(path.relative_to(CORPUS_DIR)).replace("/", "__")
+
+
+def _account():
+    from accounts.models import Account, User
+    from accounts.services import account_create
+
+    account = Account.objects.filter(slug=ACCOUNT_SLUG).first()
+    if account is None:
+        owner = User.objects.create_user(email=f"{ACCOUNT_SLUG}@bench.test", password=None)
+        account = account_create(name="retrieval eval", owner=owner, slug=ACCOUNT_SLUG, initial_credits=100_000_000)
+    return account
+
+
+def _ingest(account, files: list[Path]) -> dict:
+    """Ingest every file not yet ready (upload + the ingestion job, in this process)."""
+    from accounts.tenancy import account_context
+    from documents import jobs
+    from documents.models import Document, Status
+    from documents.services import document_upload
+
+    with account_context(account):
+        ready = set(Document.objects.for_account(account).filter(status=Status.READY).values_list("name", flat=True))
+    todo = [p for p in files if _upload_name(p) not in ready]
+    started = time.perf_counter()
+    for i, path in enumerate(todo, 1):
+        with account_context(account):
+            document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
+                _upload_name(path), path.read_bytes(), content_type="text/plain"))
+        if document.status != Status.READY:
+            jobs.ingest_document(account_id=account.pk, document_id=document.pk, revision=document.revision)
+        if i % 50 == 0:
+            print(f"  ingested {i}/{len(todo)} in {time.perf_counter() - started:.0f}s", flush=True)
+    with account_context(account):
+        documents = Document.objects.for_account(account)
+        return {"documents": documents.filter(status=Status.READY).count(),
+                "failed": documents.filter(status=Status.FAILED).count(),
+                "chunks": sum(documents.values_list("chunk_count", flat=True)),
+                "ingest_seconds_this_run": round(time.perf_counter() - started, 1)}
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _relevant(chunk_text: str, answer: str) -> bool:
+    chunk = _norm(chunk_text)
+    return any(chunk[i:i + SPAN] in answer for i in range(0, max(1, len(chunk) - SPAN + 1)))
+
+
+def reword(question: str) -> str:
+    """The README's rewording: first word dropped, the rest lower-cased."""
+    words = question.split()
+    return " ".join(words[1:]).lower() if len(words) > 1 else question.lower()
+
+
+def _metrics(ranked: list[list[bool]], ideal: list[int]) -> dict:
+    n = len(ranked)
+    r1 = sum(1 for r in ranked if r[:1] and r[0]) / n
+    r5 = sum(1 for r in ranked if any(r[:5])) / n
+    mrr = sum(next((1 / (i + 1) for i, rel in enumerate(r[:TOP]) if rel), 0.0) for r in ranked) / n
+    ndcg = 0.0
+    for r, total in zip(ranked, ideal):
+        dcg = sum(1 / math.log2(i + 2) for i, rel in enumerate(r[:TOP]) if rel)
+        idcg = sum(1 / math.log2(i + 2) for i in range(min(TOP, total)))
+        ndcg += dcg / idcg if idcg else 0.0
+    return {"recall@1": round(r1, 3), "recall@5": round(r5, 3), "mrr@10": round(mrr, 3), "ndcg@10": round(ndcg / n, 3)}
+
+
+def _evaluate(account, questions: list[dict], texts: list[str], *, modes=("vector", "fulltext", "hybrid")) -> dict:
+    import numpy as np
+
+    from accounts.tenancy import account_context
+    from documents.models import Chunk, Document
+    from documents.search import hybrid_search
+    from llm import client as llm
+
+    vectors = np.concatenate([llm.embed(texts[i:i + 96]).vectors for i in range(0, len(texts), 96)])
+    with account_context(account):
+        names = dict(Document.objects.for_account(account).values_list("name", "pk"))
+        chunks = Chunk.objects.for_account(account)
+        answers = [_norm(q["answer_section"]) for q in questions]
+        ideal = []
+        for q, answer in zip(questions, answers):
+            document_id = names.get(q["document"].replace("/", "__"))
+            contents = chunks.filter(document_id=document_id).values_list("content", flat=True)
+            ideal.append(sum(_relevant(c, answer) for c in contents))
+        results = {}
+        for mode in modes:
+            ranked, latencies = [], []
+            for q, text, vector, answer in zip(questions, texts, vectors, answers):
+                document_id = names.get(q["document"].replace("/", "__"))
+                started = time.perf_counter()
+                hits = hybrid_search(account=account, query=text, query_vector=vector, top_k=TOP, mode=mode)
+                latencies.append(time.perf_counter() - started)
+                ranked.append([h.document_id == document_id and _relevant(h.text, answer) for h in hits])
+            results[mode] = _metrics(ranked, ideal) | {"p50_ms": round(1000 * sorted(latencies)[len(latencies) // 2], 1)}
+    results["questions_with_a_relevant_chunk"] = sum(1 for i in ideal if i)
+    return results
+
+
+def run() -> dict:
+    from bench.ingestion import LocalModels
+    from documents import search
+
+    questions = [json.loads(line) for line in (EVAL_DIR / "python_faq.jsonl").read_text().splitlines() if line.strip()]
+    files = _corpus()
+    account = _account()
+    with LocalModels() as local:
+        settings.LLM_BASE_URL = local.base_url
+        corpus = _ingest(account, files)
+        original = _evaluate(account, questions, [q["question"] for q in questions])
+        reworded = _evaluate(account, questions, [reword(q["question"]) for q in questions])
+        knobs = {}
+        base_k = search.RRF_K
+        for k in (10, 30, 60):
+            search.RRF_K = k
+            knobs[f"rrf_k={k}"] = {
+                "original": _evaluate(account, questions, [q["question"] for q in questions], modes=("hybrid",))["hybrid"],
+                "reworded": _evaluate(account, questions, [reword(q["question"]) for q in questions],
+                                      modes=("hybrid",))["hybrid"]}
+        search.RRF_K = base_k
+    return {
+        "corpus": {"files": len(files), **corpus},
+        "questions": len(questions),
+        "original_questions": original,
+        "reworded_questions (first word dropped, lower-cased)": reworded,
+        "hybrid_rrf_k_sweep": knobs,
+        "settings": f"embedding all-MiniLM-L6-v2 (local, int8 ONNX); CHUNK_SIZE={settings.CHUNK_SIZE}, "
+                    f"CHUNK_OVERLAP={settings.CHUNK_OVERLAP}; top {TOP}; candidates N=max(4*top_k, "
+                    f"{search.MIN_CANDIDATES}); RRF k={search.RRF_K}; threshold={settings.RAG_MATCH_THRESHOLD}; "
+                    f"full text: websearch_to_tsquery('english') any-term, all-terms first, ts_rank_cd; "
+                    f"relevance: same document and a shared {SPAN}-char span of the answer",
+    }
+
+
+__all__ = ["run", "reword", "BASE_DIR"]

@@ -1,0 +1,83 @@
+"""REST chat: `POST /api/v1/chat/` (JSON, or server-sent events with ?stream=1) and the
+conversation history."""
+from django.http import Http404, StreamingHttpResponse
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from chat import selectors
+from chat.agent import answer_question, turn_prepare
+from chat.serializers import (
+    ChatRequestSerializer,
+    ChatResponseSerializer,
+    ConversationDetailSerializer,
+    ConversationSerializer,
+)
+from chat.streaming import run_turn, sse
+from config.api import CursorPagination
+
+
+def _actor(request):
+    user = request.user if getattr(request.user, "is_authenticated", False) else None
+    return user, request._request.api_key
+
+
+class ChatView(APIView):
+    @extend_schema(request=ChatRequestSerializer, responses=ChatResponseSerializer,
+                   parameters=[OpenApiParameter("stream", int, enum=[0, 1], required=False,
+                                                description="1: server-sent events (sources, token…, done)")])
+    def post(self, request):
+        body = ChatRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user, api_key = _actor(request)
+        kwargs = dict(account=request._request.account, user=user, api_key=api_key,
+                      question=body.validated_data["message"],
+                      conversation_id=body.validated_data.get("conversation_id"))
+        if request.query_params.get("stream") in ("1", "true"):
+            return self._stream(turn_prepare(**kwargs))
+        turn, result = answer_question(**kwargs)
+        return Response({k: result[k] for k in ("conversation_id", "message_id", "answer", "citations", "usage",
+                                                "credits_remaining")})
+
+    @staticmethod
+    def _stream(turn):
+        def events():
+            yield sse({"type": "chat.sources", "conversation_id": turn.conversation.pk, "sources": turn.sources})
+            for kind, value in run_turn(turn):
+                if kind == "token":
+                    yield sse({"type": "chat.token", "text": value})
+                elif kind == "done":
+                    yield sse({"type": "chat.done", **{k: value[k] for k in (
+                        "message_id", "conversation_id", "citations", "usage", "credits_remaining")}})
+                else:
+                    yield sse({"type": "chat.error", "code": value.code, "message": value.message})
+        response = StreamingHttpResponse(events(), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        response["X-Accel-Buffering"] = "no"
+        return response
+
+
+class ConversationPagination(CursorPagination):
+    ordering = ("-updated_at", "-pk")
+
+
+class ConversationListView(APIView):
+    @extend_schema(responses=ConversationSerializer(many=True),
+                   parameters=[OpenApiParameter("cursor", str, required=False),
+                               OpenApiParameter("page_size", int, required=False)])
+    def get(self, request):
+        paginator = ConversationPagination()
+        page = paginator.paginate_queryset(selectors.conversation_list(account=request._request.account), request,
+                                           view=self)
+        return paginator.get_paginated_response(ConversationSerializer(page, many=True).data)
+
+
+class ConversationDetailView(APIView):
+    @extend_schema(responses=ConversationDetailSerializer)
+    def get(self, request, conversation_id: int):
+        account = request._request.account
+        conversation = selectors.conversation_get(account=account, conversation_id=conversation_id)
+        if conversation is None:
+            raise Http404
+        messages = selectors.message_list(account=account, conversation=conversation)
+        return Response(ConversationDetailSerializer(conversation, context={"messages": messages}).data)

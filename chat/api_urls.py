@@ -1,0 +1,9 @@
+from django.urls import path
+
+from chat import api
+
+urlpatterns = [
+    path("chat/", api.ChatView.as_view(), name="api-chat"),
+    path("conversations/", api.ConversationListView.as_view(), name="api-conversations"),
+    path("conversations/<int:conversation_id>/", api.ConversationDetailView.as_view(), name="api-conversation"),
+]

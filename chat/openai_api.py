@@ -1,0 +1,115 @@
+"""The OpenAI-compatible surface: any OpenAI SDK pointed at `base_url="http://HOST/v1"` with
+an API key chats with its account's knowledge base as model "groundwork"."""
+from __future__ import annotations
+
+import time
+
+from django.http import StreamingHttpResponse
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.authentication import ApiKeyAuthentication
+from chat.agent import answer_question, turn_prepare
+from chat.errors import ChatError
+from chat.streaming import run_turn, sse
+
+MODEL_ID = "groundwork"
+
+
+class _Message(serializers.Serializer):
+    role = serializers.ChoiceField(choices=["system", "developer", "user", "assistant", "tool"])
+    content = serializers.JSONField(allow_null=True)
+
+
+class CompletionRequest(serializers.Serializer):
+    model = serializers.CharField()
+    messages = _Message(many=True, allow_empty=False)
+    stream = serializers.BooleanField(required=False, default=False)
+    stream_options = serializers.DictField(required=False, allow_null=True)
+    temperature = serializers.FloatField(required=False, allow_null=True)
+    max_tokens = serializers.IntegerField(required=False, allow_null=True)
+    user = serializers.CharField(required=False, allow_blank=True)
+
+
+def _text(content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def _question_and_history(messages: list[dict]) -> tuple[str, list[tuple[str, str]]]:
+    """The last user message is the question; earlier user/assistant turns are the history.
+    The caller's system messages are dropped: the provider gets exactly one, ours."""
+    turns = [(m["role"], _text(m.get("content"))) for m in messages if m["role"] in ("user", "assistant")]
+    if not turns or turns[-1][0] != "user" or not turns[-1][1].strip():
+        raise ChatError("bad_request", "The last message must be a non-empty user message.")
+    return turns[-1][1], turns[:-1]
+
+
+class ModelsView(APIView):
+    authentication_classes = [ApiKeyAuthentication]
+
+    @extend_schema(responses=inline_serializer("ModelList", {"object": serializers.CharField(),
+                                                             "data": serializers.ListField()}))
+    def get(self, request):
+        return Response({"object": "list", "data": [
+            {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "groundwork"}]})
+
+
+class ChatCompletionsView(APIView):
+    authentication_classes = [ApiKeyAuthentication]
+
+    @extend_schema(request=CompletionRequest, responses=inline_serializer(
+        "ChatCompletion", {"id": serializers.CharField(), "object": serializers.CharField(),
+                           "choices": serializers.ListField(), "usage": serializers.DictField(),
+                           "citations": serializers.ListField()}))
+    def post(self, request):
+        body = CompletionRequest(data=request.data)
+        body.is_valid(raise_exception=True)
+        data = body.validated_data
+        if data["model"] != MODEL_ID:
+            raise ChatError("model_not_found", f"The model “{data['model']}” does not exist here; use "
+                                               f"model=\"{MODEL_ID}\".", status=404)
+        question, history = _question_and_history(data["messages"])
+        kwargs = dict(account=request._request.account, api_key=request._request.api_key, question=question,
+                      history=history)
+        created = int(time.time())
+        if data["stream"]:
+            include_usage = bool((data.get("stream_options") or {}).get("include_usage"))
+            return self._stream(turn_prepare(**kwargs), created, include_usage)
+        turn, result = answer_question(**kwargs)
+        return Response({
+            "id": f"chatcmpl-gw-{result['message_id']}", "object": "chat.completion", "created": created,
+            "model": MODEL_ID,
+            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                         "message": {"role": "assistant", "content": result["answer"]}}],
+            "usage": result["usage"], "citations": result["citations"],
+        })
+
+    @staticmethod
+    def _stream(turn, created: int, include_usage: bool):
+        base = {"id": f"chatcmpl-gw-{turn.request_id}", "object": "chat.completion.chunk", "created": created,
+                "model": MODEL_ID}
+
+        def chunk(delta: dict, finish=None) -> str:
+            return sse({**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
+
+        def events():
+            yield chunk({"role": "assistant", "content": ""})
+            for kind, value in run_turn(turn):
+                if kind == "token":
+                    yield chunk({"content": value})
+                elif kind == "done":
+                    yield chunk({}, "stop")
+                    if include_usage:
+                        yield sse({**base, "choices": [], "usage": value["usage"]})
+                else:
+                    yield sse({"error": {"code": value.code, "message": value.message}})
+            yield sse("[DONE]")
+        response = StreamingHttpResponse(events(), content_type="text/event-stream")
+        response["Cache-Control"] = "no-cache"
+        return response

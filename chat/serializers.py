@@ -1,0 +1,62 @@
+from rest_framework import serializers
+
+from chat.models import Conversation, Message
+
+
+class ChatRequestSerializer(serializers.Serializer):
+    message = serializers.CharField(max_length=4000, trim_whitespace=True)
+    conversation_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+
+
+class CitationSerializer(serializers.Serializer):
+    n = serializers.IntegerField()
+    document_id = serializers.IntegerField()
+    document_name = serializers.CharField()
+    chunk_index = serializers.IntegerField()
+    pages = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
+
+
+class UsageSerializer(serializers.Serializer):
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    total_tokens = serializers.IntegerField()
+
+
+class ChatResponseSerializer(serializers.Serializer):
+    conversation_id = serializers.IntegerField()
+    message_id = serializers.IntegerField()
+    answer = serializers.CharField()
+    citations = CitationSerializer(many=True)
+    usage = UsageSerializer()
+    credits_remaining = serializers.IntegerField()
+
+
+class MessageSerializer(serializers.ModelSerializer):
+    usage = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Message
+        fields = ["id", "role", "content", "status", "citations", "sources", "usage", "model", "latency_ms",
+                  "created_at"]
+
+    def get_usage(self, message) -> dict:
+        return {"prompt_tokens": message.prompt_tokens, "completion_tokens": message.completion_tokens,
+                "total_tokens": message.total_tokens}
+
+
+class ConversationSerializer(serializers.ModelSerializer):
+    message_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Conversation
+        fields = ["id", "title", "created_at", "updated_at", "message_count"]
+
+
+class ConversationDetailSerializer(ConversationSerializer):
+    messages = serializers.SerializerMethodField()
+
+    class Meta(ConversationSerializer.Meta):
+        fields = ConversationSerializer.Meta.fields + ["messages"]
+
+    def get_messages(self, conversation) -> list[dict]:
+        return MessageSerializer(self.context["messages"], many=True).data

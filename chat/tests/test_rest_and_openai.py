@@ -1,0 +1,129 @@
+"""REST chat (JSON and server-sent events), conversation history, and the OpenAI-compatible
+endpoint driven by the official openai client against a live server."""
+import json
+
+import openai
+import pytest
+
+from accounts.tenancy import account_context
+from accounts.tests.factories import make_api_key
+from billing.models import CreditLedgerEntry
+from chat.models import Message
+
+
+def _auth(key):
+    return {"HTTP_AUTHORIZATION": f"Bearer {key}"}
+
+
+@pytest.fixture
+def key_a(account_a):
+    return make_api_key(account_a)
+
+
+def test_rest_chat_answers_with_citations_and_usage(client, account_a, key_a, handbook, fake_llm):
+    fake_llm.answer = "Twenty-eight days [Document 1]."
+    response = client.post("/api/v1/chat/", {"message": "How much holiday do we get?"},
+                           content_type="application/json", **_auth(key_a))
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert set(body) == {"conversation_id", "message_id", "answer", "citations", "usage", "credits_remaining"}
+    assert body["answer"] == "Twenty-eight days [Document 1]."
+    assert body["citations"][0] == {"n": 1, "document_id": handbook.pk, "document_name": "handbook.md",
+                                    "chunk_index": body["citations"][0]["chunk_index"], "pages": None}
+    follow = client.post("/api/v1/chat/", {"message": "And laptops?", "conversation_id": body["conversation_id"]},
+                         content_type="application/json", **_auth(key_a)).json()
+    assert follow["conversation_id"] == body["conversation_id"]
+
+
+def test_rest_chat_streams_server_sent_events(client, account_a, key_a, handbook, fake_llm):
+    response = client.post("/api/v1/chat/?stream=1", {"message": "What is our holiday policy?"},
+                           content_type="application/json", **_auth(key_a))
+    assert response["Content-Type"] == "text/event-stream"
+    events = [json.loads(line[6:]) for line in b"".join(response.streaming_content).decode().split("\n\n") if line]
+    assert events[0]["type"] == "chat.sources" and events[-1]["type"] == "chat.done"
+    assert {e["type"] for e in events[1:-1]} == {"chat.token"}
+
+
+@pytest.mark.parametrize("body, code", [({}, "invalid"), ({"message": ""}, "invalid"),
+                                        ({"message": "x", "conversation_id": "abc"}, "invalid")])
+def test_rest_chat_bad_requests(client, key_a, body, code):
+    response = client.post("/api/v1/chat/", body, content_type="application/json", **_auth(key_a))
+    assert response.status_code == 400 and response.json()["error"]["code"] == code
+
+
+def test_rest_chat_insufficient_credits_is_402(client, account_a, key_a, handbook, fake_llm):
+    from billing.selectors import balance_get
+    from billing.services import credits_debit
+
+    with account_context(account_a):
+        credits_debit(account=account_a, tokens=balance_get(account=account_a) - 5, key="drain", kind="chat")
+    response = client.post("/api/v1/chat/", {"message": "What is our policy?"}, content_type="application/json",
+                           **_auth(key_a))
+    assert response.status_code == 402 and response.json()["error"]["code"] == "insufficient_credits"
+
+
+def test_conversations_history_and_isolation(client, account_a, account_b, key_a, handbook, fake_llm):
+    body = client.post("/api/v1/chat/", {"message": "What is our holiday policy?"}, content_type="application/json",
+                       **_auth(key_a)).json()
+    listing = client.get("/api/v1/conversations/", **_auth(key_a)).json()
+    assert listing["results"][0]["id"] == body["conversation_id"] and listing["results"][0]["message_count"] == 2
+    detail = client.get(f"/api/v1/conversations/{body['conversation_id']}/", **_auth(key_a)).json()
+    assert [m["role"] for m in detail["messages"]] == ["user", "assistant"]
+    assert detail["messages"][1]["citations"] == body["citations"]
+    key_b = make_api_key(account_b)
+    assert client.get("/api/v1/conversations/", **_auth(key_b)).json()["results"] == []
+    assert client.get(f"/api/v1/conversations/{body['conversation_id']}/", **_auth(key_b)).status_code == 404
+    response = client.post("/api/v1/chat/", {"message": "more", "conversation_id": body["conversation_id"]},
+                           content_type="application/json", **_auth(key_b))
+    assert response.status_code == 404
+
+
+@pytest.fixture
+def sdk(live_server, account_a, fake_llm):
+    return openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=make_api_key(account_a), max_retries=0)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_openai_sdk_lists_the_model_and_chats(sdk, account_a, handbook, fake_llm):
+    fake_llm.answer = "Twenty-eight days [Document 1]."
+    assert [m.id for m in sdk.models.list().data] == ["groundwork"]
+    completion = sdk.chat.completions.create(model="groundwork", messages=[
+        {"role": "system", "content": "You are a pirate."},
+        {"role": "user", "content": "What is our holiday policy?"}])
+    assert completion.choices[0].message.content == "Twenty-eight days [Document 1]."
+    assert completion.usage.total_tokens > 0
+    assert completion.model_extra["citations"][0]["document_name"] == "handbook.md"
+    sent = fake_llm.requests_to("/v1/chat/completions")[-1]["messages"]
+    assert sum(m["role"] == "system" for m in sent) == 1 and "pirate" not in sent[0]["content"]
+    with account_context(account_a):
+        message = Message.objects.for_account(account_a).get(role="assistant")
+        charge = CreditLedgerEntry.objects.for_account(account_a).get(reference=f"message:{message.pk}")
+        assert charge.tokens == completion.usage.total_tokens
+
+
+@pytest.mark.django_db(transaction=True)
+def test_openai_sdk_streams_with_usage(sdk, account_a, handbook, fake_llm):
+    stream = sdk.chat.completions.create(model="groundwork", stream=True, stream_options={"include_usage": True},
+                                         messages=[{"role": "user", "content": "What is our holiday policy?"}])
+    chunks = list(stream)
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text.startswith("Fake answer:")
+    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_openai_sdk_errors(sdk, live_server, account_b, handbook, fake_llm):
+    with pytest.raises(openai.NotFoundError):
+        sdk.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "hi"}])
+    with pytest.raises(openai.BadRequestError):
+        sdk.chat.completions.create(model="groundwork", messages=[{"role": "assistant", "content": "hi"}])
+    bad = openai.OpenAI(base_url=f"{live_server.url}/v1", api_key="gw_wrong", max_retries=0)
+    with pytest.raises(openai.AuthenticationError):
+        bad.models.list()
+    # Account B's key chats with B's (empty) knowledge base, never A's.
+    other = openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=make_api_key(account_b), max_retries=0)
+    result = other.chat.completions.create(model="groundwork",
+                                           messages=[{"role": "user", "content": "What is our holiday policy?"}])
+    assert result.model_extra["citations"] == []
+    sent = fake_llm.requests_to("/v1/chat/completions")[-1]["messages"][-1]["content"]
+    assert "twenty-eight" not in sent

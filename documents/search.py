@@ -1,0 +1,322 @@
+"""Hybrid retrieval inside one account: pgvector + PostgreSQL full text, fused by RRF.
+
+Guarantees of every function here:
+- it runs inside the caller's `account_context(account)` and refuses to run outside it
+  (RLS confines the database to that account), and it also filters by the account in
+  every query itself: both locks;
+- chunks of a `deleting` document are never returned; a document's chunks are always one
+  published revision (ingestion swaps them in one transaction), so what is found is the
+  current text while a reindex is still running;
+- the number of queries is fixed (two for a search, one for an expansion), whatever top_k.
+
+Paths, decided per search from the account's chunk count (see docs/benchmarks.md,
+"Search at scale"): an account of up to `SEARCH_EXACT_MAX_CHUNKS` chunks is searched
+exactly through the account_id btree (recall 1.0, a few ms); a larger one walks the HNSW
+index with pgvector's iterative scan (relaxed order, re-sorted here) so a tenant filter
+still yields its k rows. Full text goes through `chunk_fulltext_search()` (migration
+0003), which keeps the GIN index usable under RLS.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import groupby
+
+import numpy as np
+from django.conf import settings
+from django.db import connection
+
+from accounts.tenancy import UnscopedQueryError, current_account_id
+
+RRF_K = 60
+MIN_CANDIDATES = 40
+# Exact scan costs ~1-4 µs a row through the btree; past this an HNSW walk is cheaper.
+EXACT_MAX_CHUNKS = 20_000
+EF_SEARCH = 100
+# Overlap between consecutive chunks is at most CHUNK_OVERLAP (200) characters; a shorter
+# common piece than this is a coincidence (a full stop, a space), not an overlap.
+MIN_OVERLAP = 12
+MODES = ("hybrid", "vector", "fulltext")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One ranked chunk."""
+
+    chunk_id: int
+    document_id: int
+    document_name: str
+    chunk_index: int
+    page_start: int | None
+    page_end: int | None
+    score: float  # fused RRF score
+    similarity: float | None  # cosine similarity of the vector match; None if only full text matched
+    text: str
+
+
+@dataclass(frozen=True)
+class Passage:
+    """Hits expanded with their neighbours, adjacent pieces of one document merged."""
+
+    document_id: int
+    document_name: str
+    chunk_start: int
+    chunk_end: int
+    pages: tuple[int, int] | None
+    score: float
+    text: str
+    chunk_ids: tuple[int, ...]
+
+
+# --- guards -------------------------------------------------------------------------------
+
+def _account_id(account) -> int:
+    """The account's id, if and only if the caller's context is that account."""
+    account_id = getattr(account, "pk", account)
+    if not account_id:
+        raise UnscopedQueryError("search needs an account")
+    if current_account_id() != int(account_id) or not connection.in_atomic_block:
+        raise UnscopedQueryError("search must run inside account_context(account) of the same account")
+    return int(account_id)
+
+
+def _vector_literal(vector) -> str:
+    values = np.asarray(vector, dtype=np.float32).reshape(-1)
+    if values.shape[0] == 0 or not np.all(np.isfinite(values)):
+        raise ValueError("the query vector is empty or not finite")
+    return "[" + ",".join(f"{v:.7g}" for v in values.tolist()) + "]"
+
+
+# --- hybrid search ------------------------------------------------------------------------
+
+# One statement: the account's size, the deleting documents, and the per-transaction
+# pgvector settings (SET LOCAL semantics: set_config(..., true) ends with the transaction).
+_PREPARE_SQL = """
+SELECT COALESCE(SUM(d.chunk_count) FILTER (WHERE d.status <> 'deleting'), 0)::bigint,
+       COALESCE(ARRAY_AGG(d.id) FILTER (WHERE d.status = 'deleting'), '{}')::bigint[],
+       set_config('hnsw.iterative_scan', 'relaxed_order', true),
+       set_config('hnsw.ef_search', %(ef_search)s, true)
+FROM documents_document AS d
+WHERE d.account_id = %(account_id)s
+"""
+
+# `(distance) + 0` cannot be answered by the HNSW index, so the planner reads the account's
+# rows through the account_id btree and sorts them: exact, for small accounts.
+_VECTOR_EXACT = """
+SELECT c.id, c.embedding <=> %(vector)s::vector AS distance
+FROM documents_chunk AS c
+WHERE c.account_id = %(account_id)s AND NOT (c.document_id = ANY(%(deleting)s::bigint[]))
+ORDER BY (c.embedding <=> %(vector)s::vector) + 0
+LIMIT %(candidates)s
+"""
+
+_VECTOR_HNSW = """
+SELECT c.id, c.embedding <=> %(vector)s::vector AS distance
+FROM documents_chunk AS c
+WHERE c.account_id = %(account_id)s AND NOT (c.document_id = ANY(%(deleting)s::bigint[]))
+ORDER BY c.embedding <=> %(vector)s::vector
+LIMIT %(candidates)s
+"""
+
+_FULLTEXT = "SELECT chunk_id AS id, rank FROM chunk_fulltext_search(%(account_id)s, %(query)s, %(candidates)s)"
+_NONE = "SELECT NULL::bigint AS id, NULL::float8 AS {column} WHERE false"
+
+_SEARCH_SQL = """
+WITH v AS MATERIALIZED ({vector}),
+     f AS MATERIALIZED ({fulltext}),
+     ids AS (SELECT id FROM v UNION SELECT id FROM f)
+SELECT c.id, c.document_id, d.name, c.chunk_index, c.page_start, c.page_end, v.distance, f.rank, c.content
+FROM ids
+JOIN documents_chunk AS c ON c.id = ids.id AND c.account_id = %(account_id)s
+JOIN documents_document AS d ON d.id = c.document_id AND d.account_id = %(account_id)s
+LEFT JOIN v ON v.id = c.id
+LEFT JOIN f ON f.id = c.id
+WHERE d.status <> 'deleting'
+"""
+
+
+def _setting(name: str, default):
+    return getattr(settings, name, default)
+
+
+def search_path_for(chunk_count: int) -> str:
+    """"exact" or "hnsw" for an account of `chunk_count` chunks."""
+    return "exact" if chunk_count <= _setting("SEARCH_EXACT_MAX_CHUNKS", EXACT_MAX_CHUNKS) else "hnsw"
+
+
+def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None,
+                  threshold: float | None = None, mode: str = "hybrid") -> list[Hit]:
+    """The account's best `top_k` chunks for `query` (text) and `query_vector` (its embedding).
+
+    Vector top-N and full-text top-N (N = max(4*top_k, 40)) fused by reciprocal rank
+    fusion (k=60), sorted by fused score. A vector match under `threshold` cosine similarity
+    counts for nothing, so a chunk found only that way is dropped, while a chunk found by
+    full text stays. `mode` "vector" or "fulltext" uses one list only (evaluation).
+    Two queries, whatever top_k.
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}")
+    account_id = _account_id(account)
+    top_k = top_k or settings.RAG_TOP_K
+    threshold = settings.RAG_MATCH_THRESHOLD if threshold is None else threshold
+    candidates = max(4 * top_k, MIN_CANDIDATES)
+    params = {"account_id": account_id, "query": query or "", "candidates": candidates,
+              "ef_search": str(_setting("SEARCH_EF_SEARCH", EF_SEARCH)),
+              "vector": _vector_literal(query_vector) if mode != "fulltext" else None}
+    with connection.cursor() as cursor:
+        cursor.execute(_PREPARE_SQL, params)
+        chunk_count, deleting, *_ = cursor.fetchone()
+        params["deleting"] = list(deleting)
+        vector_sql = _NONE.format(column="distance")
+        if mode != "fulltext":
+            vector_sql = _VECTOR_EXACT if search_path_for(chunk_count) == "exact" else _VECTOR_HNSW
+        fulltext_sql = _FULLTEXT if mode != "vector" and params["query"].strip() else _NONE.format(column="rank")
+        cursor.execute(_SEARCH_SQL.format(vector=vector_sql, fulltext=fulltext_sql), params)
+        rows = cursor.fetchall()
+    return _fuse(rows, top_k=top_k, threshold=threshold)
+
+
+def _fuse(rows, *, top_k: int, threshold: float) -> list[Hit]:
+    """Reciprocal rank fusion of the two candidate lists carried by `rows`.
+
+    The vector list is re-sorted by distance here: the iterative index scan returns it in
+    relaxed order.
+    """
+    by_distance = sorted((r for r in rows if r[6] is not None), key=lambda r: (r[6], r[0]))
+    by_rank = sorted((r for r in rows if r[7] is not None), key=lambda r: (-r[7], r[0]))
+    vector_rank = {r[0]: i for i, r in enumerate(by_distance, start=1)}
+    text_rank = {r[0]: i for i, r in enumerate(by_rank, start=1)}
+    hits = []
+    for chunk_id, document_id, name, index, page_start, page_end, distance, _rank, content in rows:
+        similarity = None if distance is None else 1.0 - float(distance)
+        score = 0.0
+        if similarity is not None and similarity >= threshold:
+            score += 1.0 / (RRF_K + vector_rank[chunk_id])
+        else:
+            similarity = None
+        if chunk_id in text_rank:
+            score += 1.0 / (RRF_K + text_rank[chunk_id])
+        if score > 0:
+            hits.append(Hit(chunk_id=chunk_id, document_id=document_id, document_name=name, chunk_index=index,
+                            page_start=page_start, page_end=page_end, score=score, similarity=similarity,
+                            text=content))
+    hits.sort(key=lambda h: (-h.score, -(h.similarity or 0.0), h.chunk_id))
+    return hits[:top_k]
+
+
+# --- passages -----------------------------------------------------------------------------
+
+_NEIGHBOURS_SQL = """
+SELECT DISTINCT n.id, n.document_id, d.name, n.chunk_index, n.page_start, n.page_end, n.content
+FROM documents_chunk AS h
+JOIN documents_chunk AS n
+  ON n.document_id = h.document_id AND n.revision = h.revision AND n.account_id = %(account_id)s
+ AND n.chunk_index BETWEEN h.chunk_index - 1 AND h.chunk_index + 1
+JOIN documents_document AS d ON d.id = n.document_id AND d.account_id = %(account_id)s
+WHERE h.id = ANY(%(ids)s::bigint[]) AND h.account_id = %(account_id)s AND d.status <> 'deleting'
+"""
+
+_FIRST_SQL = """
+SELECT c.id, c.document_id, d.name, c.chunk_index, c.page_start, c.page_end, c.content
+FROM documents_chunk AS c
+JOIN documents_document AS d ON d.id = c.document_id AND d.account_id = %(account_id)s
+WHERE c.document_id = %(document_id)s AND c.account_id = %(account_id)s AND d.status <> 'deleting'
+ORDER BY c.chunk_index
+LIMIT %(limit)s
+"""
+
+
+def merge_overlap(left: str, right: str, *, max_overlap: int | None = None) -> str:
+    """`left` followed by `right` without the text they share: consecutive chunks repeat up
+    to CHUNK_OVERLAP characters of `left`'s end at `right`'s start. With no such overlap
+    (the chunker started fresh at a section break) they are joined by a newline."""
+    limit = min(len(left), len(right), (max_overlap or settings.CHUNK_OVERLAP) * 2)
+    for size in range(limit, MIN_OVERLAP - 1, -1):
+        if left.endswith(right[:size]):
+            return left + right[size:]
+    return left.rstrip() + "\n" + right.lstrip()
+
+
+def _passages(rows, scores: dict[int, float]) -> list[Passage]:
+    """Merge rows (chunk fields) of consecutive chunk_index per document into passages."""
+    rows = sorted(set(rows), key=lambda r: (r[1], r[3]))
+    passages = []
+    for _document_id, doc_rows in groupby(rows, key=lambda r: r[1]):
+        doc_rows = list(doc_rows)
+        run = [doc_rows[0]]
+        for row in doc_rows[1:]:
+            if row[3] == run[-1][3] + 1:
+                run.append(row)
+            else:
+                passages.append(_passage(run, scores))
+                run = [row]
+        passages.append(_passage(run, scores))
+    return passages
+
+
+def _passage(run, scores: dict[int, float]) -> Passage:
+    text = run[0][6]
+    for row in run[1:]:
+        text = merge_overlap(text, row[6])
+    starts = [r[4] for r in run if r[4] is not None]
+    ends = [r[5] for r in run if r[5] is not None]
+    return Passage(document_id=run[0][1], document_name=run[0][2], chunk_start=run[0][3], chunk_end=run[-1][3],
+                   pages=(min(starts), max(ends)) if starts and ends else None,
+                   score=max((scores.get(r[0], 0.0) for r in run), default=0.0),
+                   text=text, chunk_ids=tuple(r[0] for r in run))
+
+
+def expand_passages(*, account, hits: list[Hit]) -> list[Passage]:
+    """Each hit with its previous and next chunk (same document and revision), overlapping or
+    adjacent pieces of a document merged into one passage without repeating the overlap.
+
+    Ordered by document (best hit first), then by chunk_index within the document. A
+    passage's score is its best hit's. One query.
+    """
+    account_id = _account_id(account)
+    if not hits:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(_NEIGHBOURS_SQL, {"account_id": account_id, "ids": [h.chunk_id for h in hits]})
+        rows = cursor.fetchall()
+    scores = {h.chunk_id: h.score for h in hits}
+    best: dict[int, float] = {}
+    for hit in hits:
+        best[hit.document_id] = max(best.get(hit.document_id, 0.0), hit.score)
+    passages = _passages(rows, scores)
+    order = {doc: i for i, doc in enumerate(sorted(best, key=lambda d: (-best[d], d)))}
+    passages.sort(key=lambda p: (order.get(p.document_id, len(order)), p.chunk_start))
+    return passages
+
+
+def first_chunks(*, account, document, limit: int = 15) -> list[Passage]:
+    """The first `limit` chunks of `document` (for "summarize <document>"), merged into one
+    passage per consecutive run (normally one). Empty for a deleting or foreign document."""
+    account_id = _account_id(account)
+    with connection.cursor() as cursor:
+        cursor.execute(_FIRST_SQL, {"account_id": account_id, "document_id": getattr(document, "pk", document),
+                                    "limit": max(1, int(limit))})
+        rows = cursor.fetchall()
+    return _passages(rows, {}) if rows else []
+
+
+# --- the service the API and the agent call -----------------------------------------------
+
+def search_for_query(*, account, query: str, top_k: int | None = None, key: str) -> list[Hit]:
+    """Embed `query`, charge its provider-reported tokens (idempotency `key`), then search.
+
+    The debit happens before retrieval: InsufficientCredits (or a provider error) aborts
+    with nothing retrieved. Like ingestion, at least one credit is charged per call.
+    """
+    from billing.models import Kind
+    from billing.services import credits_debit
+    from llm import client as llm
+
+    _account_id(account)
+    embedding = llm.with_retries(lambda: llm.embed([query]), tries=2, first_delay=0.2)
+    credits_debit(account=account, tokens=max(embedding.total_tokens, 1), key=key, kind=Kind.EMBEDDING,
+                  model=embedding.model, provider=embedding.provider, reference="search")
+    return hybrid_search(account=account, query=query, query_vector=embedding.vectors[0], top_k=top_k)
+
+
+__all__ = ["Hit", "Passage", "hybrid_search", "expand_passages", "first_chunks", "search_for_query",
+           "merge_overlap", "search_path_for"]
