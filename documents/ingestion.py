@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -49,6 +49,10 @@ def ingest(*, account_id: int, document_id: int, revision: int) -> None:
         message = (f"{exc.message} The document was not charged; reindex it to try again."
                    if exc.transient else f"{exc.message} The document was not charged.")
         _fail(document, exc.code, message)
+    except (OperationalError, InterfaceError):
+        # The database itself is unreachable: marking the document failed would fail too.
+        # rq retries the job with backoff; the sweeper re-queues it if those run out.
+        raise
     except Exception:
         logger.exception("ingestion of document %s failed unexpectedly", document_id)
         _fail(document, "internal_error", "Something went wrong while processing this document. "
@@ -75,7 +79,16 @@ def _claim(account_id, document_id, revision) -> Document | None:
         return document
 
 
+def _check_dimensions() -> None:
+    column = Chunk._meta.get_field("embedding").dimensions
+    if settings.EMBEDDING_DIMENSIONS != column:
+        raise IngestionError("embedding_dimension", f"EMBEDDING_DIMENSIONS is {settings.EMBEDDING_DIMENSIONS} but "
+                                                    f"the chunk index stores {column}-dimension vectors. Ask an "
+                                                    "operator to fix the embedding settings.")
+
+
 def _parse_and_chunk(document: Document):
+    _check_dimensions()
     with account_context(account_id=document.account_id):
         if balance_get(account=document.account_id) < settings.MIN_CREDITS_TO_INGEST:
             raise InsufficientCredits(needed=settings.MIN_CREDITS_TO_INGEST,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 import django_rq
+from rq import Retry
 from django.db import transaction
 
 logger = logging.getLogger("groundwork.documents")
@@ -15,7 +16,11 @@ JOB_TIMEOUT = 60 * 60
 
 
 def _enqueue(func, **kwargs) -> None:
-    transaction.on_commit(lambda: django_rq.get_queue("default").enqueue(func, job_timeout=JOB_TIMEOUT, **kwargs))
+    # Retries cover a database that is briefly unreachable; everything else is handled
+    # (and reported on the document) inside the job.
+    retry = Retry(max=3, interval=[10, 30, 90])
+    transaction.on_commit(lambda: django_rq.get_queue("default").enqueue(
+        func, job_timeout=JOB_TIMEOUT, retry=retry, **kwargs))
 
 
 def enqueue_ingest(document) -> None:

@@ -176,3 +176,10 @@ def test_a_retried_job_charges_once_and_duplicates_nothing(ingest, account_a, ru
     with account_context(account_a):
         assert CreditLedgerEntry.objects.for_account(account_a).filter(kind="embedding").count() == 1
     assert len(_chunks(account_a, document)) == chunks
+
+
+def test_embedding_dimension_mismatch_fails_with_a_reason(ingest, account_a, settings):
+    settings.EMBEDDING_DIMENSIONS = 768
+    document = ingest("dims.txt", b"Some text to embed.", "text/plain")
+    assert document.status == "failed" and document.error_code == "embedding_dimension"
+    assert "768" in document.error and "384" in document.error
