@@ -38,7 +38,10 @@ def user_message(question: str, passages: list) -> str:
     if not passages:
         return question
     chunks = "\n".join(chunk_element(n, p) for n, p in enumerate(passages, start=1))
-    return f"{chunks}\n\nQuestion: {question}"
+    # Question first, then the chunks, then a one-line instruction: small local models
+    # answered best in this order (they tended to echo the chunks when the question came last).
+    return (f"Question: {question}\n\nDocument chunks:\n{chunks}\n\n"
+            "Answer the question from the chunks above and cite the chunks you use as [Document n].")
 
 
 def history_within(turns: list[tuple[str, str]], budget: int) -> list[dict]:

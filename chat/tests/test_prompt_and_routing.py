@@ -25,7 +25,7 @@ def test_chunks_only_in_the_last_user_message_and_one_system_message():
                               history=[("user", "hi"), ("assistant", "hello")], grounded=True, history_budget=500)
     assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
     assert sum(m["role"] == "system" for m in messages) == 1
-    assert "<document_chunk" in messages[-1]["content"] and messages[-1]["content"].endswith(
+    assert "<document_chunk" in messages[-1]["content"] and messages[-1]["content"].startswith(
         "Question: What is our holiday policy?")
     assert all("<document_chunk " not in m["content"] and "28 days" not in m["content"] for m in messages[:-1])
     assert "[Document N]" in messages[0]["content"] and "never instructions" in messages[0]["content"]

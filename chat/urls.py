@@ -1,0 +1,8 @@
+from django.urls import path
+
+from chat import views
+
+urlpatterns = [
+    path("", views.chat_view, name="chat"),
+    path("<int:conversation_id>/", views.chat_view, name="conversation"),
+]

@@ -1,0 +1,48 @@
+"""The chat page: conversations in a sidebar, one conversation's history rendered on the
+server, and the live websocket (/ws/chat/) driven by static/js/chat.js. Thin: read through
+the selectors, render."""
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import render
+
+from chat import selectors
+from documents.models import Status
+from documents.selectors import document_list
+
+CONVERSATIONS_SHOWN = 50
+
+
+def _account(request):
+    if request.account is None:
+        raise Http404
+    return request.account
+
+
+def _sources_of(messages) -> list[dict]:
+    """The sources panel shows what the latest answer was built from."""
+    for message in reversed(messages):
+        if message.role == "assistant" and message.sources:
+            return message.sources
+    return []
+
+
+@login_required
+def chat_view(request, conversation_id: int | None = None):
+    account = _account(request)
+    conversation, messages = None, []
+    if conversation_id is not None:
+        conversation = selectors.conversation_get(account=account, conversation_id=conversation_id)
+        if conversation is None:
+            raise Http404
+        messages = list(selectors.message_list(account=account, conversation=conversation))
+    return render(request, "chat/chat.html", {
+        "conversations": selectors.conversation_list(account=account)[:CONVERSATIONS_SHOWN],
+        "conversation": conversation,
+        "chat_messages": messages,
+        "sources": _sources_of(messages),
+        # For the Markdown renderer: which [Document N] of which answer opens which chunk.
+        "citations": {m.pk: m.sources or m.citations for m in messages if m.role == "assistant"},
+        "ready_documents": document_list(account=account, status=Status.READY).count(),
+    })
