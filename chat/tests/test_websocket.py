@@ -284,7 +284,8 @@ def test_account_b_never_retrieves_account_a_chunks(account_a, account_b, handbo
     frames = socket.ask("How many days of paid holiday a year? twenty-eight days holiday Acme")
     assert all(s["document_name"] != "handbook.md" for s in frames[0]["sources"])
     sent = fake_llm.requests_to("/v1/chat/completions")[-1]["messages"][-1]["content"]
-    assert "twenty-eight days of paid holiday" not in sent.split("\n", 1)[1]
+    question_line, _, rest = sent.partition("\n")
+    assert "twenty-eight days of paid holiday" not in rest
     # A's conversation id is not B's either.
     a_socket = _key_socket(account_a)
     a_conversation = a_socket.ask("What is our holiday policy?")[0]["conversation_id"]

@@ -1,28 +1,50 @@
-// Knowledge base: drag-and-drop multi-file upload with a progress bar per file, and live
-// status badges (polled) without reloading. No build step, no framework.
+// Knowledge base: drag-and-drop multi-file upload with a progress bar per file, new rows
+// added at once, and live status badges (polled JSON) without reloading. Document names
+// and errors are put in with textContent: they are user data.
 (function () {
   "use strict";
   var form = document.getElementById("upload-form");
   var input = document.getElementById("file-input");
   var list = document.getElementById("upload-progress");
+  var table = document.getElementById("documents-table");
+  var wrap = document.getElementById("documents-wrap");
+  var announcer = document.getElementById("status-announcer");
   var csrf = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+  var labels = { pending: "Pending", processing: "Processing", ready: "Ready", failed: "Failed", deleting: "Deleting" };
+  var known = {};  // document id -> last status seen, to announce changes once
+  var pollTimer = null;
 
-  function row(file) {
-    var li = document.createElement("li");
-    var name = document.createElement("span");
-    name.textContent = file.name;
-    var bar = document.createElement("progress");
+  function el(tag, className, text) {
+    var node = document.createElement(tag);
+    if (className) node.className = className;
+    if (text != null) node.textContent = text;
+    return node;
+  }
+
+  function size(bytes) {
+    if (bytes < 1024) return bytes + " bytes";
+    var units = ["KB", "MB", "GB"], value = bytes / 1024, i = 0;
+    while (value >= 1024 && i < units.length - 1) { value /= 1024; i += 1; }
+    return value.toFixed(1) + " " + units[i];
+  }
+
+  // ---------- Upload -------------------------------------------------------------------
+
+  function progressRow(file) {
+    var li = el("li");
+    var name = el("span", "nowrap", file.name);
+    name.style.overflow = "hidden"; name.style.textOverflow = "ellipsis";
+    var bar = el("progress");
     bar.max = 100; bar.value = 0;
     bar.setAttribute("aria-label", "Uploading " + file.name);
-    var note = document.createElement("span");
-    note.className = "upload-note";
+    var note = el("span", "upload-note", "Uploading " + size(file.size) + "…");
     li.append(name, bar, note);
     list.appendChild(li);
     return { bar: bar, note: note, li: li };
   }
 
   function upload(file) {
-    var ui = row(file);
+    var ui = progressRow(file);
     var data = new FormData();
     data.append("file", file);
     var xhr = new XMLHttpRequest();
@@ -33,13 +55,15 @@
     xhr.onload = function () {
       var body = {};
       try { body = JSON.parse(xhr.responseText); } catch (err) { body = {}; }
-      if (xhr.status === 202 || xhr.status === 200) {
+      if ((xhr.status === 202 || xhr.status === 200) && body.document) {
         ui.bar.value = 100;
-        ui.note.textContent = xhr.status === 200 ? "already in the knowledge base" : "uploaded, processing…";
+        ui.note.textContent = xhr.status === 200 ? "Already in the knowledge base." : "Uploaded. Processing starts in a moment.";
         ui.li.className = "ok";
-        setTimeout(function () { window.location.reload(); }, 600);
+        addOrUpdate(body.document, true);
+        poll(800);
       } else {
-        ui.note.textContent = (body.error && body.error.message) || ("Upload failed (" + xhr.status + ")");
+        ui.bar.value = 0;
+        ui.note.textContent = (body.error && body.error.message) || ("Upload failed (HTTP " + xhr.status + "). Try again.");
         ui.li.className = "failed";
       }
     };
@@ -49,46 +73,131 @@
 
   function send(files) { Array.prototype.forEach.call(files, upload); input.value = ""; }
 
-  form.addEventListener("submit", function (e) { e.preventDefault(); send(input.files); });
-  input.addEventListener("change", function () { send(input.files); });
+  form.addEventListener("submit", function (e) { e.preventDefault(); if (input.files.length) send(input.files); else input.click(); });
+  input.addEventListener("change", function () { if (input.files.length) send(input.files); });
   ["dragenter", "dragover"].forEach(function (type) {
     form.addEventListener(type, function (e) { e.preventDefault(); form.classList.add("dragging"); });
   });
   ["dragleave", "drop"].forEach(function (type) {
     form.addEventListener(type, function (e) { e.preventDefault(); form.classList.remove("dragging"); });
   });
-  form.addEventListener("drop", function (e) { send(e.dataTransfer.files); });
+  form.addEventListener("drop", function (e) { if (e.dataTransfer && e.dataTransfer.files.length) send(e.dataTransfer.files); });
 
-  var table = document.getElementById("documents-table");
-  if (!table) return;
-  var labels = { pending: "Pending", processing: "Processing", ready: "Ready", failed: "Failed", deleting: "Deleting" };
+  // ---------- Rows -----------------------------------------------------------------------
+
+  function actionForm(action, label, className, confirmText) {
+    var f = el("form", "inline");
+    f.method = "post"; f.action = action;
+    if (confirmText) f.dataset.confirm = confirmText;
+    var token = el("input"); token.type = "hidden"; token.name = "csrfmiddlewaretoken"; token.value = csrf;
+    var button = el("button", className, label.split(" ")[0]);
+    button.type = "submit";
+    button.setAttribute("aria-label", label);
+    f.append(token, button);
+    return f;
+  }
+
+  function newRow(d) {
+    var tr = el("tr");
+    tr.dataset.documentId = d.id;
+    var nameCell = el("td"), link = el("a", "doc-name", d.name);
+    link.href = "/documents/" + encodeURIComponent(d.id) + "/";
+    nameCell.appendChild(link);
+    var statusCell = el("td"); statusCell.dataset.field = "status-cell";
+    var badge = el("span", "badge"); badge.dataset.field = "status";
+    statusCell.appendChild(badge);
+    var chunks = el("td", "num"); chunks.dataset.field = "chunk_count";
+    var bytes = el("td", "num", size(d.size));
+    var tokens = el("td", "num"); tokens.dataset.field = "token_count";
+    var added = el("td", "nowrap"), time = el("time", null, "just now");
+    time.dateTime = d.created_at;
+    added.appendChild(time);
+    var actions = el("td", "nowrap");
+    actions.append(actionForm("/documents/" + d.id + "/reindex/", "Reindex " + d.name, "btn-small"), " ",
+                   actionForm("/documents/" + d.id + "/delete/", "Delete " + d.name, "btn-small danger",
+                              "Delete " + d.name + "? Its passages leave search at once."));
+    tr.append(nameCell, statusCell, chunks, bytes, tokens, added, actions);
+    return tr;
+  }
+
+  function update(tr, d) {
+    var badge = tr.querySelector('[data-field="status"]');
+    var processing = d.status === "processing" && d.progress && d.progress.total;
+    badge.textContent = (labels[d.status] || d.status) + (processing ? " " + d.progress.done + "/" + d.progress.total : "");
+    badge.className = "badge badge-" + d.status;
+    var cell = badge.parentNode;
+    var bar = cell.querySelector("progress");
+    if (processing) {
+      if (!bar) {
+        bar = el("progress", "progress-inline");
+        bar.setAttribute("aria-label", "Embedding progress of " + d.name);
+        badge.after(bar);
+      }
+      bar.max = d.progress.total; bar.value = d.progress.done;
+    } else if (bar) {
+      bar.remove();
+    }
+    var err = cell.querySelector('[data-field="error"]');
+    if (d.status === "failed") {
+      if (!err) { err = el("div", "error-text"); err.dataset.field = "error"; cell.appendChild(err); }
+      err.textContent = d.error || "Processing failed.";
+    } else if (err) {
+      err.remove();
+    }
+    tr.querySelector('[data-field="chunk_count"]').textContent = d.chunk_count;
+    tr.querySelector('[data-field="token_count"]').textContent = d.token_count;
+    var before = known[d.id];
+    if (before && before !== d.status && (d.status === "ready" || d.status === "failed")) {
+      announcer.textContent = d.name + " is " + (d.status === "ready" ? "ready" : "failed: " + (d.error || ""));
+    }
+    known[d.id] = d.status;
+  }
+
+  function addOrUpdate(d, prepend) {
+    var tr = table.querySelector('tr[data-document-id="' + d.id + '"]');
+    if (!tr) {
+      if (table.dataset.filtered) return;  // a filtered list shows only what matched on load
+      tr = newRow(d);
+      var body = table.tBodies[0];
+      if (prepend) body.prepend(tr); else body.appendChild(tr);
+      wrap.hidden = false;
+      var empty = document.getElementById("documents-empty");
+      if (empty) empty.remove();
+    }
+    update(tr, d);
+  }
+
+  // ---------- Live status ----------------------------------------------------------------
+
+  function poll(delay) {
+    clearTimeout(pollTimer);
+    pollTimer = setTimeout(refresh, delay);
+  }
+
   function refresh() {
     fetch(table.dataset.statusUrl, { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.json() : null; })
       .then(function (data) {
-        if (!data) return;
-        var busy = false;
-        data.documents.forEach(function (d) {
-          var tr = table.querySelector('tr[data-document-id="' + d.id + '"]');
-          if (!tr) return;
-          var badge = tr.querySelector('[data-field="status"]');
-          var text = labels[d.status] + (d.status === "processing" && d.progress.total ? " " + d.progress.done + "/" + d.progress.total : "");
-          badge.textContent = text;
-          badge.className = "badge badge-" + d.status;
-          tr.querySelector('[data-field="chunk_count"]').textContent = d.chunk_count;
-          tr.querySelector('[data-field="token_count"]').textContent = d.token_count;
-          var err = tr.querySelector('[data-field="error"]');
-          if (d.status === "failed" && !err) {
-            err = document.createElement("div");
-            err.className = "error-text"; err.dataset.field = "error";
-            badge.parentNode.appendChild(err);
-          }
-          if (err) err.textContent = d.status === "failed" ? d.error : "";
+        if (!data) { poll(6000); return; }
+        var busy = false, seen = {};
+        // Oldest first, each prepended: the table stays newest first.
+        data.documents.slice().reverse().forEach(function (d) {
+          seen[d.id] = true;
+          addOrUpdate(d, true);
           if (d.status === "pending" || d.status === "processing") busy = true;
         });
-        setTimeout(refresh, busy ? 1500 : 6000);
+        // Deleted elsewhere (another tab, a teammate): the row goes.
+        table.querySelectorAll("tr[data-document-id]").forEach(function (tr) {
+          if (!seen[tr.dataset.documentId] && !table.dataset.filtered) tr.remove();
+        });
+        poll(busy ? 1000 : 6000);
       })
-      .catch(function () { setTimeout(refresh, 6000); });
+      .catch(function () { poll(6000); });
   }
-  setTimeout(refresh, 1500);
+
+  table.querySelectorAll("tr[data-document-id]").forEach(function (tr) {
+    var badge = tr.querySelector('[data-field="status"]');
+    known[tr.dataset.documentId] = badge.className.replace(/.*badge-/, "");
+  });
+  poll(1000);
 })();

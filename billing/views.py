@@ -1,0 +1,47 @@
+"""The credits page: balance, a daily usage chart (server-rendered SVG) and the ledger."""
+from __future__ import annotations
+
+import re
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404
+from django.shortcuts import render
+from django.urls import reverse
+
+from billing import dashboard
+from billing.models import Kind
+from billing.selectors import balance_get
+
+ENTRIES_PER_PAGE = 25
+_DOCUMENT_REF = re.compile(r"^document:(\d+):")
+_CONVERSATION_REF = re.compile(r"^conversation:(\d+)$")
+
+
+def _reference_link(reference: str) -> str | None:
+    """Where a ledger reference points in the dashboard, when it names a page."""
+    if match := _DOCUMENT_REF.match(reference or ""):
+        return reverse("documents:document", args=[int(match.group(1))])
+    if match := _CONVERSATION_REF.match(reference or ""):
+        return reverse("chat:conversation", args=[int(match.group(1))])
+    return None
+
+
+@login_required
+def credits_view(request):
+    if request.account is None:
+        raise Http404
+    account = request.account
+    kind = request.GET.get("kind") or ""
+    if kind not in Kind.values:
+        kind = ""
+    include_holds = request.GET.get("holds") == "1"
+    entries = dashboard.ledger_entries(account=account, kind=kind or None, include_holds=include_holds)
+    page = Paginator(entries, ENTRIES_PER_PAGE).get_page(request.GET.get("page"))
+    for entry in page.object_list:
+        entry.link = _reference_link(entry.reference)
+    return render(request, "billing/credits.html", {
+        "balance": balance_get(account=account),
+        "chart": dashboard.usage_chart(account=account, days=30),
+        "page": page, "kind": kind, "kinds": Kind.choices, "include_holds": include_holds,
+    })
