@@ -4,6 +4,7 @@ through the official `openai` client, to LLM_BASE_URL (the bundled local models 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -156,23 +157,24 @@ class ChatStream:
         self.model, self.provider = model, provider_name()
         completion_chunks = 0
         text_parts: list[str] = []
-        stream = client().chat.completions.create(
-            model=model, messages=self.messages, temperature=self.temperature, max_tokens=self.max_tokens,
-            stream=True, stream_options={"include_usage": True})
-        try:
-            for chunk in stream:
-                if chunk.usage is not None:
-                    self.usage = ChatUsage(chunk.usage.prompt_tokens, chunk.usage.completion_tokens, reported=True)
-                for choice in chunk.choices:
-                    text = choice.delta.content if choice.delta else None
+        # The raw server-sent events, parsed with json: building the SDK's typed objects for
+        # every chunk cost about 0.6 ms a token, the largest share of relaying an answer.
+        with client().chat.completions.with_streaming_response.create(
+                model=model, messages=self.messages, temperature=self.temperature, max_tokens=self.max_tokens,
+                stream=True, stream_options={"include_usage": True}) as response:
+            for chunk in _events(response):
+                usage = chunk.get("usage")
+                if usage:
+                    self.usage = ChatUsage(int(usage.get("prompt_tokens") or 0),
+                                           int(usage.get("completion_tokens") or 0), reported=True)
+                for choice in chunk.get("choices") or ():
+                    text = (choice.get("delta") or {}).get("content")
                     if text:
                         completion_chunks += 1
                         text_parts.append(text)
                         yield text
                 if self.cancelled is not None and self.cancelled.is_set():
                     break
-        finally:
-            stream.close()
         if self.usage is None:
             self.usage = self._estimate("".join(text_parts), completion_chunks)
 
@@ -186,6 +188,25 @@ class ChatStream:
 
         prompt = sum(count_tokens(m.get("content") or "") + 4 for m in self.messages)
         return ChatUsage(prompt_tokens=prompt, completion_tokens=max(chunks, count_tokens(answer) - 2 if answer else 0))
+
+
+def _events(response):
+    """The JSON payloads of an OpenAI-style SSE stream, up to `data: [DONE]`."""
+    for line in response.iter_lines():
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            raise ProviderError("The model provider sent a malformed stream.", transient=True)
+        if isinstance(event, dict) and event.get("error"):
+            error = event["error"]
+            raise ProviderError(f"The model provider failed mid-answer: {error.get('message', error)}",
+                                transient=True)
+        yield event
 
 
 def chat(messages: list[dict], *, temperature: float, max_tokens: int, cancelled=None) -> ChatStream:
