@@ -9,7 +9,6 @@ No Django here, on purpose: the child process imports this module without settin
 """
 from __future__ import annotations
 
-import codecs
 import csv
 import io
 import json
@@ -28,7 +27,7 @@ from html.parser import HTMLParser
 from typing import Callable
 
 from documents.errors import IngestionError
-from documents.validation import archive_bomb_message, zip_bomb_problem
+from documents.validation import archive_bomb_message, text_encoding, zip_bomb_problem
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
@@ -289,14 +288,8 @@ def decode_text(data: bytes) -> str:
 
     Raises IngestionError("bad_encoding") for anything else or for text containing NUL.
     """
-    if data.startswith(codecs.BOM_UTF8):
-        encoding = "utf-8-sig"
-    elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        encoding = "utf-16"
-    else:
-        encoding = "utf-8"
     try:
-        text = data.decode(encoding)
+        text = data.decode(text_encoding(data))
     except UnicodeDecodeError:
         raise IngestionError("bad_encoding", MSG_BAD_ENCODING) from None
     if "\x00" in text:

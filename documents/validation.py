@@ -267,19 +267,22 @@ def _check_text_head(head: bytes, *, complete: bool, safe_name: str, kind: str) 
             status=415)
 
 
+def text_encoding(data: bytes) -> str:
+    """The codec for text Groundwork accepts: UTF-8 (BOM optional) or UTF-16 with a BOM."""
+    if data.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig"
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        return "utf-16"
+    return "utf-8"
+
+
 def decode_text_prefix(data: bytes, *, final: bool) -> str | None:
     """Decode UTF-8 (optional BOM) or UTF-16 with a BOM; None when the bytes are neither.
 
     With final=False an incomplete character at the end is ignored, so a fixed-size
     head cut mid-character still passes.
     """
-    if data.startswith(codecs.BOM_UTF8):
-        encoding = "utf-8-sig"
-    elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        encoding = "utf-16"
-    else:
-        encoding = "utf-8"
-    decoder = codecs.getincrementaldecoder(encoding)(errors="strict")
+    decoder = codecs.getincrementaldecoder(text_encoding(data))(errors="strict")
     try:
         return decoder.decode(data, final=final)
     except UnicodeDecodeError:
