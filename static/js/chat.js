@@ -44,9 +44,11 @@
   }
 
   function inline(parent, text, sources) {
+    // A regex of its own per call: bold and link labels recurse, and a shared global
+    // regex's lastIndex would be reset under the outer loop.
+    var pattern = new RegExp(INLINE.source, "g");
     var last = 0, match;
-    INLINE.lastIndex = 0;
-    while ((match = INLINE.exec(text)) !== null) {
+    while ((match = pattern.exec(text)) !== null) {
       if (match.index > last) parent.appendChild(document.createTextNode(text.slice(last, match.index)));
       var token = match[0];
       if (match[1]) {

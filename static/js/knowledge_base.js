@@ -12,6 +12,7 @@
   var csrf = form.querySelector("input[name=csrfmiddlewaretoken]").value;
   var labels = { pending: "Pending", processing: "Processing", ready: "Ready", failed: "Failed", deleting: "Deleting" };
   var known = {};  // document id -> last status seen, to announce changes once
+  var uploadNotes = {};  // document id -> its line in the upload list, kept in step with the status
   var pollTimer = null;
 
   function el(tag, className, text) {
@@ -59,6 +60,7 @@
         ui.bar.value = 100;
         ui.note.textContent = xhr.status === 200 ? "Already in the knowledge base." : "Uploaded. Processing starts in a moment.";
         ui.li.className = "ok";
+        uploadNotes[body.document.id] = ui.note;
         addOrUpdate(body.document, true);
         poll(800);
       } else {
@@ -146,6 +148,13 @@
     }
     tr.querySelector('[data-field="chunk_count"]').textContent = d.chunk_count;
     tr.querySelector('[data-field="token_count"]').textContent = d.token_count;
+    var note = uploadNotes[d.id];
+    if (note && d.status !== "pending") {
+      note.textContent = d.status === "ready" ? "Ready: " + d.chunk_count + " chunks, " + d.token_count + " tokens."
+        : d.status === "failed" ? "Failed: " + (d.error || "processing failed.")
+        : "Processing" + (d.progress && d.progress.total ? " " + d.progress.done + "/" + d.progress.total : "…");
+      note.parentNode.className = d.status === "failed" ? "failed" : "ok";
+    }
     var before = known[d.id];
     if (before && before !== d.status && (d.status === "ready" || d.status === "failed")) {
       announcer.textContent = d.name + " is " + (d.status === "ready" ? "ready" : "failed: " + (d.error || ""));

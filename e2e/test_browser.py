@@ -1,0 +1,273 @@
+"""The dashboard in a real browser against the real stack (daphne + rq worker + fake model):
+sign up → upload a PDF and a DOCX → both become Ready live → ask → a streamed answer with a
+clickable citation → the credits page shows both debits; team roles; tenancy; 375 px."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from playwright.sync_api import expect
+
+from accounts.tenancy import account_context
+from accounts.tests.factories import PASSWORD, add_member, make_account
+from billing.selectors import balance_get
+from billing.services import credits_debit, credits_grant
+from documents.services import document_upload
+from documents.tests.files import make_docx, make_pdf, prose_page
+from e2e.conftest import ANSWER
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+READY_TIMEOUT = 60_000
+
+
+def _log_in(page, email: str, password: str = PASSWORD):
+    page.goto("/login/")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
+
+
+def _nav(page, name: str):
+    return page.get_by_role("navigation", name="Main").get_by_role("link", name=name, exact=True)
+
+
+def _no_horizontal_scroll(page) -> None:
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    if overflow > 0:
+        culprits = page.evaluate("""() => [...document.querySelectorAll('body *')]
+            .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1 && !e.closest('.table-wrap'))
+            .slice(0, 5).map(e => e.tagName + '.' + e.className + '#' + e.id)""")
+        pytest.fail(f"{page.url} scrolls sideways by {overflow}px at {page.viewport_size['width']}px: {culprits}")
+
+
+def test_sign_up_upload_chat_and_pay(new_page, screenshot, stack, tmp_path):
+    page = new_page()
+    page.goto("/login/")
+    screenshot(page, "login")
+
+    # Sign up: lands on the overview, with the starting balance in the header.
+    page.get_by_role("link", name="Create an account").click()
+    page.get_by_label("Your name").fill("Ada Owner")
+    page.get_by_label("Work email").fill("ada@acme.test")
+    page.get_by_label("Password").fill("Upload-and-ask-42")
+    page.get_by_label("Team name").fill("Acme Research")
+    page.get_by_role("button", name="Sign up").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Acme Research")
+    expect(page.get_by_text("Get started in two steps")).to_be_visible()
+    balance_before = int(page.locator("#header-balance [data-balance]").inner_text())
+
+    # Knowledge base: empty state, then two files through the file input (the drop zone's input).
+    _nav(page, "Knowledge base").click()
+    expect(page.get_by_text("No documents yet")).to_be_visible()
+    page.evaluate("window.__notReloaded = true")
+    pdf = make_pdf([prose_page(1), prose_page(2), prose_page(3)], title="Field Guide")
+    docx = Path(make_docx(tmp_path)).read_bytes()
+    page.locator("#file-input").set_input_files([
+        {"name": "field-guide.pdf", "mimeType": "application/pdf", "buffer": pdf},
+        {"name": "report.docx", "buffer": docx,
+         "mimeType": "application/vnd.openxmlformats-officedocument.wordprocessingml.document"},
+    ])
+    uploads = page.locator("#upload-progress li")
+    expect(uploads).to_have_count(2)
+    for name in ("field-guide.pdf", "report.docx"):
+        row = page.locator("#documents-table tr", has=page.get_by_role("link", name=name))
+        expect(row.locator('[data-field="status"]')).to_have_text("Ready", timeout=READY_TIMEOUT)
+        expect(row.locator('[data-field="chunk_count"]')).not_to_have_text("0")
+    assert page.evaluate("window.__notReloaded === true"), "the page reloaded instead of updating live"
+    screenshot(page, "knowledge_base")
+
+    # The document page: metadata, chunks with page numbers, the credits it cost.
+    page.get_by_role("link", name="field-guide.pdf").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("field-guide.pdf")
+    expect(page.locator("#chunk-0 header")).to_contain_text("page 1")
+    assert int(page.locator("#document-credits strong").inner_text()) > 0
+
+    # Chat: the answer streams in, then its citations open the cited chunk.
+    _nav(page, "Chat").click()
+    expect(page.get_by_role("heading", name="Ask a first question")).to_be_visible()
+    expect(page.locator("#connection")).to_have_text("Connected")
+    question = page.get_by_label("Your question")
+    question.fill("What do our documents say about subject1 and revenue?")
+    question.press("Enter")
+    streaming = page.locator(".message.assistant.streaming")
+    expect(streaming.locator(".bubble")).to_contain_text("Each page")
+    # Read class and text in one go: the stream may end at any moment.
+    still_streaming, partial = page.evaluate("""() => {
+        const a = [...document.querySelectorAll('.message.assistant')].pop();
+        return [a.classList.contains('streaming'), a.querySelector('.bubble').textContent]; }""")
+    assert still_streaming and "March" not in partial, "the answer did not arrive in pieces"
+    expect(page.get_by_role("button", name="Stop")).to_be_visible()
+    expect(page.get_by_role("button", name="Send")).to_be_hidden()
+    answer = page.locator(".message.assistant").last
+    expect(answer.locator(".bubble")).to_contain_text("carry over until March", timeout=20_000)
+    expect(streaming).to_have_count(0)
+    expect(answer.locator("strong")).to_have_text("subject")  # Markdown rendered...
+    expect(answer.locator("li")).to_have_count(2)
+    expect(answer.locator("code")).to_have_text("groundwork")
+    expect(page.get_by_role("button", name="Send")).to_be_visible()
+    expect(page.get_by_role("button", name="Stop")).to_be_hidden()
+    expect(page.locator("#sources li").first).to_be_visible()
+    assert re.search(r"/chat/\d+/$", page.url), "the new conversation has its own address"
+    expect(page.locator("#conversation-list a[aria-current=page]")).to_contain_text("subject1")
+    citation = answer.locator("a.citation").first
+    expect(citation).to_have_text("Document 1")
+    balance_after_chat = int(page.locator("#header-balance [data-balance]").inner_text())
+    assert balance_after_chat < balance_before
+    screenshot(page, "chat")
+
+    href = citation.get_attribute("href")
+    assert re.fullmatch(r"/documents/\d+/\?chunk=\d+#chunk-\d+", href), href
+    citation.click()
+    highlighted = page.locator(".chunk.highlight")
+    expect(highlighted).to_be_visible()
+    assert highlighted.get_attribute("id") == href.rsplit("#", 1)[1]
+    screenshot(page, "document")
+
+    # History survives a reload, rendered by the server and formatted by the page.
+    page.go_back()
+    page.reload()
+    expect(page.locator(".message.assistant a.citation").first).to_have_text("Document 1")
+
+    # Credits: the embedding and chat debits, in the ledger and the chart.
+    page.locator("#header-balance").click()
+    expect(page.get_by_role("heading", name="Credits", level=1)).to_be_visible()
+    # Embedding: the two documents, and the question (embedded to search the passages).
+    expect(page.locator('#ledger-table tr[data-kind="embedding"]')).to_have_count(3)
+    expect(page.locator('#ledger-table tr[data-kind="chat"]')).to_have_count(1)
+    expect(page.locator("#usage-chart rect.bar-embedding")).to_have_count(1)
+    expect(page.locator("#usage-chart rect.bar-chat")).to_have_count(1)
+    assert int(page.locator("#credits-balance").inner_text()) == balance_after_chat
+    screenshot(page, "credits")
+
+    # Team: invite a member and create an API key, shown once.
+    _nav(page, "Team").click()
+    page.get_by_label("Email address").fill("bob@acme.test")
+    page.get_by_role("button", name="Invite").click()
+    expect(page.get_by_text("Invited bob@acme.test.")).to_be_visible()
+    page.get_by_label("Key name").fill("Zapier")
+    page.get_by_role("button", name="Create key").click()
+    expect(page.locator("#new-api-key")).to_contain_text("gw_")
+    screenshot(page, "team")
+    page.reload()
+    expect(page.locator("#new-api-key")).to_have_count(0)
+
+    # The invited member signs up, switches to Acme Research, and cannot manage the team.
+    member = new_page()
+    member.goto("/signup/")
+    member.get_by_label("Work email").fill("bob@acme.test")
+    member.get_by_label("Password").fill("Member-pass-42")
+    member.get_by_role("button", name="Sign up").click()
+    member.get_by_label("Account").select_option(label="Acme Research")
+    member.get_by_role("button", name="Switch").click()
+    expect(member.get_by_role("heading", level=1)).to_have_text("Acme Research")
+    expect(member.get_by_role("navigation", name="Main").get_by_role("link", name="Team")).to_have_count(0)
+    expect(member.get_by_role("navigation", name="Main").get_by_role("link", name="Knowledge base")).to_be_visible()
+    response = member.goto("/team/")
+    assert response.status == 403
+    expect(member.get_by_role("heading", level=1)).to_have_text("Only owners and admins can manage the team")
+    screenshot(member, "team_forbidden_for_member")
+
+
+def test_another_accounts_document_is_a_404_page(new_page, stack):
+    account_a = make_account("Alpha", owner_email="owner@alpha.test")
+    make_account("Bravo", owner_email="owner@bravo.test")
+    with account_context(account_a):
+        document, _ = document_upload(account=account_a, actor=None, upload=SimpleUploadedFile(
+            "alpha-secrets.txt", b"Alpha's plans for next year.", content_type="text/plain"))
+    page = new_page()
+    _log_in(page, "owner@bravo.test")
+    response = page.goto(f"/documents/{document.pk}/")
+    assert response.status == 404
+    expect(page.get_by_role("heading", level=1)).to_have_text("Not found")
+    expect(page.get_by_text("alpha-secrets")).to_have_count(0)
+    page.goto("/documents/")
+    expect(page.get_by_text("alpha-secrets")).to_have_count(0)
+
+
+def test_model_text_is_escaped_and_errors_are_explained(new_page, stack):
+    account = make_account("Gamma", owner_email="owner@gamma.test")
+    page = new_page()
+    _log_in(page, "owner@gamma.test")
+    stack.model.answer = ('<img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> '
+                          '[click](javascript:alert(1)) [ok](https://example.com/a) [Document 7]')
+    try:
+        page.goto("/chat/")
+        expect(page.get_by_role("heading", name="Add documents first")).to_be_visible()
+        expect(page.locator("#connection")).to_have_text("Connected")
+        page.get_by_label("Your question").fill("What is a knowledge base?")
+        page.get_by_role("button", name="Send").click()
+        answer = page.locator(".message.assistant").last
+        expect(answer.locator(".bubble")).to_contain_text("<script>window.__pwned=2</script>")
+        expect(page.locator(".message.streaming")).to_have_count(0)
+        assert page.evaluate("window.__pwned") is None
+        assert answer.locator("img, script").count() == 0
+        expect(answer.get_by_role("link", name="ok")).to_have_attribute("href", "https://example.com/a")
+        expect(answer.get_by_role("link", name="click")).to_have_count(0)  # javascript: stays text
+        expect(answer.locator(".bubble")).to_contain_text("[Document 7]")  # no such source: not a link
+
+        # Stop: a slow answer is cut short, kept, and marked as stopped.
+        stack.model.answer = " ".join(f"word{i}" for i in range(200))
+        stack.model.backend.chunk_delay = 0.2
+        page.get_by_label("Your question").fill("What is a vector?")
+        page.get_by_label("Your question").press("Enter")
+        expect(page.locator(".message.streaming .bubble")).to_contain_text("word1")
+        page.get_by_role("button", name="Stop").click()
+        stopped = page.locator(".message.assistant").last
+        expect(stopped.locator(".message-foot")).to_contain_text("Stopped before the end.", timeout=10_000)
+        assert "word199" not in stopped.inner_text()
+        stack.model.backend.chunk_delay = 0.04
+
+        # The model is down (primary and fallback): a clear state with a retry, nothing stuck.
+        for model in {settings.CHAT_MODEL, settings.CHAT_FALLBACK_MODEL}:
+            stack.model.fail(model, 503)
+        page.get_by_label("Your question").fill("And what is an index?")
+        page.get_by_label("Your question").press("Enter")
+        expect(page.get_by_text("The model is unavailable right now")).to_be_visible(timeout=20_000)
+        expect(page.get_by_role("button", name="Try again")).to_be_visible()
+        expect(page.get_by_role("button", name="Send")).to_be_visible()
+        stack.model.recover()
+
+        # No credits left: the page says so and points to the credits page.
+        with account_context(account):
+            credits_debit(account=account, tokens=balance_get(account=account), key="drain", kind="chat")
+        page.get_by_label("Your question").fill("Tell me about our plans")
+        page.get_by_label("Your question").press("Enter")
+        expect(page.get_by_text("Not enough credits")).to_be_visible()
+        expect(page.get_by_role("link", name="See credits")).to_have_attribute("href", "/credits/")
+        expect(page.get_by_label("Your question")).to_have_value("Tell me about our plans")
+    finally:
+        stack.model.recover()
+        stack.model.answer = ANSWER
+        stack.model.backend.chunk_delay = 0.04
+
+
+def test_main_pages_fit_a_375px_screen(new_page, screenshot, stack):
+    account = make_account("Delta Narrow Team", owner_email="owner@delta.test")
+    with account_context(account):
+        credits_grant(account=account, amount=5000, reason="narrow screen test")
+        document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
+            "a-rather-long-document-name-for-a-small-screen.txt", ("Line of text. " * 200).encode(),
+            content_type="text/plain"))
+    page = new_page(width=375, height=740)
+    page.goto("/login/")
+    _no_horizontal_scroll(page)
+    _log_in(page, "owner@delta.test")
+    for path in ("/", "/documents/", f"/documents/{document.pk}/", "/chat/", "/credits/", "/team/"):
+        page.goto(path)
+        expect(page.locator("main h1").first).to_be_visible()
+        _no_horizontal_scroll(page)
+    page.goto("/documents/")
+    expect(page.locator('[data-field="status"]').first).to_have_text("Ready", timeout=READY_TIMEOUT)
+    screenshot(page, "knowledge_base_375px")
+    page.goto("/chat/")
+    page.get_by_label("Your question").fill("What does our document say about text?")
+    page.get_by_label("Your question").press("Enter")
+    expect(page.locator(".message.assistant a.citation").first).to_be_visible(timeout=20_000)
+    expect(page.locator(".message.streaming")).to_have_count(0)
+    _no_horizontal_scroll(page)
+    screenshot(page, "chat_375px")
