@@ -19,7 +19,8 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
         key = getattr(raw_request, "api_key", None)
         if key is None:
             return None
-        return (key.created_by or AnonymousUser(), key)
+        # The key, not the person who made it, is the caller: no user rights come with it.
+        return (AnonymousUser(), key)
 
     def authenticate_header(self, request):
         return 'Bearer realm="api"'

@@ -55,7 +55,7 @@ def home_view(request):
         "document_count": documents.count(),
         "ready_count": documents.filter(status="ready").count(),
         "recent_documents": documents[:5],
-        "recent_conversations": conversation_list(account=account)[:5],
+        "recent_conversations": conversation_list(account=account, user=request.user)[:5],
     })
 
 

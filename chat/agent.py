@@ -23,6 +23,7 @@ from chat.errors import ChatError
 from chat.models import Conversation, Message, MessageStatus, Role
 from chat.prompt import build_messages
 from chat.ratelimit import check_chat_rate
+from chat.selectors import conversation_get
 from chat.routing import GENERAL, LOOKUP, SUMMARY, match_document, route
 from documents.models import Document, Status
 from documents.search import expand_passages, first_chunks, search_for_query
@@ -77,14 +78,11 @@ def _question(text) -> str:
 
 
 def _conversation(account, *, conversation_id, user, api_key, question: str) -> Conversation:
-    conversations = Conversation.objects.for_account(account)
     if conversation_id in (None, ""):
-        return conversations.create(account=account, user=user if getattr(user, "pk", None) else None,
-                                    api_key=api_key, title=question[:80])
-    try:
-        found = conversations.filter(pk=int(conversation_id)).first()
-    except (TypeError, ValueError):
-        found = None
+        return Conversation.objects.for_account(account).create(
+            account=account, user=user if getattr(user, "pk", None) else None, api_key=api_key, title=question[:80])
+    # Another person's conversation, in this account too, answers like a missing one.
+    found = conversation_get(account=account, conversation_id=conversation_id, user=user, api_key=api_key)
     if found is None:
         raise ChatError("not_found", "That conversation does not exist. Start a new one.", status=404)
     return found

@@ -67,8 +67,9 @@ class ConversationListView(APIView):
                                OpenApiParameter("page_size", int, required=False)])
     def get(self, request):
         paginator = ConversationPagination()
-        page = paginator.paginate_queryset(selectors.conversation_list(account=request._request.account), request,
-                                           view=self)
+        user, api_key = _actor(request)
+        conversations = selectors.conversation_list(account=request._request.account, user=user, api_key=api_key)
+        page = paginator.paginate_queryset(conversations, request, view=self)
         return paginator.get_paginated_response(ConversationSerializer(page, many=True).data)
 
 
@@ -76,7 +77,9 @@ class ConversationDetailView(APIView):
     @extend_schema(responses=ConversationDetailSerializer)
     def get(self, request, conversation_id: int):
         account = request._request.account
-        conversation = selectors.conversation_get(account=account, conversation_id=conversation_id)
+        user, api_key = _actor(request)
+        conversation = selectors.conversation_get(account=account, conversation_id=conversation_id, user=user,
+                                                  api_key=api_key)
         if conversation is None:
             raise Http404
         messages = selectors.message_list(account=account, conversation=conversation)

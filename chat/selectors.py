@@ -6,16 +6,25 @@ from django.db.models import Count, QuerySet
 from chat.models import Conversation, Message
 
 
-def conversation_list(*, account) -> QuerySet[Conversation]:
-    return (Conversation.objects.for_account(account).annotate(message_count=Count("messages"))
-            .order_by("-updated_at", "-pk"))
+def conversation_list(*, account, user=None, api_key=None) -> QuerySet[Conversation]:
+    """A person's own conversations (or an API key's), newest activity first. Conversations
+    are private to whoever started them, inside the account too."""
+    conversations = Conversation.objects.for_account(account)
+    if getattr(user, "pk", None):
+        conversations = conversations.filter(user=user)
+    elif api_key is not None:
+        conversations = conversations.filter(api_key=api_key, user__isnull=True)
+    else:
+        return conversations.none()
+    return conversations.annotate(message_count=Count("messages")).order_by("-updated_at", "-pk")
 
 
-def conversation_get(*, account, conversation_id) -> Conversation | None:
+def conversation_get(*, account, conversation_id, user=None, api_key=None) -> Conversation | None:
     try:
-        return conversation_list(account=account).filter(pk=int(conversation_id)).first()
+        conversation_id = int(conversation_id)
     except (TypeError, ValueError):
         return None
+    return conversation_list(account=account, user=user, api_key=api_key).filter(pk=conversation_id).first()
 
 
 def message_list(*, account, conversation: Conversation) -> QuerySet[Message]:

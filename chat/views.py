@@ -33,12 +33,12 @@ def chat_view(request, conversation_id: int | None = None):
     account = _account(request)
     conversation, messages = None, []
     if conversation_id is not None:
-        conversation = selectors.conversation_get(account=account, conversation_id=conversation_id)
+        conversation = selectors.conversation_get(account=account, conversation_id=conversation_id, user=request.user)
         if conversation is None:
             raise Http404
         messages = list(selectors.message_list(account=account, conversation=conversation))
     return render(request, "chat/chat.html", {
-        "conversations": selectors.conversation_list(account=account)[:CONVERSATIONS_SHOWN],
+        "conversations": selectors.conversation_list(account=account, user=request.user)[:CONVERSATIONS_SHOWN],
         "conversation": conversation,
         "chat_messages": messages,
         "sources": _sources_of(messages),

@@ -11,7 +11,8 @@ from chat.models import Conversation, Message
 
 def _conversation(account, *, answer, citations=(), sources=()):
     with account_context(account):
-        conversation = Conversation.objects.for_account(account).create(account=account, title="Holiday <b>policy</b>")
+        conversation = Conversation.objects.for_account(account).create(account=account, user=account.test_owner,
+                                                                        title="Holiday <b>policy</b>")
         Message.objects.for_account(account).create(account=account, conversation=conversation, role="user",
                                                     content="How many days? <img src=x onerror=alert(1)>")
         Message.objects.for_account(account).create(account=account, conversation=conversation, role="assistant",

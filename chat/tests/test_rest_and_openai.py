@@ -127,3 +127,19 @@ def test_openai_sdk_errors(sdk, live_server, account_b, handbook, fake_llm):
     assert result.model_extra["citations"] == []
     sent = fake_llm.requests_to("/v1/chat/completions")[-1]["messages"][-1]["content"]
     assert "twenty-eight" not in sent
+
+
+def test_conversations_are_private_to_who_started_them(client, account_a, owner_a, key_a, handbook, fake_llm):
+    from accounts.tests.factories import add_member
+
+    mine = client.post("/api/v1/chat/", {"message": "What is our holiday policy?"}, content_type="application/json",
+                       **_auth(key_a)).json()["conversation_id"]
+    teammate = add_member(account_a)
+    client.force_login(teammate)
+    assert client.get("/api/v1/conversations/").json()["results"] == []
+    assert client.get(f"/api/v1/conversations/{mine}/").status_code == 404
+    assert client.post("/api/v1/chat/", {"message": "go on", "conversation_id": mine},
+                       content_type="application/json").status_code == 404
+    assert client.get(f"/chat/{mine}/").status_code == 404
+    other_key = make_api_key(account_a, name="another integration")
+    assert client.get("/api/v1/conversations/", **_auth(other_key)).json()["results"] == []
