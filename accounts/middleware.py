@@ -3,11 +3,22 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
+from django.urls import Resolver404, resolve
 
 from accounts.resolution import Resolution, bearer_token, resolve_api_key, resolve_session
 from accounts.services import api_key_touch
 from accounts.tenancy import account_context, dangerously_bypass_tenancy
 from config.api import rollback_request_transaction
+
+
+def _wants_request_transaction(request) -> bool:
+    """False for views that declare `account_transaction = False`."""
+    try:
+        match = resolve(request.path_info)
+    except Resolver404:
+        return True
+    view = getattr(match.func, "view_class", None) or match.func
+    return getattr(view, "account_transaction", True)
 
 
 class AccountContextMiddleware:
@@ -31,6 +42,13 @@ class AccountContextMiddleware:
             with dangerously_bypass_tenancy(reason=f"admin {request.user.email} {request.method} {request.path}"):
                 return self.get_response(request)
         if resolution.account is None:
+            return self.get_response(request)
+        if not _wants_request_transaction(request):
+            # Views that call a model (chat) open short account contexts of their own: one
+            # transaction around a whole answer would hold the credit row lock meanwhile.
+            if resolution.api_key is not None:
+                with account_context(resolution.account):
+                    api_key_touch(key=resolution.api_key)
             return self.get_response(request)
         with account_context(resolution.account, user=resolution.user):
             if resolution.api_key is not None:

@@ -23,6 +23,9 @@ def _actor(request):
 
 
 class ChatView(APIView):
+    # Each step of a turn opens its own account context; no transaction spans the model call.
+    account_transaction = False
+
     @extend_schema(request=ChatRequestSerializer, responses=ChatResponseSerializer,
                    parameters=[OpenApiParameter("stream", int, enum=[0, 1], required=False,
                                                 description="1: server-sent events (sources, token…, done)")])

@@ -61,6 +61,9 @@ class ModelsView(APIView):
 
 
 class ChatCompletionsView(APIView):
+    # Each step of a turn opens its own account context; no transaction spans the model call.
+    account_transaction = False
+
     authentication_classes = [ApiKeyAuthentication]
 
     @extend_schema(request=CompletionRequest, responses=inline_serializer(

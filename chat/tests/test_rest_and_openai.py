@@ -143,3 +143,32 @@ def test_conversations_are_private_to_who_started_them(client, account_a, owner_
     assert client.get(f"/chat/{mine}/").status_code == 404
     other_key = make_api_key(account_a, name="another integration")
     assert client.get("/api/v1/conversations/", **_auth(other_key)).json()["results"] == []
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rest_answer_does_not_hold_the_credit_row_while_the_model_writes(live_server, account_a, handbook,
+                                                                           fake_llm):
+    """While a REST answer is being generated, the account's balance row is free (it would
+    stay locked if the whole request were one transaction), so other chats are not blocked."""
+    import threading
+    import time
+    import urllib.request
+
+    from billing.models import AccountBalance
+
+    fake_llm.backend.chunk_delay = 0.2
+    request = urllib.request.Request(f"{live_server.url}/api/v1/chat/", method="POST",
+                                     data=json.dumps({"message": "What is our holiday policy?"}).encode(),
+                                     headers={"Authorization": f"Bearer {make_api_key(account_a)}",
+                                              "Content-Type": "application/json"})
+    answered = []
+    slow = threading.Thread(target=lambda: answered.append(urllib.request.urlopen(request, timeout=60).status))
+    slow.start()
+    deadline = time.monotonic() + 20
+    while not fake_llm.requests_to("/v1/chat/completions") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert fake_llm.requests_to("/v1/chat/completions"), "the answer never started"
+    with account_context(account_a):
+        AccountBalance.objects.for_account(account_a).select_for_update(nowait=True).get()  # raises if locked
+    slow.join()
+    assert answered == [200]
