@@ -8,7 +8,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from billing.errors import BillingError
-from billing.selectors import ledger_list
+from billing.selectors import balance_get, ledger_list
 from documents import selectors, services
 from documents.errors import UploadRejected
 from documents.serializers import DocumentSerializer
@@ -44,7 +44,8 @@ def documents_status_view(request):
     """JSON for the live status badges (polled by the knowledge base page)."""
     account = _account(request)
     documents = selectors.document_list(account=account)[:200]
-    return JsonResponse({"documents": DocumentSerializer(documents, many=True).data})
+    return JsonResponse({"documents": DocumentSerializer(documents, many=True).data,
+                         "credits_remaining": balance_get(account=account)})
 
 
 @login_required

@@ -24,8 +24,10 @@ def test_upload_from_the_page_then_ready(client_a, fake_llm, run_jobs, django_ca
         response = _upload(client_a, json=True)
     assert response.status_code == 202 and response.json()["document"]["status"] == "pending"
     run_jobs()
-    status = client_a.get("/documents/status/").json()["documents"][0]
+    body = client_a.get("/documents/status/").json()
+    status = body["documents"][0]
     assert status["status"] == "ready" and status["chunk_count"] == 1
+    assert body["credits_remaining"] == 10000 - status["credits_charged"] < 10000
     page = client_a.get("/documents/").content.decode()
     assert "notes.txt" in page and "badge-ready" in page
 
