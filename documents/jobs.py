@@ -61,3 +61,30 @@ def requeue_stale_work() -> int:
     from documents.ingestion import requeue_stale
 
     return requeue_stale()
+
+
+def refresh_search_indexes() -> dict[int, str]:
+    """Cron: give each large account its own HNSW index, drop those of accounts that shrank.
+
+    Looks only at accounts near or past the threshold and at accounts that have an index.
+    Runs outside any transaction, so indexes are built CONCURRENTLY (search and ingestion
+    carry on meanwhile).
+    """
+    from django.conf import settings
+    from django.db import connection
+
+    from accounts.tenancy import dangerously_bypass_tenancy
+    from documents.models import Document, Status
+    from documents.search import TENANT_INDEX_MIN_CHUNKS, ensure_tenant_vector_index
+    from django.db.models import Sum
+
+    threshold = int(getattr(settings, "SEARCH_TENANT_INDEX_MIN_CHUNKS", TENANT_INDEX_MIN_CHUNKS))
+    with dangerously_bypass_tenancy(reason="search maintenance: accounts near the per-account index threshold"):
+        large = set(Document.all_accounts.exclude(status=Status.DELETING).values("account_id")
+                    .annotate(chunks=Sum("chunk_count")).filter(chunks__gt=threshold // 2)
+                    .values_list("account_id", flat=True))
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'documents_chunk'"
+                           " AND indexname LIKE 'chunk_embedding_hnsw_a%%'")
+            indexed = {int(name.rsplit("_a", 1)[1]) for (name,) in cursor.fetchall()}
+    return {account_id: ensure_tenant_vector_index(account_id) for account_id in sorted(large | indexed)}

@@ -89,7 +89,8 @@ def test_frame_sequence_sources_tokens_done(account_a, handbook, answer_citing):
     frames = socket.ask("How many holiday days do we get?")
     kinds = [f["type"] for f in frames]
     assert kinds[0] == "chat.sources" and kinds[-1] == "chat.done"
-    assert set(kinds[1:-1]) == {"chat.token"} and len(kinds) > 3
+    # Tokens that arrive together may share a frame, so the count depends on timing.
+    assert set(kinds[1:-1]) == {"chat.token"} and len(kinds) >= 3
     sources = frames[0]["sources"]
     assert sources and set(sources[0]) == {"n", "document_id", "document_name", "chunk_index", "pages", "score"}
     assert sources[0]["document_name"] == "handbook.md" and frames[0]["conversation_id"]
