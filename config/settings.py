@@ -121,7 +121,10 @@ RQ_QUEUES = {
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": env("CHANNELS_PREFIX", default="groundwork")},
+        # channels-redis waits on Redis for up to 5 s per receive (BZPOPMIN); redis-py 8's
+        # default 5 s read timeout would tear every idle websocket down after 5 s.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                   "prefix": env("CHANNELS_PREFIX", default="groundwork")},
     },
 }
 

@@ -293,3 +293,15 @@ def test_account_b_never_retrieves_account_a_chunks(account_a, account_b, handbo
     assert socket.ask("continue", conversation_id=a_conversation)[-1]["code"] == "not_found"
     socket.close()
     a_socket.close()
+
+
+@pytest.mark.slow
+def test_an_idle_socket_stays_open_past_the_redis_read_timeout(account_a, handbook, fake_llm):
+    """The channel layer blocks on Redis for up to 5 s at a time; a socket that sits idle
+    longer than the Redis client's read timeout must not be torn down (it was, with 1011)."""
+    import time
+
+    socket = _key_socket(account_a)
+    time.sleep(7)
+    assert socket.ask("What is our holiday policy?")[-1]["type"] == "chat.done"
+    socket.close()
