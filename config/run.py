@@ -65,11 +65,21 @@ def _stop(children: list[tuple[str, subprocess.Popen]]) -> None:
             process.wait()
 
 
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def _start_model_server(env: dict, children: list) -> None:
     """The bundled local models, when no provider is configured (LLM_BASE_URL unset)."""
     if env.get("LLM_BASE_URL"):
         return
-    port = env.get("LOCAL_LLM_PORT", "8001")
+    # A free port unless one is asked for: a second `make run` (another PORT) must not find
+    # the first one's model server answering on a fixed port.
+    port = env.get("LOCAL_LLM_PORT") or str(_free_port())
     name, process = _spawn("models", [PYTHON, "-m", "llm.local_server", "--host", "127.0.0.1", "--port", port], env)
     children.append((name, process))
     env["LLM_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
