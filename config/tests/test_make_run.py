@@ -4,6 +4,7 @@ It starts its own embedded PostgreSQL (in a temporary .data), migrates, ensures 
 account, serves HTTP with a worker, and on Ctrl-C stops every process it started.
 """
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -40,8 +41,8 @@ def _get(url: str):
 class Supervisor:
     """`make run` as a person sees it: a process and the lines it prints."""
 
-    def __init__(self, data_dir: Path, port: int, local_models_port: int | None = None):
-        self.process = _start(data_dir, port, local_models_port)
+    def __init__(self, data_dir: Path, port: int, local_models: bool = False):
+        self.process = _start(data_dir, port, local_models)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -62,15 +63,13 @@ class Supervisor:
             time.sleep(0.2)
 
 
-def _start(data_dir: Path, port: int, local_models_port: int | None = None) -> subprocess.Popen:
-    """`make run` on `data_dir`; with `local_models_port`, LLM_BASE_URL is unset, so it starts
-    the bundled local model server there."""
-    dropped = ("DATABASE_URL", "GROUNDWORK_TESTING", "GROUNDWORK_LOCAL", "LLM_BASE_URL")
+def _start(data_dir: Path, port: int, local_models: bool = False) -> subprocess.Popen:
+    """`make run` on `data_dir`; with `local_models`, LLM_BASE_URL is unset, so it starts the
+    bundled local model server (on a free port it chooses)."""
+    dropped = ("DATABASE_URL", "GROUNDWORK_TESTING", "GROUNDWORK_LOCAL", "LLM_BASE_URL", "LOCAL_LLM_PORT")
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env.update(GROUNDWORK_DATA_DIR=str(data_dir), PORT=str(port), DEMO_PASSWORD="Demo-pass-for-tests-1")
-    if local_models_port:
-        env["LOCAL_LLM_PORT"] = str(local_models_port)
-    else:
+    if not local_models:
         env["LLM_BASE_URL"] = "http://127.0.0.1:9/v1"
     return subprocess.Popen([sys.executable, "-m", "config.run"], cwd=BASE_DIR, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -99,11 +98,11 @@ def _stop_and_check_nothing_left(run: Supervisor, data_dir: Path) -> None:
 
 def test_make_run_twice_serves_and_stops_cleanly(tmp_path):
     data_dir = tmp_path / "data"
-    port, models_port = _free_port(), _free_port()
-    first = Supervisor(data_dir, port, local_models_port=models_port)
+    port = _free_port()
+    first = Supervisor(data_dir, port, local_models=True)
     try:
         first.wait_for(f"running at http://127.0.0.1:{port}/", timeout=300)
-        assert f"local models ready on http://127.0.0.1:{models_port}/v1" in first.output
+        models_port = int(re.search(r"local models ready on http://127\.0\.0\.1:(\d+)/v1", first.output).group(1))
         status, models = _get(f"http://127.0.0.1:{models_port}/v1/models")
         assert status == 200 and "smollm2-135m-instruct" in models
         health = _health(port)
