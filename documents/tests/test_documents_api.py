@@ -206,3 +206,12 @@ def test_account_reindex_can_be_cancelled(api, commit_and_run, django_capture_on
     cancelled = api.post(f"/api/v1/reindex/{run['id']}/cancel/").json()
     assert cancelled["status"] == "cancelled"
     assert api.post("/api/v1/reindex/999999/cancel/").status_code == 404
+
+
+def test_another_account_cannot_see_or_cancel_a_reindex_run(api, client, commit_and_run, account_b):
+    commit_and_run(lambda: api.upload("d.txt", b"some document text"))
+    run = api.post("/api/v1/reindex/").json()
+    other = {"HTTP_AUTHORIZATION": f"Bearer {make_api_key(account_b)}"}
+    assert client.get("/api/v1/reindex/", **other).json() == {"run": None}
+    assert client.post(f"/api/v1/reindex/{run['id']}/cancel/", **other).status_code == 404
+    assert api.get("/api/v1/reindex/").json()["run"]["status"] == "running"

@@ -256,10 +256,11 @@ def test_search_for_query_debits_the_provider_tokens_before_searching(library, a
 
 
 def test_insufficient_credits_aborts_before_retrieval(library, account_a, monkeypatch):
-    from billing.models import AccountBalance
+    from billing.selectors import balance_get
+    from billing.services import credits_debit
 
-    with dangerously_bypass_tenancy(reason="test: empty the balance"):
-        AccountBalance.all_accounts.filter(account=account_a).update(balance=2)
+    with account_context(account_a):  # spend all but 2 credits, through the ledger
+        credits_debit(account=account_a, tokens=balance_get(account=account_a) - 2, key="drain", kind="chat")
     called = []
     monkeypatch.setattr("documents.search.hybrid_search", lambda **kw: called.append(kw) or [])
     with account_context(account_a), pytest.raises(InsufficientCredits):
