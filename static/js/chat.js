@@ -457,6 +457,8 @@
       var lost = statusBox.querySelector("[data-connection-lost]");
       if (lost) clearStatus();
       updateSendable();
+      // A question typed before the socket was ready is sent now, not dropped.
+      if (waitingQuestion && ask(waitingQuestion)) { waitingQuestion = null; input.value = ""; autosize(); }
     });
     socket.addEventListener("message", function (event) {
       var frame;
@@ -504,12 +506,17 @@
     return true;
   }
 
+  var waitingQuestion = null;
   form.addEventListener("submit", function (event) {
     event.preventDefault();
     var text = input.value.trim();
     if (!text) { input.focus(); return; }
     if (rateLimitTimer) return;
-    if (ask(text)) { input.value = ""; autosize(); }
+    if (ask(text)) { input.value = ""; autosize(); return; }
+    if (!current && (!socket || socket.readyState !== WebSocket.OPEN)) {
+      waitingQuestion = text;
+      showStatus("info", "Connecting…", "Your question is sent as soon as the connection is ready.");
+    }
   });
   input.addEventListener("keydown", function (event) {
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
