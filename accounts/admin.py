@@ -5,7 +5,7 @@ from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.utils import timezone
 
-from accounts.admin_mixins import AllAccountsMixin
+from core.admin_mixins import AllAccountsMixin
 from accounts.models import Account, ApiKey, Invitation, Membership, User
 from billing.admin import account_credits, grant_credits
 

@@ -7,8 +7,8 @@ from django.urls import Resolver404, resolve
 
 from accounts.resolution import Resolution, bearer_token, resolve_api_key, resolve_session
 from accounts.services import api_key_touch
-from accounts.tenancy import account_context, dangerously_bypass_tenancy
-from config.api import rollback_request_transaction
+from core.tenancy import account_context, dangerously_bypass_tenancy
+from core.api import rollback_request_transaction
 
 
 def _wants_request_transaction(request) -> bool:

@@ -6,7 +6,7 @@ from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
 
-from accounts.tenancy import TenantModel
+from core.tenancy import TenantModel
 
 
 class UserManager(BaseUserManager):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 
 from accounts.models import Account, ApiKey, Invitation, Membership, User
-from accounts.tenancy import api_key_context, user_context
+from core.tenancy import api_key_context, user_context
 
 
 def membership_list_for_user(*, user: User) -> list[Membership]:

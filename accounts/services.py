@@ -15,7 +15,7 @@ from django.conf import settings
 
 from accounts.errors import AccountError
 from accounts.models import Account, ApiKey, Invitation, Membership, Role, User
-from accounts.tenancy import account_context, dangerously_bypass_tenancy
+from core.tenancy import account_context, dangerously_bypass_tenancy
 from billing.models import Kind
 from billing.services import credits_grant
 
@@ -27,7 +27,7 @@ def _clean_email(email: str) -> str:
     try:
         validate_email(email)
     except ValidationError:
-        raise AccountError("Enter a valid email address.", code="invalid_email", field="email")
+        raise AccountError("invalid_email", "Enter a valid email address.", field="email")
     return email
 
 
@@ -46,17 +46,17 @@ def account_create(*, name: str, owner: User, slug: str | None = None, initial_c
     (SIGNUP_CREDITS unless `initial_credits` says otherwise). A given slug must be free."""
     name = (name or "").strip()
     if not name:
-        raise AccountError("Give the account a name.", code="invalid_name", field="name")
+        raise AccountError("invalid_name", "Give the account a name.", field="name")
     if slug is not None:
         slug = slugify(slug)
         if not slug:
-            raise AccountError("The slug may use letters, digits and hyphens only.", code="invalid_slug", field="slug")
+            raise AccountError("invalid_slug", "The slug may use letters, digits and hyphens only.", field="slug")
         if Account.objects.filter(slug=slug).exists():
-            raise AccountError(f"The slug “{slug}” is taken; choose another.", code="duplicate_slug", field="slug")
+            raise AccountError("duplicate_slug", f"The slug “{slug}” is taken; choose another.", field="slug")
     account = Account.objects.create(name=name, slug=slug or _unique_slug(name))
     credits = settings.SIGNUP_CREDITS if initial_credits is None else initial_credits
     if credits < 0:
-        raise AccountError("Starting credits must be zero or more.", code="invalid_amount")
+        raise AccountError("invalid_amount", "Starting credits must be zero or more.")
     with account_context(account):
         Membership.objects.for_account(account).create(account=account, user=owner, role=Role.OWNER)
         if credits:
@@ -69,17 +69,15 @@ def account_create(*, name: str, owner: User, slug: str | None = None, initial_c
 def user_create(*, email: str, password: str, full_name: str = "") -> User:
     email = _clean_email(email)
     if User.objects.filter(email__iexact=email).exists():
-        raise AccountError("An account with this email already exists. Log in instead.",
-                           code="duplicate_email", field="email")
+        raise AccountError("duplicate_email", "An account with this email already exists. Log in instead.", field="email")
     try:
         validate_password(password, User(email=email, full_name=full_name))
     except ValidationError as exc:
-        raise AccountError(" ".join(exc.messages), code="weak_password", field="password")
+        raise AccountError("weak_password", " ".join(exc.messages), field="password")
     try:
         return User.objects.create_user(email=email, password=password, full_name=full_name.strip())
     except IntegrityError:
-        raise AccountError("An account with this email already exists. Log in instead.",
-                           code="duplicate_email", field="email")
+        raise AccountError("duplicate_email", "An account with this email already exists. Log in instead.", field="email")
 
 
 @transaction.atomic
@@ -109,7 +107,7 @@ def invitations_accept(*, user: User) -> list[Membership]:
 def _require_manager(*, account: Account, actor: User) -> Membership:
     membership = Membership.objects.for_account(account).filter(user=actor).first()
     if membership is None or not membership.can_manage_team:
-        raise AccountError("Only owners and admins can manage the team.", code="permission_denied", status=403)
+        raise AccountError("permission_denied", "Only owners and admins can manage the team.", status=403)
     return membership
 
 
@@ -122,18 +120,18 @@ def member_invite(*, account: Account, actor: User, email: str, role: str = Role
     actor_membership = _require_manager(account=account, actor=actor)
     email = _clean_email(email)
     if role not in Role.values:
-        raise AccountError("Choose a role: owner, admin or member.", code="invalid_role", field="role")
+        raise AccountError("invalid_role", "Choose a role: owner, admin or member.", field="role")
     if role == Role.OWNER and actor_membership.role != Role.OWNER:
-        raise AccountError("Only owners can make someone an owner.", code="permission_denied", status=403)
+        raise AccountError("permission_denied", "Only owners can make someone an owner.", status=403)
     existing_user = User.objects.filter(email__iexact=email).first()
     memberships = Membership.objects.for_account(account)
     if existing_user and memberships.filter(user=existing_user).exists():
-        raise AccountError(f"{email} is already a member of this account.", code="already_member", field="email")
+        raise AccountError("already_member", f"{email} is already a member of this account.", field="email")
     if existing_user:
         return memberships.create(account=account, user=existing_user, role=role)
     invitations = Invitation.objects.for_account(account)
     if invitations.filter(email__iexact=email).exists():
-        raise AccountError(f"{email} has already been invited.", code="already_invited", field="email")
+        raise AccountError("already_invited", f"{email} has already been invited.", field="email")
     return invitations.create(account=account, email=email, role=role, invited_by=actor)
 
 
@@ -156,17 +154,16 @@ def _lock_memberships(account: Account) -> None:
 def member_change_role(*, account: Account, actor: User, membership_id: int, role: str) -> Membership:
     actor_membership = _require_manager(account=account, actor=actor)
     if role not in Role.values:
-        raise AccountError("Choose a role: owner, admin or member.", code="invalid_role", field="role")
+        raise AccountError("invalid_role", "Choose a role: owner, admin or member.", field="role")
     _lock_memberships(account)
     membership = Membership.objects.for_account(account).filter(pk=membership_id).first()
     if membership is None:
-        raise AccountError("That member was not found.", code="not_found", status=404)
+        raise AccountError("not_found", "That member was not found.", status=404)
     touches_owner = role == Role.OWNER or membership.role == Role.OWNER
     if touches_owner and actor_membership.role != Role.OWNER:
-        raise AccountError("Only owners can grant or take away the owner role.", code="permission_denied", status=403)
+        raise AccountError("permission_denied", "Only owners can grant or take away the owner role.", status=403)
     if membership.role == Role.OWNER and role != Role.OWNER and _owner_count(account) == 1:
-        raise AccountError("The last owner cannot be demoted. Make someone else an owner first.",
-                           code="last_owner")
+        raise AccountError("last_owner", "The last owner cannot be demoted. Make someone else an owner first.")
     membership.role = role
     membership.save(update_fields=["role"])
     return membership
@@ -178,13 +175,13 @@ def member_remove(*, account: Account, actor: User, membership_id: int) -> None:
     _lock_memberships(account)
     membership = Membership.objects.for_account(account).filter(pk=membership_id).first()
     if membership is None:
-        raise AccountError("That member was not found.", code="not_found", status=404)
+        raise AccountError("not_found", "That member was not found.", status=404)
     if membership.user_id != actor.pk:
         actor_membership = _require_manager(account=account, actor=actor)
         if membership.role == Role.OWNER and actor_membership.role != Role.OWNER:
-            raise AccountError("Only owners can remove an owner.", code="permission_denied", status=403)
+            raise AccountError("permission_denied", "Only owners can remove an owner.", status=403)
     if membership.role == Role.OWNER and _owner_count(account) == 1:
-        raise AccountError("The last owner cannot leave. Make someone else an owner first.", code="last_owner")
+        raise AccountError("last_owner", "The last owner cannot leave. Make someone else an owner first.")
     membership.delete()
 
 
@@ -199,8 +196,7 @@ def api_key_create(*, account: Account, actor: User | None, name: str) -> tuple[
         _require_manager(account=account, actor=actor)
     name = (name or "").strip()
     if not name:
-        raise AccountError("Give the key a name, e.g. the integration that will use it.",
-                           code="invalid_name", field="name")
+        raise AccountError("invalid_name", "Give the key a name, e.g. the integration that will use it.", field="name")
     raw = API_KEY_PREFIX + secrets.token_urlsafe(32)
     key = ApiKey.objects.for_account(account).create(
         account=account, name=name[:100], prefix=raw[:10], key_hash=_hash_key(raw), created_by=actor)
@@ -212,7 +208,7 @@ def api_key_revoke(*, account: Account, actor: User | None, key_id: int) -> ApiK
         _require_manager(account=account, actor=actor)
     key = ApiKey.objects.for_account(account).filter(pk=key_id).first()
     if key is None:
-        raise AccountError("That API key was not found.", code="not_found", status=404)
+        raise AccountError("not_found", "That API key was not found.", status=404)
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])

@@ -23,7 +23,7 @@ def _account(credits: int):
 
 
 def _debit_loop(account, n: int, prefix: str) -> None:
-    from accounts.tenancy import account_context
+    from core.tenancy import account_context
     from billing.services import credits_debit
 
     for i in range(n):
@@ -55,7 +55,7 @@ def run() -> dict:
     for t in threads:
         t.join()
     contended = SPENDERS * DEBITS_EACH / (time.perf_counter() - started)
-    from accounts.tenancy import account_context
+    from core.tenancy import account_context
     from billing.selectors import balance_get
 
     with account_context(account):

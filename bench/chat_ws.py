@@ -51,7 +51,7 @@ def _prepare_account(llm_url: str) -> str:
 
     from accounts.models import User
     from accounts.services import account_create, api_key_create
-    from accounts.tenancy import account_context
+    from core.tenancy import account_context
     from documents.ingestion import ingest
     from documents.services import document_upload
 

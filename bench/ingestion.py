@@ -60,7 +60,7 @@ class LocalModels:
 
 
 def _ingest_timed(account, name: str, data: bytes) -> dict:
-    from accounts.tenancy import account_context
+    from core.tenancy import account_context
     from documents import ingestion
     from documents.services import document_upload
 

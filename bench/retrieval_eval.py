@@ -54,7 +54,7 @@ def _account():
 
 def _ingest(account, files: list[Path]) -> dict:
     """Ingest every file not yet ready (upload + the ingestion job, in this process)."""
-    from accounts.tenancy import account_context
+    from core.tenancy import account_context
     from documents import jobs
     from documents.models import Document, Status
     from documents.services import document_upload
@@ -110,7 +110,7 @@ def _metrics(ranked: list[list[bool]], ideal: list[int]) -> dict:
 def _evaluate(account, questions: list[dict], texts: list[str], *, modes=("vector", "fulltext", "hybrid")) -> dict:
     import numpy as np
 
-    from accounts.tenancy import account_context
+    from core.tenancy import account_context
     from documents.models import Chunk, Document
     from documents.search import hybrid_search
     from llm import client as llm

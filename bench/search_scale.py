@@ -83,7 +83,7 @@ def _account_clusters(account_id: int) -> np.ndarray:
 
 def _load(total: int, account_ids: list[int]) -> dict:
     """Grow the bench rows to `total` (per the skewed shares); indexes rebuilt if rows were added."""
-    from accounts.tenancy import dangerously_bypass_tenancy
+    from core.tenancy import dangerously_bypass_tenancy
 
     centres, vocabulary, topics = _model()
     started = time.perf_counter()
@@ -183,7 +183,7 @@ def _forced(path: str):
 def _measure(account_id: int, *, mode: str, path: str) -> dict:
     """Latency of hybrid_search for one tenant on a vector path, and recall@10 of vector mode
     against the exact ranking."""
-    from accounts.tenancy import account_context
+    from core.tenancy import account_context
     from documents import search
 
     latencies, recalls = [], []
@@ -214,7 +214,7 @@ def _has_tenant_index(account_id: int) -> bool:
 def _fulltext_rls_vs_function(account_id: int) -> dict:
     """The same full-text query for one tenant: directly under RLS (GIN unusable: `@@` is not
     leakproof) versus through chunk_fulltext_search() (SECURITY DEFINER, owner bypasses RLS)."""
-    from accounts.tenancy import account_context
+    from core.tenancy import account_context
 
     query, _ = _queries(account_id, 1)[0]
     direct = ("EXPLAIN (ANALYZE, FORMAT JSON) SELECT c.id, ts_rank_cd(c.search_vector, q) AS r "
@@ -266,7 +266,7 @@ def _uptime() -> str:
 
 def _cleanup(account_ids: list[int]) -> None:
     from accounts.models import Account
-    from accounts.tenancy import dangerously_bypass_tenancy
+    from core.tenancy import dangerously_bypass_tenancy
 
     with dangerously_bypass_tenancy(reason="bench: remove synthetic chunks"), connection.cursor() as cursor:
         cursor.execute("DELETE FROM documents_chunk WHERE account_id = ANY(%s)", [account_ids])

@@ -3,8 +3,8 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
-from accounts.admin_mixins import AllAccountsMixin
-from accounts.tenancy import account_context
+from core.admin_mixins import AllAccountsMixin
+from core.tenancy import account_context
 from billing.errors import BillingError
 from billing.models import AccountBalance, CreditHold, CreditLedgerEntry
 from billing.services import credits_grant

@@ -6,7 +6,7 @@ from rest_framework.views import APIView
 from billing.models import Kind
 from billing.selectors import balance_get, ledger_list
 from billing.serializers import CreditsSerializer, LedgerEntrySerializer
-from config.api import CursorPagination
+from core.api import CursorPagination
 
 
 class LedgerPagination(CursorPagination):

@@ -6,7 +6,7 @@ import logging
 
 from django.conf import settings
 
-from accounts.tenancy import account_context, dangerously_bypass_tenancy
+from core.tenancy import account_context, dangerously_bypass_tenancy
 from billing.selectors import holds_stale
 from billing.services import hold_release
 

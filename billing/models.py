@@ -8,7 +8,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from accounts.tenancy import TenantModel
+from core.tenancy import TenantModel
 
 
 class Kind(models.TextChoices):

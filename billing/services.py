@@ -31,14 +31,14 @@ def _lock_balance(account: Account) -> AccountBalance:
 
 def _positive(amount, what: str) -> int:
     if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
-        raise BillingError(f"{what} must be a whole number greater than zero (got {amount!r}).", code="invalid_amount")
+        raise BillingError("invalid_amount", f"{what} must be a whole number greater than zero (got {amount!r}).")
     return amount
 
 
 def _key(key: str) -> str:
     key = (key or "").strip()
     if not key or len(key) > 200:
-        raise BillingError("An idempotency key of 1-200 characters is required.", code="invalid_key")
+        raise BillingError("invalid_key", "An idempotency key of 1-200 characters is required.")
     return key
 
 
@@ -50,6 +50,7 @@ def _existing(account: Account, key: str, *, kind: str, delta: int | None = None
     same = entry.kind == kind and (delta is None or entry.delta == delta) and (tokens is None or entry.tokens == tokens)
     if not same:
         raise IdempotencyConflict(
+            "idempotency_conflict",
             f"The key “{key}” was already used for a different operation ({entry.kind} {entry.delta:+d}); "
             "a key names one operation. Use a new key."
         )
@@ -71,10 +72,10 @@ def credits_grant(*, account: Account, amount: int, reason: str, key: str | None
     """Add credits. A grant needs a reason (kept in the entry's metadata)."""
     amount = _positive(amount, "The amount")
     if kind not in GRANT_KINDS:
-        raise BillingError(f"{kind} is not a kind of grant.", code="invalid_kind")
+        raise BillingError("invalid_kind", f"{kind} is not a kind of grant.")
     reason = (reason or "").strip()
     if not reason:
-        raise BillingError("A grant needs a reason, e.g. “annual plan” or “support refund”.", code="reason_required")
+        raise BillingError("reason_required", "A grant needs a reason, e.g. “annual plan” or “support refund”.")
     key = _key(key or f"{kind}:{timezone.now().isoformat()}:{amount}")
     balance = _lock_balance(account)
     existing = _existing(account, key, kind=kind, delta=amount)
@@ -90,7 +91,7 @@ def credits_debit(*, account: Account, tokens: int, key: str, kind: str, model: 
     """Charge provider-reported tokens 1:1, all or nothing: InsufficientCredits writes nothing."""
     tokens = _positive(tokens, "Tokens")
     if kind not in SPEND_KINDS:
-        raise BillingError(f"{kind} is not a kind of spending.", code="invalid_kind")
+        raise BillingError("invalid_kind", f"{kind} is not a kind of spending.")
     key = _key(key)
     balance = _lock_balance(account)
     existing = _existing(account, key, kind=kind, tokens=tokens)
@@ -111,7 +112,7 @@ def credits_hold(*, account: Account, amount: int, key: str, reference: str = ""
     hold = CreditHold.objects.for_account(account).filter(key=key).first()
     if hold is not None:
         if hold.amount != amount:
-            raise IdempotencyConflict(f"The hold “{key}” already exists for {hold.amount} credits; "
+            raise IdempotencyConflict("idempotency_conflict", f"The hold “{key}” already exists for {hold.amount} credits; "
                                       "a key names one operation.")
         return hold
     if balance.balance < amount:
@@ -134,19 +135,18 @@ def hold_settle(*, hold: CreditHold, used_tokens: int, kind: str = Kind.CHAT, mo
     the first result; a released hold cannot be settled.
     """
     if isinstance(used_tokens, bool) or not isinstance(used_tokens, int) or used_tokens < 0:
-        raise BillingError(f"Used tokens must be a whole number, zero or more (got {used_tokens!r}).",
-                           code="invalid_amount")
+        raise BillingError("invalid_amount", f"Used tokens must be a whole number, zero or more (got {used_tokens!r}).")
     if kind not in SPEND_KINDS:
-        raise BillingError(f"{kind} is not a kind of spending.", code="invalid_kind")
+        raise BillingError("invalid_kind", f"{kind} is not a kind of spending.")
     balance = _lock_balance(hold.account)
     hold = _lock_hold(hold)
     charge_key = f"{hold.key}:charge"
     if hold.status == HoldStatus.SETTLED:
         if hold.used_tokens != used_tokens:
-            raise IdempotencyConflict(f"The hold “{hold.key}” was already settled for {hold.used_tokens} tokens.")
+            raise IdempotencyConflict("idempotency_conflict", f"The hold “{hold.key}” was already settled for {hold.used_tokens} tokens.")
         return CreditLedgerEntry.objects.for_account(hold.account_id).filter(idempotency_key=charge_key).first()
     if hold.status == HoldStatus.RELEASED:
-        raise BillingError(f"The hold “{hold.key}” was already released and cannot be settled.", code="hold_closed")
+        raise BillingError("hold_closed", f"The hold “{hold.key}” was already released and cannot be settled.")
     _append(balance, kind=Kind.HOLD_RELEASE, delta=hold.amount, key=f"{hold.key}:release", reference=hold.reference)
     entry = None
     if used_tokens:

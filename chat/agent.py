@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.utils import timezone
 
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from billing.models import Kind
 from billing.selectors import balance_get
 from billing.services import credits_hold, hold_release, hold_settle

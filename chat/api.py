@@ -14,7 +14,7 @@ from chat.serializers import (
     ConversationSerializer,
 )
 from chat.streaming import run_turn, sse
-from config.api import CursorPagination
+from core.api import CursorPagination
 
 
 def _actor(request):

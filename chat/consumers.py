@@ -14,7 +14,8 @@ from django.http.request import validate_host
 
 from accounts.resolution import bearer_token, resolve_api_key, resolve_session
 from chat.agent import turn_finish, turn_prepare
-from chat.errors import ChatError, as_chat_error
+from chat.errors import ChatError
+from core.errors import as_groundwork_error
 
 logger = logging.getLogger("groundwork.chat")
 
@@ -171,8 +172,4 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     @staticmethod
     def _mapped(exc: Exception) -> ChatError:
-        mapped = as_chat_error(exc)
-        if mapped is None:
-            logger.exception("chat turn failed", exc_info=exc)
-            return ChatError("server_error", "Something went wrong on our side. Please try again.")
-        return mapped
+        return as_groundwork_error(exc)

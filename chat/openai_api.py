@@ -10,7 +10,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from accounts.authentication import ApiKeyAuthentication
+from core.authentication import ApiKeyAuthentication
 from chat.agent import answer_question, turn_prepare
 from chat.errors import ChatError
 from chat.streaming import run_turn, sse

@@ -6,7 +6,8 @@ import json
 import logging
 
 from chat.agent import ChatTurn, turn_finish
-from chat.errors import ChatError, as_chat_error
+from chat.errors import ChatError
+from core.errors import as_groundwork_error
 
 logger = logging.getLogger("groundwork.chat")
 
@@ -30,10 +31,7 @@ def run_turn(turn: ChatTurn):
         failed = exc
     result = turn_finish(turn, failed=failed)
     if failed is not None:
-        mapped = as_chat_error(failed)
-        if mapped is None:
-            logger.exception("chat turn failed", exc_info=failed)
-            mapped = ChatError("server_error", "Something went wrong on our side. Please try again.", 500)
+        mapped = as_groundwork_error(failed)
         yield "error", mapped
         return
     yield "done", result

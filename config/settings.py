@@ -51,10 +51,12 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_rq",
     "channels",
+    "core",
     "accounts",
     "billing",
     "documents",
     "chat",
+    "config",
 ]
 
 MIDDLEWARE = [
@@ -66,7 +68,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "config.errors.JsonErrorMiddleware",
+    "core.middleware.JsonErrorMiddleware",
     "accounts.middleware.AccountContextMiddleware",
 ]
 
@@ -194,15 +196,15 @@ if not RELAXED:
 # --- REST API ----------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "accounts.authentication.ApiKeyAuthentication",
-        "accounts.authentication.AccountSessionAuthentication",
+        "core.authentication.ApiKeyAuthentication",
+        "core.authentication.AccountSessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["accounts.permissions.HasAccount"],
-    "DEFAULT_PAGINATION_CLASS": "config.api.CursorPagination",
+    "DEFAULT_PERMISSION_CLASSES": ["core.permissions.HasAccount"],
+    "DEFAULT_PAGINATION_CLASS": "core.api.CursorPagination",
     "PAGE_SIZE": 50,
-    "EXCEPTION_HANDLER": "config.api.exception_handler",
+    "EXCEPTION_HANDLER": "core.api.exception_handler",
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "DEFAULT_THROTTLE_CLASSES": ["config.api.AccountRateThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["core.api.AccountRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"account": env("API_RATE_LIMIT", default="600/min")},
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [

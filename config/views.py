@@ -3,8 +3,9 @@ from django.http import HttpResponseServerError, JsonResponse
 from django.template import loader
 from django.shortcuts import render
 
-from config.api import STATUS_MESSAGES, error_body
-from config.errors import is_api_path
+from core.api import STATUS_MESSAGES
+from core.errors import error_body
+from core.middleware import is_api_path
 
 
 def page_not_found(request, exception=None):

@@ -6,7 +6,7 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from config.api import CursorPagination
+from core.api import CursorPagination
 from documents import selectors, services
 from documents.models import Status
 from documents.serializers import (

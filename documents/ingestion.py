@@ -12,7 +12,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.tenancy import account_context, dangerously_bypass_tenancy
+from core.tenancy import account_context, dangerously_bypass_tenancy
 from billing.errors import InsufficientCredits
 from billing.models import Kind
 from billing.selectors import balance_get

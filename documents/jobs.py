@@ -73,7 +73,7 @@ def refresh_search_indexes() -> dict[int, str]:
     from django.conf import settings
     from django.db import connection
 
-    from accounts.tenancy import dangerously_bypass_tenancy
+    from core.tenancy import dangerously_bypass_tenancy
     from documents.models import Document, Status
     from documents.search import TENANT_INDEX_MIN_CHUNKS, ensure_tenant_vector_index
     from django.db.models import Sum

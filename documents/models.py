@@ -7,7 +7,7 @@ from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from pgvector.django import HnswIndex, VectorField
 
-from accounts.tenancy import TenantModel
+from core.tenancy import TenantModel
 
 EMBEDDING_DIMENSIONS = 384  # the column's size; llm.embed() checks providers against settings
 

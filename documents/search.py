@@ -33,7 +33,7 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from accounts.tenancy import UnscopedQueryError, account_context, current_account_id
+from core.tenancy import UnscopedQueryError, account_context, current_account_id
 
 RRF_K = 60
 MIN_CANDIDATES = 40

@@ -1,6 +1,6 @@
 """`POST /api/v1/search/` (CONTRACT.md): hybrid search in the caller's account.
 
-Errors are domain errors mapped by config.api's handler: 400 invalid body, 401 without a
+Errors are domain errors mapped by core.api's handler: 400 invalid body, 401 without a
 key, 402 insufficient credits (nothing retrieved), 502 provider unavailable.
 """
 from __future__ import annotations

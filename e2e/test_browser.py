@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from playwright.sync_api import expect
 
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from accounts.tests.factories import PASSWORD, make_account
 from billing.selectors import balance_get
 from billing.services import credits_debit, credits_grant

@@ -14,23 +14,19 @@ import numpy as np
 import openai
 from django.conf import settings
 
+from core.errors import GroundworkError
+
 logger = logging.getLogger("groundwork.llm")
 
 EMBEDDING_BATCH_LIMIT = 96
 
 
-class ProviderError(Exception):
+class ProviderError(GroundworkError):
     """A model call failed. `transient` errors (network, timeout, 429, 5xx) may be retried."""
 
-    status = 502
-    code = "provider_unavailable"
-
-    def __init__(self, message: str, *, transient: bool, code: str | None = None):
-        super().__init__(message)
-        self.message = message
+    def __init__(self, code: str, message: str, *, transient: bool):
+        super().__init__(code, message, status=502)
         self.transient = transient
-        if code:
-            self.code = code
 
 
 @dataclass(frozen=True)
@@ -62,15 +58,15 @@ def client(timeout: float | None = None) -> openai.OpenAI:
 
 def _classify(exc: Exception) -> ProviderError:
     if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError)):
-        return ProviderError("The model provider could not be reached.", transient=True)
+        return ProviderError("provider_unavailable", "The model provider could not be reached.", transient=True)
     if isinstance(exc, openai.RateLimitError):
-        return ProviderError("The model provider is rate limiting requests.", transient=True)
+        return ProviderError("provider_unavailable", "The model provider is rate limiting requests.", transient=True)
     if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
-        return ProviderError(f"The model provider failed ({exc.status_code}).", transient=True)
+        return ProviderError("provider_unavailable", f"The model provider failed ({exc.status_code}).", transient=True)
     if isinstance(exc, openai.APIStatusError):
-        return ProviderError(f"The model provider refused the request ({exc.status_code}): {exc.message}",
-                             transient=False, code="provider_error")
-    return ProviderError(f"Unexpected answer from the model provider: {exc}", transient=False, code="provider_error")
+        return ProviderError("provider_error", f"The model provider refused the request ({exc.status_code}): {exc.message}",
+                             transient=False)
+    return ProviderError("provider_error", f"Unexpected answer from the model provider: {exc}", transient=False)
 
 
 def embed(texts: list[str], *, model: str | None = None) -> Embeddings:
@@ -87,8 +83,9 @@ def embed(texts: list[str], *, model: str | None = None) -> Embeddings:
     expected = (len(texts), settings.EMBEDDING_DIMENSIONS)
     if vectors.shape != expected:
         raise ProviderError(
+            "embedding_dimension",
             f"The embedding model returned vectors of shape {vectors.shape}, expected {expected}: "
-            "check EMBEDDING_MODEL and EMBEDDING_DIMENSIONS.", transient=False, code="embedding_dimension")
+            "check EMBEDDING_MODEL and EMBEDDING_DIMENSIONS.", transient=False)
     tokens = response.usage.total_tokens if response.usage else 0
     return Embeddings(vectors=vectors, total_tokens=int(tokens), model=model, provider=provider_name())
 
@@ -150,7 +147,7 @@ class ChatStream:
                 if emitted:
                     # Half an answer was already shown: retrying elsewhere would repeat it.
                     break
-        raise ProviderError("The answer could not be generated: the model provider is unavailable. "
+        raise ProviderError("provider_unavailable", "The answer could not be generated: the model provider is unavailable. "
                             "Please try again in a moment.", transient=True) from last_error
 
     def _stream(self, model: str):
@@ -201,10 +198,10 @@ def _events(response):
         try:
             event = json.loads(data)
         except ValueError:
-            raise ProviderError("The model provider sent a malformed stream.", transient=True)
+            raise ProviderError("provider_unavailable", "The model provider sent a malformed stream.", transient=True)
         if isinstance(event, dict) and event.get("error"):
             error = event["error"]
-            raise ProviderError(f"The model provider failed mid-answer: {error.get('message', error)}",
+            raise ProviderError("provider_unavailable", f"The model provider failed mid-answer: {error.get('message', error)}",
                                 transient=True)
         yield event
 

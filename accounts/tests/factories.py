@@ -5,7 +5,7 @@ import itertools
 
 from accounts import services
 from accounts.models import Account, Role, User
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 
 PASSWORD = "correct-horse-battery-staple"
 _seq = itertools.count(1)

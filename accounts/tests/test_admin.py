@@ -1,6 +1,6 @@
 """Support staff see across accounts through the explicit bypass; others never reach it."""
 from accounts.models import ApiKey
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from accounts.tests.factories import make_api_key, make_user
 
 

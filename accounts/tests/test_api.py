@@ -5,7 +5,7 @@ from django.test import Client
 
 from accounts import services
 from accounts.models import ApiKey
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from accounts.tests.factories import make_api_key
 
 

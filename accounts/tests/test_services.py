@@ -4,7 +4,7 @@ from accounts import services
 from accounts.errors import AccountError
 from accounts.models import Account, Invitation, Membership, Role, User
 from accounts.selectors import membership_list_for_user
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from accounts.tests.factories import PASSWORD, add_member, make_user
 
 

@@ -3,7 +3,7 @@ import pytest
 from django.db import ProgrammingError, connection, transaction
 
 from accounts.models import ApiKey, Invitation, Membership
-from accounts.tenancy import (
+from core.tenancy import (
     UnscopedQueryError,
     account_context,
     current_account_id,

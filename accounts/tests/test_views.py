@@ -4,7 +4,7 @@ import re
 from django.core import mail
 
 from accounts.models import Account, ApiKey, Invitation, Membership, User
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from accounts.tests.factories import PASSWORD, add_member
 
 

@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from accounts.rls import enable_rls
+from core.rls import enable_rls
 
 APPEND_ONLY = """
 CREATE OR REPLACE FUNCTION billing_ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS $$

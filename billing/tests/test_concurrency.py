@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 from django.db.models import Sum
 
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from billing.errors import InsufficientCredits
 from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get

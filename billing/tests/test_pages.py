@@ -4,7 +4,7 @@ import datetime as dt
 
 from django.utils import timezone
 
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from accounts.tests.factories import add_member
 from billing.dashboard import usage_chart
 from billing.services import credits_debit, credits_grant

@@ -5,7 +5,7 @@ import pytest
 from django.db import IntegrityError, ProgrammingError, connection, transaction
 from django.db.models import Sum
 
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from billing.errors import BillingError, IdempotencyConflict, InsufficientCredits
 from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus
 from billing.selectors import balance_get

@@ -7,7 +7,7 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from accounts.tests.factories import make_api_key, make_user
 from billing.jobs import release_stale_holds
 from billing.models import CreditHold, CreditLedgerEntry, HoldStatus
@@ -50,7 +50,7 @@ def test_credits_api_is_isolated(client, account_a, account_b):
 
 
 def test_insufficient_credits_maps_to_402(account_a):
-    from config.api import exception_handler
+    from core.api import exception_handler
     from billing.errors import InsufficientCredits
 
     response = exception_handler(InsufficientCredits(needed=50, balance=3), {})

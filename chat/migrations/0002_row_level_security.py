@@ -1,6 +1,6 @@
 from django.db import migrations
 
-from accounts.rls import enable_rls
+from core.rls import enable_rls
 
 
 class Migration(migrations.Migration):

@@ -3,7 +3,7 @@ with what its citations open), and another account's conversation as a 404."""
 import json
 import re
 
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from accounts.tests.factories import add_member
 from chat.agent import answer_question
 from chat.models import Conversation, Message

@@ -5,7 +5,7 @@ import json
 import openai
 import pytest
 
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from accounts.tests.factories import make_api_key
 from billing.models import CreditLedgerEntry
 from chat.models import Message

@@ -7,7 +7,7 @@ import pytest
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from accounts.tests.factories import make_api_key
 from billing.models import CreditHold, CreditLedgerEntry
 from billing.selectors import balance_get

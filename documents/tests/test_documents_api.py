@@ -3,7 +3,7 @@ the real database and an OpenAI-compatible embedding server on loopback."""
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from accounts.tests.factories import make_api_key
 from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get

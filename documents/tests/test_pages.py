@@ -2,7 +2,7 @@
 delete and reindex, and the 404 another account gets."""
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from accounts.tests.factories import add_member
 from documents.models import Document
 from documents.selectors import chunk_list, document_get, document_list, reindex_run_current

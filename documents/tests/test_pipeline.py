@@ -8,7 +8,7 @@ import zipfile
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get
 from billing.services import credits_grant

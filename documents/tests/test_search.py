@@ -8,7 +8,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.urls import include, path
 
-from accounts.tenancy import UnscopedQueryError, account_context, dangerously_bypass_tenancy
+from core.tenancy import UnscopedQueryError, account_context, dangerously_bypass_tenancy
 from accounts.tests.factories import make_api_key
 from billing.errors import InsufficientCredits
 from billing.models import CreditLedgerEntry

@@ -12,7 +12,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from billing.models import CreditLedgerEntry
 from billing.services import credits_grant
 from config.embedded import BASE_DIR

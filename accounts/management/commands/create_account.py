@@ -8,7 +8,7 @@ from django.db import transaction
 from accounts import services
 from accounts.errors import AccountError
 from accounts.models import User
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from billing.selectors import balance_get
 
 
@@ -42,7 +42,7 @@ class Command(BaseCommand):
     @transaction.atomic
     def _create(self, opts) -> dict:
         if opts["credits"] is not None and opts["credits"] < 0:
-            raise AccountError("--credits must be zero or more.")
+            raise AccountError("bad_request", "--credits must be zero or more.")
         result = {}
         owner = User.objects.filter(email__iexact=opts["owner"].strip()).first()
         if owner is None:
@@ -51,7 +51,7 @@ class Command(BaseCommand):
             if not opts["password"]:
                 result["password"] = password
         elif opts["password"]:
-            raise AccountError(f"{owner.email} already exists; its password was left unchanged. Omit --password.")
+            raise AccountError("bad_request", f"{owner.email} already exists; its password was left unchanged. Omit --password.")
         account = services.account_create(name=opts["name"], owner=owner, initial_credits=opts["credits"])
         result.update({"account_id": account.pk, "owner": owner.email})
         with account_context(account):

@@ -2,7 +2,7 @@
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.models import Account
-from accounts.tenancy import account_context
+from core.tenancy import account_context
 from billing.errors import BillingError
 from billing.selectors import balance_get
 from billing.services import credits_grant

@@ -3,7 +3,7 @@ from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
 class ApiKeyScheme(OpenApiAuthenticationExtension):
-    target_class = "accounts.authentication.ApiKeyAuthentication"
+    target_class = "core.authentication.ApiKeyAuthentication"
     name = "apiKey"
 
     def get_security_definition(self, auto_schema):
@@ -12,7 +12,7 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
 
 
 class SessionScheme(OpenApiAuthenticationExtension):
-    target_class = "accounts.authentication.AccountSessionAuthentication"
+    target_class = "core.authentication.AccountSessionAuthentication"
     name = "session"
 
     def get_security_definition(self, auto_schema):

@@ -2,15 +2,14 @@
 pagination and throttling."""
 from __future__ import annotations
 
-import logging
-
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import transaction
 from django.http import Http404
 from rest_framework import exceptions, pagination, throttling
 from rest_framework.response import Response
 
-logger = logging.getLogger("groundwork.api")
+from core.errors import SERVER_ERROR_MESSAGE, GroundworkError, as_groundwork_error, error_body
+from core.tenancy import current_context
 
 API_PREFIXES = ("/api/", "/v1/")
 
@@ -37,23 +36,15 @@ STATUS_MESSAGES = {
     404: "Nothing exists at this address.",
     405: "This method is not allowed here.",
     413: "The request body is too large.",
-    500: "Something went wrong on our side. It has been logged; please try again.",
+    500: SERVER_ERROR_MESSAGE,
 }
 
 
 def rollback_request_transaction() -> None:
     """A failed request must not commit half its writes: roll back the transaction that the
     request's account context opened (and only that one)."""
-    from accounts.tenancy import current_context
-
     if current_context().is_active and transaction.get_connection().in_atomic_block:
         transaction.set_rollback(True)
-
-
-def error_body(code: str, message: str, **extra) -> dict:
-    body = {"error": {"code": code, "message": message}}
-    body["error"].update({k: v for k, v in extra.items() if v is not None})
-    return body
 
 
 def _flatten(detail, prefix="") -> list[str]:
@@ -68,20 +59,11 @@ def _flatten(detail, prefix="") -> list[str]:
     return [f"{prefix}{detail}"]
 
 
-def _domain_error(exc):
-    """Domain errors carry `code`, `message` and `status` (AccountError, InsufficientCredits, …)."""
-    if hasattr(exc, "code") and hasattr(exc, "message") and hasattr(exc, "status"):
-        return exc
-    return None
-
-
 def exception_handler(exc, context):
     """Every error under /api/ and /v1/ as {"error": {"code", "message"}}; never a traceback."""
     rollback_request_transaction()
-    domain = _domain_error(exc)
-    if domain is not None:
-        return Response(error_body(domain.code, domain.message, field=getattr(domain, "field", None)),
-                        status=domain.status)
+    if isinstance(exc, GroundworkError):
+        return Response(error_body(exc.code, exc.message, field=exc.field), status=exc.status)
     if isinstance(exc, Http404):
         exc = exceptions.NotFound("Not found.")
     elif isinstance(exc, DjangoPermissionDenied):
@@ -101,8 +83,8 @@ def exception_handler(exc, context):
         if getattr(exc, "wait", None):
             headers["Retry-After"] = str(int(exc.wait))
         return Response(body, status=exc.status_code, headers=headers)
-    logger.exception("unhandled API error", exc_info=exc)
-    return Response(error_body("server_error", STATUS_MESSAGES[500]), status=500)
+    error = as_groundwork_error(exc)  # logs the traceback
+    return Response(error_body(error.code, error.message), status=error.status)
 
 
 class CursorPagination(pagination.CursorPagination):

@@ -6,7 +6,8 @@ import logging
 
 from django.http import JsonResponse
 
-from config.api import API_PREFIXES, STATUS_CODES, STATUS_MESSAGES, error_body
+from core.api import API_PREFIXES, STATUS_CODES, STATUS_MESSAGES, exception_handler
+from core.errors import error_body
 
 logger = logging.getLogger("groundwork.api")
 
@@ -36,8 +37,6 @@ class JsonErrorMiddleware:
     def process_exception(self, request, exception):
         if not is_api_path(request.path):
             return None
-        from config.api import exception_handler
-
         response = exception_handler(exception, {"request": request})
         response.accepted_renderer = None
         return JsonResponse(response.data, status=response.status_code)

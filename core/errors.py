@@ -1,0 +1,65 @@
+"""One error type for the whole product, and its one mapping to every surface.
+
+Every domain error is a `GroundworkError` (or a subclass naming its domain): a stable
+`code`, a `message` a person can act on, the HTTP `status` it answers with and, for form
+and API validation, the `field` it concerns. The REST API, /v1, the websocket and the SSE
+streams all turn an exception into their error shape through `as_groundwork_error()`, so a
+code answers with the same status and words everywhere.
+"""
+from __future__ import annotations
+
+import logging
+
+logger = logging.getLogger("groundwork.errors")
+
+SERVER_ERROR_MESSAGE = "Something went wrong on our side. It has been logged; please try again."
+
+
+def _rebuild(cls, state: dict) -> GroundworkError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, state.get("message", ""))
+    error.__dict__.update(state)
+    return error
+
+
+class GroundworkError(Exception):
+    """A failure a person can act on: `code` (stable), `message`, HTTP `status`, `field`."""
+
+    status = 400
+
+    def __init__(self, code: str, message: str, status: int | None = None, field: str | None = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.field = field
+        if status is not None:
+            self.status = status
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+    def __reduce__(self):
+        # Crosses process boundaries (the parser sandbox, rq) with every attribute intact,
+        # whatever a subclass's constructor looks like.
+        return _rebuild, (type(self), dict(self.__dict__))
+
+
+def as_groundwork_error(exc: BaseException) -> GroundworkError:
+    """Any exception as the error a client may see: domain errors as they are, anything
+    else logged with its traceback and answered as a 500 `server_error`."""
+    if isinstance(exc, GroundworkError):
+        return exc
+    logger.error("unhandled error", exc_info=exc)
+    return GroundworkError("server_error", SERVER_ERROR_MESSAGE, status=500)
+
+
+def error_body(code: str, message: str, **extra) -> dict:
+    """The REST and /v1 shape: {"error": {"code", "message", …extra}}."""
+    body = {"error": {"code": code, "message": message}}
+    body["error"].update({k: v for k, v in extra.items() if v is not None})
+    return body
+
+
+def error_frame(error: GroundworkError) -> dict:
+    """The websocket and chat-SSE shape: a `chat.error` frame."""
+    return {"type": "chat.error", "code": error.code, "message": error.message}
