@@ -1,11 +1,12 @@
 """Upload validation: decide from the name, the declared MIME type and the first bytes
 whether a file is one Groundwork can read, before anything is stored.
 
-Pure functions, no Django: the sandboxed parser imports the zip-bomb guard from here.
+Pure functions, no Django. The supported kinds come from the registry (documents.kinds);
+the text-encoding rule and the zip-bomb guard are the parsing package's, so the upload is
+judged by the same rules as the stored file.
 """
 from __future__ import annotations
 
-import codecs
 import re
 import unicodedata
 import zipfile
@@ -13,44 +14,13 @@ from dataclasses import dataclass
 from typing import BinaryIO, Callable
 
 from documents.errors import UploadRejected
+from documents.kinds import KIND_BY_EXTENSION, SUPPORTED_SUMMARY, DocumentKind
+from documents.parsing.archives import archive_bomb_message, megabytes, zip_bomb_problem
+from documents.parsing.sections import decode_text_prefix
 
-SUPPORTED_SUMMARY = "PDF, DOCX, TXT, Markdown, CSV and HTML files"
-
-KIND_BY_EXTENSION = {
-    ".pdf": "pdf",
-    ".docx": "docx",
-    ".txt": "txt",
-    ".md": "markdown",
-    ".markdown": "markdown",
-    ".csv": "csv",
-    ".html": "html",
-    ".htm": "html",
-}
-
-CONTENT_TYPE_BY_KIND = {
-    "pdf": "application/pdf",
-    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    "txt": "text/plain",
-    "markdown": "text/markdown",
-    "csv": "text/csv",
-    "html": "text/html",
-}
-
-# Declared types a browser or client really sends for each kind. application/octet-stream
-# (and no type at all) means "unknown": extension and magic bytes decide alone.
-ACCEPTED_DECLARED_TYPES = {
-    "pdf": {"application/pdf", "application/x-pdf"},
-    "docx": {CONTENT_TYPE_BY_KIND["docx"], "application/zip", "application/x-zip-compressed"},
-    "txt": {"text/plain"},
-    "markdown": {"text/markdown", "text/x-markdown", "text/plain"},
-    # Windows browsers send application/vnd.ms-excel for .csv when Excel is installed.
-    "csv": {"text/csv", "application/csv", "text/comma-separated-values", "application/vnd.ms-excel",
-            "text/plain"},
-    "html": {"text/html", "application/xhtml+xml"},
-}
+# A declared type of application/octet-stream (or none at all) means "unknown": extension
+# and magic bytes decide alone.
 UNKNOWN_DECLARED_TYPES = {"", "application/octet-stream", "binary/octet-stream", "application/unknown"}
-
-TEXT_KINDS = {"txt", "markdown", "csv", "html"}
 
 # Advice for formats people commonly try, keyed by extension.
 CONVERSION_ADVICE = {
@@ -66,12 +36,6 @@ CONVERSION_ADVICE = {
     ".odp": "Save it as PDF and upload again.",
 }
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp", ".heic", ".svg"}
-
-# Zip-bomb limits, shared with the parser's re-check.
-ZIP_MAX_TOTAL_UNCOMPRESSED = 200 * 1024 * 1024
-ZIP_MAX_MEMBERS = 10_000
-ZIP_MAX_RATIO = 100
-ZIP_RATIO_APPLIES_ABOVE = 10 * 1024 * 1024
 
 SAFE_NAME_MAX = 200
 DEFAULT_STEM = "document"
@@ -92,9 +56,6 @@ _MAGIC = (
     (b"\x1f\x8b", "gzip", "a gzip archive"),
     (b"{\\rtf", "rtf", "an RTF document"),
 )
-
-# Acrobat accepts a PDF header anywhere in the first 1024 bytes; some generators prefix junk.
-_PDF_HEADER_WINDOW = 1024
 
 
 @dataclass(frozen=True)
@@ -121,14 +82,14 @@ def validate_upload(*, name: str, declared_type: str | None, data_head: bytes, s
         raise UploadRejected("empty_file", f"{safe_name} is empty (0 bytes). Check that you picked the right "
                                            "file and upload it again.", status=400)
     if size > max_bytes:
-        raise UploadRejected("too_large", f"{safe_name} is {_megabytes(size)} MB; the limit is "
-                                          f"{_megabytes(max_bytes)} MB. Split it into smaller files and upload "
+        raise UploadRejected("too_large", f"{safe_name} is {megabytes(size)} MB; the limit is "
+                                          f"{megabytes(max_bytes)} MB. Split it into smaller files and upload "
                                           "them separately.", status=413)
     _check_declared_type(kind, declared_type, safe_name)
     _check_magic(kind, data_head, size, safe_name)
-    if kind == "docx":
+    if kind.name == "docx":
         _check_docx(open_file, safe_name)
-    return ValidatedUpload(kind=kind, content_type=CONTENT_TYPE_BY_KIND[kind], safe_name=safe_name)
+    return ValidatedUpload(kind=kind.name, content_type=kind.content_type, safe_name=safe_name)
 
 
 def sanitize_filename(name: str) -> str:
@@ -151,34 +112,6 @@ def sanitize_filename(name: str) -> str:
     return (stem + extension)[:SAFE_NAME_MAX]
 
 
-def zip_bomb_problem(archive: zipfile.ZipFile) -> str | None:
-    """Why `archive` looks like a zip bomb, from its central directory alone, or None.
-
-    Declared sizes are trustworthy enough here: zipfile stops reading a member at its
-    declared size and then fails the CRC check, so a member cannot inflate past it.
-    """
-    members = archive.infolist()
-    if len(members) > ZIP_MAX_MEMBERS:
-        return f"it contains {len(members):,} files (the limit is {ZIP_MAX_MEMBERS:,})"
-    total = 0
-    for member in members:
-        total += member.file_size
-        ratio = member.file_size / max(member.compress_size, 1)
-        if member.file_size > ZIP_RATIO_APPLIES_ABOVE and ratio > ZIP_MAX_RATIO:
-            return (f"one part expands {ratio:,.0f} times to {_megabytes(member.file_size)} MB "
-                    f"(more than {ZIP_MAX_RATIO}:1)")
-    if total > ZIP_MAX_TOTAL_UNCOMPRESSED:
-        return (f"it expands to {_megabytes(total)} MB "
-                f"(the limit is {_megabytes(ZIP_MAX_TOTAL_UNCOMPRESSED)} MB)")
-    return None
-
-
-def archive_bomb_message(name: str, problem: str) -> str:
-    """The message for a DOCX refused as a zip bomb."""
-    return (f"{name} cannot be processed safely: {problem}. If it is a real Word document, remove large "
-            "embedded media (or save it as PDF) and upload again.")
-
-
 def _split_extension(name: str) -> tuple[str, str]:
     dot = name.rfind(".")
     if dot < 0 or dot == len(name) - 1:
@@ -190,7 +123,7 @@ def _extension(safe_name: str) -> str:
     return _split_extension(safe_name)[1].lower()
 
 
-def _kind_for_extension(extension: str, safe_name: str) -> str:
+def _kind_for_extension(extension: str, safe_name: str) -> DocumentKind:
     kind = KIND_BY_EXTENSION.get(extension)
     if kind is not None:
         return kind
@@ -207,24 +140,21 @@ def _kind_for_extension(extension: str, safe_name: str) -> str:
     raise UploadRejected("unsupported_type", message, status=415)
 
 
-def _check_declared_type(kind: str, declared_type: str | None, safe_name: str) -> None:
+def _check_declared_type(kind: DocumentKind, declared_type: str | None, safe_name: str) -> None:
     declared = (declared_type or "").split(";", 1)[0].strip().lower()
-    if declared in UNKNOWN_DECLARED_TYPES or declared in ACCEPTED_DECLARED_TYPES[kind]:
+    if declared in UNKNOWN_DECLARED_TYPES or declared in kind.declared_types:
         return
     raise UploadRejected(
         "type_mismatch",
-        f"{safe_name} has {_with_article(kind)} extension, but it was sent as {declared}. The name and the "
+        f"{safe_name} has {kind.label_with_article} extension, but it was sent as {declared}. The name and the "
         "type must agree: rename the file with the extension that matches its contents and upload again.",
         status=415)
 
 
-def _check_magic(kind: str, head: bytes, size: int, safe_name: str) -> None:
+def _check_magic(kind: DocumentKind, head: bytes, size: int, safe_name: str) -> None:
     found = _sniff(head)
-    if kind == "pdf":
-        if b"%PDF-" not in head[:_PDF_HEADER_WINDOW]:
-            _mismatch(safe_name, kind, found)
-    elif kind == "docx":
-        if not head.startswith(b"PK\x03\x04"):
+    if not kind.is_text:
+        if not kind.has_signature(head):
             _mismatch(safe_name, kind, found)
     elif found is not None:
         _mismatch(safe_name, kind, found)
@@ -240,53 +170,31 @@ def _sniff(head: bytes) -> tuple[str, str] | None:
     return None
 
 
-def _mismatch(safe_name: str, kind: str, found: tuple[str, str] | None) -> None:
+def _mismatch(safe_name: str, kind: DocumentKind, found: tuple[str, str] | None) -> None:
     looks_like = f"its contents look like {found[1]}" if found else "its contents do not match that type"
     raise UploadRejected(
         "type_mismatch",
-        f"{safe_name} is named like {_with_article(kind)} file, but {looks_like}. Rename it with "
+        f"{safe_name} is named like {kind.label_with_article} file, but {looks_like}. Rename it with "
         "the extension that matches its contents, or export it again from the program that made it.",
         status=415)
 
 
-def _check_text_head(head: bytes, *, complete: bool, safe_name: str, kind: str) -> None:
+def _check_text_head(head: bytes, *, complete: bool, safe_name: str, kind: DocumentKind) -> None:
     """The head decodes as UTF-8 (BOM allowed) or BOM-marked UTF-16 and has no NUL;
     a multi-byte character cut at the end of an incomplete head is fine."""
     text = decode_text_prefix(head, final=complete)
     if text is None:
         raise UploadRejected(
             "type_mismatch",
-            f"{safe_name} is named like {_with_article(kind)} file, but it is not UTF-8 text. "
+            f"{safe_name} is named like {kind.label_with_article} file, but it is not UTF-8 text. "
             "Open it in a text editor, save it with UTF-8 encoding, and upload again.",
             status=415)
     if "\x00" in text:
         raise UploadRejected(
             "type_mismatch",
-            f"{safe_name} is named like {_with_article(kind)} file, but it contains binary data "
+            f"{safe_name} is named like {kind.label_with_article} file, but it contains binary data "
             "(NUL bytes). Save it as plain UTF-8 text and upload again.",
             status=415)
-
-
-def text_encoding(data: bytes) -> str:
-    """The codec for text Groundwork accepts: UTF-8 (BOM optional) or UTF-16 with a BOM."""
-    if data.startswith(codecs.BOM_UTF8):
-        return "utf-8-sig"
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        return "utf-16"
-    return "utf-8"
-
-
-def decode_text_prefix(data: bytes, *, final: bool) -> str | None:
-    """Decode UTF-8 (optional BOM) or UTF-16 with a BOM; None when the bytes are neither.
-
-    With final=False an incomplete character at the end is ignored, so a fixed-size
-    head cut mid-character still passes.
-    """
-    decoder = codecs.getincrementaldecoder(text_encoding(data))(errors="strict")
-    try:
-        return decoder.decode(data, final=final)
-    except UnicodeDecodeError:
-        return None
 
 
 def _check_docx(open_file: Callable[[], BinaryIO], safe_name: str) -> None:
@@ -322,28 +230,3 @@ def _tell(fileobj) -> int | None:
         return fileobj.tell()
     except (AttributeError, OSError, ValueError):
         return None
-
-
-_KIND_NAMES = {"pdf": ("a", "PDF"), "docx": ("a", "Word (.docx)"), "txt": ("a", "text (.txt)"),
-               "markdown": ("a", "Markdown"), "csv": ("a", "CSV"), "html": ("an", "HTML")}
-
-
-def _describe_kind(kind: str) -> str:
-    return _KIND_NAMES[kind][1]
-
-
-def _with_article(kind: str) -> str:
-    article, name = _KIND_NAMES[kind]
-    return f"{article} {name}"
-
-
-def _megabytes(size: int) -> str:
-    """Size in MB (2**20 bytes) for a message: "25", "25.5", "0.01"; never rounds to "0"."""
-    value = size / (1024 * 1024)
-    if value >= 10:
-        return f"{value:,.0f}"
-    for digits in (1, 2, 3, 4, 6):
-        text = f"{value:.{digits}f}".rstrip("0").rstrip(".")
-        if text != "0":
-            return text
-    return text

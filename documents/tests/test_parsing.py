@@ -349,7 +349,7 @@ def test_parsed_document_pickles_and_round_trips_through_json(tmp_path):
 
 
 def test_parsing_and_chunking_import_without_django():
-    code = ("import sys, documents.parsing, documents.chunking, documents.validation; "
+    code = ("import sys, documents.kinds, documents.parsing, documents.chunking, documents.validation; "
             "assert not [m for m in sys.modules if m.split('.')[0] == 'django'], 'django imported'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
 
@@ -414,7 +414,7 @@ def test_sandbox_unexpected_error_is_parse_failed_without_details(tmp_path, capl
 
 def test_sandbox_reports_a_child_killed_by_a_signal(tmp_path, monkeypatch):
     """A child that dies without a report (segfault, OOM killer) is a resources failure."""
-    from documents import parsing
+    from documents.parsing import sandbox
 
     real_popen = subprocess.Popen
 
@@ -422,9 +422,9 @@ def test_sandbox_reports_a_child_killed_by_a_signal(tmp_path, monkeypatch):
         return real_popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-    monkeypatch.setattr(parsing.subprocess, "Popen", fake_popen)
+    monkeypatch.setattr(sandbox.subprocess, "Popen", fake_popen)
     with pytest.raises(IngestionError) as info:
-        parsing.parse_in_sandbox(write(tmp_path, "a.txt", "x"), "txt")
+        sandbox.parse_in_sandbox(write(tmp_path, "a.txt", "x"), "txt")
     assert info.value.code == "parse_failed_resources"
 
 

@@ -1,0 +1,90 @@
+"""The document kinds Groundwork reads: one record per kind, and every lookup derived from it.
+
+Upload validation (extensions, declared MIME types, magic bytes, messages) and the parsing
+package (which parser reads a kind) both read this module; adding a kind means adding one
+record here and the parser module it names.
+
+No Django and no imports from the rest of the project: validation and the sandboxed parser
+both stand on this module. The parser is named by its import path, not imported, so this
+module stays below the parsing package.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DocumentKind:
+    """One kind of document: how an upload is recognised and which parser reads it.
+
+    `content_type` is the canonical MIME type stored on the document; a declared type in
+    `also_declared_as` (what browsers and clients really send) is accepted too. A binary
+    kind is recognised by `signature` starting within the first `signature_window` bytes; a
+    text kind (`is_text`) by decoding as UTF-8/UTF-16 text. `parser` is
+    "package.module:function", a callable (path, fallback_title) -> ParsedDocument.
+    """
+    name: str
+    label: str  # as in "named like a Word (.docx) file"
+    article: str  # "a" or "an", for the label
+    short_label: str  # as in "Groundwork reads PDF, DOCX, ... files"
+    extensions: tuple[str, ...]
+    content_type: str
+    also_declared_as: tuple[str, ...]
+    is_text: bool
+    parser: str
+    signature: bytes = b""
+    signature_window: int = 0
+
+    @property
+    def declared_types(self) -> frozenset[str]:
+        """Every declared MIME type that agrees with this kind."""
+        return frozenset((self.content_type, *self.also_declared_as))
+
+    @property
+    def label_with_article(self) -> str:
+        return f"{self.article} {self.label}"
+
+    def has_signature(self, head: bytes) -> bool:
+        """Whether the first bytes carry this binary kind's signature."""
+        return self.signature in head[:self.signature_window]
+
+
+KINDS: tuple[DocumentKind, ...] = (
+    DocumentKind(
+        name="pdf", label="PDF", article="a", short_label="PDF", extensions=(".pdf",),
+        content_type="application/pdf", also_declared_as=("application/x-pdf",), is_text=False,
+        parser="documents.parsing.pdf:parse_pdf",
+        # Acrobat accepts the header anywhere in the first 1024 bytes; some generators prefix junk.
+        signature=b"%PDF-", signature_window=1024),
+    DocumentKind(
+        name="docx", label="Word (.docx)", article="a", short_label="DOCX", extensions=(".docx",),
+        content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        also_declared_as=("application/zip", "application/x-zip-compressed"),
+        is_text=False, parser="documents.parsing.docx:parse_docx",
+        signature=b"PK\x03\x04", signature_window=4),
+    DocumentKind(
+        name="txt", label="text (.txt)", article="a", short_label="TXT", extensions=(".txt",),
+        content_type="text/plain", also_declared_as=(), is_text=True,
+        parser="documents.parsing.text:parse_txt"),
+    DocumentKind(
+        name="markdown", label="Markdown", article="a", short_label="Markdown", extensions=(".md", ".markdown"),
+        content_type="text/markdown", also_declared_as=("text/x-markdown", "text/plain"), is_text=True,
+        parser="documents.parsing.markdown:parse_markdown"),
+    DocumentKind(
+        name="csv", label="CSV", article="a", short_label="CSV", extensions=(".csv",),
+        content_type="text/csv",
+        # Windows browsers send application/vnd.ms-excel for .csv when Excel is installed.
+        also_declared_as=("application/csv", "text/comma-separated-values", "application/vnd.ms-excel",
+                          "text/plain"),
+        is_text=True, parser="documents.parsing.csv_format:parse_csv"),
+    DocumentKind(
+        name="html", label="HTML", article="an", short_label="HTML", extensions=(".html", ".htm"),
+        content_type="text/html", also_declared_as=("application/xhtml+xml",), is_text=True,
+        parser="documents.parsing.html_format:parse_html"),
+)
+
+KIND_BY_EXTENSION: dict[str, DocumentKind] = {ext: kind for kind in KINDS for ext in kind.extensions}
+KIND_NAMES: tuple[str, ...] = tuple(kind.name for kind in KINDS)
+
+SUPPORTED_SUMMARY = (", ".join(kind.short_label for kind in KINDS[:-1])
+                     + f" and {KINDS[-1].short_label} files")
