@@ -1,8 +1,9 @@
 """The agent: route → hold credits → retrieve → prompt → stream → settle → persist.
 
-`turn_prepare`, `ChatTurn.stream()` and `turn_finish` are the three steps every surface
-(websocket, REST, SSE, the OpenAI-compatible endpoint) runs in order. No database
-transaction spans the model call: each step opens its own account context.
+`turn_prepare`, `ChatTurn.stream()` and `turn_finish` are the three steps of a turn;
+`chat.driver.TurnRun` runs them in order for every surface (websocket, REST, SSE, the
+OpenAI-compatible endpoint). No database transaction spans the model call: each step
+opens its own account context.
 """
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ from llm.tokens import count_tokens
 
 MAX_QUESTION_CHARS = 4000
 PASSAGE_TOKENS_BOUND = 320  # a chunk of ~800 characters, with room to spare
+SUMMARY_CHUNKS = 15  # how much of a document "summarize <document>" reads from its start
 CITATION = re.compile(r"\[Document\s+(\d+)\]", re.I)
 
 
@@ -58,7 +60,10 @@ class ChatTurn:
         return "".join(self.answer_parts)
 
     def stream(self):
-        """Yield the answer's text as the model produces it (fallback model included)."""
+        """Yield the answer's text as the model produces it (fallback model included).
+        A turn cancelled before this point never calls the model."""
+        if self.cancelled.is_set():
+            return
         self.llm_stream = llm.chat(self.messages, temperature=self.temperature,
                                    max_tokens=settings.CHAT_MAX_TOKENS, cancelled=self.cancelled)
         for text in self.llm_stream:
@@ -95,7 +100,7 @@ def _history(conversation: Conversation) -> list[tuple[str, str]]:
 
 
 def _worst_case(question: str, history: list[tuple[str, str]], kind: str) -> int:
-    passages = {GENERAL: 0, LOOKUP: settings.RAG_TOP_K * 3, SUMMARY: 15}[kind]
+    passages = {GENERAL: 0, LOOKUP: settings.RAG_TOP_K * 3, SUMMARY: SUMMARY_CHUNKS}[kind]
     prompt = 400 + count_tokens(question) + min(sum(count_tokens(t) for _, t in history), settings.CHAT_HISTORY_TOKENS)
     return prompt + passages * PASSAGE_TOKENS_BOUND + settings.CHAT_MAX_TOKENS
 
@@ -105,7 +110,7 @@ def _retrieve(account, kind: str, target: str, question: str, key: str):
         documents = list(Document.objects.for_account(account).filter(status=Status.READY))
         document = match_document(target, documents)
         if document is not None:
-            return SUMMARY, first_chunks(account=account, document=document, limit=15)
+            return SUMMARY, first_chunks(account=account, document=document, limit=SUMMARY_CHUNKS)
         kind = LOOKUP  # no such document: look the words up instead
     if kind == LOOKUP:
         hits = search_for_query(account=account, query=question, key=key)
@@ -120,7 +125,8 @@ def _sources(passages) -> list[dict]:
 
 
 def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=None,
-                 history: list[tuple[str, str]] | None = None) -> ChatTurn:
+                 history: list[tuple[str, str]] | None = None, request_id: str | None = None,
+                 cancelled: threading.Event | None = None) -> ChatTurn:
     """Everything before the model call. Raises ChatError / InsufficientCredits /
     ProviderError with nothing held, charged or left half-written.
 
@@ -129,7 +135,7 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
     question = _question(question)
     check_chat_rate(account_id=account.pk, user_id=getattr(user, "pk", None),
                     api_key_id=getattr(api_key, "pk", None))
-    request_id = uuid.uuid4().hex
+    request_id = request_id or uuid.uuid4().hex
     with account_context(account, user=user):
         conversation = _conversation(account, conversation_id=conversation_id, user=user, api_key=api_key,
                                      question=question)
@@ -155,7 +161,8 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
         raise
     return ChatTurn(account_id=account.pk, conversation=conversation, user_message=user_message, route=kind,
                     passages=passages, sources=sources, messages=messages,
-                    temperature=0.7 if kind == GENERAL and not passages else 0.2, hold=hold, request_id=request_id)
+                    temperature=0.7 if kind == GENERAL and not passages else 0.2, hold=hold, request_id=request_id,
+                    cancelled=cancelled or threading.Event())
 
 
 def _citations(answer: str, sources: list[dict]) -> list[dict]:
@@ -201,20 +208,9 @@ def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
         answer.save(update_fields=["credits_charged"])
         Conversation.objects.for_account(account_id).filter(pk=turn.conversation.pk).update(updated_at=timezone.now())
         remaining = balance_get(account=account_id)
+    finish_reason = (turn.llm_stream.finish_reason if turn.llm_stream else "") or "stop"
     return {"message_id": answer.pk, "conversation_id": turn.conversation.pk, "answer": answer.content,
-            "citations": answer.citations, "status": answer.status,
+            "citations": answer.citations, "status": answer.status, "finish_reason": finish_reason,
             "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                       "total_tokens": usage.total_tokens},
             "credits_remaining": remaining}
-
-
-def answer_question(**prepare_kwargs) -> tuple[ChatTurn, dict]:
-    """The whole turn at once (REST without streaming); takes turn_prepare's arguments."""
-    turn = turn_prepare(**prepare_kwargs)
-    try:
-        for _ in turn.stream():
-            pass
-    except llm.ProviderError as exc:
-        turn_finish(turn, failed=exc)
-        raise
-    return turn, turn_finish(turn)

@@ -1,20 +1,20 @@
 """REST chat: `POST /api/v1/chat/` (JSON, or server-sent events with ?stream=1) and the
 conversation history."""
-from django.http import Http404, StreamingHttpResponse
+from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat import selectors
-from chat.agent import answer_question, turn_prepare
+from chat.driver import TurnRun
 from chat.serializers import (
     ChatRequestSerializer,
     ChatResponseSerializer,
     ConversationDetailSerializer,
     ConversationSerializer,
 )
-from chat.streaming import run_turn, sse
-from core.api import CursorPagination
+from core.api import CursorPagination, EventStreamRenderer, streaming_response, wants_event_stream
 
 
 def _actor(request):
@@ -25,6 +25,7 @@ def _actor(request):
 class ChatView(APIView):
     # Each step of a turn opens its own account context; no transaction spans the model call.
     account_transaction = False
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(request=ChatRequestSerializer, responses=ChatResponseSerializer,
                    parameters=[OpenApiParameter("stream", int, enum=[0, 1], required=False,
@@ -33,31 +34,15 @@ class ChatView(APIView):
         body = ChatRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         user, api_key = _actor(request)
-        kwargs = dict(account=request._request.account, user=user, api_key=api_key,
+        run = TurnRun(account=request._request.account, user=user, api_key=api_key,
                       question=body.validated_data["message"],
                       conversation_id=body.validated_data.get("conversation_id"))
-        if request.query_params.get("stream") in ("1", "true"):
-            return self._stream(turn_prepare(**kwargs))
-        turn, result = answer_question(**kwargs)
-        return Response({k: result[k] for k in ("conversation_id", "message_id", "answer", "citations", "usage",
-                                                "credits_remaining")})
-
-    @staticmethod
-    def _stream(turn):
-        def events():
-            yield sse({"type": "chat.sources", "conversation_id": turn.conversation.pk, "sources": turn.sources})
-            for kind, value in run_turn(turn):
-                if kind == "token":
-                    yield sse({"type": "chat.token", "text": value})
-                elif kind == "done":
-                    yield sse({"type": "chat.done", **{k: value[k] for k in (
-                        "message_id", "conversation_id", "citations", "usage", "credits_remaining")}})
-                else:
-                    yield sse({"type": "chat.error", "code": value.code, "message": value.message})
-        response = StreamingHttpResponse(events(), content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        response["X-Accel-Buffering"] = "no"
-        return response
+        run.prepare()
+        if request.query_params.get("stream") in ("1", "true") or wants_event_stream(request):
+            return streaming_response(run.asse())
+        done = run.run()
+        return Response({k: done[k] for k in ("conversation_id", "message_id", "answer", "citations", "usage",
+                                              "credits_remaining")})
 
 
 class ConversationPagination(CursorPagination):

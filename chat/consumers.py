@@ -1,5 +1,5 @@
 """The chat websocket, /ws/chat/ (CONTRACT.md). Thin: authenticate the handshake, run each
-message's turn (prepare → stream → finish) and turn results and errors into frames."""
+message's turn through the one driver (`chat.driver.TurnRun`) and send its frames."""
 from __future__ import annotations
 
 import asyncio
@@ -13,9 +13,9 @@ from django.db import close_old_connections
 from django.http.request import validate_host
 
 from accounts.resolution import bearer_token, resolve_api_key, resolve_session
-from chat.agent import turn_finish, turn_prepare
+from chat.driver import TurnRun
 from chat.errors import ChatError
-from core.errors import as_groundwork_error
+from core.errors import error_frame
 
 logger = logging.getLogger("groundwork.chat")
 
@@ -56,7 +56,7 @@ def _origin_allowed(origin: str | None) -> bool:
 class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         self.generation: asyncio.Task | None = None
-        self.turn = None
+        self.run: TurnRun | None = None
         token = bearer_token(_header(self.scope, b"authorization"))
         if token is not None:
             resolution = await _in_thread(resolve_api_key)(token)
@@ -78,16 +78,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def disconnect(self, code):
         if self.generation and not self.generation.done():
-            if self.turn is not None:
-                self.turn.cancelled.set()
+            self.run.cancel()
             # Let the turn settle its credits; the socket is gone, so no frames are sent.
             await asyncio.shield(self.generation)
 
     async def receive_json(self, content, **kwargs):
         kind = content.get("type") if isinstance(content, dict) else None
         if kind == "chat.cancel":
-            if self.turn is not None:
-                self.turn.cancelled.set()
+            if self.generation and not self.generation.done():
+                self.run.cancel()  # also while the turn is still being prepared
             return
         if kind != "chat.message":
             await self._error(ChatError("bad_request", 'Send {"type": "chat.message", "message": "…"} '
@@ -97,7 +96,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._error(ChatError("bad_request", "An answer is still being written: wait for it, or send "
                                                        "chat.cancel first."))
             return
-        self.generation = asyncio.create_task(self._answer(content.get("message"), content.get("conversation_id")))
+        self.run = TurnRun(account=self.account, user=self.user, api_key=self.api_key,
+                           question=content.get("message"), conversation_id=content.get("conversation_id"))
+        self.generation = asyncio.create_task(self._relay(self.run))
 
     async def decode_json(self, text_data):
         import json
@@ -108,68 +109,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             return {"type": None}
 
     async def _error(self, error: ChatError):
-        await self.send_json({"type": "chat.error", "code": error.code, "message": error.message})
+        await self.send_json(error_frame(error))
 
-    async def _answer(self, message, conversation_id):
-        try:
-            self.turn = await _in_thread(turn_prepare)(account=self.account, user=self.user, api_key=self.api_key,
-                                                       question=message, conversation_id=conversation_id)
-        except Exception as exc:
-            await self._error(self._mapped(exc))
-            return
-        turn = self.turn
-        await self.send_json({"type": "chat.sources", "conversation_id": turn.conversation.pk,
-                              "sources": turn.sources})
-        failed = await self._relay_tokens(turn)
-        try:
-            result = await _in_thread(turn_finish)(turn, failed=failed)
-        except Exception as exc:
-            logger.exception("could not finish chat turn %s", turn.request_id)
-            await self._error(self._mapped(exc))
-            return
-        finally:
-            self.turn = None
-        if failed is not None:
-            await self._error(self._mapped(failed))
-            return
-        await self.send_json({"type": "chat.done", "message_id": result["message_id"],
-                              "conversation_id": result["conversation_id"], "citations": result["citations"],
-                              "usage": result["usage"], "credits_remaining": result["credits_remaining"],
-                              "status": result["status"]})
-
-    async def _relay_tokens(self, turn) -> Exception | None:
-        """Stream the model's text in a thread; send what has arrived as chat.token frames."""
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
-
-        def produce():
+    async def _relay(self, run: TurnRun):
+        async for frame in run.aframes():
             try:
-                for text in turn.stream():
-                    loop.call_soon_threadsafe(queue.put_nowait, ("token", text))
-                loop.call_soon_threadsafe(queue.put_nowait, ("end", None))
-            except Exception as exc:  # handed to the event loop, reported as chat.error
-                loop.call_soon_threadsafe(queue.put_nowait, ("error", exc))
-
-        producer = loop.run_in_executor(None, produce)
-        failed = None
-        while True:
-            kind, value = await queue.get()
-            parts = []
-            while kind == "token":
-                parts.append(value)
-                if queue.empty():
-                    break
-                kind, value = queue.get_nowait()
-            if parts:
-                await self.send_json({"type": "chat.token", "text": "".join(parts)})
-            if kind == "error":
-                failed = value
-                break
-            if kind == "end":
-                break
-        await producer
-        return failed
-
-    @staticmethod
-    def _mapped(exc: Exception) -> ChatError:
-        return as_groundwork_error(exc)
+                await self.send_json(frame)
+            except Exception:  # the socket closed under us; the turn still settles
+                logger.info("chat socket closed during turn %s", run.id)
+                run.cancel()

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import time
 
-from django.http import StreamingHttpResponse
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
+from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from core.authentication import ApiKeyAuthentication
-from chat.agent import answer_question, turn_prepare
+from chat.driver import TurnRun, sse
 from chat.errors import ChatError
-from chat.streaming import run_turn, sse
+from core.api import EventStreamRenderer, streaming_response
+from core.authentication import ApiKeyAuthentication
 
 MODEL_ID = "groundwork"
 
@@ -63,8 +63,8 @@ class ModelsView(APIView):
 class ChatCompletionsView(APIView):
     # Each step of a turn opens its own account context; no transaction spans the model call.
     account_transaction = False
-
     authentication_classes = [ApiKeyAuthentication]
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
 
     @extend_schema(request=CompletionRequest, responses=inline_serializer(
         "ChatCompletion", {"id": serializers.CharField(), "object": serializers.CharField(),
@@ -78,41 +78,39 @@ class ChatCompletionsView(APIView):
             raise ChatError("model_not_found", f"The model “{data['model']}” does not exist here; use "
                                                f"model=\"{MODEL_ID}\".", status=404)
         question, history = _question_and_history(data["messages"])
-        kwargs = dict(account=request._request.account, api_key=request._request.api_key, question=question,
+        run = TurnRun(account=request._request.account, api_key=request._request.api_key, question=question,
                       history=history)
+        run.prepare()
         created = int(time.time())
         if data["stream"]:
             include_usage = bool((data.get("stream_options") or {}).get("include_usage"))
-            return self._stream(turn_prepare(**kwargs), created, include_usage)
-        turn, result = answer_question(**kwargs)
+            return streaming_response(self._chunks(run, created, include_usage))
+        done = run.run()
         return Response({
-            "id": f"chatcmpl-gw-{result['message_id']}", "object": "chat.completion", "created": created,
+            "id": f"chatcmpl-gw-{done['message_id']}", "object": "chat.completion", "created": created,
             "model": MODEL_ID,
-            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
-                         "message": {"role": "assistant", "content": result["answer"]}}],
-            "usage": result["usage"], "citations": result["citations"],
+            "choices": [{"index": 0, "finish_reason": done["finish_reason"], "logprobs": None,
+                         "message": {"role": "assistant", "content": done["answer"]}}],
+            "usage": done["usage"], "citations": done["citations"],
         })
 
     @staticmethod
-    def _stream(turn, created: int, include_usage: bool):
-        base = {"id": f"chatcmpl-gw-{turn.request_id}", "object": "chat.completion.chunk", "created": created,
+    async def _chunks(run: TurnRun, created: int, include_usage: bool):
+        """The turn's frames as OpenAI `chat.completion.chunk` events, `data: [DONE]` last."""
+        base = {"id": f"chatcmpl-gw-{run.id}", "object": "chat.completion.chunk", "created": created,
                 "model": MODEL_ID}
 
         def chunk(delta: dict, finish=None) -> str:
             return sse({**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
 
-        def events():
-            yield chunk({"role": "assistant", "content": ""})
-            for kind, value in run_turn(turn):
-                if kind == "token":
-                    yield chunk({"content": value})
-                elif kind == "done":
-                    yield chunk({}, "stop")
-                    if include_usage:
-                        yield sse({**base, "choices": [], "usage": value["usage"]})
-                else:
-                    yield sse({"error": {"code": value.code, "message": value.message}})
-            yield sse("[DONE]")
-        response = StreamingHttpResponse(events(), content_type="text/event-stream")
-        response["Cache-Control"] = "no-cache"
-        return response
+        yield chunk({"role": "assistant", "content": ""})
+        async for frame in run.aframes():
+            if frame["type"] == "chat.token":
+                yield chunk({"content": frame["text"]})
+            elif frame["type"] == "chat.done":
+                yield chunk({}, frame["finish_reason"])
+                if include_usage:
+                    yield sse({**base, "choices": [], "usage": frame["usage"]})
+            elif frame["type"] == "chat.error":
+                yield sse({"error": {"code": frame["code"], "message": frame["message"]}})
+        yield sse("[DONE]")

@@ -1,11 +1,13 @@
 """The API platform, set up once for every endpoint: the contract's JSON errors,
-pagination and throttling."""
+pagination, throttling and server-sent event streams."""
 from __future__ import annotations
+
+import json
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.db import transaction
-from django.http import Http404
-from rest_framework import exceptions, pagination, throttling
+from django.http import Http404, StreamingHttpResponse
+from rest_framework import exceptions, pagination, renderers, throttling
 from rest_framework.response import Response
 
 from core.errors import SERVER_ERROR_MESSAGE, GroundworkError, as_groundwork_error, error_body
@@ -110,3 +112,29 @@ class AccountRateThrottle(throttling.SimpleRateThrottle):
         account = getattr(request._request, "account", None)
         ident = f"account-{account.pk}" if account is not None else self.get_ident(request)
         return self.cache_format % {"scope": self.scope, "ident": ident}
+
+
+class EventStreamRenderer(renderers.BaseRenderer):
+    """Lets a streaming endpoint accept `Accept: text/event-stream`. Streams are sent by
+    `streaming_response`; this renders what is not streamed (an error before the stream
+    starts) as one event."""
+
+    media_type = "text/event-stream"
+    format = "sse"
+    charset = "utf-8"
+
+    def render(self, data, accepted_media_type=None, renderer_context=None):
+        return f"data: {json.dumps(data)}\n\n".encode()
+
+
+def wants_event_stream(request) -> bool:
+    return getattr(request, "accepted_renderer", None) is not None and request.accepted_renderer.format == "sse"
+
+
+def streaming_response(events) -> StreamingHttpResponse:
+    """Server-sent events from an (async) iterator of ready-made `data: …` strings, each
+    sent as it is produced (under ASGI an async iterator is streamed, not collected)."""
+    response = StreamingHttpResponse(events, content_type="text/event-stream")
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response

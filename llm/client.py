@@ -128,6 +128,7 @@ class ChatStream:
     usage: ChatUsage | None = None
     model: str = ""
     provider: str = ""
+    finish_reason: str = ""  # the provider's: "stop", or "length" when cut at max_tokens
 
     def __iter__(self):
         models = [settings.CHAT_MODEL]
@@ -165,6 +166,7 @@ class ChatStream:
                     self.usage = ChatUsage(int(usage.get("prompt_tokens") or 0),
                                            int(usage.get("completion_tokens") or 0), reported=True)
                 for choice in chunk.get("choices") or ():
+                    self.finish_reason = choice.get("finish_reason") or self.finish_reason
                     text = (choice.get("delta") or {}).get("content")
                     if text:
                         completion_chunks += 1

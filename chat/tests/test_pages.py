@@ -5,7 +5,7 @@ import re
 
 from core.tenancy import account_context
 from accounts.tests.factories import add_member
-from chat.agent import answer_question
+from chat.driver import TurnRun
 from chat.models import Conversation, Message
 
 
@@ -57,8 +57,8 @@ def test_conversation_history_is_escaped_and_links_citations(client_a, account_a
 
 
 def test_real_turn_shows_in_history(client_a, account_a, handbook):
-    _, result = answer_question(account=account_a, user=account_a.test_owner,
-                                question="How much holiday do we get according to the handbook?")
+    result = TurnRun(account=account_a, user=account_a.test_owner,
+                     question="How much holiday do we get according to the handbook?").run()
     html = client_a.get(f"/chat/{result['conversation_id']}/").content.decode()
     assert "How much holiday do we get" in html and "Fake answer" in html
     assert f'href="/documents/{handbook.pk}/?chunk=' in html

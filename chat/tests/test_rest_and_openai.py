@@ -35,11 +35,12 @@ def test_rest_chat_answers_with_citations_and_usage(client, account_a, key_a, ha
     assert follow["conversation_id"] == body["conversation_id"]
 
 
+@pytest.mark.django_db(transaction=True)  # the turn streams from a worker thread with its own connection
 def test_rest_chat_streams_server_sent_events(client, account_a, key_a, handbook, fake_llm):
     response = client.post("/api/v1/chat/?stream=1", {"message": "What is our holiday policy?"},
                            content_type="application/json", **_auth(key_a))
     assert response["Content-Type"] == "text/event-stream"
-    events = [json.loads(line[6:]) for line in b"".join(response.streaming_content).decode().split("\n\n") if line]
+    events = [json.loads(line[6:]) for line in b"".join(response).decode().split("\n\n") if line]
     assert events[0]["type"] == "chat.sources" and events[-1]["type"] == "chat.done"
     assert {e["type"] for e in events[1:-1]} == {"chat.token"}
 

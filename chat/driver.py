@@ -1,0 +1,143 @@
+"""The one driver of a chat turn. Every surface (the websocket consumer, REST, REST + SSE,
+the OpenAI-compatible endpoint) runs a turn through `TurnRun` and relays its frames, so a
+turn prepares, streams, settles and fails the same way everywhere.
+
+Frames are the websocket's (CONTRACT.md): `chat.sources`, `chat.token`…, then `chat.done`
+or `chat.error`. `frames()` is the turn itself, synchronous (ORM and model calls block);
+`aframes()` runs it in a worker thread and hands its frames to an event loop as they come.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import uuid
+from collections.abc import AsyncIterator, Iterator
+
+from django.db import close_old_connections
+
+from chat.agent import turn_finish, turn_prepare
+from core.errors import GroundworkError, as_groundwork_error, error_frame
+
+# What `chat.done` carries, written once for every surface.
+DONE_KEYS = ("message_id", "conversation_id", "answer", "citations", "usage", "credits_remaining", "status",
+             "finish_reason")
+
+
+class TurnRun:
+    """One question, answered once. `cancel()` may be called from any thread at any time:
+    before the model is called it skips the call (nothing is charged but what was spent on
+    retrieval), during the answer it stops generation and pays for what was generated."""
+
+    def __init__(self, *, account, user=None, api_key=None, question, conversation_id=None,
+                 history: list[tuple[str, str]] | None = None):
+        self.id = uuid.uuid4().hex
+        self.cancelled = threading.Event()
+        self.error: GroundworkError | None = None
+        self.done: dict | None = None
+        self.turn = None
+        self._prepare = dict(account=account, user=user, api_key=api_key, question=question,
+                             conversation_id=conversation_id, history=history)
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+
+    def prepare(self) -> None:
+        """Everything before the model call (route, hold, retrieve), raising its error.
+        HTTP surfaces call it before they answer, so a refused turn gets its own status
+        (402, 404, 429) instead of an error inside a 200 stream."""
+        if self.turn is None:
+            self.turn = turn_prepare(**self._prepare, request_id=self.id, cancelled=self.cancelled)
+
+    def frames(self) -> Iterator[dict]:
+        """The turn, frame by frame. Always settles its credits, also when the consumer of
+        the frames goes away mid-answer (GeneratorExit)."""
+        try:
+            self.prepare()
+        except Exception as exc:
+            yield self._fail(exc)
+            return
+        turn = self.turn
+        yield {"type": "chat.sources", "conversation_id": turn.conversation.pk, "sources": turn.sources}
+        failed = None
+        try:
+            for text in turn.stream():
+                yield {"type": "chat.token", "text": text}
+        except GeneratorExit:
+            self.cancel()
+            turn_finish(turn)
+            raise
+        except Exception as exc:
+            failed = exc
+        try:
+            result = turn_finish(turn, failed=failed)
+        except Exception as exc:
+            yield self._fail(exc)
+            return
+        if failed is not None:
+            yield self._fail(failed)
+            return
+        self.done = {"type": "chat.done", **{k: result[k] for k in DONE_KEYS}}
+        yield self.done
+
+    def run(self) -> dict:
+        """The whole turn at once: the `chat.done` frame, or the turn's GroundworkError raised."""
+        for _ in self.frames():
+            pass
+        if self.error is not None:
+            raise self.error
+        return self.done
+
+    async def aframes(self) -> AsyncIterator[dict]:
+        """`frames()` in a worker thread, relayed to the event loop. Tokens that arrive
+        while the consumer is busy are joined into one `chat.token` frame. If the consumer
+        stops listening (a closed socket or HTTP client), the turn is cancelled and still
+        settled in its thread."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        end = object()
+
+        def produce():
+            close_old_connections()
+            try:
+                for frame in self.frames():
+                    loop.call_soon_threadsafe(queue.put_nowait, frame)
+            finally:
+                close_old_connections()
+                loop.call_soon_threadsafe(queue.put_nowait, end)
+
+        producer = loop.run_in_executor(None, produce)
+        try:
+            while True:
+                frame = await queue.get()
+                if frame is end:
+                    break
+                while frame["type"] == "chat.token" and not queue.empty():
+                    following = queue.get_nowait()
+                    if following is end or following["type"] != "chat.token":
+                        yield frame
+                        frame = following
+                        break
+                    frame = {"type": "chat.token", "text": frame["text"] + following["text"]}
+                if frame is end:
+                    break
+                yield frame
+        finally:
+            if not producer.done():
+                self.cancel()
+            # The thread settles the credits whatever happened here; wait for it.
+            await asyncio.shield(producer)
+
+    async def asse(self) -> AsyncIterator[str]:
+        """`aframes()` as server-sent events (REST `?stream=1`)."""
+        async for frame in self.aframes():
+            yield sse(frame)
+
+    def _fail(self, exc: Exception) -> dict:
+        self.error = as_groundwork_error(exc)
+        return error_frame(self.error)
+
+
+def sse(data: dict | str) -> str:
+    """One server-sent event: `data: <json>` (or a literal such as `[DONE]`)."""
+    return f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n"
