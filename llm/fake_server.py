@@ -24,8 +24,8 @@ Guarantees:
 * Every request's path and JSON body is appended to ``requests`` (before
   any failure is simulated), in arrival order.
 
-It shares the HTTP layer of ``llm.local_server`` and needs only the standard
-library.
+The HTTP layer is ``llm.openai_http`` (shared with ``llm.local_server``);
+this module only makes up the answers. Standard library only.
 """
 
 from __future__ import annotations
@@ -34,13 +34,12 @@ import argparse
 import hashlib
 import math
 import re
-import signal
 import sys
 import threading
 import time
 from typing import Callable, Iterable, Mapping
 
-from llm.local_server import ApiError, make_http_server
+from llm.openai_http import ApiError, make_http_server, on_stop_signals, wait_until_set
 
 EMBEDDING_DIM = 384
 DEFAULT_MODELS = ("smollm2-135m-instruct", "all-minilm-l6-v2")
@@ -217,7 +216,6 @@ class FakeOpenAIServer:
         self.backend = FakeBackend(**backend_options)
         self._address = (host, port)
         self._httpd = None
-        self._thread: threading.Thread | None = None
 
     @property
     def base_url(self) -> str:
@@ -271,26 +269,19 @@ class FakeOpenAIServer:
 
     def start(self) -> "FakeOpenAIServer":
         self._httpd = make_http_server(*self._address, self.backend)
-        self._thread = threading.Thread(target=self._httpd.serve_forever,
-                                        kwargs={"poll_interval": 0.05},
-                                        name="fake-openai", daemon=True)
-        self._thread.start()
+        self._httpd.serve_in_background(name="fake-openai", poll_interval=0.05)
         return self
 
     def stop(self) -> None:
         if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._thread.join(timeout=5)
+            self._httpd.stop()
             self._httpd = None
 
     def serve_until_interrupted(self) -> None:
         """Block until Ctrl-C / SIGTERM (for the command line)."""
         stop = threading.Event()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
-        while not stop.wait(0.5):
-            pass
+        on_stop_signals(stop)
+        wait_until_set(stop)
 
     def __enter__(self) -> "FakeOpenAIServer":
         return self.start()

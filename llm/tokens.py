@@ -3,9 +3,8 @@ from the tokenizer.json kept in llm/assets. Used for chunk token counts and budg
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
-TOKENIZER_PATH = Path(__file__).resolve().parent / "assets" / "all-MiniLM-L6-v2" / "tokenizer.json"
+from llm.local_models import TOKENIZER_PATH
 
 
 @functools.lru_cache(maxsize=1)
@@ -21,7 +20,3 @@ def _tokenizer():
 def count_tokens(text: str) -> int:
     """Tokens the embedding model sees for `text`, special tokens included."""
     return len(_tokenizer().encode(text).ids)
-
-
-def count_tokens_batch(texts: list[str]) -> list[int]:
-    return [len(e.ids) for e in _tokenizer().encode_batch(texts)]

@@ -1,7 +1,34 @@
-// Behaviour shared by every page: confirmation before destructive forms, copy buttons.
-// Pages work without it; it only adds safety nets and conveniences.
+// Shared by every page (base.html loads it before each page's own script): the Groundwork
+// namespace with the one DOM helper the page scripts build with, and behaviour every page
+// gets: confirmation before destructive forms, copy buttons. Pages work without the
+// behaviour; it only adds safety nets and conveniences.
 (function () {
   "use strict";
+  var Groundwork = window.Groundwork = window.Groundwork || {};
+
+  // el("a", {class: "citation", href: url, "data-n": 3}, "Document ", 3): a new element with
+  // these attributes and children. Safe with user, model and document text: children that are
+  // not nodes go in as text nodes and attributes are set with setAttribute, so text never
+  // becomes markup. An attribute that is null, undefined or false is left out (true gives an
+  // empty one); children that are null, undefined, false or "" are skipped; arrays are flattened.
+  Groundwork.el = function el(tag, attrs) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (name) {
+      var value = attrs[name];
+      if (value != null && value !== false) node.setAttribute(name, value === true ? "" : String(value));
+    });
+    append(node, Array.prototype.slice.call(arguments, 2));
+    return node;
+  };
+
+  function append(node, children) {
+    children.forEach(function (child) {
+      if (child == null || child === false || child === "") return;
+      if (Array.isArray(child)) append(node, child);
+      else node.appendChild(typeof child === "object" ? child : document.createTextNode(String(child)));
+    });
+  }
+
   document.addEventListener("submit", function (event) {
     var form = event.target;
     if (form.dataset && form.dataset.confirm && !window.confirm(form.dataset.confirm)) event.preventDefault();

@@ -1,170 +1,12 @@
 // Chat page: the /ws/chat/ socket (frames as in CONTRACT.md), streamed answers rendered
-// from a small, safe Markdown subset, a sources panel, citations that open the cited
-// chunk, a stop button and a clear state for every error. No build step, no framework.
-//
-// Safety: model and document text never goes through innerHTML. The renderer builds DOM
-// nodes and puts every piece of text in with textContent, so "<script>" in an answer is
-// shown as text; only the whitelisted formatting below becomes elements, and links are
-// limited to http(s) URLs.
+// with markdown.js (safe: no innerHTML with model or document text), a sources panel,
+// citations that open the cited chunk, a stop button and a clear state for every error.
+// Needs app.js (Groundwork.el) and markdown.js loaded first. No build step, no framework.
 (function () {
   "use strict";
 
-  // ---------- Safe Markdown ----------------------------------------------------------
-
-  var SAFE_URL = /^https?:\/\/[^\s<>"']+$/i;
-  // Inline tokens, in priority order: code, citation, link, bold, italic, bare URL.
-  var INLINE = new RegExp([
-    "(`[^`\\n]+`)",
-    "(\\[Documents?\\s+\\d+(?:\\s*(?:,|and|&)\\s*(?:Document\\s+)?\\d+)*\\])",
-    "(\\[[^\\]\\n]+\\]\\([^)\\s]+\\))",
-    // Only the asterisk forms: underscores are common in file and code names.
-    "(\\*\\*[^\\n]+?\\*\\*)",
-    "(\\*[^*\\s][^*\\n]*?\\*)",
-    "(https?:\\/\\/[^\\s<>()\"']+[^\\s<>()\"'.,;:!?])"
-  ].join("|"), "g");
-
-  function el(tag, className, text) {
-    var node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text != null) node.textContent = text;
-    return node;
-  }
-
-  function citationNode(n, sources) {
-    var source = sources && sources[n];
-    if (!source) return document.createTextNode("[Document " + n + "]");
-    var link = el("a", "citation", "Document " + n);
-    link.href = "/documents/" + encodeURIComponent(source.document_id) + "/?chunk=" +
-      encodeURIComponent(source.chunk_index) + "#chunk-" + encodeURIComponent(source.chunk_index);
-    var where = source.pages ? ", page " + source.pages[0] + (source.pages[1] !== source.pages[0] ? "–" + source.pages[1] : "") : "";
-    link.setAttribute("aria-label", "Source " + n + ": " + source.document_name + where + ", chunk " + source.chunk_index);
-    link.title = source.document_name + where;
-    link.dataset.n = n;
-    return link;
-  }
-
-  function inline(parent, text, sources) {
-    // A regex of its own per call: bold and link labels recurse, and a shared global
-    // regex's lastIndex would be reset under the outer loop.
-    var pattern = new RegExp(INLINE.source, "g");
-    var last = 0, match;
-    while ((match = pattern.exec(text)) !== null) {
-      if (match.index > last) parent.appendChild(document.createTextNode(text.slice(last, match.index)));
-      var token = match[0];
-      if (match[1]) {
-        parent.appendChild(el("code", null, token.slice(1, -1)));
-      } else if (match[2]) {
-        var numbers = token.match(/\d+/g);
-        var group = el("span", "citations");
-        numbers.forEach(function (n, i) {
-          if (i) group.appendChild(document.createTextNode(" "));
-          group.appendChild(citationNode(Number(n), sources));
-        });
-        parent.appendChild(group);
-      } else if (match[3]) {
-        var close = token.indexOf("](");
-        var label = token.slice(1, close), url = token.slice(close + 2, -1);
-        if (SAFE_URL.test(url)) {
-          var a = el("a");
-          a.href = url; a.rel = "noopener noreferrer nofollow"; a.target = "_blank";
-          inline(a, label, sources);
-          parent.appendChild(a);
-        } else {
-          parent.appendChild(document.createTextNode(token));
-        }
-      } else if (match[4]) {
-        var strong = el("strong");
-        inline(strong, token.slice(2, -2), sources);
-        parent.appendChild(strong);
-      } else if (match[5]) {
-        var em = el("em");
-        inline(em, token.slice(1, -1), sources);
-        parent.appendChild(em);
-      } else if (match[6]) {
-        var bare = el("a", null, token);
-        bare.href = token; bare.rel = "noopener noreferrer nofollow"; bare.target = "_blank";
-        parent.appendChild(bare);
-      }
-      last = match.index + token.length;
-    }
-    if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
-  }
-
-  var LIST_ITEM = /^\s{0,3}([-*+]|\d{1,3}[.)])\s+(.*)$/;
-
-  // Blocks: fenced code, headings (shown as bold paragraphs: an answer has no page outline),
-  // lists, paragraphs. A fence that is still open while streaming is shown as code.
-  function renderMarkdown(text, sources) {
-    var root = document.createDocumentFragment();
-    var lines = String(text).replace(/\r\n?/g, "\n").split("\n");
-    var paragraph = [], list = null, i = 0;
-
-    function flushParagraph() {
-      if (!paragraph.length) return;
-      var p = el("p");
-      paragraph.forEach(function (line, index) {
-        if (index) p.appendChild(el("br"));
-        inline(p, line, sources);
-      });
-      root.appendChild(p);
-      paragraph = [];
-    }
-    function flushList() { if (list) { root.appendChild(list); list = null; } }
-
-    while (i < lines.length) {
-      var line = lines[i];
-      var fence = line.match(/^\s*```\s*([\w+-]*)\s*$/);
-      if (fence) {
-        flushParagraph(); flushList();
-        var code = [];
-        i += 1;
-        while (i < lines.length && !/^\s*```\s*$/.test(lines[i])) { code.push(lines[i]); i += 1; }
-        var pre = el("pre"), codeNode = el("code", null, code.join("\n"));
-        if (fence[1]) codeNode.dataset.lang = fence[1];
-        pre.appendChild(codeNode);
-        root.appendChild(pre);
-        i += 1;
-        continue;
-      }
-      if (!line.trim()) { flushParagraph(); flushList(); i += 1; continue; }
-      var heading = line.match(/^\s{0,3}#{1,6}\s+(.*)$/);
-      if (heading) {
-        flushParagraph(); flushList();
-        var h = el("p"), strong = el("strong");
-        inline(strong, heading[1].replace(/\s#+\s*$/, ""), sources);
-        h.appendChild(strong);
-        root.appendChild(h);
-        i += 1;
-        continue;
-      }
-      var item = line.match(LIST_ITEM);
-      if (item) {
-        flushParagraph();
-        var ordered = /\d/.test(item[1]);
-        if (list && (list.tagName === "OL") !== ordered) flushList();
-        if (!list) {
-          list = el(ordered ? "ol" : "ul");
-          if (ordered && parseInt(item[1], 10) > 1) list.start = parseInt(item[1], 10);
-        }
-        var li = el("li");
-        inline(li, item[2], sources);
-        list.appendChild(li);
-        i += 1;
-        continue;
-      }
-      if (list && /^\s{2,}\S/.test(line)) {  // a list item's continuation line
-        list.lastChild.appendChild(document.createTextNode(" "));
-        inline(list.lastChild, line.trim(), sources);
-        i += 1;
-        continue;
-      }
-      flushList();
-      paragraph.push(line);
-      i += 1;
-    }
-    flushParagraph(); flushList();
-    return root;
-  }
+  var el = Groundwork.el;
+  var markdown = Groundwork.markdown;
 
   function bySourceNumber(list) {
     var map = {};
@@ -173,11 +15,8 @@
   }
 
   function renderInto(node, text, sources) {
-    node.replaceChildren(renderMarkdown(text, sources));
+    node.replaceChildren(markdown.render(text, sources));
   }
-
-  // Exposed for the browser tests and for a console check; nothing else uses it.
-  window.GroundworkMarkdown = { render: renderMarkdown };
 
   // ---------- Page -------------------------------------------------------------------
 
@@ -238,22 +77,15 @@
   function clearStatus() { statusBox.replaceChildren(); }
 
   function showStatus(kind, title, text, actions) {
-    var box = el("div", "notice notice-" + kind);
-    box.appendChild(el("strong", null, title));
-    if (text) box.appendChild(el("span", null, text));
-    if (actions && actions.length) {
-      var row = el("div", "actions");
-      row.style.marginTop = ".5rem";
-      actions.forEach(function (a) { row.appendChild(a); });
-      box.appendChild(row);
-    }
+    var box = el("div", { class: "notice notice-" + kind }, el("strong", null, title), text ? el("span", null, text) : null,
+      actions && actions.length ? el("div", { class: "actions", style: "margin-top: .5rem" }, actions) : null);
     statusBox.replaceChildren(box);
     return box;
   }
 
-  function linkButton(label, href) { var a = el("a", "button btn-small", label); a.href = href; return a; }
+  function linkButton(label, href) { return el("a", { class: "button btn-small", href: href }, label); }
   function actionButton(label, handler) {
-    var b = el("button", "btn-small", label); b.type = "button"; b.addEventListener("click", handler); return b;
+    var b = el("button", { class: "btn-small", type: "button" }, label); b.addEventListener("click", handler); return b;
   }
 
   function retryButton() {
@@ -269,8 +101,7 @@
     } else if (code === "rate_limited") {
       var seconds = parseInt(((message || "").match(/(\d+)\s*s\b/) || [])[1] || "10", 10);
       var box = showStatus("warn", "Slow down a little", message || "Too many messages in a short time.");
-      var counter = el("span", null, "");
-      box.appendChild(counter);
+      var counter = box.appendChild(el("span"));
       if (rateLimitTimer) clearInterval(rateLimitTimer);
       var left = seconds;
       counter.textContent = " You can send again in " + left + " s.";
@@ -307,20 +138,14 @@
 
   function addUserMessage(text) {
     removeEmptyState();
-    var article = el("article", "message user");
-    article.appendChild(el("div", "who", "You"));
-    article.appendChild(el("div", "bubble", text));
-    messages.appendChild(article);
-    return article;
+    return messages.appendChild(el("article", { class: "message user" },
+      el("div", { class: "who" }, "You"), el("div", { class: "bubble" }, text)));
   }
 
   function addAnswer() {
-    var article = el("article", "message assistant streaming");
-    article.appendChild(el("div", "who", "Groundwork"));
-    var bubble = el("div", "bubble md");
-    bubble.appendChild(el("p", "muted", "Looking through your documents…"));
-    article.appendChild(bubble);
-    messages.appendChild(article);
+    var bubble = el("div", { class: "bubble md" }, el("p", { class: "muted" }, "Looking through your documents…"));
+    var article = messages.appendChild(el("article", { class: "message assistant streaming" },
+      el("div", { class: "who" }, "Groundwork"), bubble));
     scrollToEnd();
     return { article: article, bubble: bubble, text: "", sources: {}, gotSources: false, frame: 0 };
   }
@@ -339,21 +164,12 @@
   function renderSources(list, cited) {
     var citedNumbers = {};
     (cited || []).forEach(function (c) { citedNumbers[c.n] = true; });
-    sourcesList.replaceChildren();
-    list.forEach(function (s) {
-      var li = el("li");
-      li.dataset.n = s.n;
-      if (citedNumbers[s.n]) li.className = "cited";
-      li.appendChild(el("span", "n", "[" + s.n + "]"));
-      var link = el("a", null, s.document_name);
-      link.href = "/documents/" + encodeURIComponent(s.document_id) + "/?chunk=" + encodeURIComponent(s.chunk_index) +
-        "#chunk-" + encodeURIComponent(s.chunk_index);
-      li.appendChild(link);
-      var where = "chunk #" + s.chunk_index;
-      if (s.pages) where += " · page " + s.pages[0] + (s.pages[1] !== s.pages[0] ? "–" + s.pages[1] : "");
-      li.appendChild(el("span", "where", where));
-      sourcesList.appendChild(li);
-    });
+    sourcesList.replaceChildren.apply(sourcesList, list.map(function (s) {
+      var where = "chunk #" + s.chunk_index + (s.pages ? " · page " + markdown.pageRange(s.pages) : "");
+      return el("li", { "data-n": s.n, class: citedNumbers[s.n] ? "cited" : null },
+        el("span", { class: "n" }, "[" + s.n + "]"), el("a", { href: markdown.chunkUrl(s) }, s.document_name),
+        el("span", { class: "where" }, where));
+    }));
     sourcesEmpty.hidden = list.length > 0;
     if (!list.length) sourcesEmpty.textContent = "No passages were used for this answer: it comes from general knowledge.";
   }
@@ -368,12 +184,8 @@
     if (placeholder) placeholder.remove();
     conversationList.hidden = false;
     conversationList.querySelectorAll("[aria-current]").forEach(function (a) { a.removeAttribute("aria-current"); });
-    var li = el("li"), a = el("a", null, lastQuestion.slice(0, 80));
-    a.href = url;
-    a.setAttribute("aria-current", "page");
-    a.appendChild(el("span", "meta", "just now"));
-    li.appendChild(a);
-    conversationList.prepend(li);
+    conversationList.prepend(el("li", null, el("a", { href: url, "aria-current": "page" },
+      lastQuestion.slice(0, 80), el("span", { class: "meta" }, "just now"))));
     heading.textContent = lastQuestion.slice(0, 80);
   }
 
@@ -393,9 +205,9 @@
   }
 
   function footer(parts) {
-    var foot = el("div", "message-foot");
-    parts.forEach(function (p) { if (p) foot.appendChild(typeof p === "string" ? el("span", null, p) : p); });
-    return foot;
+    return el("div", { class: "message-foot" }, parts.map(function (p) {
+      return typeof p === "string" && p ? el("span", null, p) : p;
+    }));
   }
 
   function setBalance(value) {

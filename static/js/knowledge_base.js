@@ -1,8 +1,9 @@
 // Knowledge base: drag-and-drop multi-file upload with a progress bar per file, new rows
 // added at once, and live status badges (polled JSON) without reloading. Document names
-// and errors are put in with textContent: they are user data.
+// and errors are put in as text (Groundwork.el from app.js, or textContent): they are user data.
 (function () {
   "use strict";
+  var el = Groundwork.el;
   var form = document.getElementById("upload-form");
   var input = document.getElementById("file-input");
   var list = document.getElementById("upload-progress");
@@ -15,13 +16,6 @@
   var uploadNotes = {};  // document id -> its line in the upload list, kept in step with the status
   var pollTimer = null;
 
-  function el(tag, className, text) {
-    var node = document.createElement(tag);
-    if (className) node.className = className;
-    if (text != null) node.textContent = text;
-    return node;
-  }
-
   function size(bytes) {
     if (bytes < 1024) return bytes + " bytes";
     var units = ["KB", "MB", "GB"], value = bytes / 1024, i = 0;
@@ -32,15 +26,10 @@
   // ---------- Upload -------------------------------------------------------------------
 
   function progressRow(file) {
-    var li = el("li");
-    var name = el("span", "nowrap", file.name);
-    name.style.overflow = "hidden"; name.style.textOverflow = "ellipsis";
-    var bar = el("progress");
-    bar.max = 100; bar.value = 0;
-    bar.setAttribute("aria-label", "Uploading " + file.name);
-    var note = el("span", "upload-note", "Uploading " + size(file.size) + "…");
-    li.append(name, bar, note);
-    list.appendChild(li);
+    var bar = el("progress", { max: 100, value: 0, "aria-label": "Uploading " + file.name });
+    var note = el("span", { class: "upload-note" }, "Uploading " + size(file.size) + "…");
+    var li = list.appendChild(el("li", null,
+      el("span", { class: "nowrap", style: "overflow: hidden; text-overflow: ellipsis" }, file.name), bar, note));
     return { bar: bar, note: note, li: li };
   }
 
@@ -88,38 +77,23 @@
   // ---------- Rows -----------------------------------------------------------------------
 
   function actionForm(action, label, className, confirmText) {
-    var f = el("form", "inline");
-    f.method = "post"; f.action = action;
-    if (confirmText) f.dataset.confirm = confirmText;
-    var token = el("input"); token.type = "hidden"; token.name = "csrfmiddlewaretoken"; token.value = csrf;
-    var button = el("button", className, label.split(" ")[0]);
-    button.type = "submit";
-    button.setAttribute("aria-label", label);
-    f.append(token, button);
-    return f;
+    return el("form", { class: "inline", method: "post", action: action, "data-confirm": confirmText },
+      el("input", { type: "hidden", name: "csrfmiddlewaretoken", value: csrf }),
+      el("button", { class: className, type: "submit", "aria-label": label }, label.split(" ")[0]));
   }
 
   function newRow(d) {
-    var tr = el("tr");
-    tr.dataset.documentId = d.id;
-    var nameCell = el("td"), link = el("a", "doc-name", d.name);
-    link.href = "/documents/" + encodeURIComponent(d.id) + "/";
-    nameCell.appendChild(link);
-    var statusCell = el("td"); statusCell.dataset.field = "status-cell";
-    var badge = el("span", "badge"); badge.dataset.field = "status";
-    statusCell.appendChild(badge);
-    var chunks = el("td", "num"); chunks.dataset.field = "chunk_count";
-    var bytes = el("td", "num", size(d.size));
-    var tokens = el("td", "num"); tokens.dataset.field = "token_count";
-    var added = el("td", "nowrap"), time = el("time", null, "just now");
-    time.dateTime = d.created_at;
-    added.appendChild(time);
-    var actions = el("td", "nowrap");
-    actions.append(actionForm("/documents/" + d.id + "/reindex/", "Reindex " + d.name, "btn-small"), " ",
-                   actionForm("/documents/" + d.id + "/delete/", "Delete " + d.name, "btn-small danger",
-                              "Delete " + d.name + "? Its passages leave search at once."));
-    tr.append(nameCell, statusCell, chunks, bytes, tokens, added, actions);
-    return tr;
+    return el("tr", { "data-document-id": d.id },
+      el("td", null, el("a", { class: "doc-name", href: "/documents/" + encodeURIComponent(d.id) + "/" }, d.name)),
+      el("td", { "data-field": "status-cell" }, el("span", { class: "badge", "data-field": "status" })),
+      el("td", { class: "num", "data-field": "chunk_count" }),
+      el("td", { class: "num" }, size(d.size)),
+      el("td", { class: "num", "data-field": "token_count" }),
+      el("td", { class: "nowrap" }, el("time", { datetime: d.created_at }, "just now")),
+      el("td", { class: "nowrap" },
+        actionForm("/documents/" + d.id + "/reindex/", "Reindex " + d.name, "btn-small"), " ",
+        actionForm("/documents/" + d.id + "/delete/", "Delete " + d.name, "btn-small danger",
+                   "Delete " + d.name + "? Its passages leave search at once.")));
   }
 
   function update(tr, d) {
@@ -131,8 +105,7 @@
     var bar = cell.querySelector("progress");
     if (processing) {
       if (!bar) {
-        bar = el("progress", "progress-inline");
-        bar.setAttribute("aria-label", "Embedding progress of " + d.name);
+        bar = el("progress", { class: "progress-inline", "aria-label": "Embedding progress of " + d.name });
         badge.after(bar);
       }
       bar.max = d.progress.total; bar.value = d.progress.done;
@@ -141,7 +114,7 @@
     }
     var err = cell.querySelector('[data-field="error"]');
     if (d.status === "failed") {
-      if (!err) { err = el("div", "error-text"); err.dataset.field = "error"; cell.appendChild(err); }
+      if (!err) err = cell.appendChild(el("div", { class: "error-text", "data-field": "error" }));
       err.textContent = d.error || "Processing failed.";
     } else if (err) {
       err.remove();
