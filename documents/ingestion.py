@@ -2,22 +2,19 @@
 debit + publish in one transaction. Every step is idempotent per (document, revision)."""
 from __future__ import annotations
 
-import datetime as dt
 import logging
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
-from django.db.models import Q
 from django.utils import timezone
 
-from core.tenancy import account_context, dangerously_bypass_tenancy
+from core.tenancy import account_context
 from billing.errors import InsufficientCredits
 from billing.models import Kind
 from billing.selectors import balance_get
 from billing.services import credits_debit
-from documents import jobs
 from documents.chunking import chunk_document, embedding_text
 from documents.errors import IngestionError
 from documents.models import Chunk, Document, EmbeddingBatch, ReindexRun, Status
@@ -271,22 +268,3 @@ def _bump_revision(account_id: int, document_id: int) -> int | None:
     document.save()
     return document.revision
 
-
-def requeue_stale() -> int:
-    stale_before = timezone.now() - dt.timedelta(seconds=settings.DOCUMENT_STALE_SECONDS)
-    with dangerously_bypass_tenancy(reason="documents sweep: find stale ingestion work"):
-        stale = Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True, created_at__lt=stale_before)
-        documents = list(Document.all_accounts.filter(stale, status__in=[Status.PENDING, Status.PROCESSING])
-                         .values_list("pk", "revision", "account_id"))
-        runs = list(ReindexRun.all_accounts.filter(status=ReindexRun.RunStatus.RUNNING, heartbeat_at__lt=stale_before)
-                    .values_list("pk", "account_id"))
-    for document_id, revision, account_id in documents:
-        logger.warning("re-queueing stale document %s rev %s", document_id, revision)
-        with account_context(account_id=account_id):
-            Document.objects.for_account(account_id).filter(pk=document_id).update(heartbeat_at=timezone.now())
-            jobs.enqueue_ingest(Document(pk=document_id, revision=revision, account_id=account_id))
-    for run_id, account_id in runs:
-        with account_context(account_id=account_id):
-            ReindexRun.objects.for_account(account_id).filter(pk=run_id).update(heartbeat_at=timezone.now())
-            jobs.enqueue_reindex_run(ReindexRun(pk=run_id, account_id=account_id))
-    return len(documents) + len(runs)

@@ -1,14 +1,26 @@
-"""django-rq entry points for documents: thin, take ids, re-fetch, call the pipeline.
+"""django-rq entry points for documents: thin, take ids, re-fetch, call the pipeline; and
+the cron jobs (the stale-work sweeper, the search index refresh).
 
-Enqueued with transaction.on_commit, never inside an open transaction.
+Enqueued with transaction.on_commit, never inside an open transaction. Nothing else in
+documents/ imports the pipeline back from here: services enqueue through this module,
+and this module calls ingestion and search.
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 
 import django_rq
-from rq import Retry
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+from rq import Retry
+
+from core.tenancy import account_context, dangerously_bypass_tenancy
+from documents import ingestion
+from documents.models import Document, ReindexRun, Status
+from documents.search import tenant_vector_indexes_refresh
 
 logger = logging.getLogger("groundwork.documents")
 
@@ -37,54 +49,44 @@ def enqueue_reindex_run(run) -> None:
 
 def ingest_document(*, document_id: int, revision: int, account_id: int) -> None:
     """Parse, chunk, embed and publish one revision of a document. Safe to run twice."""
-    from documents.ingestion import ingest
-
-    ingest(account_id=account_id, document_id=document_id, revision=revision)
+    ingestion.ingest(account_id=account_id, document_id=document_id, revision=revision)
 
 
 def delete_document(*, document_id: int, account_id: int) -> None:
     """Remove a deleted document's chunks, staging and stored file. Idempotent."""
-    from documents.ingestion import purge
-
-    purge(account_id=account_id, document_id=document_id)
+    ingestion.purge(account_id=account_id, document_id=document_id)
 
 
 def reindex_account(*, run_id: int, account_id: int) -> None:
     """Re-embed an account's documents one by one; resumable, cancellable."""
-    from documents.ingestion import reindex_run
-
-    reindex_run(account_id=account_id, run_id=run_id)
+    ingestion.reindex_run(account_id=account_id, run_id=run_id)
 
 
 def requeue_stale_work() -> int:
-    """Cron: re-queue documents and reindex runs whose worker died (stale heartbeat)."""
-    from documents.ingestion import requeue_stale
+    """Cron: re-queue documents and reindex runs whose worker died (stale heartbeat).
 
-    return requeue_stale()
+    Returns how many were re-queued. A re-queued job that finds its work done or
+    superseded returns quietly, so re-queueing a slow (not dead) worker's job is harmless.
+    """
+    stale_before = timezone.now() - dt.timedelta(seconds=settings.DOCUMENT_STALE_SECONDS)
+    with dangerously_bypass_tenancy(reason="documents sweep: find stale ingestion work"):
+        stale = Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True, created_at__lt=stale_before)
+        documents = list(Document.all_accounts.filter(stale, status__in=[Status.PENDING, Status.PROCESSING])
+                         .values_list("pk", "revision", "account_id"))
+        runs = list(ReindexRun.all_accounts.filter(status=ReindexRun.RunStatus.RUNNING, heartbeat_at__lt=stale_before)
+                    .values_list("pk", "account_id"))
+    for document_id, revision, account_id in documents:
+        logger.warning("re-queueing stale document %s rev %s", document_id, revision)
+        with account_context(account_id=account_id):
+            Document.objects.for_account(account_id).filter(pk=document_id).update(heartbeat_at=timezone.now())
+            enqueue_ingest(Document(pk=document_id, revision=revision, account_id=account_id))
+    for run_id, account_id in runs:
+        with account_context(account_id=account_id):
+            ReindexRun.objects.for_account(account_id).filter(pk=run_id).update(heartbeat_at=timezone.now())
+            enqueue_reindex_run(ReindexRun(pk=run_id, account_id=account_id))
+    return len(documents) + len(runs)
 
 
 def refresh_search_indexes() -> dict[int, str]:
-    """Cron: give each large account its own HNSW index, drop those of accounts that shrank.
-
-    Looks only at accounts near or past the threshold and at accounts that have an index.
-    Runs outside any transaction, so indexes are built CONCURRENTLY (search and ingestion
-    carry on meanwhile).
-    """
-    from django.conf import settings
-    from django.db import connection
-
-    from core.tenancy import dangerously_bypass_tenancy
-    from documents.models import Document, Status
-    from documents.search import TENANT_INDEX_MIN_CHUNKS, ensure_tenant_vector_index
-    from django.db.models import Sum
-
-    threshold = int(getattr(settings, "SEARCH_TENANT_INDEX_MIN_CHUNKS", TENANT_INDEX_MIN_CHUNKS))
-    with dangerously_bypass_tenancy(reason="search maintenance: accounts near the per-account index threshold"):
-        large = set(Document.all_accounts.exclude(status=Status.DELETING).values("account_id")
-                    .annotate(chunks=Sum("chunk_count")).filter(chunks__gt=threshold // 2)
-                    .values_list("account_id", flat=True))
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'documents_chunk'"
-                           " AND indexname LIKE 'chunk_embedding_hnsw_a%%'")
-            indexed = {int(name.rsplit("_a", 1)[1]) for (name,) in cursor.fetchall()}
-    return {account_id: ensure_tenant_vector_index(account_id) for account_id in sorted(large | indexed)}
+    """Cron: give each large account its own HNSW index, drop those of accounts that shrank."""
+    return tenant_vector_indexes_refresh()

@@ -32,8 +32,10 @@ from itertools import groupby
 import numpy as np
 from django.conf import settings
 from django.db import connection
+from django.db.models import Sum
 
-from core.tenancy import UnscopedQueryError, account_context, current_account_id
+from core.tenancy import UnscopedQueryError, account_context, current_account_id, dangerously_bypass_tenancy
+from documents.models import Document, Status
 
 RRF_K = 60
 MIN_CANDIDATES = 40
@@ -340,6 +342,25 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
             cursor.execute("SELECT pg_advisory_unlock(26487, %s)", [account_id])
 
 
+
+def tenant_vector_indexes_refresh() -> dict[int, str]:
+    """Run `ensure_tenant_vector_index()` for every account near or past the threshold and
+    every account that has an index; returns {account_id: outcome}.
+
+    Runs outside any transaction, so indexes are built CONCURRENTLY (search and ingestion
+    carry on meanwhile).
+    """
+    threshold = int(_setting("SEARCH_TENANT_INDEX_MIN_CHUNKS", TENANT_INDEX_MIN_CHUNKS))
+    with dangerously_bypass_tenancy(reason="search maintenance: accounts near the per-account index threshold"):
+        large = set(Document.all_accounts.exclude(status=Status.DELETING).values("account_id")
+                    .annotate(chunks=Sum("chunk_count")).filter(chunks__gt=threshold // 2)
+                    .values_list("account_id", flat=True))
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'documents_chunk'"
+                           " AND indexname LIKE %s", [TENANT_INDEX_PREFIX + "%"])
+            indexed = {int(name[len(TENANT_INDEX_PREFIX):]) for (name,) in cursor.fetchall()}
+    return {account_id: ensure_tenant_vector_index(account_id) for account_id in sorted(large | indexed)}
+
 # --- passages -----------------------------------------------------------------------------
 
 _NEIGHBOURS_SQL = """
@@ -456,4 +477,5 @@ def search_for_query(*, account, query: str, top_k: int | None = None, key: str)
 
 
 __all__ = ["Hit", "Passage", "hybrid_search", "expand_passages", "first_chunks", "search_for_query",
-           "merge_overlap", "search_path_for", "tenant_index_name", "ensure_tenant_vector_index"]
+           "merge_overlap", "search_path_for", "tenant_index_name", "ensure_tenant_vector_index",
+           "tenant_vector_indexes_refresh"]

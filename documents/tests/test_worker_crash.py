@@ -16,7 +16,7 @@ from core.tenancy import account_context
 from billing.models import CreditLedgerEntry
 from billing.services import credits_grant
 from config.embedded import BASE_DIR
-from documents.ingestion import requeue_stale
+from documents.jobs import requeue_stale_work
 from documents.models import Chunk, Document
 from documents.services import document_upload
 from llm.fake_server import FakeBackend, FakeOpenAIServer
@@ -97,7 +97,7 @@ def test_killed_worker_is_recovered_without_double_work(account_a, queue):
             # Time passes: the heartbeat goes stale.
             Document.objects.for_account(account_a).filter(pk=document.pk).update(
                 heartbeat_at=crashed.created_at - dt.timedelta(hours=1))
-        assert requeue_stale() == 1
+        assert requeue_stale_work() == 1
 
         second = _worker(env)
         output, _ = second.communicate(timeout=180)
