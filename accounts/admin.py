@@ -7,7 +7,6 @@ from django.utils import timezone
 
 from core.admin_mixins import AllAccountsMixin
 from accounts.models import Account, ApiKey, Invitation, Membership, User
-from billing.admin import account_credits, grant_credits
 
 
 @admin.register(User)
@@ -33,8 +32,8 @@ class MembershipInline(AllAccountsMixin, admin.TabularInline):
 
 @admin.register(Account)
 class AccountAdmin(admin.ModelAdmin):
-    list_display = ("name", "slug", "created_at", account_credits)
-    actions = [grant_credits]
+    # billing/admin.py adds the balance column and the "Grant credits" action.
+    list_display = ("name", "slug", "created_at")
     search_fields = ("name", "slug")
     readonly_fields = ("created_at",)
     inlines = [MembershipInline]

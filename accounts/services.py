@@ -15,9 +15,8 @@ from django.conf import settings
 
 from accounts.errors import AccountError
 from accounts.models import Account, ApiKey, Invitation, Membership, Role, User
+from accounts.signals import account_created
 from core.tenancy import account_context, dangerously_bypass_tenancy
-from billing.models import Kind
-from billing.services import credits_grant
 
 API_KEY_PREFIX = "gw_"
 
@@ -59,9 +58,7 @@ def account_create(*, name: str, owner: User, slug: str | None = None, initial_c
         raise AccountError("invalid_amount", "Starting credits must be zero or more.")
     with account_context(account):
         Membership.objects.for_account(account).create(account=account, user=owner, role=Role.OWNER)
-        if credits:
-            credits_grant(account=account, amount=credits, kind=Kind.SIGNUP, key="signup",
-                          reason="starting credits of a new account")
+        account_created.send(sender=Account, account=account, initial_credits=credits)
     return account
 
 

@@ -29,6 +29,5 @@ account_patterns = [
 ]
 
 urlpatterns = [
-    path("", views.home_view, name="home"),
     path("", include((account_patterns, "accounts"))),
 ]

@@ -13,8 +13,6 @@ from accounts import selectors, services
 from accounts.errors import AccountError
 from accounts.forms import AccountForm, ApiKeyForm, InviteForm, LoginForm, RoleForm, SignupForm
 from accounts.resolution import SESSION_ACCOUNT_KEY
-from chat.selectors import conversation_list
-from documents.selectors import document_list
 
 
 def _form_error(form, exc: AccountError):
@@ -42,21 +40,6 @@ class LoginView(auth_views.LoginView):
     template_name = "accounts/login.html"
     authentication_form = LoginForm
     redirect_authenticated_user = True
-
-
-@login_required
-def home_view(request):
-    """The overview: where a new team starts (upload, then ask) and where a busy one stands."""
-    if request.account is None:
-        return render(request, "accounts/no_account.html", {"form": AccountForm()})
-    account = request.account
-    documents = document_list(account=account)
-    return render(request, "accounts/home.html", {
-        "document_count": documents.count(),
-        "ready_count": documents.filter(status="ready").count(),
-        "recent_documents": documents[:5],
-        "recent_conversations": conversation_list(account=account, user=request.user)[:5],
-    })
 
 
 @login_required

@@ -3,6 +3,7 @@ from django import forms
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
 
+from accounts.admin import AccountAdmin
 from core.admin_mixins import AllAccountsMixin
 from core.tenancy import account_context
 from billing.errors import BillingError
@@ -78,3 +79,9 @@ def grant_credits(modeladmin, request, queryset):
 def account_credits(account):
     balance = AccountBalance.all_accounts.filter(account=account).values_list("balance", flat=True).first()
     return balance or 0
+
+
+# The account admin belongs to accounts/, which stands below billing and must not import it:
+# billing adds its column and action to it here.
+AccountAdmin.list_display = (*AccountAdmin.list_display, account_credits)
+AccountAdmin.actions = [*(AccountAdmin.actions or []), grant_credits]

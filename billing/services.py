@@ -175,3 +175,10 @@ def _close(hold: CreditHold, status: str, used_tokens: int) -> None:
     hold.used_tokens = used_tokens
     hold.closed_at = timezone.now()
     hold.save(update_fields=["status", "used_tokens", "closed_at"])
+
+
+def starting_credits_grant(*, account, initial_credits: int, **_signal) -> None:
+    """A new account's starting credits (receiver of accounts.signals.account_created)."""
+    if initial_credits:
+        credits_grant(account=account, amount=initial_credits, kind=Kind.SIGNUP, key="signup",
+                      reason="starting credits of a new account")

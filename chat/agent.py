@@ -25,7 +25,7 @@ from chat.models import Conversation, Message, MessageStatus, Role
 from chat.prompt import build_messages
 from chat.ratelimit import check_chat_rate
 from chat.selectors import conversation_get
-from chat.routing import GENERAL, LOOKUP, SUMMARY, match_document, route
+from chat.router import GENERAL, LOOKUP, SUMMARY, match_document, route
 from documents.models import Document, Status
 from documents.search import expand_passages, first_chunks, search_for_query
 from llm import client as llm

@@ -7,7 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat import selectors
-from chat.driver import TurnRun
+from chat.driver import TurnRun, sse
 from chat.serializers import (
     ChatRequestSerializer,
     ChatResponseSerializer,
@@ -39,7 +39,7 @@ class ChatView(APIView):
                       conversation_id=body.validated_data.get("conversation_id"))
         run.prepare()
         if request.query_params.get("stream") in ("1", "true") or wants_event_stream(request):
-            return streaming_response(run.asse())
+            return streaming_response(run.http_events(request._request, lambda frame: (sse(frame),)))
         done = run.run()
         return Response({k: done[k] for k in ("conversation_id", "message_id", "answer", "citations", "usage",
                                               "credits_remaining")})

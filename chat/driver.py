@@ -14,6 +14,7 @@ import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 
+from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections
 
 from chat.agent import turn_finish, turn_prepare
@@ -128,10 +129,28 @@ class TurnRun:
             # The thread settles the credits whatever happened here; wait for it.
             await asyncio.shield(producer)
 
-    async def asse(self) -> AsyncIterator[str]:
-        """`aframes()` as server-sent events (REST `?stream=1`)."""
-        async for frame in self.aframes():
-            yield sse(frame)
+    def http_events(self, request, render, *, head: tuple = (), tail: tuple = ()):
+        """Server-sent events for an HTTP response: `head`, then `render(frame)` for each
+        frame, then `tail`. Under ASGI (daphne) an async iterator, sent as produced while the
+        turn runs in a worker thread; under WSGI (test clients) the same turn in the
+        request's own thread."""
+        if isinstance(request, ASGIRequest):
+            async def events():
+                for event in head:
+                    yield event
+                async for frame in self.aframes():
+                    for event in render(frame):
+                        yield event
+                for event in tail:
+                    yield event
+            return events()
+
+        def events():
+            yield from head
+            for frame in self.frames():
+                yield from render(frame)
+            yield from tail
+        return events()
 
     def _fail(self, exc: Exception) -> dict:
         self.error = as_groundwork_error(exc)

@@ -84,7 +84,7 @@ class ChatCompletionsView(APIView):
         created = int(time.time())
         if data["stream"]:
             include_usage = bool((data.get("stream_options") or {}).get("include_usage"))
-            return streaming_response(self._chunks(run, created, include_usage))
+            return streaming_response(self._chunks(request._request, run, created, include_usage))
         done = run.run()
         return Response({
             "id": f"chatcmpl-gw-{done['message_id']}", "object": "chat.completion", "created": created,
@@ -95,7 +95,7 @@ class ChatCompletionsView(APIView):
         })
 
     @staticmethod
-    async def _chunks(run: TurnRun, created: int, include_usage: bool):
+    def _chunks(request, run: TurnRun, created: int, include_usage: bool):
         """The turn's frames as OpenAI `chat.completion.chunk` events, `data: [DONE]` last."""
         base = {"id": f"chatcmpl-gw-{run.id}", "object": "chat.completion.chunk", "created": created,
                 "model": MODEL_ID}
@@ -103,8 +103,7 @@ class ChatCompletionsView(APIView):
         def chunk(delta: dict, finish=None) -> str:
             return sse({**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
 
-        yield chunk({"role": "assistant", "content": ""})
-        async for frame in run.aframes():
+        def render(frame: dict):
             if frame["type"] == "chat.token":
                 yield chunk({"content": frame["text"]})
             elif frame["type"] == "chat.done":
@@ -113,4 +112,6 @@ class ChatCompletionsView(APIView):
                     yield sse({**base, "choices": [], "usage": frame["usage"]})
             elif frame["type"] == "chat.error":
                 yield sse({"error": {"code": frame["code"], "message": frame["message"]}})
-        yield sse("[DONE]")
+
+        return run.http_events(request, render, head=(chunk({"role": "assistant", "content": ""}),),
+                               tail=(sse("[DONE]"),))

@@ -3,6 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from config.health import healthz
+from config.views import home_view
 
 api_v1 = [
     path("", include("accounts.api_urls")),
@@ -22,6 +23,7 @@ urlpatterns = [
     path("documents/", include((("documents.urls"), "documents"))),
     path("chat/", include(("chat.urls", "chat"))),
     path("credits/", include(("billing.urls", "billing"))),
+    path("", home_view, name="home"),
     path("", include("accounts.urls")),
 ]
 

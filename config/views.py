@@ -1,11 +1,31 @@
-"""Error pages: JSON under /api/ and /v1/, friendly HTML elsewhere."""
+"""The home page (it shows documents and conversations, so it sits above both apps) and the
+error pages: JSON under /api/ and /v1/, friendly HTML elsewhere."""
+from django.contrib.auth.decorators import login_required
 from django.http import HttpResponseServerError, JsonResponse
 from django.template import loader
 from django.shortcuts import render
 
+from accounts.forms import AccountForm
+from chat.selectors import conversation_list
 from core.api import STATUS_MESSAGES
 from core.errors import error_body
 from core.middleware import is_api_path
+from documents.selectors import document_list
+
+
+@login_required
+def home_view(request):
+    """The overview: where a new team starts (upload, then ask) and where a busy one stands."""
+    if request.account is None:
+        return render(request, "accounts/no_account.html", {"form": AccountForm()})
+    account = request.account
+    documents = document_list(account=account)
+    return render(request, "accounts/home.html", {
+        "document_count": documents.count(),
+        "ready_count": documents.filter(status="ready").count(),
+        "recent_documents": documents[:5],
+        "recent_conversations": conversation_list(account=account, user=request.user)[:5],
+    })
 
 
 def page_not_found(request, exception=None):

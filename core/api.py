@@ -64,6 +64,10 @@ def _flatten(detail, prefix="") -> list[str]:
 def exception_handler(exc, context):
     """Every error under /api/ and /v1/ as {"error": {"code", "message"}}; never a traceback."""
     rollback_request_transaction()
+    request = context.get("request")
+    if wants_event_stream(request):
+        # Errors before a stream starts are JSON with their own status, like every API error.
+        request.accepted_renderer, request.accepted_media_type = renderers.JSONRenderer(), "application/json"
     if isinstance(exc, GroundworkError):
         return Response(error_body(exc.code, exc.message, field=exc.field), status=exc.status)
     if isinstance(exc, Http404):

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import pytest
 
 from chat.prompt import build_messages, chunk_element
-from chat.routing import GENERAL, LOOKUP, SUMMARY, match_document, route
+from chat.router import GENERAL, LOOKUP, SUMMARY, match_document, route
 
 
 def _passage(text, name="evil.txt", pages=None):

@@ -40,7 +40,7 @@ def test_rest_chat_streams_server_sent_events(client, account_a, key_a, handbook
     response = client.post("/api/v1/chat/?stream=1", {"message": "What is our holiday policy?"},
                            content_type="application/json", **_auth(key_a))
     assert response["Content-Type"] == "text/event-stream"
-    events = [json.loads(line[6:]) for line in b"".join(response).decode().split("\n\n") if line]
+    events = [json.loads(line[6:]) for line in b"".join(response.streaming_content).decode().split("\n\n") if line]
     assert events[0]["type"] == "chat.sources" and events[-1]["type"] == "chat.done"
     assert {e["type"] for e in events[1:-1]} == {"chat.token"}
 
