@@ -1,5 +1,4 @@
 """REST endpoints for documents (CONTRACT.md): list, upload, detail, delete, reindex."""
-from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import status
 from rest_framework.parsers import FormParser, MultiPartParser
@@ -19,13 +18,6 @@ from documents.serializers import (
 
 class DocumentPagination(CursorPagination):
     ordering = ("-created_at", "-pk")
-
-
-def _document_or_404(request, document_id):
-    document = selectors.document_get(account=request._request.account, document_id=document_id)
-    if document is None:
-        raise Http404
-    return document
 
 
 class DocumentListView(APIView):
@@ -57,22 +49,25 @@ class DocumentListView(APIView):
 class DocumentDetailView(APIView):
     @extend_schema(responses=DocumentDetailSerializer)
     def get(self, request, document_id: int):
-        document = _document_or_404(request, document_id)
-        chunks = selectors.chunk_list(account=request._request.account, document=document)
+        account = request._request.account
+        document = selectors.document_access_by_id(account=account, document_id=document_id)
+        chunks = selectors.chunk_list(account=account, document=document)
         return Response(DocumentDetailSerializer(document, context={"chunks": chunks}).data)
 
     @extend_schema(request=None, responses={202: DocumentSerializer})
     def delete(self, request, document_id: int):
-        document = services.document_delete(account=request._request.account,
-                                            document=_document_or_404(request, document_id))
+        account = request._request.account
+        document = selectors.document_access_by_id(account=account, document_id=document_id)
+        document = services.document_delete(account=account, document=document)
         return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)
 
 
 class DocumentReindexView(APIView):
     @extend_schema(request=None, responses={202: DocumentSerializer})
     def post(self, request, document_id: int):
-        document = services.document_reindex(account=request._request.account,
-                                             document=_document_or_404(request, document_id))
+        account = request._request.account
+        document = selectors.document_access_by_id(account=account, document_id=document_id)
+        document = services.document_reindex(account=account, document=document)
         return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)
 
 
@@ -93,8 +88,6 @@ class AccountReindexView(APIView):
 class AccountReindexCancelView(APIView):
     @extend_schema(request=None, responses=ReindexRunSerializer)
     def post(self, request, run_id: int):
-        run = selectors.reindex_run_get(account=request._request.account, run_id=run_id)
-        if run is None:
-            raise Http404
+        run = selectors.reindex_run_access_by_id(account=request._request.account, run_id=run_id)
         return Response(ReindexRunSerializer(services.account_reindex_cancel(account=request._request.account,
                                                                              run=run)).data)

@@ -10,3 +10,24 @@ class UploadRejected(GroundworkError):
 
 class IngestionError(GroundworkError):
     """A stored file could not be turned into text; `message` is shown to the uploader."""
+
+
+class NotFound(GroundworkError):
+    """Missing, another account's, or (for a document) being deleted: one answer for all,
+    so an id reveals nothing. The API answers with its JSON (404); pages turn it into the
+    404 page (documents/views.py). No Django import here: the parser sandbox imports this
+    module without Django."""
+
+    status = 404
+    default_message = "Not found."
+
+    def __init__(self, message: str | None = None):
+        super().__init__("not_found", message or self.default_message)
+
+
+class DocumentNotFound(NotFound):
+    default_message = "There is no such document in this account."
+
+
+class ReindexRunNotFound(NotFound):
+    default_message = "There is no such reindex run in this account."

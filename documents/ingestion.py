@@ -59,10 +59,10 @@ def ingest(*, account_id: int, document_id: int, revision: int) -> None:
 def _claim(account_id, document_id, revision) -> Document | None:
     """Mark the revision processing, unless it is gone, superseded, done or given up on."""
     with account_context(account_id=account_id):
-        document = Document.objects.for_account(account_id).select_for_update().filter(pk=document_id).first()
+        document = Document.objects.for_account(account_id).visible().select_for_update().filter(pk=document_id).first()
         if document is None or document.revision != revision:
             return None
-        if document.status in (Status.DELETING, Status.READY, Status.FAILED):
+        if document.status in (Status.READY, Status.FAILED):
             return None
         if document.attempts >= MAX_ATTEMPTS:
             _set_failed(document, "processing_crashed",
@@ -203,9 +203,9 @@ def _reserve_chunk_ids(n: int) -> list[int]:
 
 def _fail(document: Document, code: str, message: str) -> None:
     with account_context(account_id=document.account_id):
-        current = Document.objects.for_account(document.account_id).select_for_update().filter(
+        current = Document.objects.for_account(document.account_id).visible().select_for_update().filter(
             pk=document.pk, revision=document.revision).first()
-        if current is not None and current.status != Status.DELETING:
+        if current is not None:
             _set_failed(current, code, message)
         EmbeddingBatch.objects.for_account(document.account_id).filter(
             document_id=document.pk, revision=document.revision).delete()
@@ -255,8 +255,8 @@ def _bump_revision(account_id: int, document_id: int) -> int | None:
 
     A document already at a revision that is pending/processing is left to that job.
     """
-    document = Document.objects.for_account(account_id).select_for_update().filter(pk=document_id).first()
-    if document is None or document.status == Status.DELETING:
+    document = Document.objects.for_account(account_id).visible().select_for_update().filter(pk=document_id).first()
+    if document is None:
         return None
     if document.status in (Status.PENDING, Status.PROCESSING):
         return document.revision

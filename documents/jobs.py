@@ -1,9 +1,8 @@
 """django-rq entry points for documents: thin, take ids, re-fetch, call the pipeline; and
 the cron jobs (the stale-work sweeper, the search index refresh).
 
-Enqueued with transaction.on_commit, never inside an open transaction. Nothing else in
-documents/ imports the pipeline back from here: services enqueue through this module,
-and this module calls ingestion and search.
+Enqueued with transaction.on_commit, never inside an open transaction. Imports go one
+way: services -> jobs -> ingestion and search; neither of those imports this module.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from pgvector.django import HnswIndex, VectorField
 
-from core.tenancy import TenantModel
+from core.tenancy import AllAccountsManager, TenantManager, TenantModel, TenantQuerySet
 
 EMBEDDING_DIMENSIONS = 384  # the column's size; llm.embed() checks providers against settings
 
@@ -18,6 +18,17 @@ class Status(models.TextChoices):
     READY = "ready", "Ready"
     FAILED = "failed", "Failed"
     DELETING = "deleting", "Deleting"
+
+
+# "A document being deleted is gone for every reader at once": the one rule, written once
+# for the ORM (`visible()`) and once for raw SQL (this fragment, on `documents_document AS d`).
+VISIBLE_DOCUMENT_SQL = f"d.status <> '{Status.DELETING.value}'"
+
+
+class DocumentQuerySet(TenantQuerySet):
+    def visible(self):
+        """Documents readers may see: every status but `deleting`."""
+        return self.exclude(status=Status.DELETING)
 
 
 class Document(TenantModel):
@@ -47,6 +58,13 @@ class Document(TenantModel):
                                     related_name="+")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
+
+    # TenantModel's two managers, with `visible()`. NOTE: a model that declares managers of
+    # its own no longer inherits TenantModel.Meta's default_manager_name; its first declared
+    # manager is the default instead. So `all_accounts` comes first, as TenantModel intends
+    # (and the migration state is unchanged).
+    all_accounts = AllAccountsManager.from_queryset(DocumentQuerySet)()
+    objects = TenantManager.from_queryset(DocumentQuerySet)()
 
     class Meta:
         constraints = [

@@ -35,7 +35,7 @@ from django.db import connection
 from django.db.models import Sum
 
 from core.tenancy import UnscopedQueryError, account_context, current_account_id, dangerously_bypass_tenancy
-from documents.models import Document, Status
+from documents.models import VISIBLE_DOCUMENT_SQL, Document
 
 RRF_K = 60
 MIN_CANDIDATES = 40
@@ -115,14 +115,14 @@ def _vector_literal(vector) -> str:
 # One statement: the account's size, the deleting documents, and the per-transaction
 # pgvector settings (SET LOCAL semantics: set_config(..., true) ends with the transaction).
 # Whether the account has a usable index of its own is read from the catalog here too.
-_PREPARE_SQL = """
-SELECT COALESCE(SUM(d.chunk_count) FILTER (WHERE d.status <> 'deleting'), 0)::bigint,
-       COALESCE(ARRAY_AGG(d.id) FILTER (WHERE d.status = 'deleting'), '{}')::bigint[],
+_PREPARE_SQL = f"""
+SELECT COALESCE(SUM(d.chunk_count) FILTER (WHERE {VISIBLE_DOCUMENT_SQL}), 0)::bigint,
+       COALESCE(ARRAY_AGG(d.id) FILTER (WHERE NOT ({VISIBLE_DOCUMENT_SQL})), '{{}}')::bigint[],
        COALESCE((SELECT i.indisvalid AND i.indisready FROM pg_catalog.pg_index AS i
                  WHERE i.indexrelid = to_regclass(%(tenant_index)s)), false),
        set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', LEAST(%(ef_max)s, GREATEST(%(ef_search)s,
-           COALESCE(SUM(d.chunk_count) FILTER (WHERE d.status <> 'deleting'), 0) / %(ef_step)s))::text, true)
+           COALESCE(SUM(d.chunk_count) FILTER (WHERE {VISIBLE_DOCUMENT_SQL}), 0) / %(ef_step)s))::text, true)
 FROM documents_document AS d
 WHERE d.account_id = %(account_id)s
 """
@@ -168,9 +168,9 @@ _NONE = "SELECT NULL::bigint AS id, NULL::float8 AS {column} WHERE false"
 # (which takes the RLS filter for selective) believed a document has about one chunk and
 # walked all the chunks of the account's documents to find the ~80 candidates: 100 ms for a
 # 10,000-chunk document, against 0.3 ms this way.
-_SEARCH_SQL = """
-WITH v AS MATERIALIZED ({vector}),
-     f AS MATERIALIZED ({fulltext}),
+_SEARCH_SQL = f"""
+WITH v AS MATERIALIZED ({{vector}}),
+     f AS MATERIALIZED ({{fulltext}}),
      hits AS MATERIALIZED (
         SELECT c.id, c.document_id, c.chunk_index, c.page_start, c.page_end, c.content
         FROM documents_chunk AS c
@@ -180,7 +180,7 @@ FROM hits AS h
 JOIN documents_document AS d ON d.id = h.document_id AND d.account_id = %(account_id)s
 LEFT JOIN v ON v.id = h.id
 LEFT JOIN f ON f.id = h.id
-WHERE d.status <> 'deleting'
+WHERE {VISIBLE_DOCUMENT_SQL}
 """
 
 
@@ -305,8 +305,8 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
     name = tenant_index_name(account_id)
     threshold = int(_setting("SEARCH_TENANT_INDEX_MIN_CHUNKS", TENANT_INDEX_MIN_CHUNKS))
     with account_context(account_id=account_id), connection.cursor() as cursor:
-        cursor.execute("SELECT COALESCE(SUM(chunk_count), 0) FROM documents_document"
-                       " WHERE account_id = %s AND status <> 'deleting'", [account_id])
+        cursor.execute("SELECT COALESCE(SUM(d.chunk_count), 0) FROM documents_document AS d"
+                       f" WHERE d.account_id = %s AND {VISIBLE_DOCUMENT_SQL}", [account_id])
         chunk_count = int(cursor.fetchone()[0])
     concurrent = " CONCURRENTLY" if concurrently else ""
     with connection.cursor() as cursor:
@@ -352,7 +352,7 @@ def tenant_vector_indexes_refresh() -> dict[int, str]:
     """
     threshold = int(_setting("SEARCH_TENANT_INDEX_MIN_CHUNKS", TENANT_INDEX_MIN_CHUNKS))
     with dangerously_bypass_tenancy(reason="search maintenance: accounts near the per-account index threshold"):
-        large = set(Document.all_accounts.exclude(status=Status.DELETING).values("account_id")
+        large = set(Document.all_accounts.visible().values("account_id")
                     .annotate(chunks=Sum("chunk_count")).filter(chunks__gt=threshold // 2)
                     .values_list("account_id", flat=True))
         with connection.cursor() as cursor:
@@ -363,21 +363,21 @@ def tenant_vector_indexes_refresh() -> dict[int, str]:
 
 # --- passages -----------------------------------------------------------------------------
 
-_NEIGHBOURS_SQL = """
+_NEIGHBOURS_SQL = f"""
 SELECT DISTINCT n.id, n.document_id, d.name, n.chunk_index, n.page_start, n.page_end, n.content
 FROM documents_chunk AS h
 JOIN documents_chunk AS n
   ON n.document_id = h.document_id AND n.revision = h.revision AND n.account_id = %(account_id)s
  AND n.chunk_index BETWEEN h.chunk_index - 1 AND h.chunk_index + 1
 JOIN documents_document AS d ON d.id = n.document_id AND d.account_id = %(account_id)s
-WHERE h.id = ANY(%(ids)s::bigint[]) AND h.account_id = %(account_id)s AND d.status <> 'deleting'
+WHERE h.id = ANY(%(ids)s::bigint[]) AND h.account_id = %(account_id)s AND {VISIBLE_DOCUMENT_SQL}
 """
 
-_FIRST_SQL = """
+_FIRST_SQL = f"""
 SELECT c.id, c.document_id, d.name, c.chunk_index, c.page_start, c.page_end, c.content
 FROM documents_chunk AS c
 JOIN documents_document AS d ON d.id = c.document_id AND d.account_id = %(account_id)s
-WHERE c.document_id = %(document_id)s AND c.account_id = %(account_id)s AND d.status <> 'deleting'
+WHERE c.document_id = %(document_id)s AND c.account_id = %(account_id)s AND {VISIBLE_DOCUMENT_SQL}
 ORDER BY c.chunk_index
 LIMIT %(limit)s
 """

@@ -1,14 +1,15 @@
 """Reads of documents and chunks. Every selector takes the account explicitly; a document
-that is being deleted is gone for every reader at once."""
+that is being deleted is gone for every reader at once (`DocumentQuerySet.visible()`)."""
 from __future__ import annotations
 
 from django.db.models import QuerySet
 
-from documents.models import Chunk, Document, ReindexRun, Status
+from documents.errors import DocumentNotFound, ReindexRunNotFound
+from documents.models import Chunk, Document, ReindexRun
 
 
 def document_list(*, account, status: str | None = None, query: str | None = None) -> QuerySet[Document]:
-    documents = Document.objects.for_account(account).exclude(status=Status.DELETING).order_by("-created_at", "-pk")
+    documents = Document.objects.for_account(account).visible().order_by("-created_at", "-pk")
     if status:
         documents = documents.filter(status=status)
     if query:
@@ -16,13 +17,24 @@ def document_list(*, account, status: str | None = None, query: str | None = Non
     return documents
 
 
-def document_get(*, account, document_id) -> Document | None:
-    """The account's document, or None for missing *and* for another account's id."""
+def _id(value) -> int | None:
     try:
-        document_id = int(document_id)
+        return int(value)
     except (TypeError, ValueError):
         return None
-    return document_list(account=account).filter(pk=document_id).first()
+
+
+def document_access_by_id(*, account, document_id) -> Document:
+    """The account's document `document_id`, for any reader (page, API, service).
+
+    Raises DocumentNotFound (404) alike for a missing id, another account's id, a
+    malformed id and a document being deleted: the answer tells nothing about other
+    accounts.
+    """
+    document = Document.objects.for_account(account).visible().filter(pk=_id(document_id)).first()
+    if document is None:
+        raise DocumentNotFound()
+    return document
 
 
 def chunk_list(*, account, document: Document) -> QuerySet[Chunk]:
@@ -30,11 +42,13 @@ def chunk_list(*, account, document: Document) -> QuerySet[Chunk]:
             .order_by("chunk_index").defer("embedding", "search_vector"))
 
 
-def reindex_run_get(*, account, run_id) -> ReindexRun | None:
-    try:
-        return ReindexRun.objects.for_account(account).filter(pk=int(run_id)).first()
-    except (TypeError, ValueError):
-        return None
+def reindex_run_access_by_id(*, account, run_id) -> ReindexRun:
+    """The account's reindex run `run_id`; ReindexRunNotFound (404) alike for a missing id,
+    another account's id and a malformed id."""
+    run = ReindexRun.objects.for_account(account).filter(pk=_id(run_id)).first()
+    if run is None:
+        raise ReindexRunNotFound()
+    return run
 
 
 def reindex_run_current(*, account) -> ReindexRun | None:

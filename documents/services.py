@@ -67,7 +67,7 @@ def document_upload(*, account, actor, upload) -> tuple[Document, bool]:
                                 data_head=_head(upload), size=upload.size, max_bytes=settings.MAX_UPLOAD_BYTES,
                                 open_file=lambda: _reopen(upload))
     sha256 = _sha256(upload)
-    existing = Document.objects.for_account(account).exclude(status=Status.DELETING).filter(sha256=sha256).first()
+    existing = Document.objects.for_account(account).visible().filter(sha256=sha256).first()
     if existing:
         return existing, False
     _require_ingest_credits(account)
@@ -82,7 +82,7 @@ def document_upload(*, account, actor, upload) -> tuple[Document, bool]:
         # NOTE: the same bytes uploaded twice at once: the unique (account, sha256) constraint
         # lets one win; the other returns the winner and removes its stored copy.
         file_delete(stored)
-        return Document.objects.for_account(account).exclude(status=Status.DELETING).get(sha256=sha256), False
+        return Document.objects.for_account(account).visible().get(sha256=sha256), False
     jobs.enqueue_ingest(document)
     return document, True
 
@@ -130,7 +130,7 @@ def account_reindex_start(*, account, actor=None) -> ReindexRun:
     if running:
         return running
     _require_ingest_credits(account)
-    ids = list(Document.objects.for_account(account).exclude(status=Status.DELETING)
+    ids = list(Document.objects.for_account(account).visible()
                .order_by("pk").values_list("pk", flat=True))
     run = ReindexRun.objects.for_account(account).create(
         account=account, embedding_model=settings.EMBEDDING_MODEL, total=len(ids), document_ids=ids,

@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 from billing.errors import BillingError
 from billing.selectors import balance_get, ledger_list
 from documents import selectors, services
-from documents.errors import UploadRejected
+from documents.errors import NotFound, UploadRejected
 from documents.serializers import DocumentSerializer
 
 
@@ -20,11 +20,16 @@ def _account(request):
     return request.account
 
 
+def _found(access, **kwargs):
+    """`access(**kwargs)`, or the 404 page: the same for a missing id and another account's."""
+    try:
+        return access(**kwargs)
+    except NotFound as exc:
+        raise Http404(exc.message) from exc
+
+
 def _document(request, document_id):
-    document = selectors.document_get(account=_account(request), document_id=document_id)
-    if document is None:
-        raise Http404
-    return document
+    return _found(selectors.document_access_by_id, account=_account(request), document_id=document_id)
 
 
 @login_required
@@ -117,9 +122,7 @@ def account_reindex_view(request):
 @login_required
 @require_POST
 def account_reindex_cancel_view(request, run_id: int):
-    run = selectors.reindex_run_get(account=_account(request), run_id=run_id)
-    if run is None:
-        raise Http404
+    run = _found(selectors.reindex_run_access_by_id, account=_account(request), run_id=run_id)
     services.account_reindex_cancel(account=request.account, run=run)
     messages.success(request, "Reindex cancelled.")
     return redirect("documents:knowledge-base")

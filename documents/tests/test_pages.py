@@ -1,11 +1,13 @@
 """Knowledge base pages: upload from the dashboard, live status JSON, the document page,
 delete and reindex, and the 404 another account gets."""
+import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from core.tenancy import account_context
 from accounts.tests.factories import add_member
+from documents.errors import DocumentNotFound
 from documents.models import Document
-from documents.selectors import chunk_list, document_get, document_list, reindex_run_current
+from documents.selectors import chunk_list, document_access_by_id, document_list, reindex_run_current
 
 
 def _upload(client, name="notes.txt", data=b"Our office opens at nine.", json=False):
@@ -104,7 +106,8 @@ def test_selectors_are_scoped_to_the_account(account_a, account_b, fake_llm, run
     run_jobs()
     with account_context(account_b):
         assert list(document_list(account=account_b)) == []
-        assert document_get(account=account_b, document_id=document.pk) is None
+        with pytest.raises(DocumentNotFound):
+            document_access_by_id(account=account_b, document_id=document.pk)
         assert list(chunk_list(account=account_b, document=document)) == []
         assert reindex_run_current(account=account_b) is None
         # Even naming A explicitly while acting for B, the database shows nothing.
