@@ -18,10 +18,6 @@ def membership_list_for_user(*, user: User) -> list[Membership]:
         return list(Membership.all_accounts.filter(user=user).select_related("account").order_by("account__name", "pk"))
 
 
-def membership_for(*, account: Account, user: User) -> Membership | None:
-    return Membership.objects.for_account(account).filter(user=user).first()
-
-
 def member_list(*, account: Account) -> QuerySet[Membership]:
     return Membership.objects.for_account(account).select_related("user").order_by("user__email")
 
