@@ -17,7 +17,7 @@ Paths, decided per search from the account's chunk count (see docs/benchmarks.md
   index `WHERE (account_id + 0) = N`): that index, the query repeating the predicate with
   the account id as a literal so the planner can prove it (a parameter would not match it
   in a generic plan); recall@10 ≥ 0.98 in a few ms for 10,000 chunks, ~40 ms for 100,000
-  (hnsw.ef_search grows with the account, see EF_SEARCH below);
+  (hnsw.ef_search grows with the account, see SEARCH_EF_SEARCH below);
 - larger, without one yet: the table-wide HNSW index with pgvector's iterative scan
   (relaxed order, re-sorted here) so a tenant filter still yields its k rows; the planner
   often prefers the btree and an exact sort there, which is correct but slow.
@@ -39,23 +39,23 @@ from documents.models import VISIBLE_DOCUMENT_SQL, Document
 
 RRF_K = 60
 MIN_CANDIDATES = 40
-# Exact scan costs ~4 µs a row through the btree (20 ms at 5,000 rows on 2 cores); past
-# this an account is served by its own HNSW index (or the table-wide one until it has one).
-EXACT_MAX_CHUNKS = 5_000
-# An account past this many chunks gets a partial HNSW index of its own
-# (ensure_tenant_vector_index); it is dropped again once the account is under half of it.
-TENANT_INDEX_MIN_CHUNKS = 5_000
-TENANT_INDEX_PREFIX = "chunk_embedding_hnsw_a"
-# Memory for building one tenant's index: an HNSW build that outgrows it slows down a lot
-# (~1.7 kB a 384-d chunk, so 512MB holds ~250k chunks).
-TENANT_INDEX_BUILD_MEMORY = "512MB"
-# hnsw.ef_search grows with the account: chunk_count / EF_SEARCH_CHUNKS_PER_STEP, within
-# [SEARCH_EF_SEARCH, SEARCH_EF_SEARCH_MAX]. Measured on 384-d clustered data (docs/benchmarks.md):
-# a 10,000-chunk account has recall@10 0.985 at 100; a 100,000-chunk one 0.73 at 100, 0.92
-# at 400, 0.99 at 1,000 (pgvector's maximum), at ~40 ms on 2 shared cores.
-EF_SEARCH = 100
-EF_SEARCH_MAX = 1000
+# The settings that tune the paths (config/settings.py, read from the environment):
+# - SEARCH_EXACT_MAX_CHUNKS (5,000): exact scan costs ~4 µs a row through the btree (20 ms
+#   at 5,000 rows on 2 cores); past this an account is served by its own HNSW index (or
+#   the table-wide one until it has one).
+# - SEARCH_TENANT_INDEX_MIN_CHUNKS (5,000): an account past this many chunks gets a partial
+#   HNSW index of its own (ensure_tenant_vector_index); it is dropped again once the account
+#   is under half of it.
+# - SEARCH_TENANT_INDEX_BUILD_MEMORY ("512MB"): memory for building one tenant's index; an
+#   HNSW build that outgrows it slows down a lot (~1.7 kB a 384-d chunk, so 512MB holds
+#   ~250k chunks).
+# - SEARCH_EF_SEARCH (100), SEARCH_EF_SEARCH_MAX (1,000): hnsw.ef_search grows with the
+#   account, chunk_count / EF_SEARCH_CHUNKS_PER_STEP, within these bounds. Measured on 384-d
+#   clustered data (docs/benchmarks.md): a 10,000-chunk account has recall@10 0.985 at 100;
+#   a 100,000-chunk one 0.73 at 100, 0.92 at 400, 0.99 at 1,000 (pgvector's maximum), at
+#   ~40 ms on 2 shared cores.
 EF_SEARCH_CHUNKS_PER_STEP = 100
+TENANT_INDEX_PREFIX = "chunk_embedding_hnsw_a"
 # Overlap between consecutive chunks is at most CHUNK_OVERLAP (200) characters; a shorter
 # common piece than this is a coincidence (a full stop, a space), not an overlap.
 MIN_OVERLAP = 12
@@ -184,14 +184,10 @@ WHERE {VISIBLE_DOCUMENT_SQL}
 """
 
 
-def _setting(name: str, default):
-    return getattr(settings, name, default)
-
-
 def search_path_for(chunk_count: int, *, tenant_index: bool = False) -> str:
     """"exact", "tenant_hnsw" or "hnsw" for an account of `chunk_count` chunks that has (or
     has not) a valid HNSW index of its own."""
-    if chunk_count <= _setting("SEARCH_EXACT_MAX_CHUNKS", EXACT_MAX_CHUNKS):
+    if chunk_count <= settings.SEARCH_EXACT_MAX_CHUNKS:
         return "exact"
     return "tenant_hnsw" if tenant_index else "hnsw"
 
@@ -226,8 +222,8 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
     threshold = settings.RAG_MATCH_THRESHOLD if threshold is None else threshold
     candidates = max(4 * top_k, MIN_CANDIDATES)
     params = {"account_id": account_id, "query": query or "", "candidates": candidates,
-              "ef_search": int(_setting("SEARCH_EF_SEARCH", EF_SEARCH)),
-              "ef_max": int(_setting("SEARCH_EF_SEARCH_MAX", EF_SEARCH_MAX)), "ef_step": EF_SEARCH_CHUNKS_PER_STEP,
+              "ef_search": settings.SEARCH_EF_SEARCH,
+              "ef_max": settings.SEARCH_EF_SEARCH_MAX, "ef_step": EF_SEARCH_CHUNKS_PER_STEP,
               "tenant_index": tenant_index_name(account_id),
               "vector": _vector_literal(query_vector) if mode != "fulltext" else None}
     with connection.cursor() as cursor:
@@ -303,7 +299,7 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
     if concurrently and connection.in_atomic_block:
         raise RuntimeError("ensure_tenant_vector_index(concurrently=True) must run outside a transaction")
     name = tenant_index_name(account_id)
-    threshold = int(_setting("SEARCH_TENANT_INDEX_MIN_CHUNKS", TENANT_INDEX_MIN_CHUNKS))
+    threshold = settings.SEARCH_TENANT_INDEX_MIN_CHUNKS
     with account_context(account_id=account_id), connection.cursor() as cursor:
         cursor.execute("SELECT COALESCE(SUM(d.chunk_count), 0) FROM documents_document AS d"
                        f" WHERE d.account_id = %s AND {VISIBLE_DOCUMENT_SQL}", [account_id])
@@ -326,7 +322,7 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
                 cursor.execute("SELECT current_setting('maintenance_work_mem')")
                 memory = cursor.fetchone()[0]
                 cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)",
-                               [_setting("SEARCH_TENANT_INDEX_BUILD_MEMORY", TENANT_INDEX_BUILD_MEMORY)])
+                               [settings.SEARCH_TENANT_INDEX_BUILD_MEMORY])
                 try:
                     cursor.execute(f"CREATE INDEX{concurrent} IF NOT EXISTS {name} ON documents_chunk"
                                    f" USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
@@ -350,7 +346,7 @@ def tenant_vector_indexes_refresh() -> dict[int, str]:
     Runs outside any transaction, so indexes are built CONCURRENTLY (search and ingestion
     carry on meanwhile).
     """
-    threshold = int(_setting("SEARCH_TENANT_INDEX_MIN_CHUNKS", TENANT_INDEX_MIN_CHUNKS))
+    threshold = settings.SEARCH_TENANT_INDEX_MIN_CHUNKS
     with dangerously_bypass_tenancy(reason="search maintenance: accounts near the per-account index threshold"):
         large = set(Document.all_accounts.visible().values("account_id")
                     .annotate(chunks=Sum("chunk_count")).filter(chunks__gt=threshold // 2)
