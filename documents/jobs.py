@@ -19,7 +19,7 @@ from rq import Retry
 from core.tenancy import account_context, dangerously_bypass_tenancy
 from documents import ingestion
 from documents.models import Document, ReindexRun, Status
-from documents.search import tenant_vector_indexes_refresh
+from documents.search.maintenance import tenant_vector_indexes_refresh
 
 logger = logging.getLogger("groundwork.documents")
 

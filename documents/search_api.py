@@ -12,7 +12,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from documents.search import search_for_query
+from documents.search.query import search_for_query
 
 
 class SearchRequestSerializer(serializers.Serializer):

@@ -1,3 +1,20 @@
-"""Search over an account's chunks (being split into query / passages / maintenance)."""
-from documents.search.query import *  # noqa: F401,F403
-from documents.search.query import __all__  # noqa: F401
+"""Search over an account's chunks, in three parts:
+
+- query.py: hybrid search (vector + full text, reciprocal rank fusion, threshold, top_k)
+  and `search_for_query`, the service the API and the agent call;
+- passages.py: neighbour expansion, a document's first chunks, passages grouped by document;
+- maintenance.py: per-account HNSW indexes and the refresh the cron job runs.
+
+The names callers use are re-exported here.
+"""
+from documents.search.maintenance import (
+    ensure_tenant_vector_index,
+    tenant_index_name,
+    tenant_vector_indexes_refresh,
+)
+from documents.search.passages import Passage, expand_passages, first_chunks, merge_overlap
+from documents.search.query import Hit, hybrid_search, search_for_query, search_path_for
+
+__all__ = ["Hit", "Passage", "hybrid_search", "expand_passages", "first_chunks", "search_for_query",
+           "merge_overlap", "search_path_for", "tenant_index_name", "ensure_tenant_vector_index",
+           "tenant_vector_indexes_refresh"]

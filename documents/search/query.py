@@ -1,23 +1,23 @@
 """Hybrid retrieval inside one account: pgvector + PostgreSQL full text, fused by RRF.
 
-Guarantees of every function here:
+Guarantees of every search function (here and in passages.py):
 - it runs inside the caller's `account_context(account)` and refuses to run outside it
   (RLS confines the database to that account), and it also filters by the account in
   every query itself: both locks;
-- chunks of a `deleting` document are never returned; a document's chunks are always one
-  published revision (ingestion swaps them in one transaction), so what is found is the
-  current text while a reindex is still running;
+- chunks of a `deleting` document are never returned (VISIBLE_DOCUMENT_SQL); a
+  document's chunks are always one published revision (ingestion swaps them in one
+  transaction), so what is found is the current text while a reindex is still running;
 - the number of queries is fixed (two for a search, one for an expansion), whatever top_k.
 
 Paths, decided per search from the account's chunk count (see docs/benchmarks.md,
 "Search at scale"):
 - up to `SEARCH_EXACT_MAX_CHUNKS` chunks: exact, through the account_id btree (recall 1.0,
   a few ms: ~4 µs a row);
-- larger, with a valid HNSW index of its own (`ensure_tenant_vector_index()`, a partial
-  index `WHERE (account_id + 0) = N`): that index, the query repeating the predicate with
-  the account id as a literal so the planner can prove it (a parameter would not match it
-  in a generic plan); recall@10 ≥ 0.98 in a few ms for 10,000 chunks, ~40 ms for 100,000
-  (hnsw.ef_search grows with the account, see SEARCH_EF_SEARCH below);
+- larger, with a valid HNSW index of its own (maintenance.ensure_tenant_vector_index(), a
+  partial index `WHERE (account_id + 0) = N`): that index, the query repeating the
+  predicate with the account id as a literal so the planner can prove it (a parameter
+  would not match it in a generic plan); recall@10 ≥ 0.98 in a few ms for 10,000 chunks,
+  ~40 ms for 100,000 (hnsw.ef_search grows with the account, see SEARCH_EF_SEARCH below);
 - larger, without one yet: the table-wide HNSW index with pgvector's iterative scan
   (relaxed order, re-sorted here) so a tenant filter still yields its k rows; the planner
   often prefers the btree and an exact sort there, which is correct but slow.
@@ -27,15 +27,17 @@ index usable under RLS.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import groupby
 
 import numpy as np
 from django.conf import settings
 from django.db import connection
-from django.db.models import Sum
 
-from core.tenancy import UnscopedQueryError, account_context, current_account_id, dangerously_bypass_tenancy
-from documents.models import VISIBLE_DOCUMENT_SQL, Document
+from core.tenancy import UnscopedQueryError, current_account_id
+from billing.models import Kind
+from billing.services import credits_debit
+from documents.models import VISIBLE_DOCUMENT_SQL
+from documents.search.maintenance import tenant_index_name
+from llm import client as llm
 
 RRF_K = 60
 MIN_CANDIDATES = 40
@@ -43,22 +45,12 @@ MIN_CANDIDATES = 40
 # - SEARCH_EXACT_MAX_CHUNKS (5,000): exact scan costs ~4 µs a row through the btree (20 ms
 #   at 5,000 rows on 2 cores); past this an account is served by its own HNSW index (or
 #   the table-wide one until it has one).
-# - SEARCH_TENANT_INDEX_MIN_CHUNKS (5,000): an account past this many chunks gets a partial
-#   HNSW index of its own (ensure_tenant_vector_index); it is dropped again once the account
-#   is under half of it.
-# - SEARCH_TENANT_INDEX_BUILD_MEMORY ("512MB"): memory for building one tenant's index; an
-#   HNSW build that outgrows it slows down a lot (~1.7 kB a 384-d chunk, so 512MB holds
-#   ~250k chunks).
 # - SEARCH_EF_SEARCH (100), SEARCH_EF_SEARCH_MAX (1,000): hnsw.ef_search grows with the
 #   account, chunk_count / EF_SEARCH_CHUNKS_PER_STEP, within these bounds. Measured on 384-d
 #   clustered data (docs/benchmarks.md): a 10,000-chunk account has recall@10 0.985 at 100;
 #   a 100,000-chunk one 0.73 at 100, 0.92 at 400, 0.99 at 1,000 (pgvector's maximum), at
 #   ~40 ms on 2 shared cores.
 EF_SEARCH_CHUNKS_PER_STEP = 100
-TENANT_INDEX_PREFIX = "chunk_embedding_hnsw_a"
-# Overlap between consecutive chunks is at most CHUNK_OVERLAP (200) characters; a shorter
-# common piece than this is a coincidence (a full stop, a space), not an overlap.
-MIN_OVERLAP = 12
 MODES = ("hybrid", "vector", "fulltext")
 
 
@@ -77,23 +69,9 @@ class Hit:
     text: str
 
 
-@dataclass(frozen=True)
-class Passage:
-    """Hits expanded with their neighbours, adjacent pieces of one document merged."""
-
-    document_id: int
-    document_name: str
-    chunk_start: int
-    chunk_end: int
-    pages: tuple[int, int] | None
-    score: float
-    text: str
-    chunk_ids: tuple[int, ...]
-
-
 # --- guards -------------------------------------------------------------------------------
 
-def _account_id(account) -> int:
+def account_id_in_context(account) -> int:
     """The account's id, if and only if the caller's context is that account."""
     account_id = getattr(account, "pk", account)
     if not account_id:
@@ -192,11 +170,6 @@ def search_path_for(chunk_count: int, *, tenant_index: bool = False) -> str:
     return "tenant_hnsw" if tenant_index else "hnsw"
 
 
-def tenant_index_name(account_id: int) -> str:
-    """The name of the account's own partial HNSW index."""
-    return f"{TENANT_INDEX_PREFIX}{int(account_id)}"
-
-
 def _vector_sql(path: str, account_id: int) -> str:
     if path == "exact":
         return _VECTOR_EXACT
@@ -217,7 +190,7 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
-    account_id = _account_id(account)
+    account_id = account_id_in_context(account)
     top_k = top_k or settings.RAG_TOP_K
     threshold = settings.RAG_MATCH_THRESHOLD if threshold is None else threshold
     candidates = max(4 * top_k, MIN_CANDIDATES)
@@ -267,192 +240,6 @@ def _fuse(rows, *, top_k: int, threshold: float) -> list[Hit]:
     return hits[:top_k]
 
 
-# --- per-account vector indexes ------------------------------------------------------------
-
-_INDEX_STATE_SQL = """
-SELECT i.indisvalid AND i.indisready FROM pg_catalog.pg_index AS i WHERE i.indexrelid = to_regclass(%s)
-"""
-
-
-def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) -> str:
-    """Give a large account a partial HNSW index of its own, or take it away from a small one.
-
-    An account of more than `SEARCH_TENANT_INDEX_MIN_CHUNKS` chunks (documents not being
-    deleted) gets `chunk_embedding_hnsw_a<id>`, `USING hnsw (embedding vector_cosine_ops)
-    WHERE (account_id + 0) = <id>` (m=16, ef_construction=64, as the table-wide index; the
-    predicate's form is the one `_VECTOR_TENANT_HNSW` repeats); an account
-    under half of that (or deleted) loses it. Idempotent and cheap when nothing changes:
-    call it after an account's documents are published or deleted, or from a periodic job.
-
-    `concurrently` (the default) builds with CREATE INDEX CONCURRENTLY, which does not block
-    ingestion or search but cannot run inside a transaction: call it outside any atomic
-    block. A build left invalid by a crash is dropped and rebuilt on the next call. Two
-    callers for one account do not race: a session advisory lock per account makes the
-    second return "busy". The connection's role must own documents_chunk (the app role
-    does: it runs the migrations).
-
-    Returns "created", "exists", "dropped", "absent" (small account, no index) or "busy".
-    """
-    account_id = int(account_id)
-    if account_id <= 0:
-        raise ValueError("account_id must be a positive integer")
-    if concurrently and connection.in_atomic_block:
-        raise RuntimeError("ensure_tenant_vector_index(concurrently=True) must run outside a transaction")
-    name = tenant_index_name(account_id)
-    threshold = settings.SEARCH_TENANT_INDEX_MIN_CHUNKS
-    with account_context(account_id=account_id), connection.cursor() as cursor:
-        cursor.execute("SELECT COALESCE(SUM(d.chunk_count), 0) FROM documents_document AS d"
-                       f" WHERE d.account_id = %s AND {VISIBLE_DOCUMENT_SQL}", [account_id])
-        chunk_count = int(cursor.fetchone()[0])
-    concurrent = " CONCURRENTLY" if concurrently else ""
-    with connection.cursor() as cursor:
-        # Key space 0x6777 ("gw") for this lock; the account id is the second key.
-        cursor.execute("SELECT pg_try_advisory_lock(26487, %s)", [account_id])
-        if not cursor.fetchone()[0]:
-            return "busy"
-        try:
-            cursor.execute(_INDEX_STATE_SQL, [name])
-            row = cursor.fetchone()
-            state = None if row is None else bool(row[0])
-            if chunk_count > threshold:
-                if state:
-                    return "exists"
-                if state is False:  # left invalid by an interrupted concurrent build
-                    cursor.execute(f"DROP INDEX{concurrent} IF EXISTS {name}")
-                cursor.execute("SELECT current_setting('maintenance_work_mem')")
-                memory = cursor.fetchone()[0]
-                cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)",
-                               [settings.SEARCH_TENANT_INDEX_BUILD_MEMORY])
-                try:
-                    cursor.execute(f"CREATE INDEX{concurrent} IF NOT EXISTS {name} ON documents_chunk"
-                                   f" USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
-                                   f" WHERE (account_id + 0) = {account_id:d}")
-                finally:
-                    cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)", [memory])
-                return "created"
-            if state is not None and (chunk_count < threshold // 2 or state is False):
-                cursor.execute(f"DROP INDEX{concurrent} IF EXISTS {name}")
-                return "dropped"
-            return "exists" if state else "absent"
-        finally:
-            cursor.execute("SELECT pg_advisory_unlock(26487, %s)", [account_id])
-
-
-
-def tenant_vector_indexes_refresh() -> dict[int, str]:
-    """Run `ensure_tenant_vector_index()` for every account near or past the threshold and
-    every account that has an index; returns {account_id: outcome}.
-
-    Runs outside any transaction, so indexes are built CONCURRENTLY (search and ingestion
-    carry on meanwhile).
-    """
-    threshold = settings.SEARCH_TENANT_INDEX_MIN_CHUNKS
-    with dangerously_bypass_tenancy(reason="search maintenance: accounts near the per-account index threshold"):
-        large = set(Document.all_accounts.visible().values("account_id")
-                    .annotate(chunks=Sum("chunk_count")).filter(chunks__gt=threshold // 2)
-                    .values_list("account_id", flat=True))
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'documents_chunk'"
-                           " AND indexname LIKE %s", [TENANT_INDEX_PREFIX + "%"])
-            indexed = {int(name[len(TENANT_INDEX_PREFIX):]) for (name,) in cursor.fetchall()}
-    return {account_id: ensure_tenant_vector_index(account_id) for account_id in sorted(large | indexed)}
-
-# --- passages -----------------------------------------------------------------------------
-
-_NEIGHBOURS_SQL = f"""
-SELECT DISTINCT n.id, n.document_id, d.name, n.chunk_index, n.page_start, n.page_end, n.content
-FROM documents_chunk AS h
-JOIN documents_chunk AS n
-  ON n.document_id = h.document_id AND n.revision = h.revision AND n.account_id = %(account_id)s
- AND n.chunk_index BETWEEN h.chunk_index - 1 AND h.chunk_index + 1
-JOIN documents_document AS d ON d.id = n.document_id AND d.account_id = %(account_id)s
-WHERE h.id = ANY(%(ids)s::bigint[]) AND h.account_id = %(account_id)s AND {VISIBLE_DOCUMENT_SQL}
-"""
-
-_FIRST_SQL = f"""
-SELECT c.id, c.document_id, d.name, c.chunk_index, c.page_start, c.page_end, c.content
-FROM documents_chunk AS c
-JOIN documents_document AS d ON d.id = c.document_id AND d.account_id = %(account_id)s
-WHERE c.document_id = %(document_id)s AND c.account_id = %(account_id)s AND {VISIBLE_DOCUMENT_SQL}
-ORDER BY c.chunk_index
-LIMIT %(limit)s
-"""
-
-
-def merge_overlap(left: str, right: str, *, max_overlap: int | None = None) -> str:
-    """`left` followed by `right` without the text they share: consecutive chunks repeat up
-    to CHUNK_OVERLAP characters of `left`'s end at `right`'s start. With no such overlap
-    (the chunker started fresh at a section break) they are joined by a newline."""
-    limit = min(len(left), len(right), (max_overlap or settings.CHUNK_OVERLAP) * 2)
-    for size in range(limit, MIN_OVERLAP - 1, -1):
-        if left.endswith(right[:size]):
-            return left + right[size:]
-    return left.rstrip() + "\n" + right.lstrip()
-
-
-def _passages(rows, scores: dict[int, float]) -> list[Passage]:
-    """Merge rows (chunk fields) of consecutive chunk_index per document into passages."""
-    rows = sorted(set(rows), key=lambda r: (r[1], r[3]))
-    passages = []
-    for _document_id, doc_rows in groupby(rows, key=lambda r: r[1]):
-        doc_rows = list(doc_rows)
-        run = [doc_rows[0]]
-        for row in doc_rows[1:]:
-            if row[3] == run[-1][3] + 1:
-                run.append(row)
-            else:
-                passages.append(_passage(run, scores))
-                run = [row]
-        passages.append(_passage(run, scores))
-    return passages
-
-
-def _passage(run, scores: dict[int, float]) -> Passage:
-    text = run[0][6]
-    for row in run[1:]:
-        text = merge_overlap(text, row[6])
-    starts = [r[4] for r in run if r[4] is not None]
-    ends = [r[5] for r in run if r[5] is not None]
-    return Passage(document_id=run[0][1], document_name=run[0][2], chunk_start=run[0][3], chunk_end=run[-1][3],
-                   pages=(min(starts), max(ends)) if starts and ends else None,
-                   score=max((scores.get(r[0], 0.0) for r in run), default=0.0),
-                   text=text, chunk_ids=tuple(r[0] for r in run))
-
-
-def expand_passages(*, account, hits: list[Hit]) -> list[Passage]:
-    """Each hit with its previous and next chunk (same document and revision), overlapping or
-    adjacent pieces of a document merged into one passage without repeating the overlap.
-
-    Ordered by document (best hit first), then by chunk_index within the document. A
-    passage's score is its best hit's. One query.
-    """
-    account_id = _account_id(account)
-    if not hits:
-        return []
-    with connection.cursor() as cursor:
-        cursor.execute(_NEIGHBOURS_SQL, {"account_id": account_id, "ids": [h.chunk_id for h in hits]})
-        rows = cursor.fetchall()
-    scores = {h.chunk_id: h.score for h in hits}
-    best: dict[int, float] = {}
-    for hit in hits:
-        best[hit.document_id] = max(best.get(hit.document_id, 0.0), hit.score)
-    passages = _passages(rows, scores)
-    order = {doc: i for i, doc in enumerate(sorted(best, key=lambda d: (-best[d], d)))}
-    passages.sort(key=lambda p: (order.get(p.document_id, len(order)), p.chunk_start))
-    return passages
-
-
-def first_chunks(*, account, document, limit: int = 15) -> list[Passage]:
-    """The first `limit` chunks of `document` (for "summarize <document>"), merged into one
-    passage per consecutive run (normally one). Empty for a deleting or foreign document."""
-    account_id = _account_id(account)
-    with connection.cursor() as cursor:
-        cursor.execute(_FIRST_SQL, {"account_id": account_id, "document_id": getattr(document, "pk", document),
-                                    "limit": max(1, int(limit))})
-        rows = cursor.fetchall()
-    return _passages(rows, {}) if rows else []
-
-
 # --- the service the API and the agent call -----------------------------------------------
 
 def search_for_query(*, account, query: str, top_k: int | None = None, key: str) -> list[Hit]:
@@ -461,17 +248,8 @@ def search_for_query(*, account, query: str, top_k: int | None = None, key: str)
     The debit happens before retrieval: InsufficientCredits (or a provider error) aborts
     with nothing retrieved. Like ingestion, at least one credit is charged per call.
     """
-    from billing.models import Kind
-    from billing.services import credits_debit
-    from llm import client as llm
-
-    _account_id(account)
+    account_id_in_context(account)
     embedding = llm.with_retries(lambda: llm.embed([query]), tries=2, first_delay=0.2)
     credits_debit(account=account, tokens=max(embedding.total_tokens, 1), key=key, kind=Kind.EMBEDDING,
                   model=embedding.model, provider=embedding.provider, reference="search")
     return hybrid_search(account=account, query=query, query_vector=embedding.vectors[0], top_k=top_k)
-
-
-__all__ = ["Hit", "Passage", "hybrid_search", "expand_passages", "first_chunks", "search_for_query",
-           "merge_overlap", "search_path_for", "tenant_index_name", "ensure_tenant_vector_index",
-           "tenant_vector_indexes_refresh"]

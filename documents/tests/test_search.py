@@ -262,7 +262,7 @@ def test_insufficient_credits_aborts_before_retrieval(library, account_a, monkey
     with account_context(account_a):  # spend all but 2 credits, through the ledger
         credits_debit(account=account_a, tokens=balance_get(account=account_a) - 2, key="drain", kind="chat")
     called = []
-    monkeypatch.setattr("documents.search.hybrid_search", lambda **kw: called.append(kw) or [])
+    monkeypatch.setattr("documents.search.query.hybrid_search", lambda **kw: called.append(kw) or [])
     with account_context(account_a), pytest.raises(InsufficientCredits):
         search_for_query(account=account_a, query="how many paid holiday days", key="search:test-2")
     assert called == []
