@@ -141,7 +141,7 @@ def _evaluate(account, questions: list[dict], texts: list[str], *, modes=("vecto
 
 def run() -> dict:
     from bench.ingestion import LocalModels
-    from documents import search
+    from documents.search import query as search
 
     questions = [json.loads(line) for line in (EVAL_DIR / "python_faq.jsonl").read_text().splitlines() if line.strip()]
     files = _corpus()
