@@ -85,14 +85,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content, **kwargs):
         kind = content.get("type") if isinstance(content, dict) else None
         if kind == "chat.cancel":
-            if self.generation and not self.generation.done():
+            if self._answering():
                 self.run.cancel()  # also while the turn is still being prepared
             return
         if kind != "chat.message":
             await self._error(ChatError("bad_request", 'Send {"type": "chat.message", "message": "…"} '
                                                        'or {"type": "chat.cancel"}.'))
             return
-        if self.generation and not self.generation.done():
+        if self._answering():
             await self._error(ChatError("bad_request", "An answer is still being written: wait for it, or send "
                                                        "chat.cancel first."))
             return
@@ -110,6 +110,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _error(self, error: ChatError):
         await self.send_json(error_frame(error))
+
+    def _answering(self) -> bool:
+        """A turn is under way until its chat.done or chat.error is out (its task may still
+        be tidying up its thread after that; the turn is settled by then)."""
+        return self.run is not None and self.run.done is None and self.run.error is None and (
+            self.generation is not None and not self.generation.done())
 
     async def _relay(self, run: TurnRun):
         async for frame in run.aframes():

@@ -3,18 +3,17 @@
 The OS environment wins over an optional `.env` file. No secret has a production
 default: with DEBUG off, SECRET_KEY must be set and cookies/HSTS/hosts are locked down.
 """
-import os
 from pathlib import Path
 from urllib.parse import unquote
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
+from config.embedded import load_dotenv
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
-_ENV_FILE = Path(os.environ.get("GROUNDWORK_ENV_FILE", BASE_DIR / ".env"))
-if _ENV_FILE.exists():
-    environ.Env.read_env(_ENV_FILE, overwrite=False)
+load_dotenv()
 
 DEBUG = env.bool("DEBUG", default=False)
 TESTING = env.bool("GROUNDWORK_TESTING", default=False)

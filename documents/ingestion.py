@@ -25,7 +25,7 @@ from llm.tokens import count_tokens
 
 logger = logging.getLogger("groundwork.documents")
 
-BATCH_SIZE = 96
+BATCH_SIZE = llm.EMBEDDING_BATCH_LIMIT  # one embedding request per batch
 MAX_ATTEMPTS = 3
 
 

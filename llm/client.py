@@ -70,7 +70,7 @@ def _classify(exc: Exception) -> ProviderError:
 
 
 def embed(texts: list[str], *, model: str | None = None) -> Embeddings:
-    """Embed up to 96 texts in one request. Checks count and dimension of what comes back."""
+    """Embed up to EMBEDDING_BATCH_LIMIT texts in one request. Checks count and dimension of what comes back."""
     if not texts or len(texts) > EMBEDDING_BATCH_LIMIT:
         raise ValueError(f"embed() takes 1-{EMBEDDING_BATCH_LIMIT} texts, got {len(texts)}")
     model = model or settings.EMBEDDING_MODEL
