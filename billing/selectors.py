@@ -3,16 +3,32 @@ from __future__ import annotations
 
 import datetime as dt
 
+from django.conf import settings
 from django.db.models import QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
+from billing.errors import InsufficientCredits
 from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus
 
 
 def balance_get(*, account) -> int:
     row = AccountBalance.objects.for_account(account).values_list("balance", flat=True).first()
     return row or 0
+
+
+def credits_require(*, account, needed: int) -> int:
+    """The balance, or InsufficientCredits when it is below `needed`."""
+    balance = balance_get(account=account)
+    if balance < needed:
+        raise InsufficientCredits(needed=needed, balance=balance)
+    return balance
+
+
+def ingest_credits_require(*, account, estimate: int = 0) -> int:
+    """Ingestion starts only with MIN_CREDITS_TO_INGEST in hand, and embeds only when the
+    balance also covers the estimate of the whole document (`estimate`, in tokens)."""
+    return credits_require(account=account, needed=max(settings.MIN_CREDITS_TO_INGEST, estimate))
 
 
 def ledger_list(*, account, kind: str | None = None) -> QuerySet[CreditLedgerEntry]:

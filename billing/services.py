@@ -16,6 +16,7 @@ from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldSt
 
 SPEND_KINDS = {Kind.EMBEDDING, Kind.CHAT}
 GRANT_KINDS = {Kind.GRANT, Kind.SIGNUP, Kind.REFUND, Kind.ADJUSTMENT}
+MIN_CREDITS_PER_CALL = 1  # a provider call that reports 0 tokens still costs one credit
 
 
 def _lock_balance(account: Account) -> AccountBalance:
@@ -88,8 +89,11 @@ def credits_grant(*, account: Account, amount: int, reason: str, key: str | None
 @transaction.atomic
 def credits_debit(*, account: Account, tokens: int, key: str, kind: str, model: str = "", provider: str = "",
                   reference: str = "", metadata: dict | None = None) -> CreditLedgerEntry:
-    """Charge provider-reported tokens 1:1, all or nothing: InsufficientCredits writes nothing."""
-    tokens = _positive(tokens, "Tokens")
+    """Charge provider-reported tokens 1:1 (at least MIN_CREDITS_PER_CALL per call), all or
+    nothing: InsufficientCredits writes nothing."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+        raise BillingError("invalid_amount", f"Tokens must be a whole number, zero or more (got {tokens!r}).")
+    tokens = max(tokens, MIN_CREDITS_PER_CALL)
     if kind not in SPEND_KINDS:
         raise BillingError("invalid_kind", f"{kind} is not a kind of spending.")
     key = _key(key)

@@ -1,29 +1,26 @@
 """The credits page: balance, a daily usage chart (server-rendered SVG) and the ledger."""
 from __future__ import annotations
 
-import re
-
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import render
 from django.urls import reverse
 
-from billing import dashboard
+from billing import dashboard, references
 from billing.models import Kind
 from billing.selectors import balance_get
 
 ENTRIES_PER_PAGE = 25
-_DOCUMENT_REF = re.compile(r"^document:(\d+):")
-_CONVERSATION_REF = re.compile(r"^conversation:(\d+)$")
 
 
 def _reference_link(reference: str) -> str | None:
     """Where a ledger reference points in the dashboard, when it names a page."""
-    if match := _DOCUMENT_REF.match(reference or ""):
-        return reverse("documents:document", args=[int(match.group(1))])
-    if match := _CONVERSATION_REF.match(reference or ""):
-        return reverse("chat:conversation", args=[int(match.group(1))])
+    parsed = references.parse(reference)
+    if parsed.kind == "document":
+        return reverse("documents:document", args=[parsed.id])
+    if parsed.kind == "conversation":
+        return reverse("chat:conversation", args=[parsed.id])
     return None
 
 

@@ -11,9 +11,10 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from core.tenancy import account_context
+from billing import references
 from billing.errors import InsufficientCredits
 from billing.models import Kind
-from billing.selectors import balance_get
+from billing.selectors import ingest_credits_require
 from billing.services import credits_debit
 from documents.chunking import chunk_document, embedding_text
 from documents.errors import IngestionError
@@ -87,9 +88,7 @@ def _check_dimensions() -> None:
 def _parse_and_chunk(document: Document):
     _check_dimensions()
     with account_context(account_id=document.account_id):
-        if balance_get(account=document.account_id) < settings.MIN_CREDITS_TO_INGEST:
-            raise InsufficientCredits(needed=settings.MIN_CREDITS_TO_INGEST,
-                                      balance=balance_get(account=document.account_id))
+        ingest_credits_require(account=document.account_id)
     with local_copy(document.file.name) as path:
         parsed = parse_in_sandbox(path, document.kind, timeout_s=settings.PARSE_TIMEOUT_SECONDS,
                                   memory_mb=settings.PARSE_MEMORY_MB, filename=document.name)
@@ -113,11 +112,8 @@ def _batch_count(n: int) -> int:
 
 def _check_credits(document: Document, drafts) -> None:
     """Refuse before embedding anything when the estimate already exceeds the balance."""
-    estimate = sum(d.token_count for d in drafts)
     with account_context(account_id=document.account_id):
-        balance = balance_get(account=document.account_id)
-    if balance < estimate:
-        raise InsufficientCredits(needed=estimate, balance=balance)
+        ingest_credits_require(account=document.account_id, estimate=sum(d.token_count for d in drafts))
 
 
 def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
@@ -166,9 +162,9 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
         current = Document.objects.for_account(account_id).select_for_update().filter(pk=document.pk).first()
         if current is None or current.revision != document.revision or current.status != Status.PROCESSING:
             return  # deleted or superseded meanwhile: the newer job publishes
-        entry = credits_debit(account=account_id, tokens=max(tokens, 1), key=f"ingest:{document.pk}:{document.revision}",
+        entry = credits_debit(account=account_id, tokens=tokens, key=f"ingest:{document.pk}:{document.revision}",
                               kind=Kind.EMBEDDING, model=batches[0].model, provider=batches[0].provider,
-                              reference=f"document:{document.pk}:rev{document.revision}")
+                              reference=references.document(document.pk, document.revision))
         chunks = Chunk.objects.for_account(account_id)
         chunks.filter(document=current).delete()
         ids = _reserve_chunk_ids(len(drafts))

@@ -8,8 +8,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from billing.errors import InsufficientCredits
-from billing.selectors import balance_get
+from billing.selectors import ingest_credits_require
 from documents import jobs
 from documents.errors import UploadRejected
 from documents.models import Document, ReindexRun, Status
@@ -32,12 +31,6 @@ def _head(upload) -> bytes:
     head = upload.read(HEAD_BYTES)
     upload.seek(0)
     return head
-
-
-def _require_ingest_credits(account) -> None:
-    balance = balance_get(account=account)
-    if balance < settings.MIN_CREDITS_TO_INGEST:
-        raise InsufficientCredits(needed=settings.MIN_CREDITS_TO_INGEST, balance=balance)
 
 
 MULTIPART_OVERHEAD = 64 * 1024
@@ -70,7 +63,7 @@ def document_upload(*, account, actor, upload) -> tuple[Document, bool]:
     existing = Document.objects.for_account(account).visible().filter(sha256=sha256).first()
     if existing:
         return existing, False
-    _require_ingest_credits(account)
+    ingest_credits_require(account=account)
     extension = os.path.splitext(validated.safe_name)[1].lower()
     stored = file_save(path=document_path(account_id=account.pk, extension=extension), content=upload)
     try:
@@ -110,7 +103,7 @@ def document_reindex(*, account, document: Document) -> Document:
     document = Document.objects.for_account(account).select_for_update().get(pk=document.pk)
     if document.status == Status.DELETING:
         return document
-    _require_ingest_credits(account)
+    ingest_credits_require(account=account)
     document.revision += 1
     document.status = Status.PENDING
     document.error = document.error_code = ""
@@ -129,7 +122,7 @@ def account_reindex_start(*, account, actor=None) -> ReindexRun:
         status=ReindexRun.RunStatus.RUNNING).first()
     if running:
         return running
-    _require_ingest_credits(account)
+    ingest_credits_require(account=account)
     ids = list(Document.objects.for_account(account).visible()
                .order_by("pk").values_list("pk", flat=True))
     run = ReindexRun.objects.for_account(account).create(

@@ -7,6 +7,7 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from billing import references
 from billing.errors import BillingError
 from billing.selectors import balance_get, ledger_list
 from documents import selectors, services
@@ -80,7 +81,7 @@ def document_view(request, document_id: int):
     account = _account(request)
     document = _document(request, document_id)
     chunks = selectors.chunk_list(account=account, document=document)
-    charges = ledger_list(account=account).filter(reference__startswith=f"document:{document.pk}:")
+    charges = ledger_list(account=account).filter(reference__startswith=references.document_prefix(document.pk))
     return render(request, "documents/document.html", {
         "document": document, "chunks": chunks, "charges": charges,
         "highlight": request.GET.get("chunk"),

@@ -8,7 +8,8 @@ from django.db.models import Sum
 from core.tenancy import account_context
 from billing.errors import BillingError, IdempotencyConflict, InsufficientCredits
 from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus
-from billing.selectors import balance_get
+from billing import references
+from billing.selectors import balance_get, ingest_credits_require
 from billing.services import credits_debit, credits_grant, credits_hold, hold_release, hold_settle
 
 
@@ -58,13 +59,42 @@ def test_insufficient_credits_writes_nothing_and_says_what_to_do(acct):
 
 @pytest.mark.parametrize("amount", [0, -5, 1.5, "10", None, True])
 def test_bad_amounts_are_refused(acct, amount):
-    with pytest.raises(BillingError, match="greater than zero"):
-        credits_debit(account=acct, tokens=amount, key="x", kind="chat")
+    if amount != 0:  # a call that used 0 tokens is valid and costs one credit (below)
+        with pytest.raises(BillingError, match="zero or more"):
+            credits_debit(account=acct, tokens=amount, key="x", kind="chat")
     with pytest.raises(BillingError, match="greater than zero"):
         credits_grant(account=acct, amount=amount, reason="r")
     with pytest.raises(BillingError):
         credits_hold(account=acct, amount=amount, key="h")
     assert CreditLedgerEntry.objects.for_account(acct).count() == 1
+
+
+def test_every_provider_call_costs_at_least_one_credit(acct):
+    entry = credits_debit(account=acct, tokens=0, key="q:0", kind="embedding")
+    assert entry.delta == -1 and entry.tokens == 1 and balance_get(account=acct) == 9999
+
+
+def test_ingestion_needs_the_minimum_and_the_estimate(acct, settings):
+    settings.MIN_CREDITS_TO_INGEST = 100
+    assert ingest_credits_require(account=acct) == 10000
+    assert ingest_credits_require(account=acct, estimate=10000) == 10000
+    with pytest.raises(InsufficientCredits) as exc:
+        ingest_credits_require(account=acct, estimate=10001)
+    assert exc.value.status == 402 and "10,001" in exc.value.message
+    settings.MIN_CREDITS_TO_INGEST = 20000
+    with pytest.raises(InsufficientCredits, match="20,000"):
+        ingest_credits_require(account=acct, estimate=5)
+
+
+def test_references_are_built_and_read_in_one_place():
+    assert references.parse(references.document(12, 3)) == references.Reference("document", 12, 3)
+    assert references.document(12, 3).startswith(references.document_prefix(12))
+    assert not references.document(120, 1).startswith(references.document_prefix(12))
+    assert references.parse(references.conversation(7)) == references.Reference("conversation", 7)
+    assert references.parse(references.message(88)) == references.Reference("message", 88)
+    assert references.parse(references.SEARCH) == references.Reference("search")
+    for free_text in ("", None, "annual plan", "document:x:rev1", "message:1:extra"):
+        assert references.parse(free_text) == references.Reference("")
 
 
 def test_grant_needs_a_reason_and_records_it(acct, owner_a):

@@ -33,6 +33,7 @@ from django.conf import settings
 from django.db import connection
 
 from core.tenancy import UnscopedQueryError, current_account_id
+from billing import references
 from billing.models import Kind
 from billing.services import credits_debit
 from documents.models import VISIBLE_DOCUMENT_SQL
@@ -246,10 +247,10 @@ def search_for_query(*, account, query: str, top_k: int | None = None, key: str)
     """Embed `query`, charge its provider-reported tokens (idempotency `key`), then search.
 
     The debit happens before retrieval: InsufficientCredits (or a provider error) aborts
-    with nothing retrieved. Like ingestion, at least one credit is charged per call.
+    with nothing retrieved. Like every provider call, it costs at least one credit (billing's rule).
     """
     account_id_in_context(account)
     embedding = llm.with_retries(lambda: llm.embed([query]), tries=2, first_delay=0.2)
-    credits_debit(account=account, tokens=max(embedding.total_tokens, 1), key=key, kind=Kind.EMBEDDING,
-                  model=embedding.model, provider=embedding.provider, reference="search")
+    credits_debit(account=account, tokens=embedding.total_tokens, key=key, kind=Kind.EMBEDDING,
+                  model=embedding.model, provider=embedding.provider, reference=references.SEARCH)
     return hybrid_search(account=account, query=query, query_vector=embedding.vectors[0], top_k=top_k)
