@@ -17,6 +17,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from core.tenancy import account_context
+from billing import references
 from billing.models import Kind
 from billing.selectors import balance_get
 from billing.services import credits_hold, hold_release, hold_settle
@@ -37,6 +38,25 @@ SUMMARY_CHUNKS = 15  # how much of a document "summarize <document>" reads from 
 CITATION = re.compile(r"\[Document\s+(\d+)\]", re.I)
 
 
+@dataclass(frozen=True)
+class TurnOptions:
+    """What an API caller may set for one turn, always within the server's bounds."""
+    max_tokens: int | None = None  # at most CHAT_MAX_TOKENS
+    temperature: float | None = None  # clamped to 0..CHAT_TEMPERATURE_MAX
+    system: str = ""  # the caller's instructions, merged below the grounding rules
+    end_user: str = ""  # the caller's end-user id (OpenAI `user`), stored on the question
+
+    def bounded_max_tokens(self) -> int:
+        if self.max_tokens is None:
+            return settings.CHAT_MAX_TOKENS
+        return max(1, min(int(self.max_tokens), settings.CHAT_MAX_TOKENS))
+
+    def bounded_temperature(self, default: float) -> float:
+        if self.temperature is None:
+            return default
+        return max(0.0, min(float(self.temperature), settings.CHAT_TEMPERATURE_MAX))
+
+
 @dataclass
 class ChatTurn:
     account_id: int
@@ -49,6 +69,7 @@ class ChatTurn:
     temperature: float
     hold: object
     request_id: str
+    max_tokens: int = 512
     started: float = field(default_factory=time.monotonic)
     first_token_at: float | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -65,7 +86,7 @@ class ChatTurn:
         if self.cancelled.is_set():
             return
         self.llm_stream = llm.chat(self.messages, temperature=self.temperature,
-                                   max_tokens=settings.CHAT_MAX_TOKENS, cancelled=self.cancelled)
+                                   max_tokens=self.max_tokens, cancelled=self.cancelled)
         for text in self.llm_stream:
             if self.first_token_at is None:
                 self.first_token_at = time.monotonic()
@@ -99,10 +120,11 @@ def _history(conversation: Conversation) -> list[tuple[str, str]]:
     return list(rows)
 
 
-def _worst_case(question: str, history: list[tuple[str, str]], kind: str) -> int:
+def _worst_case(question: str, history: list[tuple[str, str]], kind: str, options: TurnOptions) -> int:
     passages = {GENERAL: 0, LOOKUP: settings.RAG_TOP_K * 3, SUMMARY: SUMMARY_CHUNKS}[kind]
-    prompt = 400 + count_tokens(question) + min(sum(count_tokens(t) for _, t in history), settings.CHAT_HISTORY_TOKENS)
-    return prompt + passages * PASSAGE_TOKENS_BOUND + settings.CHAT_MAX_TOKENS
+    prompt = (400 + count_tokens(question) + count_tokens(options.system)
+              + min(sum(count_tokens(t) for _, t in history), settings.CHAT_HISTORY_TOKENS))
+    return prompt + passages * PASSAGE_TOKENS_BOUND + options.bounded_max_tokens()
 
 
 def _retrieve(account, kind: str, target: str, question: str, key: str):
@@ -126,13 +148,14 @@ def _sources(passages) -> list[dict]:
 
 def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=None,
                  history: list[tuple[str, str]] | None = None, request_id: str | None = None,
-                 cancelled: threading.Event | None = None) -> ChatTurn:
+                 cancelled: threading.Event | None = None, options: TurnOptions | None = None) -> ChatTurn:
     """Everything before the model call. Raises ChatError / InsufficientCredits /
     ProviderError with nothing held, charged or left half-written.
 
     `history` (role, text) replaces the stored conversation's (the OpenAI-compatible
     endpoint, whose clients send the whole conversation each time)."""
     question = _question(question)
+    options = options or TurnOptions()
     check_chat_rate(account_id=account.pk, user_id=getattr(user, "pk", None),
                     api_key_id=getattr(api_key, "pk", None))
     request_id = request_id or uuid.uuid4().hex
@@ -142,26 +165,27 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
         history = _history(conversation) if history is None else history
         names = list(Document.objects.for_account(account).filter(status=Status.READY).values_list("name", flat=True))
         decision = route(question, document_names=names)
-        hold = credits_hold(account=account, amount=_worst_case(question, history, decision.kind),
-                            key=f"chat:{request_id}", reference=f"conversation:{conversation.pk}")
+        hold = credits_hold(account=account, amount=_worst_case(question, history, decision.kind, options),
+                            key=f"chat:{request_id}", reference=references.conversation(conversation.pk))
     try:
         with account_context(account, user=user):
             kind, passages = _retrieve(account, decision.kind, decision.summary_target, question,
                                        key=f"chat:{request_id}:query")
             messages = build_messages(question=question, passages=passages, history=history,
                                       grounded=bool(passages) or kind != GENERAL,
-                                      history_budget=settings.CHAT_HISTORY_TOKENS)
+                                      history_budget=settings.CHAT_HISTORY_TOKENS, instructions=options.system)
             sources = _sources(passages)
             user_message = Message.objects.for_account(account).create(
                 account=account, conversation=conversation, role=Role.USER, content=question, route=kind,
-                sources=sources)
+                sources=sources, end_user=options.end_user[:256])
     except Exception:
         with account_context(account):
             hold_release(hold=hold)
         raise
     return ChatTurn(account_id=account.pk, conversation=conversation, user_message=user_message, route=kind,
                     passages=passages, sources=sources, messages=messages,
-                    temperature=0.7 if kind == GENERAL and not passages else 0.2, hold=hold, request_id=request_id,
+                    temperature=options.bounded_temperature(0.7 if kind == GENERAL and not passages else 0.2),
+                    hold=hold, request_id=request_id, max_tokens=options.bounded_max_tokens(),
                     cancelled=cancelled or threading.Event())
 
 
@@ -202,7 +226,7 @@ def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
             first_token_ms=int((turn.first_token_at - turn.started) * 1000) if turn.first_token_at else None,
             error_code=getattr(failed, "code", "") if failed else "")
         entry = hold_settle(hold=turn.hold, used_tokens=used, kind=Kind.CHAT, model=answer.model,
-                            provider=answer.provider, reference=f"message:{answer.pk}",
+                            provider=answer.provider, reference=references.message(answer.pk),
                             metadata={"estimated": not usage.reported} if not usage.reported else None)
         answer.credits_charged = -entry.delta if entry else 0
         answer.save(update_fields=["credits_charged"])

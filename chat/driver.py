@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections
 
-from chat.agent import turn_finish, turn_prepare
+from chat.agent import TurnOptions, turn_finish, turn_prepare
 from core.errors import GroundworkError, as_groundwork_error, error_frame
 
 # What `chat.done` carries, written once for every surface.
@@ -31,14 +31,14 @@ class TurnRun:
     retrieval), during the answer it stops generation and pays for what was generated."""
 
     def __init__(self, *, account, user=None, api_key=None, question, conversation_id=None,
-                 history: list[tuple[str, str]] | None = None):
+                 history: list[tuple[str, str]] | None = None, options: TurnOptions | None = None):
         self.id = uuid.uuid4().hex
         self.cancelled = threading.Event()
         self.error: GroundworkError | None = None
         self.done: dict | None = None
         self.turn = None
         self._prepare = dict(account=account, user=user, api_key=api_key, question=question,
-                             conversation_id=conversation_id, history=history)
+                             conversation_id=conversation_id, history=history, options=options)
 
     def cancel(self) -> None:
         self.cancelled.set()

@@ -57,9 +57,20 @@ def history_within(turns: list[tuple[str, str]], budget: int) -> list[dict]:
     return list(reversed(kept))
 
 
-def build_messages(*, question: str, passages: list, history: list[tuple[str, str]], grounded: bool,
-                   history_budget: int) -> list[dict]:
+def system_message(grounded: bool, instructions: str = "") -> str:
+    """Ours first; an API caller's own system messages after it, marked as the caller's, so
+    they shape the answer (tone, format, language) without displacing the grounding rules."""
     system = SYSTEM_GROUNDED if grounded else SYSTEM_GENERAL
+    instructions = (instructions or "").strip()
+    if not instructions:
+        return system
+    return (f"{system}\n\nThe caller's own instructions follow. Apply them where they do not conflict with "
+            f"the rules above:\n{instructions}")
+
+
+def build_messages(*, question: str, passages: list, history: list[tuple[str, str]], grounded: bool,
+                   history_budget: int, instructions: str = "") -> list[dict]:
+    system = system_message(grounded, instructions)
     return [{"role": "system", "content": system},
             *history_within(history, history_budget),
             {"role": "user", "content": user_message(question, passages)}]
