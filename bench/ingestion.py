@@ -108,6 +108,7 @@ def _run_with(base_url: str, label: str) -> dict:
 
 
 def run() -> dict:
+    from llm import client as llm
     from llm.fake_server import FakeOpenAIServer
 
     with FakeOpenAIServer() as fake:
@@ -120,7 +121,7 @@ def run() -> dict:
         "local_model": real, "zero_cost": zero_cost,
         "peak_rss_mb": {"worker_process": round(peak_self), "largest_child (parser sandbox or model server)":
                         round(peak_children)},
-        "settings": f"CHUNK_SIZE={settings.CHUNK_SIZE}, CHUNK_OVERLAP={settings.CHUNK_OVERLAP}, batch 96, "
+        "settings": f"CHUNK_SIZE={settings.CHUNK_SIZE}, CHUNK_OVERLAP={settings.CHUNK_OVERLAP}, batch {llm.EMBEDDING_BATCH_LIMIT}, "
                     f"EMBEDDING_CONCURRENCY={settings.EMBEDDING_CONCURRENCY}",
     }
 

@@ -115,7 +115,8 @@ def _evaluate(account, questions: list[dict], texts: list[str], *, modes=("vecto
     from documents.search import hybrid_search
     from llm import client as llm
 
-    vectors = np.concatenate([llm.embed(texts[i:i + 96]).vectors for i in range(0, len(texts), 96)])
+    step = llm.EMBEDDING_BATCH_LIMIT
+    vectors = np.concatenate([llm.embed(texts[i:i + step]).vectors for i in range(0, len(texts), step)])
     with account_context(account):
         names = dict(Document.objects.for_account(account).values_list("name", "pk"))
         chunks = Chunk.objects.for_account(account)
