@@ -18,7 +18,13 @@ Guarantees:
   default ``"Fake answer: "`` + the first 12 words of the last user message);
   streamed one word per chunk, with OpenAI's final usage chunk (empty
   ``choices``) when ``stream_options.include_usage`` is true. Usage counts
-  whitespace tokens of all message contents and of the answer.
+  whitespace tokens of all message contents and of the answer. An answer cut
+  at ``max_completion_tokens`` (else ``max_tokens``) words finishes with
+  ``"length"``, otherwise ``"stop"``.
+* Every streamed answer is recorded in ``streams`` as it goes: ``sent_at``
+  (``time.monotonic()`` as each content chunk was written), ``words`` (the
+  content chunks the whole answer has), ``usage``, ``finish_reason`` and
+  ``client_left`` (the client closed the connection and generation stopped).
 * Any model name is accepted; a model in ``fail_models`` gets an OpenAI error
   with the configured HTTP status (500 by default, e.g. 429 to test retries).
 * Every request's path and JSON body is appended to ``requests`` (before
@@ -115,6 +121,7 @@ class FakeBackend:
         self.models = list(models)
         self.chunk_delay = chunk_delay
         self.requests: list[dict] = []
+        self.streams: list[dict] = []
         self._lock = threading.Lock()
         self._counter = 0
 
@@ -134,24 +141,31 @@ class FakeBackend:
 
     def chat(self, body: dict) -> dict:
         self._maybe_fail(body["model"])
-        text, usage = self._answer_and_usage(body)
+        text, usage, finish = self._answer_and_usage(body)
         return {
             "id": self._next_id(), "object": "chat.completion", "created": int(time.time()),
             "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+            "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
                          "message": {"role": "assistant", "content": text}}],
             "usage": usage,
         }
 
     def chat_stream(self, body: dict, emit: Callable[[dict], bool]) -> None:
         self._maybe_fail(body["model"])
-        text, usage = self._answer_and_usage(body)
+        text, usage, finish = self._answer_and_usage(body)
         base = {"id": self._next_id(), "object": "chat.completion.chunk",
                 "created": int(time.time()), "model": body["model"]}
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        for chunk in _stream_chunks(base, text, usage if include_usage else None):
+        record = {"sent_at": [], "words": len(text.split(" ")), "usage": usage, "finish_reason": finish,
+                  "client_left": False}
+        with self._lock:
+            self.streams.append(record)
+        for chunk in _stream_chunks(base, text, finish, usage if include_usage else None):
             if emit(chunk):
+                record["client_left"] = True
                 return
+            if chunk.get("choices") and chunk["choices"][0]["delta"].get("content"):
+                record["sent_at"].append(time.monotonic())
             if self.chunk_delay:
                 time.sleep(self.chunk_delay)
 
@@ -161,19 +175,20 @@ class FakeBackend:
             raise ApiError(status, f"simulated failure for model '{model}'",
                            code="rate_limit_exceeded" if status == 429 else "simulated_failure")
 
-    def _answer_and_usage(self, body: dict) -> tuple[str, dict]:
+    def _answer_and_usage(self, body: dict) -> tuple[str, dict, str]:
         messages = body["messages"]
         if callable(self.answer):
             text = self.answer(messages)
         else:
             text = self.answer if self.answer is not None else default_answer(messages)
         limit = body.get("max_completion_tokens") or body.get("max_tokens")
-        if limit:
-            text = " ".join(text.split(" ")[:limit])
+        finish = "stop"
+        if limit and len(text.split(" ")) > limit:
+            text, finish = " ".join(text.split(" ")[:limit]), "length"
         prompt = sum(count_tokens(_content_text(m.get("content"))) for m in messages)
         completion = count_tokens(text)
         return text, {"prompt_tokens": prompt, "completion_tokens": completion,
-                      "total_tokens": prompt + completion}
+                      "total_tokens": prompt + completion}, finish
 
     def _next_id(self) -> str:
         with self._lock:
@@ -187,7 +202,7 @@ def _fail_map(fail_models: Iterable[str] | Mapping[str, int], status: int) -> di
     return {str(name): status for name in fail_models}
 
 
-def _stream_chunks(base: dict, text: str, usage: dict | None) -> Iterable[dict]:
+def _stream_chunks(base: dict, text: str, finish: str, usage: dict | None) -> Iterable[dict]:
     """OpenAI's chunk sequence: role, one word per chunk, finish, [usage]."""
     def chunk(delta: dict, finish: str | None = None) -> dict:
         return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
@@ -196,7 +211,7 @@ def _stream_chunks(base: dict, text: str, usage: dict | None) -> Iterable[dict]:
     yield chunk({"role": "assistant", "content": ""})
     for i, word in enumerate(text.split(" ")):
         yield chunk({"content": word if i == 0 else " " + word})
-    yield chunk({}, "stop")
+    yield chunk({}, finish)
     if usage is not None:
         yield {**base, "choices": [], "usage": usage}
 
@@ -232,6 +247,11 @@ class FakeOpenAIServer:
         return self.backend.requests
 
     @property
+    def streams(self) -> list[dict]:
+        """Every streamed answer, in order (see the module docstring)."""
+        return self.backend.streams
+
+    @property
     def fail_models(self) -> dict[str, int]:
         """Model name -> HTTP status it fails with (mutable)."""
         return self.backend.fail_models
@@ -264,8 +284,9 @@ class FakeOpenAIServer:
         return [r["body"] for r in list(self.backend.requests) if r["path"] == path]
 
     def clear(self) -> None:
-        """Forget the recorded requests."""
+        """Forget the recorded requests and streams."""
         self.backend.requests.clear()
+        self.backend.streams.clear()
 
     def start(self) -> "FakeOpenAIServer":
         self._httpd = make_http_server(*self._address, self.backend)
