@@ -10,6 +10,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from chat.agent import TurnOptions
 from chat.driver import TurnRun, sse
 from chat.errors import ChatError
 from core.api import EventStreamRenderer, streaming_response
@@ -23,13 +24,40 @@ class _Message(serializers.Serializer):
     content = serializers.JSONField(allow_null=True)
 
 
+class _Number(serializers.FloatField):
+    """A JSON number, as OpenAI takes it: "0.5" (a string) or true is refused, not converted."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+class _WholeNumber(serializers.IntegerField):
+    def to_internal_value(self, data):
+        if isinstance(data, bool) or not isinstance(data, int):
+            self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+def _max_tokens_field():
+    # Above the server's cap is not an error: TurnOptions lowers it to CHAT_MAX_TOKENS.
+    message = "must be a whole number of at least 1."
+    return _WholeNumber(required=False, allow_null=True, min_value=1,
+                        error_messages={"invalid": message, "min_value": message})
+
+
 class CompletionRequest(serializers.Serializer):
+    TEMPERATURE = "must be a number from 0 to 2."
+
     model = serializers.CharField()
     messages = _Message(many=True, allow_empty=False)
     stream = serializers.BooleanField(required=False, default=False)
     stream_options = serializers.DictField(required=False, allow_null=True)
-    temperature = serializers.FloatField(required=False, allow_null=True)
-    max_tokens = serializers.IntegerField(required=False, allow_null=True)
+    temperature = _Number(required=False, allow_null=True, min_value=0, max_value=2, error_messages={
+        "invalid": TEMPERATURE, "min_value": TEMPERATURE, "max_value": TEMPERATURE})
+    max_tokens = _max_tokens_field()
+    max_completion_tokens = _max_tokens_field()  # OpenAI's newer name; wins over max_tokens
     user = serializers.CharField(required=False, allow_blank=True)
 
 
@@ -42,12 +70,21 @@ def _text(content) -> str:
 
 
 def _question_and_history(messages: list[dict]) -> tuple[str, list[tuple[str, str]]]:
-    """The last user message is the question; earlier user/assistant turns are the history.
-    The caller's system messages are dropped: the provider gets exactly one, ours."""
+    """The last user message is the question; earlier user/assistant turns are the history."""
     turns = [(m["role"], _text(m.get("content"))) for m in messages if m["role"] in ("user", "assistant")]
     if not turns or turns[-1][0] != "user" or not turns[-1][1].strip():
         raise ChatError("bad_request", "The last message must be a non-empty user message.")
     return turns[-1][1], turns[:-1]
+
+
+def _options(data: dict) -> TurnOptions:
+    """The caller's settings for the turn. Its system and developer messages become the
+    caller's part of our one system message (below the grounding rules, never instead)."""
+    system = "\n\n".join(text for m in data["messages"] if m["role"] in ("system", "developer")
+                          if (text := _text(m.get("content")).strip()))
+    max_tokens = data.get("max_completion_tokens") or data.get("max_tokens")
+    return TurnOptions(max_tokens=max_tokens, temperature=data.get("temperature"), system=system,
+                       end_user=data.get("user") or "")
 
 
 class ModelsView(APIView):
@@ -79,7 +116,7 @@ class ChatCompletionsView(APIView):
                                                f"model=\"{MODEL_ID}\".", status=404)
         question, history = _question_and_history(data["messages"])
         run = TurnRun(account=request._request.account, api_key=request._request.api_key, question=question,
-                      history=history)
+                      history=history, options=_options(data))
         run.prepare()
         created = int(time.time())
         if data["stream"]:

@@ -78,7 +78,10 @@ def exception_handler(exc, context):
         code = next((c for cls, c in _CODES if isinstance(exc, cls)), STATUS_CODES.get(exc.status_code, "error"))
         if isinstance(exc, exceptions.ValidationError):
             message = " ".join(_flatten(exc.detail)) or "The request is invalid."
-            body = error_body(code, message, fields=exc.detail if isinstance(exc.detail, dict) else None)
+            fields = exc.detail if isinstance(exc.detail, dict) else None
+            # `param`: the one field at fault, where OpenAI's SDKs look for it (exc.param).
+            param = next(iter(fields)) if fields and len(fields) == 1 and "non_field_errors" not in fields else None
+            body = error_body(code, message, fields=fields, param=param)
         elif isinstance(exc, exceptions.ParseError):
             body = error_body(code, f"The request body could not be parsed: {exc.detail}")
         else:

@@ -1,14 +1,12 @@
-"""REST chat (JSON and server-sent events), conversation history, and the OpenAI-compatible
-endpoint driven by the official openai client against a live server."""
+"""REST chat (JSON and server-sent events) and conversation history. The OpenAI-compatible
+endpoint is tested in test_openai_compat.py, HTTP streaming under daphne in
+test_http_streaming.py."""
 import json
 
-import openai
 import pytest
 
 from core.tenancy import account_context
 from accounts.tests.factories import make_api_key
-from billing.models import CreditLedgerEntry
-from chat.models import Message
 
 
 def _auth(key):
@@ -77,57 +75,6 @@ def test_conversations_history_and_isolation(client, account_a, account_b, key_a
     response = client.post("/api/v1/chat/", {"message": "more", "conversation_id": body["conversation_id"]},
                            content_type="application/json", **_auth(key_b))
     assert response.status_code == 404
-
-
-@pytest.fixture
-def sdk(live_server, account_a, fake_llm):
-    return openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=make_api_key(account_a), max_retries=0)
-
-
-@pytest.mark.django_db(transaction=True)
-def test_openai_sdk_lists_the_model_and_chats(sdk, account_a, handbook, fake_llm):
-    fake_llm.answer = "Twenty-eight days [Document 1]."
-    assert [m.id for m in sdk.models.list().data] == ["groundwork"]
-    completion = sdk.chat.completions.create(model="groundwork", messages=[
-        {"role": "system", "content": "You are a pirate."},
-        {"role": "user", "content": "What is our holiday policy?"}])
-    assert completion.choices[0].message.content == "Twenty-eight days [Document 1]."
-    assert completion.usage.total_tokens > 0
-    assert completion.model_extra["citations"][0]["document_name"] == "handbook.md"
-    sent = fake_llm.requests_to("/v1/chat/completions")[-1]["messages"]
-    assert sum(m["role"] == "system" for m in sent) == 1 and "pirate" not in sent[0]["content"]
-    with account_context(account_a):
-        message = Message.objects.for_account(account_a).get(role="assistant")
-        charge = CreditLedgerEntry.objects.for_account(account_a).get(reference=f"message:{message.pk}")
-        assert charge.tokens == completion.usage.total_tokens
-
-
-@pytest.mark.django_db(transaction=True)
-def test_openai_sdk_streams_with_usage(sdk, account_a, handbook, fake_llm):
-    stream = sdk.chat.completions.create(model="groundwork", stream=True, stream_options={"include_usage": True},
-                                         messages=[{"role": "user", "content": "What is our holiday policy?"}])
-    chunks = list(stream)
-    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
-    assert text.startswith("Fake answer:")
-    assert chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
-
-
-@pytest.mark.django_db(transaction=True)
-def test_openai_sdk_errors(sdk, live_server, account_b, handbook, fake_llm):
-    with pytest.raises(openai.NotFoundError):
-        sdk.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "hi"}])
-    with pytest.raises(openai.BadRequestError):
-        sdk.chat.completions.create(model="groundwork", messages=[{"role": "assistant", "content": "hi"}])
-    bad = openai.OpenAI(base_url=f"{live_server.url}/v1", api_key="gw_wrong", max_retries=0)
-    with pytest.raises(openai.AuthenticationError):
-        bad.models.list()
-    # Account B's key chats with B's (empty) knowledge base, never A's.
-    other = openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=make_api_key(account_b), max_retries=0)
-    result = other.chat.completions.create(model="groundwork",
-                                           messages=[{"role": "user", "content": "What is our holiday policy?"}])
-    assert result.model_extra["citations"] == []
-    sent = fake_llm.requests_to("/v1/chat/completions")[-1]["messages"][-1]["content"]
-    assert "twenty-eight" not in sent
 
 
 def test_conversations_are_private_to_who_started_them(client, account_a, owner_a, key_a, handbook, fake_llm):
