@@ -20,6 +20,34 @@ def _account(request):
     return request.account
 
 
+def _searched_for(question, answer) -> str:
+    """What was searched for this turn, when it is not simply what the person typed (a
+    follow-up rewritten with its conversation). Older messages, and builds whose messages
+    do not keep the query, have none: then nothing is shown."""
+    for message in (answer, question):
+        query = (getattr(message, "query", "") or "").strip() if message is not None else ""
+        if query:
+            typed = " ".join((question.content if question is not None else "").split()).casefold()
+            return query if " ".join(query.split()).casefold() != typed else ""
+    return ""
+
+
+def _with_turn_sources(messages: list) -> list:
+    """Each answer gets what the page shows under it: `cited` (its citations), `also_retrieved`
+    (retrieved sources it did not cite) and `searched_for`, the same as chat.js builds live."""
+    question = None
+    for message in messages:
+        if message.role != "assistant":
+            question = message
+            continue
+        cited = message.citations or []
+        cited_numbers = {c.get("n") for c in cited}
+        message.cited = cited
+        message.also_retrieved = [s for s in message.sources or [] if s.get("n") not in cited_numbers]
+        message.searched_for = _searched_for(question, message)
+    return messages
+
+
 def _sources_of(messages) -> list[dict]:
     """The sources panel shows what the latest answer was built from."""
     for message in reversed(messages):
@@ -36,7 +64,7 @@ def chat_view(request, conversation_id: int | None = None):
         conversation = selectors.conversation_get(account=account, conversation_id=conversation_id, user=request.user)
         if conversation is None:
             raise Http404
-        messages = list(selectors.message_list(account=account, conversation=conversation))
+        messages = _with_turn_sources(list(selectors.message_list(account=account, conversation=conversation)))
     return render(request, "chat/chat.html", {
         "conversations": selectors.conversation_list(account=account, user=request.user)[:CONVERSATIONS_SHOWN],
         "conversation": conversation,

@@ -56,6 +56,64 @@ def test_conversation_history_is_escaped_and_links_citations(client_a, account_a
     assert f'data-conversation-id="{conversation.pk}"' in html and "42 credits" in html
 
 
+def _source(n, name, chunk):
+    return {"n": n, "document_id": 10 + n, "document_name": name, "chunk_index": chunk, "pages": None, "score": 0.5}
+
+
+def _cited(source):
+    return {k: source[k] for k in ("n", "document_id", "document_name", "chunk_index", "pages")}
+
+
+def _answer_sources(html):
+    """The block under the (one) answer: its cited list and its 'Also retrieved' group."""
+    block = re.search(r'<div class="answer-sources">(.*?)</div>', html, re.S).group(1)
+    cited = re.search(r'<ol class="source-list cited-sources">(.*?)</ol>', block, re.S)
+    also = re.search(r'<details class="also-retrieved">(.*?)</details>', block, re.S)
+    return block, cited and cited.group(1), also and also.group(1)
+
+
+def test_history_shows_cited_sources_apart_from_retrieved(client_a, account_a):
+    sources = [_source(1, "handbook <b>v2</b>.pdf", 3), _source(2, "report.docx", 0), _source(3, "faq.md", 7)]
+    conversation = _conversation(account_a, answer="Twenty-eight days [Document 1].",
+                                 citations=[_cited(sources[0])], sources=sources)
+    html = client_a.get(f"/chat/{conversation.pk}/").content.decode()
+    block, cited, also = _answer_sources(html)
+    assert ">Cited<" in block and "No sources cited" not in block
+    # The cited passage opens its chunk; its name is escaped and in full in the title.
+    assert 'href="/documents/11/?chunk=3#chunk-3"' in cited and "handbook &lt;b&gt;v2&lt;/b&gt;.pdf" in cited
+    assert 'title="handbook &lt;b&gt;v2&lt;/b&gt;.pdf"' in cited and "<b>v2" not in html
+    assert "report.docx" not in cited and "faq.md" not in cited
+    # The rest of what was retrieved: separate, collapsed, counted.
+    assert "Also retrieved (2)" in also and "report.docx" in also and "faq.md" in also
+    assert 'href="/documents/13/?chunk=7#chunk-7"' in also and "handbook" not in also
+
+
+def test_history_says_plainly_when_nothing_was_cited(client_a, account_a):
+    sources = [_source(1, "handbook.pdf", 3), _source(2, "report.docx", 0)]
+    conversation = _conversation(account_a, answer="The documents do not say.", citations=[], sources=sources)
+    block, cited, also = _answer_sources(client_a.get(f"/chat/{conversation.pk}/").content.decode())
+    assert "No sources cited." in block and cited is None
+    assert "Also retrieved (2)" in also and "handbook.pdf" in also
+
+
+def test_history_of_a_general_answer_has_no_sources_block(client_a, account_a):
+    conversation = _conversation(account_a, answer="A linked list is a chain of nodes.")
+    html = client_a.get(f"/chat/{conversation.pk}/").content.decode()
+    assert 'class="answer-sources"' not in html and "No sources cited" not in html
+
+
+def test_history_keeps_a_stopped_answer_marked_and_long_titles_whole_in_title(client_a, account_a):
+    conversation = _conversation(account_a, answer="Twenty")
+    with account_context(account_a):
+        Message.objects.for_account(account_a).filter(conversation=conversation, role="assistant").update(
+            status="cancelled")
+    html = client_a.get(f"/chat/{conversation.pk}/").content.decode()
+    assert '<p class="turn-state" data-state="stopped">Stopped</p>' in html
+    # Titles are cut with an ellipsis by CSS; the full (escaped) title stays in the title attribute.
+    assert 'title="Holiday &lt;b&gt;policy&lt;/b&gt;"' in html
+    assert 'id="turn-state" role="status" aria-live="polite"' in html
+
+
 def test_real_turn_shows_in_history(client_a, account_a, handbook):
     result = TurnRun(account=account_a, user=account_a.test_owner,
                      question="How much holiday do we get according to the handbook?").run()
