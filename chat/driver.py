@@ -13,6 +13,7 @@ import json
 import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from contextlib import aclosing
 
 from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections
@@ -138,9 +139,13 @@ class TurnRun:
             async def events():
                 for event in head:
                     yield event
-                async for frame in self.aframes():
-                    for event in render(frame):
-                        yield event
+                # aclosing: when the client hangs up while an event is being sent, this
+                # generator is closed at its `yield`; the turn's frames must be closed (and
+                # the turn cancelled) then too, not whenever the garbage collector gets to them.
+                async with aclosing(self.aframes()) as frames:
+                    async for frame in frames:
+                        for event in render(frame):
+                            yield event
                 for event in tail:
                     yield event
             return events()
