@@ -1,6 +1,8 @@
 // Chat page: the /ws/chat/ socket (frames as in CONTRACT.md), streamed answers rendered
 // with markdown.js (safe: no innerHTML with model or document text), a sources panel,
-// citations that open the cited chunk, a stop button and a clear state for every error.
+// citations that open the cited chunk, under each answer the sources it cites apart from
+// those merely retrieved, the turn's state ("Searching your documents…", "Writing…",
+// "Stopped") on the answer and in a live region, a stop button and a clear state for every error.
 // Needs app.js (Groundwork.el) and markdown.js loaded first. No build step, no framework.
 (function () {
   "use strict";
@@ -33,10 +35,11 @@
   var sourcesEmpty = document.getElementById("sources-empty");
   var conversationList = document.getElementById("conversation-list");
   var heading = document.getElementById("chat-heading");
+  var liveState = document.getElementById("turn-state");
 
   var conversationId = root.dataset.conversationId || null;
   var socket = null, reconnectDelay = 1000, reconnectTimer = null, closedForGood = false;
-  var current = null;       // the answer being written: {article, bubble, text, sources, question, gotSources}
+  var current = null;       // the answer being written: {article, bubble, state, text, sources, question, gotSources}
   var lastQuestion = "";
   var rateLimitTimer = null;
 
@@ -143,11 +146,50 @@
   }
 
   function addAnswer() {
-    var bubble = el("div", { class: "bubble md" }, el("p", { class: "muted" }, "Looking through your documents…"));
+    var bubble = el("div", { class: "bubble md" });
+    var state = el("p", { class: "turn-state" });
     var article = messages.appendChild(el("article", { class: "message assistant streaming" },
-      el("div", { class: "who" }, "Groundwork"), bubble));
+      el("div", { class: "who" }, "Groundwork"), state, bubble));
     scrollToEnd();
-    return { article: article, bubble: bubble, text: "", sources: {}, gotSources: false, frame: 0 };
+    return { article: article, bubble: bubble, state: state, text: "", sources: {}, gotSources: false, frame: 0 };
+  }
+
+  // The turn's state, shown on its answer and read out by the live region. No name: the
+  // state line goes (a finished answer needs none); "stopped" and "failed" stay on the message.
+  function setState(answer, name, text) {
+    if (!name) { answer.state.remove(); return; }
+    answer.state.dataset.state = name;
+    answer.state.textContent = text;
+    liveState.textContent = text;
+  }
+
+  function sameQuestion(a, b) {
+    var norm = function (t) { return String(t || "").replace(/\s+/g, " ").trim().toLowerCase(); };
+    return norm(a) === norm(b);
+  }
+
+  function sourceItem(s) {
+    var where = "chunk #" + s.chunk_index + (s.pages ? " · page " + markdown.pageRange(s.pages) : "");
+    return el("li", { "data-n": s.n },
+      el("a", { class: "source-link", href: markdown.chunkUrl(s), title: s.document_name },
+        el("span", { class: "n" }, "[" + s.n + "]"), " ", el("span", { class: "source-name" }, s.document_name)),
+      el("span", { class: "where" }, where));
+  }
+
+  // Under an answer: what it cites, then (collapsed) what was retrieved and not cited; the
+  // same markup as templates/chat/_answer_sources.html renders for the history.
+  function answerSources(sources, citations) {
+    var citedNumbers = {};
+    citations.forEach(function (c) { citedNumbers[c.n] = true; });
+    var others = sources.filter(function (s) { return !citedNumbers[s.n]; });
+    if (!citations.length && !others.length) return null;
+    return el("div", { class: "answer-sources" },
+      citations.length ? [el("p", { class: "sources-label" }, "Cited"),
+        el("ol", { class: "source-list cited-sources" }, citations.map(sourceItem))]
+        : el("p", { class: "no-cited" }, "No sources cited."),
+      others.length ? el("details", { class: "also-retrieved" },
+        el("summary", null, "Also retrieved (" + others.length + ")"),
+        el("ol", { class: "source-list" }, others.map(sourceItem))) : null);
   }
 
   function renderCurrent() {
@@ -167,7 +209,7 @@
     sourcesList.replaceChildren.apply(sourcesList, list.map(function (s) {
       var where = "chunk #" + s.chunk_index + (s.pages ? " · page " + markdown.pageRange(s.pages) : "");
       return el("li", { "data-n": s.n, class: citedNumbers[s.n] ? "cited" : null },
-        el("span", { class: "n" }, "[" + s.n + "]"), el("a", { href: markdown.chunkUrl(s) }, s.document_name),
+        el("span", { class: "n" }, "[" + s.n + "]"), el("a", { href: markdown.chunkUrl(s), title: s.document_name }, s.document_name),
         el("span", { class: "where" }, where));
     }));
     sourcesEmpty.hidden = list.length > 0;
@@ -185,11 +227,14 @@
     conversationList.hidden = false;
     conversationList.querySelectorAll("[aria-current]").forEach(function (a) { a.removeAttribute("aria-current"); });
     conversationList.prepend(el("li", null, el("a", { href: url, "aria-current": "page" },
-      lastQuestion.slice(0, 80), el("span", { class: "meta" }, "just now"))));
+      el("span", { class: "title", title: lastQuestion.slice(0, 80) }, lastQuestion.slice(0, 80)),
+      el("span", { class: "meta" }, "just now"))));
     heading.textContent = lastQuestion.slice(0, 80);
+    heading.title = lastQuestion.slice(0, 80);
   }
 
-  function finishAnswer(foot) {
+  // state: [name, text] kept on the message (stopped, failed), or null when it finished well.
+  function finishAnswer(state, foot, below) {
     if (!current) return;
     if (current.frame) cancelAnimationFrame(current.frame);
     current.article.classList.remove("streaming");
@@ -198,6 +243,9 @@
     } else {
       current.bubble.replaceChildren();
     }
+    if (state) setState(current, state[0], state[1]);
+    else { setState(current, null); liveState.textContent = "Answer complete."; }
+    if (below) current.article.appendChild(below);
     if (foot) current.article.appendChild(foot);
     current = null;
     setBusy(false);
@@ -222,20 +270,32 @@
     if (frame.type === "chat.sources") {
       if (!current) return;
       current.gotSources = true;
+      current.sourceList = frame.sources || [];
       current.sources = bySourceNumber(frame.sources);
       current.bubble.replaceChildren();
       rememberConversation(frame.conversation_id);
-      renderSources(frame.sources || [], []);
+      renderSources(current.sourceList, []);
+      // route and query are newer fields: without them the turn reads as a search.
+      current.general = frame.route === "general";
+      if (current.general) setState(current, "thinking", "Thinking…");
+      else setState(current, "writing", "Writing…");
+      if (typeof frame.query === "string" && frame.query.trim() && !sameQuestion(frame.query, current.question)) {
+        current.article.insertBefore(el("p", { class: "searched-for" }, "Searched for: ", el("q", null, frame.query.trim())),
+          current.bubble);
+      }
     } else if (frame.type === "chat.token") {
       if (!current) return;
       current.text += frame.text || "";
+      if (current.general && current.state.dataset.state === "thinking") setState(current, "writing", "Writing…");
       renderCurrent();
     } else if (frame.type === "chat.done") {
       if (!current) return;
-      if (frame.citations) renderSources(Object.keys(current.sources).map(function (k) { return current.sources[k]; }), frame.citations);
+      var citations = frame.citations || [];
+      renderSources(current.sourceList || [], citations);
       var used = frame.usage && frame.usage.total_tokens;
       var stopped = frame.status === "cancelled";
-      finishAnswer(footer([stopped ? "Stopped before the end." : "", used ? used + " credits" : ""]));
+      finishAnswer(stopped ? ["stopped", "Stopped"] : null, footer([used ? used + " credits" : ""]),
+        answerSources(current.sourceList || [], citations));
       if (stopped && !messages.lastElementChild.querySelector(".bubble").textContent) {
         messages.lastElementChild.querySelector(".bubble").textContent = "(stopped before any text)";
       }
@@ -248,9 +308,11 @@
         pending.article.remove();
         if (pending.userArticle) pending.userArticle.remove();
         if (!input.value) input.value = pending.question;
+        liveState.textContent = "";  // the error itself is announced by #chat-status (role=alert)
         setBusy(false);
       } else if (current) {
-        finishAnswer(footer([current.text ? "The answer was cut off." : "No answer was written."]));
+        finishAnswer(["failed", (current.text ? "The answer was cut off: " : "No answer was written: ") +
+          (frame.message || frame.code || "error")], null);
       }
       showError(frame.code, frame.message);
     }
@@ -280,7 +342,7 @@
     socket.addEventListener("close", function (event) {
       updateSendable();
       if (current) {
-        finishAnswer(footer([current.text ? "The connection dropped: the answer was cut off." : "The connection dropped before an answer."]));
+        finishAnswer(["failed", current.text ? "The connection dropped: the answer was cut off." : "The connection dropped before an answer."]);
       }
       if (event.code === 4401) {
         closedForGood = true;
@@ -309,6 +371,7 @@
     clearStatus();
     var userArticle = addUserMessage(text);
     current = addAnswer();
+    setState(current, "searching", "Searching your documents…");
     current.question = text;
     current.userArticle = userArticle;
     setBusy(true);
