@@ -3,6 +3,8 @@ with what its citations open), and another account's conversation as a 404."""
 import json
 import re
 
+import pytest
+
 from core.tenancy import account_context
 from accounts.tests.factories import add_member
 from chat.driver import TurnRun
@@ -112,6 +114,22 @@ def test_history_keeps_a_stopped_answer_marked_and_long_titles_whole_in_title(cl
     # Titles are cut with an ellipsis by CSS; the full (escaped) title stays in the title attribute.
     assert 'title="Holiday &lt;b&gt;policy&lt;/b&gt;"' in html
     assert 'id="turn-state" role="status" aria-live="polite"' in html
+
+
+def test_history_shows_what_was_searched_when_it_differs_from_the_question(client_a, account_a):
+    if "query" not in {f.name for f in Message._meta.get_fields()}:
+        pytest.skip("messages do not keep the searched query in this build")
+    conversation = _conversation(account_a, answer="It carries over [Document 1].",
+                                 sources=[_source(1, "handbook.pdf", 3)])
+    with account_context(account_a):
+        Message.objects.for_account(account_a).filter(conversation=conversation).update(
+            query="holiday carry over <i>March</i>")
+    html = client_a.get(f"/chat/{conversation.pk}/").content.decode()
+    assert '<p class="searched-for">Searched for: <q>holiday carry over &lt;i&gt;March&lt;/i&gt;</q></p>' in html
+    with account_context(account_a):
+        Message.objects.for_account(account_a).filter(conversation=conversation).update(
+            query="  how many DAYS?  <img src=x onerror=alert(1)>")
+    assert "Searched for" not in client_a.get(f"/chat/{conversation.pk}/").content.decode()  # as typed
 
 
 def test_real_turn_shows_in_history(client_a, account_a, handbook):
