@@ -16,7 +16,7 @@ from billing.errors import InsufficientCredits
 from billing.models import Kind
 from billing.selectors import ingest_credits_require
 from billing.services import credits_debit
-from documents.chunking import chunk_document, embedding_text
+from documents.chunking import chunk_document, embedding_text, embedding_tokens
 from documents.errors import IngestionError
 from documents.models import Chunk, Document, EmbeddingBatch, ReindexRun, Status
 from documents.parsing import parse_in_sandbox
@@ -98,12 +98,25 @@ def _parse_and_chunk(document: Document):
         raise IngestionError("no_text", "This file contains no text to search.")
     title = parsed.title or document.name
     pages = [d.page_end for d in drafts if d.page_end]
+    document.title = title[:255]
+    document.credits_estimate = credits_estimate(_embedding_texts(document, drafts))
     with account_context(account_id=document.account_id):
         Document.objects.for_account(document.account_id).filter(pk=document.pk).update(
-            title=title[:255], page_count=max(pages) if pages else None,
+            title=document.title, page_count=max(pages) if pages else None,
+            credits_estimate=document.credits_estimate,
             progress_total=_batch_count(len(drafts)), heartbeat_at=timezone.now())
-    document.title = title[:255]
     return drafts
+
+
+def _embedding_texts(document: Document, drafts) -> list[str]:
+    """Exactly the texts sent to the embedding model, in order."""
+    return [embedding_text(d, document.title or document.name) for d in drafts]
+
+
+def credits_estimate(texts: list[str]) -> int:
+    """What embedding `texts` will cost, counted before any is sent: the tokens the bundled
+    embedding model reports for each input, summed (at least the one credit any call costs)."""
+    return max(1, sum(embedding_tokens(t) for t in texts))
 
 
 def _batch_count(n: int) -> int:
@@ -111,9 +124,10 @@ def _batch_count(n: int) -> int:
 
 
 def _check_credits(document: Document, drafts) -> None:
-    """Refuse before embedding anything when the estimate already exceeds the balance."""
+    """Refuse before embedding anything when the document's credits estimate (stored by
+    _parse_and_chunk and shown while it processes) already exceeds the balance."""
     with account_context(account_id=document.account_id):
-        ingest_credits_require(account=document.account_id, estimate=sum(d.token_count for d in drafts))
+        ingest_credits_require(account=document.account_id, estimate=document.credits_estimate)
 
 
 def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
@@ -122,7 +136,7 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
         staged = set(EmbeddingBatch.objects.for_account(document.account_id)
                      .filter(document=document, revision=document.revision).values_list("batch_index", flat=True))
     todo = [i for i in range(_batch_count(len(drafts))) if i not in staged]
-    texts = [embedding_text(d, document.title or document.name) for d in drafts]
+    texts = _embedding_texts(document, drafts)
 
     def embed_batch(index: int):
         batch = texts[index * BATCH_SIZE:(index + 1) * BATCH_SIZE]

@@ -48,6 +48,8 @@ class Document(TenantModel):
     chunk_count = models.PositiveIntegerField(default=0)
     token_count = models.PositiveIntegerField(default=0, help_text="Tokens of the stored chunks")
     embedding_tokens = models.PositiveIntegerField(default=0, help_text="Provider-reported tokens, as charged")
+    credits_estimate = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Credits the revision's embedding should cost, counted before embedding")
     credits_charged = models.PositiveIntegerField(default=0)
     embedding_model = models.CharField(max_length=200, blank=True)
     embedding_provider = models.CharField(max_length=200, blank=True)

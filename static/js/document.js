@@ -11,6 +11,7 @@
   if (!details || (details.dataset.status !== "pending" && details.dataset.status !== "processing")) return;
   var id = Number(details.dataset.documentId);
   var badge = document.getElementById("document-status");
+  var estimate = document.getElementById("document-estimate");
   function check() {
     fetch(details.dataset.statusUrl, { headers: { Accept: "application/json" }, credentials: "same-origin" })
       .then(function (r) { return r.ok ? r.json() : null; })
@@ -21,6 +22,8 @@
         badge.textContent = d.status === "processing" && d.progress.total
           ? "Processing " + d.progress.done + "/" + d.progress.total : (d.status === "processing" ? "Processing" : "Pending");
         badge.className = "badge badge-" + d.status;
+        // Known once the file is parsed and chunked, before anything is embedded.
+        if (estimate && d.credits_estimate) estimate.textContent = "about " + d.credits_estimate + " credits";
         setTimeout(check, 1500);
       })
       .catch(function () { setTimeout(check, 4000); });

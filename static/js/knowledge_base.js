@@ -123,9 +123,11 @@
     tr.querySelector('[data-field="token_count"]').textContent = d.token_count;
     var note = uploadNotes[d.id];
     if (note && d.status !== "pending") {
-      note.textContent = d.status === "ready" ? "Ready: " + d.chunk_count + " chunks, " + d.token_count + " tokens."
+      note.textContent = d.status === "ready"
+        ? "Ready: " + d.chunk_count + " chunks, " + d.token_count + " tokens, " + d.credits_charged + " credits."
         : d.status === "failed" ? "Failed: " + (d.error || "processing failed.")
-        : "Processing" + (d.progress && d.progress.total ? " " + d.progress.done + "/" + d.progress.total : "…");
+        : "Processing" + (d.progress && d.progress.total ? " " + d.progress.done + "/" + d.progress.total : "…")
+          + (d.credits_estimate ? " (about " + d.credits_estimate + " credits)" : "");
       note.parentNode.className = d.status === "failed" ? "failed" : "ok";
     }
     var before = known[d.id];
