@@ -15,6 +15,7 @@ from core.tenancy import account_context
 from accounts.tests.factories import PASSWORD, make_account
 from billing.selectors import balance_get
 from billing.services import credits_debit, credits_grant
+from chat.models import Conversation, Message
 from documents.services import document_upload
 from documents.tests.files import make_docx, make_pdf, prose_page
 from e2e.conftest import ANSWER
@@ -107,7 +108,7 @@ def test_sign_up_upload_chat_and_pay(new_page, screenshot, stack, tmp_path):
     expect(answer.locator(".bubble")).to_contain_text("carry over until March", timeout=20_000)
     expect(streaming).to_have_count(0)
     expect(answer.locator("strong")).to_have_text("subject")  # Markdown rendered...
-    expect(answer.locator("li")).to_have_count(2)
+    expect(answer.locator(".bubble li")).to_have_count(2)
     expect(answer.locator("code")).to_have_text("groundwork")
     expect(page.get_by_role("button", name="Send")).to_be_visible()
     expect(page.get_by_role("button", name="Stop")).to_be_hidden()
@@ -215,10 +216,11 @@ def test_model_text_is_escaped_and_errors_are_explained(new_page, stack):
         stack.model.backend.chunk_delay = 0.2
         page.get_by_label("Your question").fill("What is a vector?")
         page.get_by_label("Your question").press("Enter")
-        expect(page.locator(".message.streaming .bubble")).to_contain_text("word1")
+        # Stop once the answer is under way (its text may be held back while it is checked).
+        expect(page.locator(".message.streaming .turn-state")).to_have_text(re.compile("Writing…|Thinking…"))
         page.get_by_role("button", name="Stop").click()
         stopped = page.locator(".message.assistant").last
-        expect(stopped.locator(".message-foot")).to_contain_text("Stopped before the end.", timeout=10_000)
+        expect(stopped.locator(".turn-state")).to_have_text("Stopped", timeout=10_000)
         assert "word199" not in stopped.inner_text()
         stack.model.backend.chunk_delay = 0.04
 
@@ -271,3 +273,128 @@ def test_main_pages_fit_a_375px_screen(new_page, screenshot, stack):
     expect(page.locator(".message.streaming")).to_have_count(0)
     _no_horizontal_scroll(page)
     screenshot(page, "chat_375px")
+
+
+# Cites the first passage only, with a code line far wider than a phone.
+CITES_ONE = ("Unused holiday carries over until March [Document 1].\n\n```python\nrule = '"
+             + "carry-over-" * 40 + "'\n```\n\nThat is all the handbook says.")
+LONG_NAME = "holiday-handbook-" * 6 + "final.txt"
+
+
+def _record_turn_states(page) -> None:
+    """Every text the live region (#turn-state) announces, in order, in window.__states."""
+    page.evaluate("""() => { window.__states = [];
+        new MutationObserver(records => records.forEach(r => r.addedNodes.forEach(n => window.__states.push(n.textContent))))
+          .observe(document.getElementById('turn-state'), {childList: true}); }""")
+
+
+def _cited_and_retrieved(answer) -> None:
+    sources = answer.locator(".answer-sources")
+    expect(sources.locator(".sources-label")).to_have_text("Cited")
+    cited = sources.locator(".cited-sources li")
+    expect(cited).to_have_count(1)
+    expect(cited.locator(".n")).to_have_text("[1]")
+    expect(cited.locator("a")).to_have_attribute("href", re.compile(r"^/documents/\d+/\?chunk=\d+#chunk-\d+$"))
+    also = sources.locator("details.also-retrieved")
+    expect(also.locator("summary")).to_have_text(re.compile(r"^Also retrieved \(\d+\)$"))
+    expect(also.locator("li").first).to_be_hidden()  # collapsed until asked for
+    assert also.locator("li[data-n='1']").count() == 0, "a cited source is listed again as merely retrieved"
+
+
+def _stored_conversation(account):
+    """A conversation as the history stores it: a long title, an answer with a long code line
+    citing a passage with a long document name, and a passage it did not cite."""
+    with account_context(account):
+        live = Message.objects.for_account(account).filter(role="assistant").exclude(sources=[]).first()
+        sources = live.sources
+        conversation = Conversation.objects.for_account(account).create(
+            account=account, user=account.test_owner, title="A conversation about " + "holiday carry-over " * 8)
+        Message.objects.for_account(account).create(account=account, conversation=conversation, role="user",
+                                                    content="How does holiday carry over?", sources=sources)
+        Message.objects.for_account(account).create(
+            account=account, conversation=conversation, role="assistant", content=CITES_ONE, sources=sources,
+            citations=[{k: sources[0][k] for k in ("n", "document_id", "document_name", "chunk_index", "pages")}])
+    return conversation
+
+
+def _truncated_with_title(locator) -> None:
+    """One line ending in an ellipsis, the full text in the title attribute."""
+    cut, whole = locator.evaluate("""e => [e.scrollWidth > e.clientWidth,
+        e.closest('[title]') !== null && e.closest('[title]').title.trim() === e.textContent.trim()]""")
+    assert cut and whole, f"{locator}: cut={cut} full title={whole}"
+
+
+def test_answer_states_cited_apart_from_retrieved_and_375px(new_page, screenshot, stack):
+    account = make_account("Echo Team", owner_email="owner@echo.test")
+    with account_context(account):
+        credits_grant(account=account, amount=20000, reason="cited sources test")
+        for name, text in ((LONG_NAME, "Holiday policy. Unused holiday carries over until March. " * 3),
+                           ("laptops.txt", "Holiday laptops: new starters get a laptop on day one. " * 3),
+                           ("badges.txt", "Holiday badges: every starter receives a badge for the office. " * 3)):
+            document_upload(account=account, actor=None, upload=SimpleUploadedFile(
+                name, text.encode(), content_type="text/plain"))
+    page = new_page()
+    _log_in(page, "owner@echo.test")
+    page.goto("/documents/")
+    for status in page.locator('[data-field="status"]').all():
+        expect(status).to_have_text("Ready", timeout=READY_TIMEOUT)
+
+    stack.model.answer = CITES_ONE
+    stack.model.backend.chunk_delay = 0.15
+    try:
+        page.goto("/chat/")
+        expect(page.locator("#connection")).to_have_text("Connected")
+        _record_turn_states(page)
+        question = ("What do our documents say about holiday, and about carrying unused holiday days over "
+                    "into the next year?")
+        page.get_by_label("Your question").fill(question)
+        page.get_by_label("Your question").press("Enter")
+        answer = page.locator(".message.assistant").last
+        expect(answer.locator(".turn-state")).to_have_text("Writing…")
+        expect(page.locator(".message.streaming")).to_have_count(0, timeout=30_000)
+        expect(answer.locator(".bubble pre")).to_be_visible()
+        expect(answer.locator(".turn-state")).to_have_count(0)  # a finished answer needs no state
+        states = page.evaluate("window.__states")
+        assert states[:2] == ["Searching your documents…", "Writing…"], states
+        _cited_and_retrieved(answer)
+        answer.locator("details.also-retrieved summary").click()
+        expect(answer.locator("details.also-retrieved li").first).to_be_visible()
+        expect(answer.locator("a.citation")).to_have_text("Document 1")
+        screenshot(page, "chat-cited-sources-live", full_page=False)
+
+        # Reloaded, the server-rendered conversation shows the same.
+        page.reload()
+        _cited_and_retrieved(page.locator(".message.assistant").last)
+
+        # 375 px: nothing cut or scrolling sideways; code scrolls in its box; titles end in "…".
+        # A stored conversation, so the layout is checked whatever the answer pipeline keeps of
+        # a model's code block.
+        conversation = _stored_conversation(account)
+        page.goto(f"/chat/{conversation.pk}/")
+        page.locator(".message.assistant details.also-retrieved summary").click()
+        expect(page.locator(".message.assistant pre")).to_contain_text("carry-over-carry-over")
+        screenshot(page, "chat-cited-sources", full_page=False)  # the one in docs/screenshots
+        narrow = new_page(width=375, height=740)
+        _log_in(narrow, "owner@echo.test")
+        narrow.goto(f"/chat/{conversation.pk}/")
+        expect(narrow.locator(".message.assistant pre")).to_be_visible()
+        _no_horizontal_scroll(narrow)
+        assert narrow.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
+        pre_scrolls, pre_right = narrow.locator(".message.assistant pre").evaluate(
+            "e => [e.scrollWidth > e.clientWidth, e.getBoundingClientRect().right]")
+        assert pre_scrolls and pre_right <= 375, (pre_scrolls, pre_right)
+        _truncated_with_title(narrow.locator("#chat-heading"))
+        _truncated_with_title(narrow.locator("#conversation-list .title").first)
+        narrow.locator(".message.assistant details.also-retrieved summary").first.click()
+        _truncated_with_title(narrow.locator(".answer-sources .source-name", has_text="holiday-handbook").first)
+        _no_horizontal_scroll(narrow)
+        # A live answer at 375 px fits too.
+        narrow.get_by_label("Your question").fill("And what do our documents say about holiday badges?")
+        narrow.get_by_label("Your question").press("Enter")
+        expect(narrow.locator(".message.assistant")).to_have_count(2)
+        expect(narrow.locator(".message.streaming")).to_have_count(0, timeout=30_000)
+        _no_horizontal_scroll(narrow)
+        screenshot(narrow, "chat-cited-sources-375px")
+    finally:
+        stack.model.answer = ANSWER
+        stack.model.backend.chunk_delay = 0.04
