@@ -20,15 +20,16 @@ from core.tenancy import account_context
 from billing import references
 from billing.models import Kind
 from billing.selectors import balance_get
-from billing.services import credits_hold, hold_release, hold_settle
+from billing.services import credits_debit, credits_hold, hold_release, hold_settle
+from chat import answering
 from chat.errors import ChatError
 from chat.models import Conversation, Message, MessageStatus, Role
 from chat.prompt import build_messages
 from chat.ratelimit import check_chat_rate
 from chat.selectors import conversation_get
-from chat.router import GENERAL, LOOKUP, SUMMARY, match_document, route
+from chat.router import GENERAL, LOOKUP, SUMMARY, is_followup, match_document, route, standalone_query
 from documents.models import Document, Status
-from documents.search import expand_passages, first_chunks, search_for_query
+from documents.search import expand_passages, first_chunks, hit_passages, search_for_query
 from llm import client as llm
 from llm.tokens import count_tokens
 
@@ -36,6 +37,35 @@ MAX_QUESTION_CHARS = 4000
 PASSAGE_TOKENS_BOUND = 320  # a chunk of ~800 characters, with room to spare
 SUMMARY_CHUNKS = 15  # how much of a document "summarize <document>" reads from its start
 CITATION = re.compile(r"\[Document\s+(\d+)\]", re.I)
+BUNDLED_MIN_RELEVANCE = 0.58  # bench/answer_eval.py: all-MiniLM-L6-v2, FAQ vs unanswerable questions
+NOT_IN_DOCUMENTS = ("Your team's documents don't cover this, so this is a general answer, "
+                    "not from your documents:\n\n")
+NOTHING_TO_QUOTE = "The documents I found don't answer this directly; the passages I searched are listed below."
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How a turn uses the chat model (settings.CHAT_PROFILE; measured in bench/answer_eval.py)."""
+    name: str
+    passages: int | None  # how many passages the model reads (None: all, each with its neighbours)
+    max_tokens: int | None  # the answer budget (None: CHAT_MAX_TOKENS)
+    strict: bool  # every sentence checked against the passages and cited by overlap
+    sampling: dict  # decoding settings sent with the request
+    rewrite: bool  # follow-ups rewritten into standalone questions by the model
+
+
+PROFILES = {
+    # SmolLM2-135M: three single chunks, a short budget and penalties against its loops.
+    "small": Profile("small", passages=3, max_tokens=200, strict=True, rewrite=False,
+                     sampling={"frequency_penalty": 0.3, "repeat_penalty": 1.15, "dry_multiplier": 0.8}),
+    "capable": Profile("capable", passages=None, max_tokens=None, strict=False, rewrite=True, sampling={}),
+}
+
+
+def profile() -> Profile:
+    name = settings.CHAT_PROFILE or ("capable" if settings.LLM_BASE_URL or settings.LOCAL_CHAT_MODEL_PATH
+                                     else "small")
+    return PROFILES.get(name, PROFILES["capable"])
 
 
 @dataclass(frozen=True)
@@ -46,10 +76,11 @@ class TurnOptions:
     system: str = ""  # the caller's instructions, merged below the grounding rules
     end_user: str = ""  # the caller's end-user id (OpenAI `user`), stored on the question
 
-    def bounded_max_tokens(self) -> int:
+    def bounded_max_tokens(self, default: int | None = None) -> int:
+        cap = settings.CHAT_MAX_TOKENS
         if self.max_tokens is None:
-            return settings.CHAT_MAX_TOKENS
-        return max(1, min(int(self.max_tokens), settings.CHAT_MAX_TOKENS))
+            return min(default or cap, cap)
+        return max(1, min(int(self.max_tokens), cap))
 
     def bounded_temperature(self, default: float) -> float:
         if self.temperature is None:
@@ -70,6 +101,11 @@ class ChatTurn:
     hold: object
     request_id: str
     max_tokens: int = 512
+    query: str = ""  # what was searched ("" when nothing was)
+    reply: str = ""  # small talk: the whole answer, without a model
+    note: str = ""  # said before the model's answer (a general answer's "not from your documents")
+    profile: Profile = PROFILES["capable"]
+    finish_reason: str = ""
     started: float = field(default_factory=time.monotonic)
     first_token_at: float | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -80,18 +116,45 @@ class ChatTurn:
     def answer(self) -> str:
         return "".join(self.answer_parts)
 
+    def _emit(self, text: str) -> str:
+        if self.first_token_at is None:
+            self.first_token_at = time.monotonic()
+        self.answer_parts.append(text)
+        return text
+
     def stream(self):
-        """Yield the answer's text as the model produces it (fallback model included).
+        """Yield the answer's text as it is written. The model's answer passes a guard a
+        sentence at a time (no loops; with a strict profile, nothing the passages do not
+        say); when none of it passes, the passages' own best sentences answer instead.
         A turn cancelled before this point never calls the model."""
+        if self.reply:
+            self.finish_reason = "stop"
+            yield self._emit(self.reply)
+            return
         if self.cancelled.is_set():
             return
-        self.llm_stream = llm.chat(self.messages, temperature=self.temperature,
-                                   max_tokens=self.max_tokens, cancelled=self.cancelled)
-        for text in self.llm_stream:
-            if self.first_token_at is None:
-                self.first_token_at = time.monotonic()
-            self.answer_parts.append(text)
-            yield text
+        if self.note:
+            yield self._emit(self.note)
+        self.llm_stream = llm.chat(self.messages, temperature=self.temperature, max_tokens=self.max_tokens,
+                                   cancelled=self.cancelled, sampling=self.profile.sampling or None)
+        guard = answering.Guard(self.passages, strict=self.profile.strict and bool(self.passages))
+        tokens = iter(self.llm_stream)
+        try:
+            for text in tokens:
+                released = guard.feed(text)
+                if released:
+                    yield self._emit(released)
+                if guard.stopped:
+                    break
+            else:
+                tail = guard.flush()
+                if tail:
+                    yield self._emit(tail)
+        finally:
+            tokens.close()  # a guard's stop ends the provider's generation too
+        self.finish_reason = "stop" if guard.stopped else (self.llm_stream.finish_reason or "stop")
+        if self.passages and not guard.released and not self.cancelled.is_set():
+            yield self._emit(answering.extractive_answer(self.query, self.passages) or NOTHING_TO_QUOTE)
 
 
 def _question(text) -> str:
@@ -120,14 +183,17 @@ def _history(conversation: Conversation) -> list[tuple[str, str]]:
     return list(rows)
 
 
-def _worst_case(question: str, history: list[tuple[str, str]], kind: str, options: TurnOptions) -> int:
-    passages = {GENERAL: 0, LOOKUP: settings.RAG_TOP_K * 3, SUMMARY: SUMMARY_CHUNKS}[kind]
+def _worst_case(question: str, history: list[tuple[str, str]], kind: str, options: TurnOptions,
+                chosen: Profile) -> int:
+    passages = {GENERAL: 0, LOOKUP: chosen.passages or settings.RAG_TOP_K * 3, SUMMARY: SUMMARY_CHUNKS}[kind]
     prompt = (400 + count_tokens(question) + count_tokens(options.system)
               + min(sum(count_tokens(t) for _, t in history), settings.CHAT_HISTORY_TOKENS))
-    return prompt + passages * PASSAGE_TOKENS_BOUND + options.bounded_max_tokens()
+    return prompt + passages * PASSAGE_TOKENS_BOUND + options.bounded_max_tokens(chosen.max_tokens)
 
 
-def _retrieve(account, kind: str, target: str, question: str, key: str):
+def _retrieve(account, kind: str, target: str, query: str, key: str, chosen: Profile):
+    """(route, passages the model reads). A lookup whose best passage is not near enough to
+    answer from (answering.relevance under RAG_MIN_RELEVANCE) comes back as GENERAL with none."""
     if kind == SUMMARY:
         documents = list(Document.objects.for_account(account).filter(status=Status.READY))
         document = match_document(target, documents)
@@ -135,9 +201,39 @@ def _retrieve(account, kind: str, target: str, question: str, key: str):
             return SUMMARY, first_chunks(account=account, document=document, limit=SUMMARY_CHUNKS)
         kind = LOOKUP  # no such document: look the words up instead
     if kind == LOOKUP:
-        hits = search_for_query(account=account, query=question, key=key)
-        return LOOKUP, expand_passages(account=account, hits=hits)
+        hits = search_for_query(account=account, query=query, key=key)
+        passages = expand_passages(account=account, hits=hits)
+        if not passages or answering.relevance(query, hits, passages) < min_relevance():
+            return GENERAL, []
+        return LOOKUP, hit_passages(hits[:chosen.passages]) if chosen.passages else passages
     return GENERAL, []
+
+
+def min_relevance() -> float:
+    """settings.RAG_MIN_RELEVANCE, or the bundled embedding model's calibrated value."""
+    if settings.RAG_MIN_RELEVANCE is not None:
+        return settings.RAG_MIN_RELEVANCE
+    return BUNDLED_MIN_RELEVANCE if not settings.LLM_BASE_URL else 0.0
+
+
+def _rewrite_followup(account, question: str, history: list[tuple[str, str]], key: str) -> str:
+    """A follow-up made standalone by the chat model (charged like a chat call); the
+    deterministic rewrite when the model fails."""
+    recent = "\n".join(f"{role}: {text[:600]}" for role, text in history[-4:])
+    messages = [{"role": "system", "content": (
+                    "Rewrite the user's last question as one standalone search query that names what it refers "
+                    "to. Reply with the query only.")},
+                {"role": "user", "content": f"Conversation:\n{recent}\n\nLast question: {question}"}]
+    stream = llm.chat(messages, temperature=0.0, max_tokens=64)
+    try:
+        text = "".join(stream).strip().strip('"')
+    except llm.ProviderError:
+        return standalone_query(question, history)
+    usage = stream.final_usage()
+    if usage.total_tokens:
+        credits_debit(account=account, tokens=usage.total_tokens, key=key, kind=Kind.CHAT, model=stream.model,
+                      provider=stream.provider, reference="")
+    return text.splitlines()[0][:MAX_QUESTION_CHARS] if text else standalone_query(question, history)
 
 
 def _sources(passages) -> list[dict]:
@@ -156,6 +252,7 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
     endpoint, whose clients send the whole conversation each time)."""
     question = _question(question)
     options = options or TurnOptions()
+    chosen = profile()
     check_chat_rate(account_id=account.pk, user_id=getattr(user, "pk", None),
                     api_key_id=getattr(api_key, "pk", None))
     request_id = request_id or uuid.uuid4().hex
@@ -163,42 +260,54 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
         conversation = _conversation(account, conversation_id=conversation_id, user=user, api_key=api_key,
                                      question=question)
         history = _history(conversation) if history is None else history
-        names = list(Document.objects.for_account(account).filter(status=Status.READY).values_list("name", flat=True))
-        decision = route(question, document_names=names)
-        hold = credits_hold(account=account, amount=_worst_case(question, history, decision.kind, options),
+        decision = route(question)
+        if decision.reply:  # small talk: no search, no model, nothing held or charged
+            user_message = Message.objects.for_account(account).create(
+                account=account, conversation=conversation, role=Role.USER, content=question, route=GENERAL,
+                end_user=options.end_user[:256])
+            return ChatTurn(account_id=account.pk, conversation=conversation, user_message=user_message,
+                            route=GENERAL, passages=[], sources=[], messages=[], temperature=0.0, hold=None,
+                            request_id=request_id, reply=decision.reply, profile=chosen,
+                            cancelled=cancelled or threading.Event())
+        hold = credits_hold(account=account, amount=_worst_case(question, history, decision.kind, options, chosen),
                             key=f"chat:{request_id}", reference=references.conversation(conversation.pk))
     try:
         with account_context(account, user=user):
-            kind, passages = _retrieve(account, decision.kind, decision.summary_target, question,
-                                       key=f"chat:{request_id}:query")
+            query = question
+            if decision.kind == LOOKUP and history and is_followup(question):
+                query = (_rewrite_followup(account, question, history, key=f"chat:{request_id}:rewrite")
+                         if chosen.rewrite else standalone_query(question, history))
+            kind, passages = _retrieve(account, decision.kind, decision.summary_target, query,
+                                       key=f"chat:{request_id}:query", chosen=chosen)
+            note = NOT_IN_DOCUMENTS if decision.kind != GENERAL and kind == GENERAL else ""
             messages = build_messages(question=question, passages=passages, history=history,
-                                      grounded=bool(passages) or kind != GENERAL,
-                                      history_budget=settings.CHAT_HISTORY_TOKENS, instructions=options.system)
+                                      grounded=bool(passages), history_budget=settings.CHAT_HISTORY_TOKENS,
+                                      instructions=options.system)
             sources = _sources(passages)
             user_message = Message.objects.for_account(account).create(
                 account=account, conversation=conversation, role=Role.USER, content=question, route=kind,
-                sources=sources, end_user=options.end_user[:256])
+                sources=sources, end_user=options.end_user[:256], query=query if decision.kind != GENERAL else "")
     except Exception:
         with account_context(account):
             hold_release(hold=hold)
         raise
     return ChatTurn(account_id=account.pk, conversation=conversation, user_message=user_message, route=kind,
                     passages=passages, sources=sources, messages=messages,
-                    temperature=options.bounded_temperature(0.7 if kind == GENERAL and not passages else 0.2),
-                    hold=hold, request_id=request_id, max_tokens=options.bounded_max_tokens(),
-                    cancelled=cancelled or threading.Event())
+                    temperature=options.bounded_temperature(0.2 if passages else 0.7),
+                    hold=hold, request_id=request_id, max_tokens=options.bounded_max_tokens(chosen.max_tokens),
+                    query=user_message.query, note=note, profile=chosen, cancelled=cancelled or threading.Event())
 
 
 def _citations(answer: str, sources: list[dict]) -> list[dict]:
-    """The sources the answer cites as [Document N]; if it cites none, every source used."""
+    """The sources the answer cites as [Document N], in order of first citation; a marker
+    with no such source is ignored, and an answer that cites nothing has no citations."""
     by_n = {s["n"]: s for s in sources}
     cited = []
     for match in CITATION.finditer(answer):
         n = int(match.group(1))
         if n in by_n and by_n[n] not in cited:
             cited.append(by_n[n])
-    chosen = cited or sources
-    return [{k: s[k] for k in ("n", "document_id", "document_name", "chunk_index", "pages")} for s in chosen]
+    return [{k: s[k] for k in ("n", "document_id", "document_name", "chunk_index", "pages")} for s in cited]
 
 
 def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
@@ -207,12 +316,13 @@ def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
     Returns what `chat.done` carries. On a failed generation with nothing used, the hold
     is released and no answer is stored.
     """
-    usage = turn.llm_stream.final_usage(turn.answer, len(turn.answer_parts)) if turn.llm_stream else llm.ChatUsage()
-    used = usage.total_tokens if (turn.answer_parts or usage.reported) else 0
+    usage = turn.llm_stream.final_usage() if turn.llm_stream else llm.ChatUsage()
+    used = usage.total_tokens if (turn.llm_stream and turn.llm_stream.generated or usage.reported) else 0
     account_id = turn.account_id
     with account_context(account_id=account_id):
         if failed is not None and not used:
-            hold_release(hold=turn.hold)
+            if turn.hold is not None:
+                hold_release(hold=turn.hold)
             return {}
         status = (MessageStatus.FAILED if failed is not None else
                   MessageStatus.CANCELLED if turn.cancelled.is_set() else MessageStatus.COMPLETE)
@@ -225,14 +335,15 @@ def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
             latency_ms=int((time.monotonic() - turn.started) * 1000),
             first_token_ms=int((turn.first_token_at - turn.started) * 1000) if turn.first_token_at else None,
             error_code=getattr(failed, "code", "") if failed else "")
-        entry = hold_settle(hold=turn.hold, used_tokens=used, kind=Kind.CHAT, model=answer.model,
-                            provider=answer.provider, reference=references.message(answer.pk),
-                            metadata={"estimated": not usage.reported} if not usage.reported else None)
+        entry = None if turn.hold is None else hold_settle(
+            hold=turn.hold, used_tokens=used, kind=Kind.CHAT, model=answer.model, provider=answer.provider,
+            reference=references.message(answer.pk),
+            metadata={"estimated": not usage.reported} if not usage.reported else None)
         answer.credits_charged = -entry.delta if entry else 0
         answer.save(update_fields=["credits_charged"])
         Conversation.objects.for_account(account_id).filter(pk=turn.conversation.pk).update(updated_at=timezone.now())
         remaining = balance_get(account=account_id)
-    finish_reason = (turn.llm_stream.finish_reason if turn.llm_stream else "") or "stop"
+    finish_reason = turn.finish_reason or (turn.llm_stream.finish_reason if turn.llm_stream else "") or "stop"
     return {"message_id": answer.pk, "conversation_id": turn.conversation.pk, "answer": answer.content,
             "citations": answer.citations, "status": answer.status, "finish_reason": finish_reason,
             "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,

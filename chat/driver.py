@@ -60,7 +60,8 @@ class TurnRun:
             yield self._fail(exc)
             return
         turn = self.turn
-        yield {"type": "chat.sources", "conversation_id": turn.conversation.pk, "sources": turn.sources}
+        yield {"type": "chat.sources", "conversation_id": turn.conversation.pk, "sources": turn.sources,
+               "route": turn.route, "query": turn.query}
         failed = None
         try:
             for text in turn.stream():

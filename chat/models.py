@@ -50,6 +50,8 @@ class Message(TenantModel):
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     first_token_ms = models.PositiveIntegerField(null=True, blank=True)
     error_code = models.CharField(max_length=40, blank=True)
+    query = models.TextField(blank=True, help_text="What was searched for this question (a follow-up is "
+                                                    "searched with the question before it)")
     end_user = models.CharField(max_length=256, blank=True,
                                 help_text="The API caller's end-user id (OpenAI `user`), on questions")
     created_at = models.DateTimeField(auto_now_add=True)

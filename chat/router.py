@@ -1,6 +1,12 @@
-"""Which way a question goes: general knowledge (no retrieval, no embedding, no debit), a
-lookup in the account's documents, or a summary of one named document. When unsure,
-retrieve."""
+"""Which way a question goes: small talk (a friendly reply, no retrieval, no model, no
+debit), a summary of one named document, or a lookup in the account's documents. Every
+other message looks in the documents first: whether they answer it is for retrieval to say
+(a general question whose search finds nothing near enough is then answered as general
+knowledge, marked as not from the documents).
+
+`standalone_query` is the deterministic half of follow-up handling: a second question that
+only makes sense with the first ("And on Windows?") is searched together with it.
+"""
 from __future__ import annotations
 
 import re
@@ -10,42 +16,78 @@ GENERAL, LOOKUP, SUMMARY = "general", "lookup", "summary"
 
 _SUMMARY = re.compile(r"^\s*(?:please\s+)?(?:summari[sz]e|give (?:me )?a summary of|tl;?dr(?: of)?|sum up)\s+"
                       r"(?:the\s+)?(?P<target>.+?)\s*[?.!]*\s*$", re.I)
-# Words that point at the team's own material: these questions always retrieve.
-_OWN = re.compile(r"\b(my|our|ours|we|us|mine|team'?s|company'?s|according to|attached|uploaded|"
-                  r"(?:in|from|of) (?:the|this|that) (?:report|document|doc|file|pdf|handbook|policy|manual|"
-                  r"contract|notes?|spreadsheet|presentation|memo|guide|minutes|agenda|plan|proposal))\b", re.I)
-# Textbook-style questions with nothing that points at the account's documents.
-_GENERAL = re.compile(r"^\s*(?:what\s+(?:is|are)\s+(?:an?|the)?\s*\w[\w\s-]{0,40}\??$|define\s+\w|"
-                      r"explain\s+(?:what|how)\s+(?:an?\s+)?\w[\w\s-]{0,40}(?:is|are|works?)\??$|"
-                      r"how\s+(?:does|do)\s+(?:an?\s+)?\w[\w\s-]{0,30}\s+work\??$|"
-                      r"(?:hi|hello|hey|thanks|thank you)\b)", re.I)
-
-
+_SMALL_TALK = {
+    "greeting": re.compile(r"^(?:hi+|hello+|hey+|hiya|howdy|yo|good (?:morning|afternoon|evening|day)|greetings)"
+                           r"(?: there| all| everyone| team| groundwork)?$"),
+    "thanks": re.compile(r"^(?:(?:many |thanks? (?:a lot|so much|very much)|thank you(?: (?:so|very) much)?|thanks|"
+                         r"thx|ty|cheers|much appreciated)(?:,? (?:that|this|it) (?:helped|helps|was helpful|"
+                         r"is great|was great))?|(?:that|this) (?:helped|was helpful|is great|was great))$"),
+    "ack": re.compile(r"^(?:ok(?:ay)?|k|cool|great|nice|got it|perfect|sounds good|alright|all right|sure|"
+                      r"understood|makes sense)$"),
+    "bye": re.compile(r"^(?:bye+|goodbye|see (?:you|ya)(?: later)?|good ?night|later|cya)$"),
+    "how_are_you": re.compile(r"^(?:how are (?:you|u)(?: doing)?(?: today)?|how'?s it going|what'?s up|sup)$"),
+    "who_are_you": re.compile(r"^(?:who are (?:you|u)|what are you|what can you do|what do you do|help)$"),
+}
+SMALL_TALK_REPLIES = {
+    "greeting": "Hello! Ask me anything about your team's documents, and I'll answer with the passages I used.",
+    "thanks": "You're welcome! Ask another question whenever you like.",
+    "ack": "Great. Ask another question about your documents whenever you like.",
+    "bye": "Goodbye! Your conversation is saved here for next time.",
+    "how_are_you": "I'm ready to help. Ask me anything about your team's documents.",
+    "who_are_you": ("I'm Groundwork, your team's document assistant. Ask a question and I'll search your "
+                    "team's documents, answer from them and cite each passage as [Document N]. "
+                    "Say “summarize <document name>” for a summary of one document."),
+}
+# A follow-up leans on the previous question: it opens with a connective, refers back with
+# a pronoun, or is too short to stand alone. Searching a standalone question together with
+# the one before costs little (the fused search still finds its own words).
+_FOLLOWUP_OPENING = re.compile(r"^(?:and|but|also|or|so|then|what about|how about|what if|why not|"
+                               r"same (?:for|with|question)|in that case|instead)\b", re.I)
+_BACK_REFERENCE = re.compile(r"\b(?:it|its|it's|that|this|those|these|they|them|their|theirs|one|ones|"
+                             r"the same|there|then|he|she|him|her|the former|the latter)\b", re.I)
 @dataclass(frozen=True)
 class Route:
     kind: str
     summary_target: str = ""
+    reply: str = ""  # small talk: the whole answer, no model needed
 
 
-def route(question: str, *, document_names: list[str]) -> Route:
+def small_talk(question: str) -> str:
+    """The reply to a greeting, thanks, goodbye and the like, or "" for anything else."""
+    text = re.sub(r"[\s!.?,:;)(]+$", "", question.strip().lower()).replace("’", "'")
+    text = re.sub(r"\s+", " ", re.sub(r"[!.?,:;]+", lambda m: "," if m.group() == "," else "", text))
+    text = re.sub(r",? (?:groundwork|bot|assistant)$", "", text)
+    for kind, pattern in _SMALL_TALK.items():
+        if pattern.match(text):
+            return SMALL_TALK_REPLIES[kind]
+    return ""
+
+
+def route(question: str, *, document_names: list[str] | None = None) -> Route:
     text = question.strip()
     summary = _SUMMARY.match(text)
     if summary:
         return Route(SUMMARY, summary.group("target"))
-    lowered = text.lower()
-    if _OWN.search(text) or _mentions_document(lowered, document_names):
-        return Route(LOOKUP)
-    if _GENERAL.match(text):
-        return Route(GENERAL)
+    reply = small_talk(text)
+    if reply:
+        return Route(GENERAL, reply=reply)
     return Route(LOOKUP)
 
 
-def _mentions_document(lowered: str, names: list[str]) -> bool:
-    for name in names:
-        stem = name.lower().rsplit(".", 1)[0].replace("_", " ").replace("-", " ").strip()
-        if len(stem) >= 4 and (stem in lowered.replace("_", " ").replace("-", " ") or name.lower() in lowered):
-            return True
-    return False
+def is_followup(question: str) -> bool:
+    text = question.strip()
+    if _FOLLOWUP_OPENING.match(text):
+        return True
+    return bool(_BACK_REFERENCE.search(text)) or len(text.split()) <= 3
+
+
+def standalone_query(question: str, history: list[tuple[str, str]]) -> str:
+    """What to search for: the question itself, or, for a follow-up, the previous question
+    and this one together (the deterministic rewrite; a capable model rewrites better)."""
+    previous = next((text for role, text in reversed(history) if role == "user"), "")
+    if not previous or not is_followup(question):
+        return question
+    return f"{previous.strip()} {question.strip()}"
 
 
 def match_document(target: str, documents: list) -> object | None:

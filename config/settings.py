@@ -262,6 +262,19 @@ PARSE_TIMEOUT_SECONDS = env.float("PARSE_TIMEOUT_SECONDS", default=120.0)
 PARSE_MEMORY_MB = env.int("PARSE_MEMORY_MB", default=1536)
 DOCUMENT_STALE_SECONDS = env.int("DOCUMENT_STALE_SECONDS", default=300)
 CHAT_MAX_TOKENS = env.int("CHAT_MAX_TOKENS", default=512)
+LOCAL_CHAT_MODEL_PATH = env("LOCAL_CHAT_MODEL_PATH", default="")
+# How much to trust the chat model (chat/agent.py PROFILES): "small" (the bundled 135M model:
+# fewer passages, a short answer budget, every sentence checked against the passages and
+# cited by overlap, the passages' own sentences when it strays) or "capable" (any 1B+
+# instruct model). Unset: small on the bundled model, capable when LLM_BASE_URL or
+# LOCAL_CHAT_MODEL_PATH names another.
+CHAT_PROFILE = env("CHAT_PROFILE", default="")
+# Whether retrieved text is near enough to answer from: best cosine similarity + 0.35 x the
+# share of the question's topic words in the best passage. Unset: 0.58, calibrated for the
+# bundled all-MiniLM-L6-v2 in bench/answer_eval.py, when the bundled models serve; off (0:
+# only "nothing retrieved" counts as not in the documents) for another provider, whose
+# similarities have another scale: calibrate it with the benchmark and set it.
+RAG_MIN_RELEVANCE = env.float("RAG_MIN_RELEVANCE", default=None)
 CHAT_TEMPERATURE_MAX = env.float("CHAT_TEMPERATURE_MAX", default=2.0)
 CHAT_HISTORY_TOKENS = env.int("CHAT_HISTORY_TOKENS", default=1500)
 CHAT_RATE_PER_USER = env("CHAT_RATE_PER_USER", default="20/min")

@@ -7,7 +7,7 @@ import functools
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
 import numpy as np
@@ -125,10 +125,12 @@ class ChatStream:
     temperature: float
     max_tokens: int
     cancelled: object = None  # a threading.Event; when set, generation stops at the next token
+    sampling: dict | None = None  # extra decoding settings (penalties), sent as they are
     usage: ChatUsage | None = None
     model: str = ""
     provider: str = ""
     finish_reason: str = ""  # the provider's: "stop", or "length" when cut at max_tokens
+    generated: list = field(default_factory=list)  # every piece of text the model produced
 
     def __iter__(self):
         models = [settings.CHAT_MODEL]
@@ -153,13 +155,13 @@ class ChatStream:
 
     def _stream(self, model: str):
         self.model, self.provider = model, provider_name()
-        completion_chunks = 0
-        text_parts: list[str] = []
+        self.generated = []
         # The raw server-sent events, parsed with json: building the SDK's typed objects for
         # every chunk cost about 0.6 ms a token, the largest share of relaying an answer.
         with client().chat.completions.with_streaming_response.create(
                 model=model, messages=self.messages, temperature=self.temperature, max_tokens=self.max_tokens,
-                stream=True, stream_options={"include_usage": True}) as response:
+                stream=True, stream_options={"include_usage": True},
+                extra_body=self.sampling or None) as response:
             for chunk in _events(response):
                 usage = chunk.get("usage")
                 if usage:
@@ -169,17 +171,15 @@ class ChatStream:
                     self.finish_reason = choice.get("finish_reason") or self.finish_reason
                     text = (choice.get("delta") or {}).get("content")
                     if text:
-                        completion_chunks += 1
-                        text_parts.append(text)
+                        self.generated.append(text)
                         yield text
                 if self.cancelled is not None and self.cancelled.is_set():
                     break
-        if self.usage is None:
-            self.usage = self._estimate("".join(text_parts), completion_chunks)
 
-    def final_usage(self, answer: str, chunks: int) -> ChatUsage:
-        """The provider's usage, or our estimate when the stream ended without one."""
-        return self.usage or self._estimate(answer, chunks)
+    def final_usage(self) -> ChatUsage:
+        """The provider's usage, or, when the stream ended without one (cancelled, or stopped
+        by its reader), our count of the prompt and of everything the model generated."""
+        return self.usage or self._estimate("".join(self.generated), len(self.generated))
 
     def _estimate(self, answer: str, chunks: int) -> ChatUsage:
         """No usage from the provider (a cancelled stream ends before it): count ourselves."""
@@ -208,7 +208,10 @@ def _events(response):
         yield event
 
 
-def chat(messages: list[dict], *, temperature: float, max_tokens: int, cancelled=None) -> ChatStream:
+def chat(messages: list[dict], *, temperature: float, max_tokens: int, cancelled=None,
+         sampling: dict | None = None) -> ChatStream:
     """A streamed answer from CHAT_MODEL, or CHAT_FALLBACK_MODEL with the same parameters
-    when the first fails before answering. Iterate it for text; then read `.usage`."""
-    return ChatStream(messages=messages, temperature=temperature, max_tokens=max_tokens, cancelled=cancelled)
+    when the first fails before answering. Iterate it for text; then `final_usage()`.
+    `sampling`: extra decoding parameters for the request body (e.g. frequency_penalty)."""
+    return ChatStream(messages=messages, temperature=temperature, max_tokens=max_tokens, cancelled=cancelled,
+                      sampling=sampling)

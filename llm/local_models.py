@@ -48,6 +48,9 @@ _CHAT_KEYS = (
     "messages", "temperature", "top_p", "stop", "seed", "stream",
     "stream_options", "presence_penalty", "frequency_penalty",
     "response_format", "logit_bias",
+    # llama.cpp's own sampling settings (the product tunes them for small models)
+    "repeat_penalty", "repeat_last_n", "top_k", "min_p",
+    "dry_multiplier", "dry_base", "dry_allowed_length",
 )
 
 

@@ -4,7 +4,7 @@ from types import SimpleNamespace
 import pytest
 
 from chat.prompt import build_messages, chunk_element
-from chat.router import GENERAL, LOOKUP, SUMMARY, match_document, route
+from chat.router import GENERAL, LOOKUP, SUMMARY, match_document, route, standalone_query
 
 
 def _passage(text, name="evil.txt", pages=None):
@@ -38,20 +38,45 @@ def test_history_is_cut_to_the_budget_keeping_the_latest_turns():
 
 
 @pytest.mark.parametrize("question, kind", [
-    ("what is a linked list?", GENERAL),
-    ("What are closures", GENERAL),
-    ("Define entropy", GENERAL),
-    ("hello!", GENERAL),
+    # Every question looks in the documents first, in any phrasing ("What is the X?" too):
+    # whether they answer it is for retrieval to say.
+    ("what is a linked list?", LOOKUP),
+    ("What are closures", LOOKUP),
+    ("Define entropy", LOOKUP),
+    ("What is the secret codename of the platypus division?", LOOKUP),
+    ("What is the refund policy?", LOOKUP),
+    ("What's the notice period?", LOOKUP),
+    ("How do I reset my password?", LOOKUP),
     ("What is our holiday policy?", LOOKUP),
     ("what does my contract say about notice?", LOOKUP),
     ("How much revenue is in the report?", LOOKUP),
-    ("What is the onboarding handbook about?", LOOKUP),  # names a document
-    ("Who approved the Q3 budget and when?", LOOKUP),   # unsure: retrieve
+    ("What is the onboarding handbook about?", LOOKUP),
+    ("Who approved the Q3 budget and when?", LOOKUP),
+    ("Hi, what is the refund policy?", LOOKUP),  # a greeting with a question is a question
+    ("thanks, and what about refunds?", LOOKUP),
+    # Small talk never searches.
+    ("hello!", GENERAL), ("Hi there", GENERAL), ("Good morning!", GENERAL), ("thanks!", GENERAL),
+    ("Thank you, that helped", GENERAL), ("ok", GENERAL), ("bye", GENERAL), ("how are you?", GENERAL),
+    ("Who are you?", GENERAL), ("cheers", GENERAL),
     ("summarize handbook.pdf", SUMMARY),
     ("Please summarise the onboarding handbook", SUMMARY),
 ])
 def test_routing(question, kind):
-    assert route(question, document_names=["onboarding-handbook.pdf", "q3.docx"]).kind == kind
+    decision = route(question, document_names=["onboarding-handbook.pdf", "q3.docx"])
+    assert decision.kind == kind
+    assert bool(decision.reply) == (kind == GENERAL)
+
+
+@pytest.mark.parametrize("question, expected", [
+    ("And how do I do that on Windows?", "How do I make a script executable on Unix? And how do I do that on Windows?"),
+    ("Why can't they contain statements?", "How do I make a script executable on Unix? Why can't they contain statements?"),
+    ("And on Windows?", "How do I make a script executable on Unix? And on Windows?"),
+    ("What is the refund policy for conference tickets?", "What is the refund policy for conference tickets?"),
+])
+def test_a_followup_is_searched_with_the_question_before_it(question, expected):
+    history = [("user", "How do I make a script executable on Unix?"), ("assistant", "Use chmod +x [Document 1].")]
+    assert standalone_query(question, history) == expected
+    assert standalone_query(question, []) == question
 
 
 def test_summary_target_matches_a_document():

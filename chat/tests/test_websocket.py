@@ -130,15 +130,36 @@ def test_what_the_model_receives(account_a, ingest_text, fake_llm):
     socket.close()
 
 
-def test_general_question_skips_retrieval_and_pays_no_embedding(account_a, handbook, fake_llm):
+def test_small_talk_skips_retrieval_and_the_model_and_costs_nothing(account_a, handbook, fake_llm):
+    fake_llm.clear()
+    socket = _key_socket(account_a)
+    with account_context(account_a):
+        before = balance_get(account=account_a)
+        entries = CreditLedgerEntry.objects.for_account(account_a).count()
+    frames = socket.ask("hello!")
+    assert frames[0]["sources"] == [] and frames[0]["route"] == "general" and frames[0]["query"] == ""
+    done = frames[-1]
+    assert done["type"] == "chat.done" and "Ask me anything" in done["answer"] and done["citations"] == []
+    assert done["usage"] == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}
+    assert fake_llm.requests_to("/v1/embeddings") == [] and fake_llm.requests_to("/v1/chat/completions") == []
+    with account_context(account_a):
+        assert balance_get(account=account_a) == before == done["credits_remaining"]
+        assert CreditLedgerEntry.objects.for_account(account_a).count() == entries
+    socket.close()
+
+
+def test_a_general_question_searches_first_then_says_it_is_not_from_the_documents(account_a, handbook, fake_llm,
+                                                                                 settings):
+    settings.RAG_MIN_RELEVANCE = 5.0  # nothing retrieved is near enough
     fake_llm.clear()
     socket = _key_socket(account_a)
     frames = socket.ask("what is a linked list?")
-    assert frames[0]["sources"] == [] and frames[-1]["type"] == "chat.done"
-    assert fake_llm.requests_to("/v1/embeddings") == []
-    assert fake_llm.requests_to("/v1/chat/completions")[-1]["temperature"] == 0.7
-    with account_context(account_a):
-        assert not CreditLedgerEntry.objects.for_account(account_a).filter(reference="search").exists()
+    assert frames[0]["sources"] == [] and frames[0]["route"] == "general"
+    done = frames[-1]
+    assert done["answer"].startswith("Your team's documents don't cover this") and done["citations"] == []
+    assert len(fake_llm.requests_to("/v1/embeddings")) == 1  # it did search
+    request = fake_llm.requests_to("/v1/chat/completions")[-1]
+    assert request["temperature"] == 0.7 and "<document_chunk" not in request["messages"][-1]["content"]
     socket.close()
 
 

@@ -93,6 +93,15 @@ def _passage(run, scores: dict[int, float]) -> Passage:
                    text=text, chunk_ids=tuple(r[0] for r in run))
 
 
+def hit_passages(hits: list[Hit]) -> list[Passage]:
+    """Each hit as a passage of its own chunk, in rank order (the short context a small
+    model reads best)."""
+    return [Passage(document_id=h.document_id, document_name=h.document_name, chunk_start=h.chunk_index,
+                    chunk_end=h.chunk_index,
+                    pages=(h.page_start, h.page_end) if h.page_start is not None and h.page_end is not None else None,
+                    score=h.score, text=h.text, chunk_ids=(h.chunk_id,)) for h in hits]
+
+
 def expand_passages(*, account, hits: list[Hit]) -> list[Passage]:
     """Each hit with its previous and next chunk (same document and revision), overlapping or
     adjacent pieces of a document merged into one passage without repeating the overlap.

@@ -1,0 +1,237 @@
+"""Keeping an answer honest: does the retrieved text answer the question at all, is the
+model's answer repeating itself or saying things the passages do not, and what to say
+instead (the passages' own sentences, each with its [Document N]).
+
+Pure text functions, no database and no model: the agent feeds them what it retrieved and
+what the model streams.
+"""
+from __future__ import annotations
+
+import math
+import re
+import textwrap
+from collections import Counter
+from dataclasses import dataclass, field
+
+CITATION = re.compile(r"\s*\[Document\s+(\d+)\]", re.I)
+_WORD = re.compile(r"[a-z0-9][a-z0-9_+#'-]*")
+# Words that carry no topic: function words, and the words of a question's frame.
+STOPWORDS = frozenset("""a about above after again against all also am an and any are aren't as at be because been
+before being below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down
+during each few for from further had hadn't has hasn't have haven't having he her here hers herself him himself his
+how i if in into is isn't it it's its itself just let's me more most mustn't my myself no nor not now of off on once
+only or other ought our ours ourselves out over own same shan't she should shouldn't so some such than that that's
+the their theirs them themselves then there there's these they this those through to too under until up very was
+wasn't we were weren't what what's when where which while who whom why will with won't would wouldn't you your
+yours yourself yourselves tell explain describe know want need please thanks thank way ways get got make made
+something anything thing things kind sort much many does say says said use used using""".split())
+_RST_ROLE = re.compile(r":[a-z:]+:`~?([^`<]+?)(?:\s*<[^>]*>)?`")
+_RST_LITERAL = re.compile(r"``([^`]+)``")
+_HEADING_RULE = re.compile(r"^\s*([=\-~^\"'`#*+])\1{2,}\s*$")
+
+MIN_SUPPORT = 0.6  # share of a sentence's content words that must appear in the passages
+COVERAGE_WEIGHT = 0.35  # in relevance(): lexical coverage next to vector similarity
+
+
+def stem(word: str) -> str:
+    """A light suffix strip, so "grouping"/"grouped"/"groups" and "group" meet."""
+    word = word.strip("'-")
+    for suffix in ("ations", "ation", "ings", "ing", "ies", "ied", "ers", "er", "es", "ed", "ly", "s"):
+        if len(word) - len(suffix) >= 4 and word.endswith(suffix):
+            return word[: -len(suffix)] + ("y" if suffix in ("ies", "ied") else "")
+    return word
+
+
+def terms(text: str) -> list[str]:
+    """The content words of a text, stemmed; citation markers are not words."""
+    text = CITATION.sub(" ", text.lower())
+    return [stem(w) for w in _WORD.findall(text) if w not in STOPWORDS and len(w) > 1]
+
+
+def plain(text: str) -> str:
+    """Passage text as a reader wants it: reStructuredText roles and literals unwrapped."""
+    text = _RST_ROLE.sub(r"`\1`", text)
+    return _RST_LITERAL.sub(r"`\1`", text)
+
+
+def sentences(text: str) -> list[tuple[str, str]]:
+    """(text, kind) for each sentence of a passage, in order: kind "prose", "heading" (a line
+    underlined with a rule, or a Markdown heading) or "code" (an indented paragraph, whole).
+    Wrapped lines are joined."""
+    out: list[tuple[str, str]] = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        lines = [line for line in paragraph.split("\n") if line.strip()]
+        if not lines:
+            continue
+        if all(line[:1] in (" ", "\t") for line in lines):
+            out.append((textwrap.dedent("\n".join(lines)), "code"))
+            continue
+        if len(lines) >= 2 and _HEADING_RULE.match(lines[-1]):
+            heading = " ".join(line.strip() for line in lines[:-1] if not _HEADING_RULE.match(line))
+            if heading:
+                out.append((heading, "heading"))
+            continue
+        if lines[0].lstrip().startswith("#"):
+            out.append((lines[0].lstrip("# ").strip(), "heading"))
+            lines = lines[1:]
+        prose = " ".join(line.strip() for line in lines if not _HEADING_RULE.match(line))
+        for piece in re.split(r"(?<=[.!?])\s+", prose):
+            if len(_WORD.findall(piece.lower())) >= 2:
+                out.append((piece.strip(), "prose"))
+    return out
+
+
+# --- does the retrieved text answer the question? --------------------------------------------
+
+def coverage(question: str, passage_text: str) -> float:
+    """Share of the question's topic words (stemmed) that the passage contains."""
+    wanted = set(terms(question))
+    if not wanted:
+        return 0.0
+    have = set(terms(passage_text))
+    return sum(1 for t in wanted if t in have) / len(wanted)
+
+
+def relevance(question: str, hits: list, passages: list) -> float:
+    """How near the retrieved text is to answering: the best vector similarity plus
+    COVERAGE_WEIGHT x the best passage's coverage of the question's topic words. Retrieval
+    always returns its nearest chunks; this says whether the nearest are near enough
+    (settings.RAG_MIN_RELEVANCE, calibrated in bench/answer_eval.py)."""
+    similarity = max((h.similarity or 0.0 for h in hits), default=0.0)
+    return similarity + COVERAGE_WEIGHT * max((coverage(question, p.text) for p in passages), default=0.0)
+
+
+# --- the passages' own sentences -------------------------------------------------------------
+
+def extractive_answer(question: str, passages: list, *, max_words: int = 90) -> str:
+    """The sentences of the best passages that answer the question, each with its
+    [Document N]: from the best-matching sentence on (after it, when it is a heading or a
+    question), up to `max_words`."""
+    wanted = set(terms(question))
+    candidates = [(n, i, s, kind) for n, p in enumerate(passages, start=1)
+                  for i, (s, kind) in enumerate(sentences(plain(p.text)))]
+    if not wanted or not candidates:
+        return ""
+    df = Counter(t for c in candidates for t in set(terms(c[2])))
+    weight = {t: math.log(1 + len(candidates) / (1 + df[t])) for t in wanted}
+    total = sum(weight.values()) or 1.0
+
+    def score(candidate):
+        found = set(terms(candidate[2])) if candidate[3] != "code" else set()
+        return sum(weight[t] for t in wanted if t in found) / total - 0.01 * candidate[0]
+
+    best_n, best_i, _, _ = max(candidates, key=score)
+    following = [(n, s, kind) for n, i, s, kind in candidates
+                 if n == best_n and i >= best_i and kind != "heading" and not s.endswith("?")]
+    while following and following[0][2] == "code":
+        following.pop(0)
+    words, answer = 0, ""
+    for n, s, kind in following:
+        if words and words + len(s.split()) > max_words:
+            break
+        if kind == "code":
+            answer = answer.rstrip() + f"\n\n```\n{s.strip()}\n```\n\n"
+        else:
+            answer += cite(s, n) + " "
+        words += len(s.split())
+    return answer.strip()
+
+
+# --- the model's answer, sentence by sentence ------------------------------------------------
+
+@dataclass
+class Guard:
+    """Releases the model's answer as it streams and stops it when it goes wrong.
+
+    Always: nothing is released that would make a run of words appear three times, and the
+    answer stops there. Loose (capable models): text is released a word at a time, and the
+    run is 8 words outside code blocks (a loop, not a turn of phrase or a repetitive code
+    line). Strict (small models): a sentence at a time (or every MAX_HELD
+    characters), and a sentence that repeats an earlier one, or whose content words are
+    mostly not in the passages, stops the answer; each released sentence is cited with the
+    passage it overlaps most (a small model's own [Document N] markers are unreliable)."""
+
+    passages: list
+    strict: bool = False
+    stopped: str = ""  # "", "repeat" or "unsupported"
+    released: list[str] = field(default_factory=list)
+    _buffer: str = ""
+    _words: list = field(default_factory=list)
+    _seen: Counter = field(default_factory=Counter)
+    _sentences: set = field(default_factory=set)
+    _in_code: bool = False
+
+    MAX_HELD = 240
+
+    def __post_init__(self):
+        self._passage_terms = [set(terms(p.text)) for p in self.passages]
+        self._all_terms = set().union(*self._passage_terms) if self._passage_terms else set()
+
+    def feed(self, text: str) -> str:
+        """Text that may be shown now ("" while a sentence or word is still being written)."""
+        if self.stopped:
+            return ""
+        self._buffer += text
+        out = []
+        pattern = r"(?<=[.!?])\s+|\n" if self.strict else r"\s+"
+        while not self.stopped:
+            match = re.search(pattern, self._buffer)
+            end = match.end() if match else (len(self._buffer) if len(self._buffer) > self.MAX_HELD else 0)
+            if not end:
+                break
+            piece, self._buffer = self._buffer[:end], self._buffer[end:]
+            out.append(self._check(piece))
+        return "".join(out)
+
+    def flush(self) -> str:
+        """The end of the stream: the last, unfinished piece."""
+        if self.stopped or not self._buffer.strip():
+            return ""
+        piece, self._buffer = self._buffer, ""
+        return self._check(piece)
+
+    def _check(self, piece: str) -> str:
+        body = piece.strip()
+        if not body:
+            return piece
+        words = re.findall(r"\w+", CITATION.sub(" ", body).lower())
+        if not self.strict:
+            in_code = self._in_code
+            self._in_code ^= body.count("```") % 2 == 1
+            if in_code or "```" in body:
+                words = []
+        n = 4 if self.strict else 8
+        grams = [tuple((self._words + words)[i - n + 1:i + 1])
+                 for i in range(len(self._words), len(self._words) + len(words)) if i >= n - 1]
+        if any(self._seen[g] + grams.count(g) >= 3 for g in grams):
+            self.stopped = "repeat"
+            return ""
+        found = terms(body)
+        if self.strict:
+            key = " ".join(words)
+            if len(words) >= 3 and key in self._sentences:
+                self.stopped = "repeat"
+                return ""
+            if len(found) >= 3 and sum(1 for t in found if t in self._all_terms) / len(found) < MIN_SUPPORT:
+                self.stopped = "unsupported"
+                return ""
+            self._sentences.add(key)
+            if self.passages and len(found) >= 3:
+                piece = self._cite(piece, set(found))
+        self._words.extend(words)
+        self._seen.update(grams)
+        self.released.append(piece)
+        return piece
+
+    def _cite(self, sentence: str, found: set) -> str:
+        best = max(range(len(self.passages)), key=lambda i: (len(found & self._passage_terms[i]), -i))
+        return cite(CITATION.sub("", sentence), best + 1)
+
+
+def cite(sentence: str, n: int) -> str:
+    """The sentence with [Document n] before its closing punctuation ("… a year [Document 1].")."""
+    trailing = sentence[len(sentence.rstrip()):]
+    body = sentence.rstrip()
+    end = len(body.rstrip(".!?:;,"))
+    stop = body[end:] if body[end:] in ("", ".", "!", "?") else "."
+    return f"{body[:end]} [Document {n}]{stop if body[end:] else ''}{trailing}"
