@@ -78,3 +78,23 @@ def run_jobs(queue, django_capture_on_commit_callbacks):
         assert not failed, [queue.fetch_job(j).exc_info for j in failed]
         return count
     return run
+
+
+@pytest.fixture
+def upload_and_ingest(run_jobs, django_capture_on_commit_callbacks):
+    """Upload a file into an account as the API does, run the queue, return the document
+    as stored. Uses whatever model server the test wired in (fake_llm, or the local one)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from core.tenancy import account_context
+    from documents.models import Document
+    from documents.services import document_upload
+
+    def go(account, name, data: bytes, content_type="text/plain"):
+        with account_context(account), django_capture_on_commit_callbacks(execute=True):
+            document, _ = document_upload(account=account, actor=None,
+                                          upload=SimpleUploadedFile(name, data, content_type=content_type))
+        run_jobs()
+        with account_context(account):
+            return Document.objects.for_account(account).get(pk=document.pk)
+    return go

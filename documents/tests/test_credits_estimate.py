@@ -11,13 +11,11 @@ import csv
 import io
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 
 from billing.services import credits_grant
 from core.tenancy import account_context
 from documents.chunking import embedding_text, embedding_tokens
 from documents.models import Chunk, Document
-from documents.services import document_upload
 from documents.tests.files import DEBIAN_PDF, docx_bytes
 from llm.local_models import MAX_SEQ_LEN
 from llm.tokens import count_tokens
@@ -30,19 +28,11 @@ DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 
 @pytest.fixture
-def ingest(account_a, server, settings, run_jobs, django_capture_on_commit_callbacks):  # noqa: F811
+def ingest(account_a, server, settings, upload_and_ingest):  # noqa: F811
     settings.LLM_BASE_URL = server["base_url"]
     with account_context(account_a):
         credits_grant(account=account_a, amount=100_000, reason="room for a 26-page manual")
-
-    def go(name, data, content_type):
-        with account_context(account_a), django_capture_on_commit_callbacks(execute=True):
-            document, _ = document_upload(account=account_a, actor=None,
-                                          upload=SimpleUploadedFile(name, data, content_type=content_type))
-        run_jobs()
-        with account_context(account_a):
-            return Document.objects.for_account(account_a).get(pk=document.pk)
-    return go
+    return lambda name, data, content_type: upload_and_ingest(account_a, name, data, content_type)
 
 
 def _markdown() -> bytes:

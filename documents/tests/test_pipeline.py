@@ -21,16 +21,9 @@ DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 
 @pytest.fixture
-def ingest(account_a, fake_llm, run_jobs, django_capture_on_commit_callbacks):
+def ingest(account_a, fake_llm, upload_and_ingest):
     """Upload through the service as the API does, run the queue, return the document."""
-    def go(name, data, content_type):
-        with account_context(account_a), django_capture_on_commit_callbacks(execute=True):
-            document, _ = document_upload(account=account_a, actor=None,
-                                          upload=SimpleUploadedFile(name, data, content_type=content_type))
-        run_jobs()
-        with account_context(account_a):
-            return Document.objects.for_account(account_a).get(pk=document.pk)
-    return go
+    return lambda name, data, content_type: upload_and_ingest(account_a, name, data, content_type)
 
 
 def _chunks(account, document):
