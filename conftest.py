@@ -39,7 +39,7 @@ def fake_llm(settings):
     from llm.fake_server import FakeOpenAIServer
 
     with FakeOpenAIServer() as server:
-        settings.LLM_BASE_URL = server.base_url
+        settings.LLM_BASE_URL, settings.LLM_BUNDLED = server.base_url, False
         yield server
 
 

@@ -19,7 +19,8 @@ the answer section), abstained (unanswerable: says the documents do not cover it
 nothing), degenerate (a 4-word run repeated 3 times, or cut at the token cap), time to first
 token, credits per answer (balance before minus after: query embedding + chat).
 
-ANSWER_EVAL_LIMIT=N runs the first N questions of each group (a quick look).
+ANSWER_EVAL_LIMIT=N runs the first N questions of each group (a quick look);
+ANSWER_EVAL_GROUPS=faq,short runs only those groups.
 """
 from __future__ import annotations
 
@@ -155,7 +156,10 @@ def evaluate(account, user, limit: int | None = None, *, log=print) -> dict:
     rows = [json.loads(line) for line in (EVAL_DIR / "python_faq.jsonl").read_text().splitlines() if line.strip()]
     sets = json.loads(DATA.read_text())
     report, examples = {}, {}
+    only = set(filter(None, os.environ.get("ANSWER_EVAL_GROUPS", "").split(",")))
     for group, items in _groups(sets, rows, limit):
+        if only and group not in only:
+            continue
         results = []
         for question, row, first in items:
             conversation_id = _ask(account, user, first)["conversation_id"] if first else None

@@ -1,5 +1,6 @@
-"""Shared set-up for benchmarks: a database of their own (`<name>_bench`), migrated, on the
-same server as the app (the embedded one by default), so runs never touch real data."""
+"""Shared set-up for benchmarks: a database of their own (`<name>_bench`, or BENCH_DATABASE),
+migrated, on the same server as the app (the embedded one by default), so runs never touch
+real data. (A second name keeps an older checkout's run apart from a migrated one.)"""
 from __future__ import annotations
 
 import os
@@ -20,7 +21,7 @@ def setup_django() -> None:
 
     url = os.environ["DATABASE_URL"]
     config = environ.Env.db_url_config(url)
-    bench_db = f"{config['NAME']}_bench"
+    bench_db = os.environ.get("BENCH_DATABASE") or f"{config['NAME']}_bench"
     from urllib.parse import unquote
 
     conninfo = dict(dbname=config["NAME"], user=config["USER"], host=unquote(config["HOST"]),

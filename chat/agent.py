@@ -63,8 +63,8 @@ PROFILES = {
 
 
 def profile() -> Profile:
-    name = settings.CHAT_PROFILE or ("capable" if settings.LLM_BASE_URL or settings.LOCAL_CHAT_MODEL_PATH
-                                     else "small")
+    name = settings.CHAT_PROFILE or ("small" if settings.LLM_BUNDLED and not settings.LOCAL_CHAT_MODEL_PATH
+                                     else "capable")
     return PROFILES.get(name, PROFILES["capable"])
 
 
@@ -213,7 +213,7 @@ def min_relevance() -> float:
     """settings.RAG_MIN_RELEVANCE, or the bundled embedding model's calibrated value."""
     if settings.RAG_MIN_RELEVANCE is not None:
         return settings.RAG_MIN_RELEVANCE
-    return BUNDLED_MIN_RELEVANCE if not settings.LLM_BASE_URL else 0.0
+    return BUNDLED_MIN_RELEVANCE if settings.LLM_BUNDLED else 0.0
 
 
 def _rewrite_followup(account, question: str, history: list[tuple[str, str]], key: str) -> str:

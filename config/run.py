@@ -83,6 +83,7 @@ def _start_model_server(env: dict, children: list) -> None:
     name, process = _spawn("models", [PYTHON, "-m", "llm.local_server", "--host", "127.0.0.1", "--port", port], env)
     children.append((name, process))
     env["LLM_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
+    env["GROUNDWORK_BUNDLED_MODELS"] = "1"
     env.setdefault("LLM_API_KEY", "local")
     log("warming up the local models…")
     if not _wait_http(f"http://127.0.0.1:{port}/healthz", 300, process):

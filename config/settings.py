@@ -263,11 +263,14 @@ PARSE_MEMORY_MB = env.int("PARSE_MEMORY_MB", default=1536)
 DOCUMENT_STALE_SECONDS = env.int("DOCUMENT_STALE_SECONDS", default=300)
 CHAT_MAX_TOKENS = env.int("CHAT_MAX_TOKENS", default=512)
 LOCAL_CHAT_MODEL_PATH = env("LOCAL_CHAT_MODEL_PATH", default="")
+# Whether the provider is the bundled local model server (`make run` sets it when it starts
+# one; without LLM_BASE_URL the app talks to it on LOCAL_LLM_PORT).
+LLM_BUNDLED = env.bool("GROUNDWORK_BUNDLED_MODELS", default=not LLM_BASE_URL)
 # How much to trust the chat model (chat/agent.py PROFILES): "small" (the bundled 135M model:
 # fewer passages, a short answer budget, every sentence checked against the passages and
 # cited by overlap, the passages' own sentences when it strays) or "capable" (any 1B+
-# instruct model). Unset: small on the bundled model, capable when LLM_BASE_URL or
-# LOCAL_CHAT_MODEL_PATH names another.
+# instruct model). Unset: small on the bundled SmolLM2, capable on any other model
+# (LOCAL_CHAT_MODEL_PATH, or a provider at LLM_BASE_URL).
 CHAT_PROFILE = env("CHAT_PROFILE", default="")
 # Whether retrieved text is near enough to answer from: best cosine similarity + 0.35 x the
 # share of the question's topic words in the best passage. Unset: 0.58, calibrated for the

@@ -49,7 +49,7 @@ def fake_llm(model_server, settings):
     """This module's model server (daphne was started pointing at it), reset for each test."""
     model_server.clear()
     model_server.answer, model_server.backend.chunk_delay = None, 0.0
-    settings.LLM_BASE_URL = model_server.base_url
+    settings.LLM_BASE_URL, settings.LLM_BUNDLED = model_server.base_url, False
     yield model_server
     model_server.backend.chunk_delay = 0.0
 
