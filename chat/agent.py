@@ -137,7 +137,8 @@ class ChatTurn:
             yield self._emit(self.note)
         self.llm_stream = llm.chat(self.messages, temperature=self.temperature, max_tokens=self.max_tokens,
                                    cancelled=self.cancelled, sampling=self.profile.sampling or None)
-        guard = answering.Guard(self.passages, strict=self.profile.strict and bool(self.passages))
+        guard = answering.Guard(self.passages, strict=self.profile.strict and bool(self.passages),
+                                loop_words=4 if self.profile.strict else 8)
         tokens = iter(self.llm_stream)
         try:
             for text in tokens:
@@ -153,7 +154,7 @@ class ChatTurn:
         finally:
             tokens.close()  # a guard's stop ends the provider's generation too
         self.finish_reason = "stop" if guard.stopped else (self.llm_stream.finish_reason or "stop")
-        if self.passages and not guard.released and not self.cancelled.is_set():
+        if self.passages and not guard.answered and not self.cancelled.is_set():
             yield self._emit(answering.extractive_answer(self.query, self.passages) or NOTHING_TO_QUOTE)
 
 

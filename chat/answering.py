@@ -29,7 +29,11 @@ _RST_ROLE = re.compile(r":[a-z:]+:`~?([^`<]+?)(?:\s*<[^>]*>)?`")
 _RST_LITERAL = re.compile(r"``([^`]+)``")
 _HEADING_RULE = re.compile(r"^\s*([=\-~^\"'`#*+])\1{2,}\s*$")
 
-MIN_SUPPORT = 0.6  # share of a sentence's content words that must appear in the passages
+# A strict guard's sentence must take most of its content words, and half of its pairs of
+# consecutive content words, from the passages: a small model that recombines the passages'
+# words into new claims fails the second.
+MIN_SUPPORT = 0.75
+MIN_PAIR_SUPPORT = 0.5
 COVERAGE_WEIGHT = 0.35  # in relevance(): lexical coverage next to vector similarity
 
 
@@ -143,16 +147,17 @@ def extractive_answer(question: str, passages: list, *, max_words: int = 90) -> 
 class Guard:
     """Releases the model's answer as it streams and stops it when it goes wrong.
 
-    Always: nothing is released that would make a run of words appear three times, and the
-    answer stops there. Loose (capable models): text is released a word at a time, and the
-    run is 8 words outside code blocks (a loop, not a turn of phrase or a repetitive code
-    line). Strict (small models): a sentence at a time (or every MAX_HELD
+    Always: nothing is released that would make a run of `loop_words` words appear three
+    times, and the answer stops there: 4 for small models, 8 outside code blocks for capable
+    ones (a loop, not a turn of phrase or a repetitive code line). Loose: text is released a
+    word at a time. Strict (small models): a sentence at a time (or every MAX_HELD
     characters), and a sentence that repeats an earlier one, or whose content words are
     mostly not in the passages, stops the answer; each released sentence is cited with the
     passage it overlaps most (a small model's own [Document N] markers are unreliable)."""
 
     passages: list
     strict: bool = False
+    loop_words: int = 0  # the run of words that may not appear three times (0: 4 strict, 8 loose)
     stopped: str = ""  # "", "repeat" or "unsupported"
     released: list[str] = field(default_factory=list)
     _buffer: str = ""
@@ -160,12 +165,16 @@ class Guard:
     _seen: Counter = field(default_factory=Counter)
     _sentences: set = field(default_factory=set)
     _in_code: bool = False
+    _pending: list = field(default_factory=list)  # strict: short pieces waiting for a sentence
 
     MAX_HELD = 240
 
     def __post_init__(self):
-        self._passage_terms = [set(terms(p.text)) for p in self.passages]
-        self._all_terms = set().union(*self._passage_terms) if self._passage_terms else set()
+        self.loop_words = self.loop_words or (4 if self.strict else 8)
+        lists = [terms(p.text) for p in self.passages]
+        self._passage_terms = [set(t) for t in lists]
+        self._all_terms = set().union(*self._passage_terms) if lists else set()
+        self._all_pairs = {pair for t in lists for pair in zip(t, t[1:])}
 
     def feed(self, text: str) -> str:
         """Text that may be shown now ("" while a sentence or word is still being written)."""
@@ -184,23 +193,30 @@ class Guard:
         return "".join(out)
 
     def flush(self) -> str:
-        """The end of the stream: the last, unfinished piece."""
+        """The end of the stream: the last, unfinished piece. (Short pieces a strict guard
+        held back, "The answer:" or "1.", are dropped unless a sentence followed them.)"""
         if self.stopped or not self._buffer.strip():
             return ""
         piece, self._buffer = self._buffer, ""
         return self._check(piece)
+
+    @property
+    def answered(self) -> bool:
+        """Whether anything of substance was released (strict: a sentence that was judged)."""
+        text = "".join(self.released)
+        return len(terms(text)) >= 3 if self.strict else bool(text.strip())
 
     def _check(self, piece: str) -> str:
         body = piece.strip()
         if not body:
             return piece
         words = re.findall(r"\w+", CITATION.sub(" ", body).lower())
-        if not self.strict:
+        if self.loop_words > 4:
             in_code = self._in_code
             self._in_code ^= body.count("```") % 2 == 1
             if in_code or "```" in body:
                 words = []
-        n = 4 if self.strict else 8
+        n = self.loop_words
         grams = [tuple((self._words + words)[i - n + 1:i + 1])
                  for i in range(len(self._words), len(self._words) + len(words)) if i >= n - 1]
         if any(self._seen[g] + grams.count(g) >= 3 for g in grams):
@@ -212,12 +228,17 @@ class Guard:
             if len(words) >= 3 and key in self._sentences:
                 self.stopped = "repeat"
                 return ""
-            if len(found) >= 3 and sum(1 for t in found if t in self._all_terms) / len(found) < MIN_SUPPORT:
+            if len(found) < 3:  # too short to judge: shown with the next sentence, if one comes
+                self._pending.append(piece)
+                return ""
+            pairs = list(zip(found, found[1:]))
+            if (sum(1 for t in found if t in self._all_terms) / len(found) < MIN_SUPPORT
+                    or sum(1 for p in pairs if p in self._all_pairs) / len(pairs) < MIN_PAIR_SUPPORT):
                 self.stopped = "unsupported"
                 return ""
             self._sentences.add(key)
-            if self.passages and len(found) >= 3:
-                piece = self._cite(piece, set(found))
+            piece = "".join(self._pending) + self._cite(piece, set(found))
+            self._pending = []
         self._words.extend(words)
         self._seen.update(grams)
         self.released.append(piece)

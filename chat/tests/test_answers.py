@@ -72,6 +72,19 @@ def test_strict_guard_releases_supported_sentences_cited_by_overlap_and_stops_at
     assert guard.stopped == "unsupported"
 
 
+def test_strict_guard_holds_short_pieces_for_a_sentence_and_refuses_recombined_words():
+    passages = [P(text="Everyone at Acme has twenty-eight days of paid holiday a year. Laptops arrive on day one.")]
+    guard = answering.Guard(passages, strict=True)
+    assert _stream(guard, "The answer: Yes.") == "" and not guard.answered
+    guard = answering.Guard(passages, strict=True)
+    assert (_stream(guard, "The answer:\nEveryone at Acme has twenty-eight days of paid holiday.")
+            == "The answer:\nEveryone at Acme has twenty-eight days of paid holiday [Document 1].")
+    assert guard.answered
+    guard = answering.Guard(passages, strict=True)  # every word is in the passage, the claim is not
+    assert _stream(guard, "Laptops have twenty-eight holiday days at Acme.") == ""
+    assert guard.stopped == "unsupported" and not guard.answered
+
+
 def test_strict_guard_stops_a_repeated_sentence():
     guard = answering.Guard([P(text="Everyone has twenty-eight days of paid holiday.")], strict=True)
     out = _stream(guard, "Everyone has twenty-eight days. Everyone has twenty-eight days. Again.")
