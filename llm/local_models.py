@@ -215,6 +215,9 @@ class SmolChatEngine:
         params = xllamacpp.CommonParams()
         params.model.path = str(model_path or default_gguf_path())
         params.n_ctx = ctx_size
+        # The model's own chat template (Jinja, from the GGUF), so any instruct model a team
+        # points LOCAL_CHAT_MODEL_PATH at is prompted the way it was trained.
+        params.use_jinja = True
         params.n_parallel = 1
         params.cpuparams.n_threads = threads
         params.cpuparams_batch.n_threads = batch_threads
