@@ -1,7 +1,7 @@
 """What a new team's credits buy with the bundled models: credits per PDF page ingested
-(all-MiniLM-L6-v2 through the real pipeline) and credits per document question (the query's
-embedding + the SmolLM2 prompt the chat service builds from ~5 retrieved passages + the
-answer), measured against `python -m llm.local_server`. The basis of SIGNUP_CREDITS's default.
+(all-MiniLM-L6-v2 through the real pipeline) and credits per document question (a real chat
+turn: the query's embedding, the prompt and the answer), measured against
+`python -m llm.local_server`. The basis of SIGNUP_CREDITS's default.
 
 PDFs: the 26-page Debian camlidl manual (the tests' fixture), the real PDF manuals found in
 /usr/share/doc (when present), and the GPL-3 text laid out as a plain book page (50 lines
@@ -34,7 +34,6 @@ QUESTIONS = [
     "What is the MIME type of a file that has no known extension according to the spec?",
     "How do I parse a DER encoded structure with libtasn1?",
 ]
-ANSWER_BUDGET = 300  # the answer budget assumed for a typical question (CHAT_MAX_TOKENS ~256-320)
 
 
 def _book_pdf(text: str, *, lines_per_page: int = 50, width: int = 80) -> bytes:
@@ -77,60 +76,39 @@ def _ingest(account, name: str, data: bytes) -> dict:
             "estimate_error": f"{100 * (document.credits_estimate - document.credits_charged) / document.credits_charged:+.2f}%"}
 
 
-def _question_cost(account, base_url: str, question: str, n: int) -> dict:
-    """The credits a document question costs: its embedding, the prompt the chat service
-    would send (same retrieval, same messages), and an answer generated within ANSWER_BUDGET."""
-    import openai
+def _question_cost(account, user, question: str) -> dict:
+    """The credits a document question costs, end to end: a real chat turn (route, query
+    embedding, the configured profile's prompt and answer, the guard), its balance before
+    minus after."""
+    from bench.answer_eval import _ask
 
-    from chat.prompt import build_messages
-    from core.tenancy import account_context
-    from documents.search import expand_passages, search_for_query
-    from llm.local_models import CHAT_MODEL_ID
-
-    with account_context(account):
-        hits = search_for_query(account=account, query=question, key=f"bench-credits-{time.time_ns()}-{n}")
-        passages = expand_passages(account=account, hits=hits)
-    messages = build_messages(question=question, passages=passages, history=[], grounded=True,
-                              history_budget=settings.CHAT_HISTORY_TOKENS)
-    client = openai.OpenAI(base_url=base_url, api_key="local")
-    embedded = client.embeddings.create(model=settings.EMBEDDING_MODEL, input=[question]).usage.total_tokens
-    answer = client.chat.completions.create(model=CHAT_MODEL_ID, messages=messages, max_tokens=ANSWER_BUDGET,
-                                            temperature=0.2, frequency_penalty=0.5)
-    return {"passages": len(passages),
-            "passage_chars": [len(p.text) for p in passages],
-            "query_embedding": embedded, "prompt": answer.usage.prompt_tokens,
-            "completion": answer.usage.completion_tokens,
-            "total": embedded + answer.usage.prompt_tokens + answer.usage.completion_tokens}
+    result = _ask(account, user, question)
+    return {"question": question, "route": result["route"], "credits": result["credits"],
+            "completion": result["completion_tokens"], "error": result["error"]}
 
 
 def run() -> dict:
     from accounts.models import User
     from accounts.services import account_create
     from bench.ingestion import LocalModels
+    from chat.agent import profile
 
     with LocalModels() as local:
         settings.LLM_BASE_URL = local.base_url
         owner = User.objects.create_user(email=f"bench-credits-{time.time_ns()}@bench.test", password=None)
         account = account_create(name="bench credits", owner=owner, initial_credits=10_000_000)
         documents = [_ingest(account, name, data) for name, data in _documents()]
-        questions = [_question_cost(account, local.base_url, q, i) for i, q in enumerate(QUESTIONS)]
+        settings.CHAT_RATE_PER_USER = settings.CHAT_RATE_PER_ACCOUNT = "100000/min"
+        questions = [_question_cost(account, owner, q) for q in QUESTIONS]
     pages = sum(d["pages"] for d in documents)
     charged = sum(d["charged"] for d in documents)
-    prompts = [q["prompt"] for q in questions]
-    completions = [q["completion"] for q in questions]
-    totals = [q["total"] for q in questions]
+    totals = [q["credits"] for q in questions]
     return {
         "documents": documents,
         "credits_per_pdf_page": {"overall": round(charged / pages, 1), "pages": pages, "charged": charged,
                                  "median_document": statistics.median(d["credits_per_page"] for d in documents)},
-        "question": {
-            "prompt_tokens": {"median": statistics.median(prompts), "min": min(prompts), "max": max(prompts)},
-            "completion_tokens_at_budget": {"budget": ANSWER_BUDGET, "median": statistics.median(completions),
-                                            "max": max(completions)},
-            "query_embedding_tokens": statistics.median(q["query_embedding"] for q in questions),
-            "total": {"median": statistics.median(totals), "max": max(totals)},
-            "per_question": questions,
-        },
+        "question": {"credits": {"median": statistics.median(totals), "max": max(totals)},
+                     "per_question": questions},
         "settings": f"CHUNK_SIZE={settings.CHUNK_SIZE}, CHUNK_OVERLAP={settings.CHUNK_OVERLAP}, "
-                    f"RAG_TOP_K={settings.RAG_TOP_K}",
+                    f"RAG_TOP_K={settings.RAG_TOP_K}, chat profile {profile().name}",
     }
