@@ -82,12 +82,14 @@ def is_followup(question: str) -> bool:
 
 
 def standalone_query(question: str, history: list[tuple[str, str]]) -> str:
-    """What to search for: the question itself, or, for a follow-up, the previous question
-    and this one together (the deterministic rewrite; a capable model rewrites better)."""
+    """What to search for: the question itself, or, for a follow-up, this question and the
+    previous one together (the deterministic rewrite; a capable model rewrites better)."""
     previous = next((text for role, text in reversed(history) if role == "user"), "")
     if not previous or not is_followup(question):
         return question
-    return f"{previous.strip()} {question.strip()}"
+    # The follow-up first: it says what is asked now (bench/answer_eval.py's two-turn set:
+    # the answer in the top 3 for 0.95 of follow-ups this way, 0.90 the other way round).
+    return f"{question.strip()} {previous.strip()}"
 
 
 def match_document(target: str, documents: list) -> object | None:

@@ -197,7 +197,7 @@ def test_a_followup_is_searched_with_the_question_before_it(api, account_a, hand
     fake_llm.clear()
     _ask(api, "And does it carry over?", conversation_id=first["conversation_id"])
     searched = fake_llm.requests_to("/v1/embeddings")[-1]["input"][0]
-    assert searched == "How many days of holiday does everyone get? And does it carry over?"
+    assert searched == "And does it carry over? How many days of holiday does everyone get?"
     with account_context(account_a):
         question = Message.objects.for_account(account_a).filter(role="user").latest("pk")
         assert question.query == searched

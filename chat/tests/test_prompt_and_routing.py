@@ -68,9 +68,9 @@ def test_routing(question, kind):
 
 
 @pytest.mark.parametrize("question, expected", [
-    ("And how do I do that on Windows?", "How do I make a script executable on Unix? And how do I do that on Windows?"),
-    ("Why can't they contain statements?", "How do I make a script executable on Unix? Why can't they contain statements?"),
-    ("And on Windows?", "How do I make a script executable on Unix? And on Windows?"),
+    ("And how do I do that on Windows?", "And how do I do that on Windows? How do I make a script executable on Unix?"),
+    ("Why can't they contain statements?", "Why can't they contain statements? How do I make a script executable on Unix?"),
+    ("And on Windows?", "And on Windows? How do I make a script executable on Unix?"),
     ("What is the refund policy for conference tickets?", "What is the refund policy for conference tickets?"),
 ])
 def test_a_followup_is_searched_with_the_question_before_it(question, expected):
