@@ -20,7 +20,8 @@ nothing), degenerate (a 4-word run repeated 3 times, or cut at the token cap), t
 token, credits per answer (balance before minus after: query embedding + chat).
 
 ANSWER_EVAL_LIMIT=N runs the first N questions of each group (a quick look);
-ANSWER_EVAL_GROUPS=faq,short runs only those groups.
+ANSWER_EVAL_GROUPS=faq,short runs only those groups; ANSWER_EVAL_PROFILE='{"max_tokens": 300}'
+measures a variant of the chat profile in use (CHAT_PROFILE picks the profile).
 """
 from __future__ import annotations
 
@@ -173,6 +174,20 @@ def evaluate(account, user, limit: int | None = None, *, log=print) -> dict:
     return {"groups": report, "examples": examples}
 
 
+def _profile() -> str:
+    """The chat profile in use, with ANSWER_EVAL_PROFILE's JSON overrides applied (a variant
+    to measure, e.g. '{"sampling": {}}' or '{"passages": 5}')."""
+    import dataclasses
+
+    from chat import agent
+
+    chosen = agent.profile()
+    override = json.loads(os.environ.get("ANSWER_EVAL_PROFILE") or "{}")
+    if override:
+        agent.PROFILES[chosen.name] = chosen = dataclasses.replace(chosen, **override)
+    return repr(chosen)
+
+
 def run() -> dict:
     from bench.ingestion import LocalModels
 
@@ -182,6 +197,7 @@ def run() -> dict:
     settings.CHAT_RATE_PER_USER = settings.CHAT_RATE_PER_ACCOUNT = "100000/min"
     with LocalModels() as local:
         settings.LLM_BASE_URL = local.base_url
+        chosen = _profile()
         corpus = _ingest(account, files)
         started = time.perf_counter()
         results = evaluate(account, user, limit)
@@ -192,5 +208,5 @@ def run() -> dict:
         "settings": f"chat model {settings.CHAT_MODEL} ({os.environ.get('LOCAL_CHAT_MODEL_PATH') or 'bundled GGUF'}, "
                     f"local llama.cpp); CHAT_MAX_TOKENS={settings.CHAT_MAX_TOKENS}; RAG_TOP_K={settings.RAG_TOP_K}; "
                     f"threshold={settings.RAG_MATCH_THRESHOLD}; CHUNK_SIZE={settings.CHUNK_SIZE}; "
-                    f"limit per group={limit or 'none'}",
+                    f"limit per group={limit or 'none'}; {chosen}",
     }
