@@ -1,6 +1,22 @@
+from django.utils.functional import SimpleLazyObject
+
+from accounts.selectors import invitation_list_for_user
+
+
 def current_account(request):
+    user = getattr(request, "user", None)
+    account = getattr(request, "account", None)
+    signed_in = bool(user and user.is_authenticated)
     return {
-        "current_account": getattr(request, "account", None),
+        "current_account": account,
         "current_membership": getattr(request, "membership", None),
         "memberships": getattr(request, "memberships", []),
+        # Read only by the pages that show them (no query on the others).
+        "pending_invitations": SimpleLazyObject(
+            lambda: invitation_list_for_user(user=user) if signed_in and getattr(request, "api_key", None) is None
+            else []),
+        # The team made at sign-up waits for its starting credits until the address is verified.
+        "awaiting_verification": bool(
+            signed_in and user.email_verified_at is None and account is not None
+            and user.signup_account_id == account.pk),
     }

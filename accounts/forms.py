@@ -1,6 +1,9 @@
 from django import forms
+from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
 
+from accounts import ratelimit
 from accounts.models import Role
 
 
@@ -12,10 +15,38 @@ class SignupForm(forms.Form):
                                help_text="At least 8 characters, not only digits, not a common password.")
     account_name = forms.CharField(max_length=120, required=False, label="Team name",
                                    widget=forms.TextInput(attrs={"autocomplete": "organization"}),
-                                   help_text="You can rename it later. Invited? Your invitations are accepted too.")
+                                   help_text="You can rename it later. Invited to a team? Open the link in your invitation email to join it.")
 
 
-class LoginForm(AuthenticationForm):
+class RateLimitedLoginMixin:
+    """Counts failed logins per email and per IP (accounts.ratelimit); past either limit
+    every attempt is refused before the password is checked, the right one included."""
+
+    rate_limited = False
+
+    def clean(self):
+        email = (self.cleaned_data.get("username") or "").strip().lower()
+        limits = ratelimit.login_limits(self.request, email)
+        wait = ratelimit.wait_for(limits)
+        if wait:
+            self.rate_limited = True
+            raise ValidationError(ratelimit.too_many_message(wait), code="rate_limited")
+        try:
+            cleaned = super().clean()
+        except ValidationError as exc:
+            if getattr(exc, "code", None) == "invalid_login":
+                for limit in limits:
+                    limit.hit()
+            raise
+        limits[0].clear()  # the person got in: their own earlier typos no longer count
+        return cleaned
+
+
+class AdminLoginForm(RateLimitedLoginMixin, AdminAuthenticationForm):
+    pass
+
+
+class LoginForm(RateLimitedLoginMixin, AuthenticationForm):
     username = forms.EmailField(label="Email", widget=forms.EmailInput(attrs={"autofocus": True,
                                                                               "autocomplete": "email"}))
 

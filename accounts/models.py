@@ -42,6 +42,12 @@ class User(AbstractBaseUser, PermissionsMixin):
     is_active = models.BooleanField(default=True)
     is_staff = models.BooleanField(default=False, help_text="Can log into the support admin.")
     date_joined = models.DateTimeField(default=timezone.now)
+    email_verified_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the person proved control of the address (a link sent to it).")
+    # Where the person works: login lands in `last_account`; `signup_account` is the team made
+    # at sign-up, whose starting credits are paid once the address is verified.
+    last_account = models.ForeignKey("Account", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    signup_account = models.ForeignKey("Account", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     objects = UserManager()
 
@@ -99,15 +105,30 @@ class Membership(TenantModel):
 
 
 class Invitation(TenantModel):
-    """A pending invitation for an email address that has no user yet; accepted at sign-up."""
+    """An invitation to join an account, sent to an email address.
+
+    Accepted only by someone who proves control of the address: the emailed link (signed,
+    naming the invitation and a secret whose SHA-256 is `token_hash`), or, for a user whose
+    address is verified, the Accept button on their overview. Used once (`accepted_at`),
+    until `expires_at`.
+    """
 
     email = models.EmailField()
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
     invited_by = models.ForeignKey(User, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
+    token_hash = models.CharField(max_length=64, blank=True, default="")
+    expires_at = models.DateTimeField(null=True, blank=True)
+    accepted_at = models.DateTimeField(null=True, blank=True)
+    accepted_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
-        constraints = [models.UniqueConstraint(Lower("email"), "account", name="invitation_email_account_unique")]
+        constraints = [models.UniqueConstraint(Lower("email"), "account", condition=models.Q(accepted_at__isnull=True),
+                                               name="invitation_pending_email_account_unique")]
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is None or self.expires_at <= timezone.now()
 
     def __str__(self):
         return f"{self.email} → {self.account_id}"

@@ -37,12 +37,14 @@ def resolve_api_key(token: str) -> Resolution:
 
 
 def resolve_session(user: User, session) -> Resolution:
-    """The session's chosen account if the user is still a member, else their first one."""
+    """The session's chosen account if the user is still a member, else the one they used
+    last, else their first one."""
     if not user or not user.is_authenticated or not user.is_active:
         return Resolution()
     memberships = membership_list_for_user(user=user)
     if not memberships:
         return Resolution(user=user, memberships=[])
     chosen_id = session.get(SESSION_ACCOUNT_KEY) if session is not None else None
-    membership = next((m for m in memberships if m.account_id == chosen_id), memberships[0])
+    membership = (next((m for m in memberships if m.account_id == chosen_id), None)
+                  or next((m for m in memberships if m.account_id == user.last_account_id), memberships[0]))
     return Resolution(account=membership.account, user=user, membership=membership, memberships=memberships)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django.db.models import QuerySet
+from django.utils import timezone
 
 from accounts.models import Account, ApiKey, Invitation, Membership, User
 from core.tenancy import api_key_context, user_context
@@ -23,7 +24,23 @@ def member_list(*, account: Account) -> QuerySet[Membership]:
 
 
 def invitation_list(*, account: Account) -> QuerySet[Invitation]:
-    return Invitation.objects.for_account(account).order_by("email")
+    """The account's pending invitations (accepted ones are kept as a record, not listed)."""
+    return Invitation.objects.for_account(account).filter(accepted_at__isnull=True).order_by("email")
+
+
+def invitation_list_for_user(*, user: User) -> list[Invitation]:
+    """Pending, unexpired invitations to the user's address, in any account, once the address
+    is verified (nobody sees invitations to an address they have not proved).
+
+    Runs under `user_context`, whose RLS policy (invitation_invitee_read) shows exactly these.
+    """
+    if not user.is_authenticated or user.email_verified_at is None:
+        return []
+    with user_context(user):
+        invitations = (Invitation.all_accounts.filter(email__iexact=user.email, accepted_at__isnull=True,
+                                                      expires_at__gt=timezone.now())
+                       .select_related("account", "invited_by").order_by("-created_at"))
+        return list(invitations)
 
 
 def api_key_list(*, account: Account) -> QuerySet[ApiKey]:

@@ -3,11 +3,16 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
 from django.contrib.auth.password_validation import validate_password
+from django.core import signing
+from django.core.mail import send_mail
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
+from django.template.loader import render_to_string
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.text import slugify
 
@@ -15,8 +20,8 @@ from django.conf import settings
 
 from accounts.errors import AccountError
 from accounts.models import Account, ApiKey, Invitation, Membership, Role, User
-from accounts.signals import account_created
-from core.tenancy import account_context, dangerously_bypass_tenancy
+from accounts.signals import account_created, signup_email_verified
+from core.tenancy import account_context
 
 API_KEY_PREFIX = "gw_"
 
@@ -78,27 +83,97 @@ def user_create(*, email: str, password: str, full_name: str = "") -> User:
 
 
 @transaction.atomic
-def signup(*, email: str, password: str, account_name: str, full_name: str = "") -> tuple[User, Account]:
-    """Sign-up: the user, their own account as owner, and any pending invitations accepted."""
+def signup(*, email: str, password: str, account_name: str, full_name: str = "",
+           email_verified: bool = False, site_url: str = "") -> tuple[User, Account]:
+    """Sign-up: the user and their own account, as its owner.
+
+    Nothing else: an invitation to the same address is not accepted here (signing up does
+    not prove the address), and the starting credits wait until the address is verified
+    (the link emailed to it, or an invitation link). `email_verified` is for operators
+    (the demo account), who vouch for the address themselves.
+    """
     user = user_create(email=email, password=password, full_name=full_name)
-    account = account_create(name=account_name or f"{user.get_short_name()}'s team", owner=user)
-    invitations_accept(user=user)
+    account = account_create(name=account_name or f"{user.get_short_name()}'s team", owner=user, initial_credits=0)
+    user.signup_account = account
+    user.last_account = account
+    user.save(update_fields=["signup_account", "last_account"])
+    if email_verified:
+        _email_mark_verified(user)
+    elif site_url:
+        email_verification_send(user=user, site_url=site_url)
     return user, account
 
 
-def invitations_accept(*, user: User) -> list[Membership]:
-    """Turn every pending invitation for the user's email into a membership.
+# --- proving an email address --------------------------------------------------------------
 
-    Invitations live in many accounts; finding them is a cross-account system job.
+VERIFY_SALT = "accounts.verify-email"
+INVITATION_SALT = "accounts.invitation"
+
+
+def _send_mail(*, to: str, template: str, context: dict) -> None:
+    """Sent once the transaction commits (never for a rolled-back invitation or sign-up)."""
+    subject, _, body = render_to_string(template, context).partition("\n")
+    transaction.on_commit(lambda: send_mail(subject.strip(), body.lstrip(), None, [to]))
+
+
+def email_verification_token(*, user: User) -> str:
+    # The address is in the token: a link for an old address does not verify a new one.
+    return signing.dumps({"u": user.pk, "e": user.email.lower()}, salt=VERIFY_SALT)
+
+
+def email_verification_send(*, user: User, site_url: str) -> None:
+    """Email the user a link that verifies their address (EMAIL_VERIFICATION_MAX_AGE_DAYS)."""
+    link = site_url.rstrip("/") + reverse("accounts:verify-email", args=[email_verification_token(user=user)])
+    _send_mail(to=user.email, template="accounts/email/verify_email.txt", context={
+        "user": user, "link": link, "days": settings.EMAIL_VERIFICATION_MAX_AGE_DAYS,
+        "credits": settings.SIGNUP_CREDITS})
+
+
+def _email_mark_verified(user: User) -> bool:
+    """Mark the address verified; the first time, pay the sign-up team its starting credits.
+
+    Returns whether this call verified it. NOTE: two clicks at once are serialised on the
+    user row, and the grant's idempotency key ("signup" per account) pays once regardless.
     """
-    memberships = []
-    with dangerously_bypass_tenancy(reason=f"accept invitations for new user {user.pk}"):
-        for invitation in Invitation.all_accounts.filter(email__iexact=user.email).select_related("account"):
-            membership, _ = Membership.all_accounts.get_or_create(
-                account=invitation.account, user=user, defaults={"role": invitation.role})
-            invitation.delete()
-            memberships.append(membership)
-    return memberships
+    user = User.objects.select_for_update().get(pk=user.pk)
+    if user.email_verified_at is not None:
+        return False
+    user.email_verified_at = timezone.now()
+    user.save(update_fields=["email_verified_at"])
+    if user.signup_account_id:
+        with account_context(account_id=user.signup_account_id):
+            signup_email_verified.send(sender=User, account=user.signup_account,
+                                       initial_credits=settings.SIGNUP_CREDITS)
+    return True
+
+
+@transaction.atomic
+def email_verify(*, token: str) -> tuple[User, bool]:
+    """Verify the address a token was made for. Returns (user, verified now?).
+
+    Refuses a forged token ("link_invalid", 404), an old one ("link_expired", 410) and one
+    for an address the user no longer has. A second use changes nothing.
+    """
+    try:
+        data = signing.loads(token, salt=VERIFY_SALT, max_age=timedelta(days=settings.EMAIL_VERIFICATION_MAX_AGE_DAYS))
+    except signing.SignatureExpired:
+        raise AccountError("link_expired", "This verification link has expired. Log in and ask for a new one.",
+                           status=410)
+    except signing.BadSignature:
+        raise AccountError("link_invalid", "This verification link is not valid. Copy the whole link from the "
+                           "email, or log in and ask for a new one.", status=404)
+    user = User.objects.filter(pk=data.get("u"), email__iexact=data.get("e", "")).first()
+    if user is None:
+        raise AccountError("link_invalid", "This verification link is not valid: it was made for another address.",
+                           status=404)
+    return user, _email_mark_verified(user)
+
+
+def user_last_account_set(*, user: User, account_id: int) -> None:
+    """Remember the account the person works in: the next login lands there."""
+    if user.last_account_id != account_id:
+        User.objects.filter(pk=user.pk).update(last_account_id=account_id)
+        user.last_account_id = account_id
 
 
 def _require_manager(*, account: Account, actor: User) -> Membership:
@@ -109,10 +184,12 @@ def _require_manager(*, account: Account, actor: User) -> Membership:
 
 
 @transaction.atomic
-def member_invite(*, account: Account, actor: User, email: str, role: str = Role.MEMBER):
-    """Add an existing user at once, or leave a pending invitation for sign-up to accept.
+def member_invite(*, account: Account, actor: User, email: str, role: str = Role.MEMBER,
+                  site_url: str = "http://localhost") -> Invitation:
+    """Invite an address, existing user or not: an invitation and an email with its link.
 
-    Returns the Membership or the Invitation.
+    Nobody is added here. The person joins when they accept: through the link (which
+    proves the address), or from their overview once their address is verified.
     """
     actor_membership = _require_manager(account=account, actor=actor)
     email = _clean_email(email)
@@ -120,21 +197,109 @@ def member_invite(*, account: Account, actor: User, email: str, role: str = Role
         raise AccountError("invalid_role", "Choose a role: owner, admin or member.", field="role")
     if role == Role.OWNER and actor_membership.role != Role.OWNER:
         raise AccountError("permission_denied", "Only owners can make someone an owner.", status=403)
-    existing_user = User.objects.filter(email__iexact=email).first()
-    memberships = Membership.objects.for_account(account)
-    if existing_user and memberships.filter(user=existing_user).exists():
+    if Membership.objects.for_account(account).filter(user__email__iexact=email).exists():
         raise AccountError("already_member", f"{email} is already a member of this account.", field="email")
-    if existing_user:
-        return memberships.create(account=account, user=existing_user, role=role)
     invitations = Invitation.objects.for_account(account)
-    if invitations.filter(email__iexact=email).exists():
+    if invitations.filter(email__iexact=email, accepted_at__isnull=True).exists():
         raise AccountError("already_invited", f"{email} has already been invited.", field="email")
-    return invitations.create(account=account, email=email, role=role, invited_by=actor)
+    secret = secrets.token_urlsafe(32)
+    invitation = invitations.create(
+        account=account, email=email, role=role, invited_by=actor, token_hash=_hash_key(secret),
+        expires_at=timezone.now() + timedelta(days=settings.INVITATION_MAX_AGE_DAYS))
+    token = signing.dumps({"a": account.pk, "i": invitation.pk, "n": secret}, salt=INVITATION_SALT)
+    _send_mail(to=email, template="accounts/email/invitation.txt", context={
+        "invitation": invitation, "account": account, "actor": actor, "days": settings.INVITATION_MAX_AGE_DAYS,
+        "link": site_url.rstrip("/") + reverse("accounts:invitation", args=[token])})
+    return invitation
+
+
+def invitation_for_token(*, token: str) -> Invitation:
+    """The pending invitation a link names, or an AccountError a person can read:
+    "invitation_invalid" (404: forged, cancelled, replaced), "invitation_used" and
+    "invitation_expired" (410)."""
+    invalid = AccountError("invitation_invalid", "This invitation link is not valid. It may have been cancelled or "
+                           "copied incompletely; ask the team for a new one.", status=404)
+    try:
+        data = signing.loads(token, salt=INVITATION_SALT)
+        account_id, invitation_id, secret = int(data["a"]), int(data["i"]), str(data["n"])
+    except (signing.BadSignature, KeyError, TypeError, ValueError):
+        raise invalid
+    # The signed token names the account, so the invitation is read in that account's
+    # context: no cross-account bypass.
+    with account_context(account_id=account_id):
+        invitation = (Invitation.objects.for_account(account_id).select_related("account", "invited_by")
+                      .filter(pk=invitation_id).first())
+    if invitation is None or not secrets.compare_digest(invitation.token_hash, _hash_key(secret)):
+        raise invalid
+    if invitation.accepted_at is not None:
+        raise AccountError("invitation_used", "This invitation has already been used.", status=410)
+    if invitation.is_expired:
+        raise AccountError("invitation_expired", f"This invitation expired on {invitation.expires_at:%Y-%m-%d}. "
+                           "Ask the team to invite you again.", status=410)
+    return invitation
+
+
+def _invitation_check_invitee(invitation: Invitation, user: User) -> None:
+    if user.email.lower() != invitation.email.lower():
+        raise AccountError("wrong_user", f"This invitation is for {invitation.email}, and you are logged in as "
+                           f"{user.email}. Log out, then log in or sign up as {invitation.email} to accept it.",
+                           status=403)
+
+
+@transaction.atomic
+def invitation_accept(*, invitation: Invitation, user: User, via_link: bool) -> Membership:
+    """Join the invitation's account, once. The caller proved the address: `via_link` (the
+    emailed link, which also verifies the user's address) or a verified address."""
+    _invitation_check_invitee(invitation, user)
+    if not via_link and user.email_verified_at is None:
+        raise AccountError("not_found", "That invitation was not found.", status=404)
+    with account_context(account_id=invitation.account_id, user=user):
+        # NOTE: the row lock makes a double click (or two tabs) accept once.
+        invitation = (Invitation.objects.for_account(invitation.account_id).select_for_update()
+                      .filter(pk=invitation.pk, accepted_at__isnull=True).first())
+        if invitation is None:
+            raise AccountError("invitation_used", "This invitation has already been used.", status=410)
+        if invitation.is_expired:
+            raise AccountError("invitation_expired", "This invitation has expired. Ask the team to invite you again.",
+                               status=410)
+        membership, _ = Membership.objects.for_account(invitation.account_id).get_or_create(
+            account_id=invitation.account_id, user=user, defaults={"role": invitation.role})
+        invitation.accepted_at, invitation.accepted_by = timezone.now(), user
+        invitation.save(update_fields=["accepted_at", "accepted_by"])
+    if via_link:
+        _email_mark_verified(user)
+    user_last_account_set(user=user, account_id=invitation.account_id)
+    return membership
+
+
+def _invitation_for_invitee(*, user: User, invitation_id: int) -> Invitation:
+    from accounts.selectors import invitation_list_for_user
+
+    invitation = next((i for i in invitation_list_for_user(user=user) if i.pk == invitation_id), None)
+    if invitation is None:
+        raise AccountError("not_found", "That invitation was not found.", status=404)
+    return invitation
+
+
+def invitation_accept_by_id(*, user: User, invitation_id: int) -> Membership:
+    """Accept from the overview: only an invitation to the user's own, verified address."""
+    return invitation_accept(invitation=_invitation_for_invitee(user=user, invitation_id=invitation_id),
+                             user=user, via_link=False)
+
+
+@transaction.atomic
+def invitation_decline(*, user: User, invitation: Invitation | None = None, invitation_id: int | None = None) -> None:
+    """The invitee says no: the invitation is gone (the team may invite again)."""
+    if invitation is None:
+        invitation = _invitation_for_invitee(user=user, invitation_id=invitation_id)
+    _invitation_check_invitee(invitation, user)
+    with account_context(account_id=invitation.account_id):
+        Invitation.objects.for_account(invitation.account_id).filter(pk=invitation.pk, accepted_at__isnull=True).delete()
 
 
 def invitation_cancel(*, account: Account, actor: User, invitation_id: int) -> None:
     _require_manager(account=account, actor=actor)
-    Invitation.objects.for_account(account).filter(pk=invitation_id).delete()
+    Invitation.objects.for_account(account).filter(pk=invitation_id, accepted_at__isnull=True).delete()
 
 
 def _owner_count(account: Account) -> int:

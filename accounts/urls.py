@@ -7,7 +7,7 @@ account_patterns = [
     path("signup/", views.signup_view, name="signup"),
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("password-reset/", auth_views.PasswordResetView.as_view(
+    path("password-reset/", views.PasswordResetView.as_view(
         template_name="accounts/password_reset.html", success_url=reverse_lazy("accounts:password_reset_done"),
         email_template_name="accounts/password_reset_email.txt"), name="password_reset"),
     path("password-reset/sent/", auth_views.PasswordResetDoneView.as_view(
@@ -17,6 +17,11 @@ account_patterns = [
         success_url=reverse_lazy("accounts:password_reset_complete")), name="password_reset_confirm"),
     path("password-reset/done/", auth_views.PasswordResetCompleteView.as_view(
         template_name="accounts/password_reset_complete.html"), name="password_reset_complete"),
+    path("verify-email/resend/", views.verify_email_resend_view, name="verify-email-resend"),
+    path("verify-email/<str:token>/", views.verify_email_view, name="verify-email"),
+    path("invitations/<int:invitation_id>/accept/", views.invitation_accept_view, name="invitation-accept"),
+    path("invitations/<int:invitation_id>/decline/", views.invitation_decline_view, name="invitation-decline"),
+    path("invitations/<str:token>/", views.invitation_view, name="invitation"),
     path("accounts/new/", views.account_create_view, name="account-create"),
     path("accounts/switch/", views.account_switch_view, name="switch"),
     path("team/", views.team_view, name="team"),

@@ -7,9 +7,10 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
-from accounts import selectors, services
+from accounts import ratelimit, selectors, services
 from accounts.errors import AccountError
 from accounts.forms import AccountForm, ApiKeyForm, InviteForm, LoginForm, RoleForm, SignupForm
 from accounts.resolution import SESSION_ACCOUNT_KEY
@@ -19,21 +20,47 @@ def _form_error(form, exc: AccountError):
     form.add_error(exc.field if exc.field in form.fields else None, exc.message)
 
 
+def _site_url(request) -> str:
+    return request.build_absolute_uri("/").rstrip("/")
+
+
+def _safe_next(request) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                  require_https=request.is_secure()):
+        return target
+    return ""
+
+
+def _too_many(request, template: str, context: dict, wait: int):
+    form = context["form"]
+    form.add_error(None, ratelimit.too_many_message(wait))
+    return render(request, template, context, status=429)
+
+
 def signup_view(request):
     if request.user.is_authenticated:
-        return redirect("home")
+        return redirect(_safe_next(request) or "home")
     form = SignupForm(request.POST or None)
+    context = {"form": form, "next": _safe_next(request)}
     if request.method == "POST" and form.is_valid():
+        limits = ratelimit.signup_limits(request, form.cleaned_data["email"])
+        wait = ratelimit.wait_for(limits)
+        if wait:
+            return _too_many(request, "accounts/signup.html", context, wait)
+        for limit in limits:
+            limit.hit()
         try:
-            user, account = services.signup(**form.cleaned_data)
+            user, account = services.signup(**form.cleaned_data, site_url=_site_url(request))
         except AccountError as exc:
             _form_error(form, exc)
         else:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             request.session[SESSION_ACCOUNT_KEY] = account.pk
-            messages.success(request, f"Welcome to Groundwork. {account.name} is ready.")
-            return redirect("home")
-    return render(request, "accounts/signup.html", {"form": form})
+            messages.success(request, f"Welcome to Groundwork. {account.name} is ready. We sent a link to "
+                                      f"{user.email}: open it to verify your address and receive your starting credits.")
+            return redirect(context["next"] or "home")
+    return render(request, "accounts/signup.html", context)
 
 
 class LoginView(auth_views.LoginView):
@@ -41,17 +68,138 @@ class LoginView(auth_views.LoginView):
     authentication_form = LoginForm
     redirect_authenticated_user = True
 
+    def form_valid(self, form):
+        response = super().form_valid(form)
+        # Land in the account the person used last (the middleware falls back to another
+        # membership if they have left it since).
+        if form.get_user().last_account_id:
+            self.request.session[SESSION_ACCOUNT_KEY] = form.get_user().last_account_id
+        return response
+
+    def form_invalid(self, form):
+        response = super().form_invalid(form)
+        if form.rate_limited:
+            response.status_code = 429
+        return response
+
+
+class PasswordResetView(auth_views.PasswordResetView):
+    """Django's reset (the same answer for known and unknown addresses), limited per
+    address and per IP so it can be neither a mail cannon nor a probe."""
+
+    def form_valid(self, form):
+        limits = ratelimit.password_reset_limits(self.request, form.cleaned_data["email"])
+        wait = ratelimit.wait_for(limits)
+        if wait:
+            return _too_many(self.request, self.template_name, self.get_context_data(form=form), wait)
+        for limit in limits:
+            limit.hit()
+        return super().form_valid(form)
+
+
+def verify_email_view(request, token: str):
+    try:
+        user, verified_now = services.email_verify(token=token)
+    except AccountError as exc:
+        return render(request, "accounts/link_refused.html", {"title": "Email not verified", "error": exc},
+                      status=exc.status)
+    if request.user.is_authenticated and request.user.pk == user.pk:
+        if verified_now:
+            messages.success(request, f"{user.email} is verified. Your starting credits are in your account.")
+        return redirect("home")
+    return render(request, "accounts/email_verified.html", {"verified_email": user.email})
+
+
+@login_required
+@require_POST
+def verify_email_resend_view(request):
+    user = request.user
+    if user.email_verified_at is not None:
+        messages.info(request, f"{user.email} is already verified.")
+        return redirect("home")
+    limits = ratelimit.verification_email_limits(user)
+    wait = ratelimit.wait_for(limits)
+    if wait:
+        messages.error(request, ratelimit.too_many_message(wait))
+        return redirect("home")
+    limits[0].hit()
+    services.email_verification_send(user=user, site_url=_site_url(request))
+    messages.success(request, f"We sent a new link to {user.email}.")
+    return redirect("home")
+
+
+def invitation_view(request, token: str):
+    """The emailed link: who invites you to what, then Accept or Decline (POST). Opening it
+    joins nothing; accepting needs the session of the invited address."""
+    try:
+        invitation = services.invitation_for_token(token=token)
+        if request.method == "POST" and request.user.is_authenticated:
+            return _invitation_answer(request, invitation)
+    except AccountError as exc:
+        return render(request, "accounts/link_refused.html", {"title": "Invitation not valid", "error": exc},
+                      status=exc.status)
+    context = {"invitation": invitation, "path": request.path}
+    if request.user.is_authenticated and request.user.email.lower() != invitation.email.lower():
+        context["wrong_user"] = True
+        return render(request, "accounts/invitation.html", context, status=403)
+    return render(request, "accounts/invitation.html", context)
+
+
+def _invitation_answer(request, invitation):
+    if request.POST.get("action") == "decline":
+        services.invitation_decline(user=request.user, invitation=invitation)
+        messages.info(request, f"You declined the invitation to {invitation.account.name}.")
+        return redirect("home")
+    services.invitation_accept(invitation=invitation, user=request.user, via_link=True)
+    request.session[SESSION_ACCOUNT_KEY] = invitation.account_id
+    messages.success(request, f"You joined {invitation.account.name} as {invitation.get_role_display().lower()}.")
+    return redirect("home")
+
+
+@login_required
+@require_POST
+def invitation_accept_view(request, invitation_id: int):
+    try:
+        membership = services.invitation_accept_by_id(user=request.user, invitation_id=invitation_id)
+    except AccountError as exc:
+        if exc.status == 404:
+            raise Http404
+        messages.error(request, exc.message)
+        return redirect("home")
+    request.session[SESSION_ACCOUNT_KEY] = membership.account_id
+    messages.success(request, f"You joined {membership.account.name}.")
+    return redirect("home")
+
+
+@login_required
+@require_POST
+def invitation_decline_view(request, invitation_id: int):
+    try:
+        services.invitation_decline(user=request.user, invitation_id=invitation_id)
+    except AccountError as exc:
+        if exc.status == 404:
+            raise Http404
+        messages.error(request, exc.message)
+    else:
+        messages.info(request, "Invitation declined.")
+    return redirect("home")
+
 
 @login_required
 @require_POST
 def account_create_view(request):
     form = AccountForm(request.POST)
     if form.is_valid():
+        # NOTE: starting credits are for a verified address; an unverified one's further
+        # teams start empty, or a new team would be a way around verifying.
+        credits = None if request.user.email_verified_at else 0
         try:
-            account = services.account_create(name=form.cleaned_data["name"], owner=request.user)
+            account = services.account_create(name=form.cleaned_data["name"], owner=request.user,
+                                              initial_credits=credits)
         except AccountError as exc:
             messages.error(request, exc.message)
         else:
+            services.user_last_account_set(user=request.user, account_id=account.pk)
             request.session[SESSION_ACCOUNT_KEY] = account.pk
             messages.success(request, f"Created {account.name}.")
     return redirect("home")
@@ -69,6 +217,7 @@ def account_switch_view(request):
     if membership is None:
         raise Http404
     request.session[SESSION_ACCOUNT_KEY] = account_id
+    services.user_last_account_set(user=request.user, account_id=account_id)
     messages.success(request, f"Switched to {membership.account.name}.")
     return redirect("home")
 
@@ -113,8 +262,9 @@ def member_invite_view(request):
         messages.error(request, "Enter a valid email address and choose a role.")
         return redirect("accounts:team")
     email = form.cleaned_data["email"]
-    _run(request, lambda: services.member_invite(account=request.account, actor=request.user, **form.cleaned_data),
-         f"Invited {email}.")
+    _run(request, lambda: services.member_invite(account=request.account, actor=request.user,
+                                                 site_url=_site_url(request), **form.cleaned_data),
+         f"Invited {email}. They join when they accept the link we emailed them.")
     return redirect("accounts:team")
 
 

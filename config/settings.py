@@ -284,6 +284,20 @@ CHAT_RATE_PER_USER = env("CHAT_RATE_PER_USER", default="20/min")
 CHAT_RATE_PER_ACCOUNT = env("CHAT_RATE_PER_ACCOUNT", default="120/min")
 HOLD_TIMEOUT_SECONDS = env.int("HOLD_TIMEOUT_SECONDS", default=15 * 60)
 DEMO_PASSWORD = env("DEMO_PASSWORD", default="")
+# Slowing online guessing (accounts/ratelimit.py): attempts per window, "count/[n]s|min|h|d".
+# Past a limit every attempt in the window is refused, the right password included.
+LOGIN_FAILURES_PER_EMAIL = env("LOGIN_FAILURES_PER_EMAIL", default="5/15min")
+LOGIN_FAILURES_PER_IP = env("LOGIN_FAILURES_PER_IP", default="20/15min")
+PASSWORD_RESETS_PER_EMAIL = env("PASSWORD_RESETS_PER_EMAIL", default="3/h")
+PASSWORD_RESETS_PER_IP = env("PASSWORD_RESETS_PER_IP", default="10/h")
+SIGNUPS_PER_IP = env("SIGNUPS_PER_IP", default="10/h")
+SIGNUPS_PER_EMAIL = env("SIGNUPS_PER_EMAIL", default="5/h")
+VERIFICATION_EMAILS_PER_USER = env("VERIFICATION_EMAILS_PER_USER", default="5/h")
+# How many reverse proxies in front of the app append to X-Forwarded-For (0: REMOTE_ADDR is the client).
+RATE_LIMIT_PROXY_COUNT = env.int("RATE_LIMIT_PROXY_COUNT", default=0)
+# Emailed links: an invitation (signed, single use) and an email verification.
+INVITATION_MAX_AGE_DAYS = env.int("INVITATION_MAX_AGE_DAYS", default=7)
+EMAIL_VERIFICATION_MAX_AGE_DAYS = env.int("EMAIL_VERIFICATION_MAX_AGE_DAYS", default=3)
 
 LOGGING = {
     "version": 1,

@@ -1,4 +1,5 @@
 import pytest
+from django.utils import timezone
 
 from accounts import services
 from accounts.errors import AccountError
@@ -45,23 +46,26 @@ def test_duplicate_slug_is_refused_and_generated_slugs_are_unique(db):
     assert second.slug == "acme-2"
 
 
-def test_invite_existing_user_joins_at_once(account_a, owner_a):
-    bob = make_user("bob@example.test")
+def test_invite_existing_user_waits_for_their_accept(account_a, owner_a):
+    """Issue 10, finding 1: nobody lands in a team they did not accept."""
+    bob = make_user("bob@example.test", email_verified_at=timezone.now())
     with account_context(account_a):
-        membership = services.member_invite(account=account_a, actor=owner_a, email="BOB@example.test", role="admin")
-    assert isinstance(membership, Membership) and membership.user == bob and membership.role == "admin"
+        invitation = services.member_invite(account=account_a, actor=owner_a, email="BOB@example.test", role="admin")
+    assert isinstance(invitation, Invitation) and invitation.email == "bob@example.test"
+    assert {m.account_id for m in membership_list_for_user(user=bob)} == set()
+    membership = services.invitation_accept_by_id(user=bob, invitation_id=invitation.pk)
+    assert membership.role == "admin"
     assert {m.account_id for m in membership_list_for_user(user=bob)} == {account_a.pk}
 
 
-def test_invite_unknown_email_is_accepted_at_signup(account_a, owner_a):
+def test_signing_up_with_an_invited_email_joins_nothing(account_a, owner_a):
     with account_context(account_a):
         invitation = services.member_invite(account=account_a, actor=owner_a, email="carol@example.test")
     assert isinstance(invitation, Invitation)
     carol, own_account = services.signup(email="carol@example.test", password=PASSWORD, account_name="Carol")
-    accounts = {m.account_id for m in membership_list_for_user(user=carol)}
-    assert accounts == {account_a.pk, own_account.pk}
+    assert {m.account_id for m in membership_list_for_user(user=carol)} == {own_account.pk}
     with account_context(account_a):
-        assert Invitation.objects.for_account(account_a).count() == 0
+        assert Invitation.objects.for_account(account_a).count() == 1
 
 
 def test_inviting_an_existing_member_or_twice_is_refused(account_a, owner_a):
