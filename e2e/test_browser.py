@@ -4,6 +4,7 @@ clickable citation → the credits page shows both debits; team roles; tenancy; 
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,28 @@ def _log_in(page, email: str, password: str = PASSWORD):
     expect(page.get_by_role("navigation", name="Main")).to_be_visible()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_attempt_counts():
+    """Sign-ups and logins are limited per IP and the browser is always 127.0.0.1: each test
+    starts from zero (accounts.ratelimit; daphne shares this Redis)."""
+    from accounts import ratelimit
+
+    ratelimit.reset_all()
+
+
+def _emailed_link(stack, to: str, path: str) -> str:
+    """The last `path` link emailed to `to`, from daphne's console email backend."""
+    for _ in range(50):
+        text = stack.logs["daphne"].read_text(errors="replace")
+        messages = [m for m in text.split("Content-Type: text/plain") if f"To: {to}" in m]
+        links = [link for m in messages
+                 for link in re.findall(rf"http://127\.0\.0\.1:\d+({re.escape(path)}[^\s/]+/)", m)]
+        if links:
+            return links[-1]
+        time.sleep(0.1)
+    pytest.fail(f"no email to {to} with a {path} link:\n{stack.output()}")
+
+
 def _nav(page, name: str):
     return page.get_by_role("navigation", name="Main").get_by_role("link", name=name, exact=True)
 
@@ -60,7 +83,15 @@ def test_sign_up_upload_chat_and_pay(new_page, screenshot, stack, tmp_path):
     page.get_by_role("button", name="Sign up").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Acme Research")
     expect(page.get_by_text("Get started in two steps")).to_be_visible()
+    # The team works at once, but its starting credits wait for the emailed verification link.
+    expect(page.get_by_role("heading", name="Verify your email to receive your starting credits")).to_be_visible()
+    expect(page.locator("#header-balance [data-balance]")).to_have_text("0")
+    page.goto(_emailed_link(stack, "ada@acme.test", "/verify-email/"))
+    expect(page.get_by_role("heading", level=1)).to_have_text("Acme Research")
+    expect(page.get_by_text("ada@acme.test is verified")).to_be_visible()
+    expect(page.locator("#verify-email-banner")).to_have_count(0)
     balance_before = int(page.locator("#header-balance [data-balance]").inner_text())
+    assert balance_before == settings.SIGNUP_CREDITS
 
     # Knowledge base: empty state, then two files through the file input (the drop zone's input).
     _nav(page, "Knowledge base").click()
@@ -157,15 +188,20 @@ def test_sign_up_upload_chat_and_pay(new_page, screenshot, stack, tmp_path):
     page.reload()
     expect(page.locator("#new-api-key")).to_have_count(0)
 
-    # The invited member signs up, switches to Acme Research, and cannot manage the team.
+    # The invited member signs up: that alone joins nothing. The emailed invitation link, then
+    # Accept, lands them in Acme Research, where they cannot manage the team.
     member = new_page()
     member.goto("/signup/")
     member.get_by_label("Work email").fill("bob@acme.test")
     member.get_by_label("Password").fill("Member-pass-42")
     member.get_by_role("button", name="Sign up").click()
-    member.get_by_label("Account").select_option(label="Acme Research")
-    member.get_by_role("button", name="Switch").click()
+    expect(member.get_by_role("heading", level=1)).not_to_have_text("Acme Research")
+    expect(member.get_by_label("Account")).to_have_count(0)  # one team: their own
+    member.goto(_emailed_link(stack, "bob@acme.test", "/invitations/"))
+    expect(member.get_by_role("heading", level=1)).to_have_text("Join Acme Research")
+    member.get_by_role("button", name="Accept and join Acme Research").click()
     expect(member.get_by_role("heading", level=1)).to_have_text("Acme Research")
+    expect(member.get_by_text("You joined Acme Research as member.")).to_be_visible()
     expect(member.get_by_role("navigation", name="Main").get_by_role("link", name="Team")).to_have_count(0)
     expect(member.get_by_role("navigation", name="Main").get_by_role("link", name="Knowledge base")).to_be_visible()
     response = member.goto("/team/")
