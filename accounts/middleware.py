@@ -9,6 +9,7 @@ from accounts.resolution import Resolution, bearer_token, resolve_api_key, resol
 from accounts.services import api_key_touch
 from core.tenancy import account_context, dangerously_bypass_tenancy
 from core.api import rollback_request_transaction
+from core.middleware import is_api_path
 
 
 def _wants_request_transaction(request) -> bool:
@@ -65,7 +66,14 @@ class AccountContextMiddleware:
 
     @staticmethod
     def _resolve(request) -> Resolution:
-        token = bearer_token(request.headers.get("Authorization"))
+        # An API key authenticates the API and /v1 only (the websocket resolves its own
+        # handshake). Dashboard pages act for the session's account and ignore any
+        # Authorization header: a page must never mix one account's session with another's key.
+        token = bearer_token(request.headers.get("Authorization")) if is_api_path(request.path) else None
         if token is not None:
-            return resolve_api_key(token)
+            resolution = resolve_api_key(token)
+            # The key is the caller, not the person who made it: no user rights (nor the
+            # user's row-level-security view of their memberships) come with it.
+            resolution.user = None
+            return resolution
         return resolve_session(request.user, getattr(request, "session", None))

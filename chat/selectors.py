@@ -7,13 +7,16 @@ from chat.models import Conversation, Message
 
 
 def conversation_list(*, account, user=None, api_key=None) -> QuerySet[Conversation]:
-    """A person's own conversations (or an API key's), newest activity first. Conversations
-    are private to whoever started them, inside the account too."""
+    """A person's own conversations, or an API key's, newest activity first. Conversations
+    are private to whoever started them, inside the account too, and a key is not the
+    person who made it: a conversation a key started (api_key set) is that key's alone,
+    also a row stored before this rule with the key's creator as `user`. A caller that
+    presents a key is the key, whatever user comes with it."""
     conversations = Conversation.objects.for_account(account)
-    if getattr(user, "pk", None):
-        conversations = conversations.filter(user=user)
-    elif api_key is not None:
-        conversations = conversations.filter(api_key=api_key, user__isnull=True)
+    if api_key is not None:
+        conversations = conversations.filter(api_key=api_key)
+    elif getattr(user, "pk", None):
+        conversations = conversations.filter(user=user, api_key__isnull=True)
     else:
         return conversations.none()
     return conversations.annotate(message_count=Count("messages")).order_by("-updated_at", "-pk")
