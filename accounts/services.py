@@ -21,6 +21,7 @@ from django.conf import settings
 from accounts.errors import AccountError
 from accounts.models import Account, ApiKey, Invitation, Membership, Role, User
 from accounts.signals import account_created, signup_email_verified
+from core import sockets
 from core.tenancy import account_context
 
 API_KEY_PREFIX = "gw_"
@@ -328,6 +329,8 @@ def member_change_role(*, account: Account, actor: User, membership_id: int, rol
         raise AccountError("last_owner", "The last owner cannot be demoted. Make someone else an owner first.")
     membership.role = role
     membership.save(update_fields=["role"])
+    # Their open sockets re-check the new role (and close if it may no longer chat).
+    sockets.notify_on_commit(sockets.member_group(account.pk, membership.user_id), sockets.CHANGED)
     return membership
 
 
@@ -345,6 +348,8 @@ def member_remove(*, account: Account, actor: User, membership_id: int) -> None:
     if membership.role == Role.OWNER and _owner_count(account) == 1:
         raise AccountError("last_owner", "The last owner cannot leave. Make someone else an owner first.")
     membership.delete()
+    # Their open sockets close (4401) once this commits.
+    sockets.notify_on_commit(sockets.member_group(account.pk, membership.user_id), sockets.REVOKED)
 
 
 def _hash_key(raw: str) -> str:
@@ -374,6 +379,9 @@ def api_key_revoke(*, account: Account, actor: User | None, key_id: int) -> ApiK
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+    # Its open sockets close (4401) once this commits (also on a repeated revoke: a socket
+    # that missed the first notice hears the second).
+    sockets.notify_on_commit(sockets.key_group(key.pk), sockets.REVOKED)
     return key
 
 

