@@ -45,6 +45,12 @@ def notify_on_commit(group: str, kind: str, reason: str = "") -> None:
     transaction.on_commit(lambda: _send(group, {"type": kind, "reason": reason}))
 
 
+def account_sockets_close_on_commit(account_id: int) -> None:
+    """Every open socket of the account (keys and members) closes with 4401 once the current
+    transaction commits: for whatever deletes or suspends an account."""
+    notify_on_commit(account_group(account_id), REVOKED)
+
+
 def _send(group: str, message: dict) -> None:
     layer = get_channel_layer()
     if layer is None:

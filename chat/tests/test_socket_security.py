@@ -321,3 +321,30 @@ def test_a_binary_frame_is_a_chat_error_and_the_socket_stays_open(account_a, han
     assert frame["type"] == "chat.error" and frame["code"] == "bad_request"
     assert socket.ask("What is our holiday policy?")[-1]["type"] == "chat.done"
     socket.close()
+
+
+def test_an_accounts_notice_closes_every_socket_of_the_account(client, account_a, account_b, handbook, fake_llm):
+    """What deleting (or suspending) an account sends: keys' and members' sockets close."""
+    from core import sockets
+
+    key_socket = _key_socket(account_a)
+    member_socket, _, _ = _member_socket(client, account_a)
+    elsewhere = _key_socket(account_b)
+    sockets.account_sockets_close_on_commit(account_a.pk)
+    assert _close_code(key_socket) == 4401 and _close_code(member_socket) == 4401
+    assert _close_code(elsewhere, within=0.3) is None
+    elsewhere.close()
+
+
+def test_a_role_lowered_to_one_that_may_not_chat_closes_the_socket_with_4403(client, account_a, owner_a, handbook,
+                                                                              fake_llm, monkeypatch):
+    # Every role chats today; a role that may not says so with Membership.can_chat.
+    monkeypatch.setattr(Membership, "can_chat", property(lambda m: m.role != "member"), raising=False)
+    socket, member, membership = _member_socket(client, account_a, role="admin")
+    with account_context(account_a):
+        services.member_change_role(account=account_a, actor=owner_a, membership_id=membership.pk, role="member")
+    assert _close_code(socket, within=1.0) == 4403
+    # And a new handshake in that role is refused the same way.
+    again = Socket(_session_headers(client, member, ORIGIN))
+    again.connect()
+    assert _close_code(again) == 4403
