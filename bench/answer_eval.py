@@ -12,7 +12,8 @@ LLM_BASE_URL / LOCAL_CHAT_MODEL_PATH names. Question groups (bench/data/answer_e
   against the FAQ row it stands for; followup_standalone: that row's question asked alone;
 - small_talk: greetings and general questions.
 
-Per group: retrieved (the answer was given document chunks), cited_hit (a cited chunk holds
+Per group: searched (the documents were searched), retrieved (the answer was given document
+chunks: the search found passages near enough to answer from), cited_hit (a cited chunk holds
 the answer section: same file and a shared 60-character span), citation_precision (cited
 chunks that hold it / cited chunks), support (share of the answer's content words found in
 the answer section), abstained (unanswerable: says the documents do not cover it and cites
@@ -97,6 +98,8 @@ def _ask(account, user, question: str, conversation_id=None) -> dict:
             "finish_reason": done.get("finish_reason", ""), "error": error,
             "conversation_id": done.get("conversation_id"),
             "route": getattr(turn, "route", ""), "query": getattr(turn, "query", question),
+            # Searched the documents at all (older code had no query: it searched unless routed general).
+            "searched": bool(turn) and (bool(turn.query) if hasattr(turn, "query") else turn.route != "general"),
             "passages": [(p.document_name, p.text) for p in getattr(turn, "passages", [])],
             "ttft_s": (turn.first_token_at - turn.started) if turn and turn.first_token_at else None,
             "seconds": elapsed, "credits": before - after,
@@ -105,7 +108,7 @@ def _ask(account, user, question: str, conversation_id=None) -> dict:
 
 def _score(result: dict, row: dict | None) -> dict:
     cited = [result["passages"][c["n"] - 1] for c in result["citations"] if 0 < c["n"] <= len(result["passages"])]
-    scores = {"retrieved": bool(result["passages"]), "degenerate": degenerate(result["answer"], result["finish_reason"]),
+    scores = {"searched": result["searched"], "retrieved": bool(result["passages"]), "degenerate": degenerate(result["answer"], result["finish_reason"]),
               "cited_any": bool(cited), "abstained": bool(ABSTAIN.search(result["answer"])) and not cited}
     if row is not None:
         answer_section = _norm(row["answer_section"])
@@ -126,7 +129,7 @@ def _summary(results: list[dict]) -> dict:
 
     ttft = [r["ttft_s"] for r in results if r["ttft_s"] is not None]
     out = {"n": len(results)}
-    for key in ("retrieved", "cited_hit", "citation_precision", "support", "abstained", "degenerate"):
+    for key in ("searched", "retrieved", "cited_hit", "citation_precision", "support", "abstained", "degenerate"):
         value = rate(key)
         if value is not None:
             out[key] = value

@@ -107,10 +107,11 @@ def relevance(question: str, hits: list, passages: list) -> float:
 
 # --- the passages' own sentences -------------------------------------------------------------
 
-def extractive_answer(question: str, passages: list, *, max_words: int = 90) -> str:
+def extractive_answer(question: str, passages: list, *, max_words: int = 90, min_match: float = 0.0) -> str:
     """The sentences of the best passages that answer the question, each with its
     [Document N]: from the best-matching sentence on (after it, when it is a heading or a
-    question), up to `max_words`."""
+    question), up to `max_words`. "" when no sentence matches at least `min_match` of the
+    question's topic words (weighted by rarity)."""
     wanted = set(terms(question))
     candidates = [(n, i, s, kind) for n, p in enumerate(passages, start=1)
                   for i, (s, kind) in enumerate(sentences(plain(p.text)))]
@@ -124,7 +125,10 @@ def extractive_answer(question: str, passages: list, *, max_words: int = 90) -> 
         found = set(terms(candidate[2])) if candidate[3] != "code" else set()
         return sum(weight[t] for t in wanted if t in found) / total - 0.01 * candidate[0]
 
-    best_n, best_i, _, _ = max(candidates, key=score)
+    best = max(candidates, key=score)
+    if score(best) + 0.01 * best[0] < min_match:
+        return ""
+    best_n, best_i = best[0], best[1]
     following = [(n, s, kind) for n, i, s, kind in candidates
                  if n == best_n and i >= best_i and kind != "heading" and not s.endswith("?")]
     while following and following[0][2] == "code":
