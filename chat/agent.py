@@ -52,11 +52,13 @@ class Profile:
     strict: bool  # every sentence checked against the passages and cited by overlap
     sampling: dict  # decoding settings sent with the request
     rewrite: bool  # follow-ups rewritten into standalone questions by the model
+    max_sentences: int = 0  # a longer answer is stopped there (0: only the token budget)
 
 
 PROFILES = {
-    # SmolLM2-135M: three single chunks, a short budget and penalties against its loops.
-    "small": Profile("small", passages=3, max_tokens=200, strict=True, rewrite=False,
+    # SmolLM2-135M: three single chunks, a short budget, at most five sentences (it rambles to
+    # any cap) and penalties against its loops.
+    "small": Profile("small", passages=3, max_tokens=200, strict=True, rewrite=False, max_sentences=5,
                      sampling={"frequency_penalty": 0.3, "repeat_penalty": 1.15, "dry_multiplier": 0.8}),
     "capable": Profile("capable", passages=None, max_tokens=None, strict=False, rewrite=True, sampling={}),
 }
@@ -138,7 +140,8 @@ class ChatTurn:
         self.llm_stream = llm.chat(self.messages, temperature=self.temperature, max_tokens=self.max_tokens,
                                    cancelled=self.cancelled, sampling=self.profile.sampling or None)
         guard = answering.Guard(self.passages, strict=self.profile.strict and bool(self.passages),
-                                loop_words=4 if self.profile.strict else 8)
+                                loop_words=4 if self.profile.strict else 8, by_sentence=self.profile.strict,
+                                max_sentences=self.profile.max_sentences)
         tokens = iter(self.llm_stream)
         try:
             for text in tokens:

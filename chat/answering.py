@@ -155,14 +155,17 @@ class Guard:
     times, and the answer stops there: 4 for small models, 8 outside code blocks for capable
     ones (a loop, not a turn of phrase or a repetitive code line). Loose: text is released a
     word at a time. Strict (small models): a sentence at a time (or every MAX_HELD
-    characters), and a sentence that repeats an earlier one, or whose content words are
+    characters; `by_sentence` does that without the support check, and `max_sentences`
+    ends a small model's answer before it rambles to its token cap), and a sentence that repeats an earlier one, or whose content words are
     mostly not in the passages, stops the answer; each released sentence is cited with the
     passage it overlaps most (a small model's own [Document N] markers are unreliable)."""
 
     passages: list
     strict: bool = False
     loop_words: int = 0  # the run of words that may not appear three times (0: 4 strict, 8 loose)
-    stopped: str = ""  # "", "repeat" or "unsupported"
+    by_sentence: bool | None = None  # release a sentence at a time (None: when strict)
+    max_sentences: int = 0  # stop after this many sentences (0: no limit)
+    stopped: str = ""  # "", "repeat", "unsupported" or "enough"
     released: list[str] = field(default_factory=list)
     _buffer: str = ""
     _words: list = field(default_factory=list)
@@ -175,6 +178,7 @@ class Guard:
 
     def __post_init__(self):
         self.loop_words = self.loop_words or (4 if self.strict else 8)
+        self.by_sentence = self.strict if self.by_sentence is None else self.by_sentence
         lists = [terms(p.text) for p in self.passages]
         self._passage_terms = [set(t) for t in lists]
         self._all_terms = set().union(*self._passage_terms) if lists else set()
@@ -186,7 +190,7 @@ class Guard:
             return ""
         self._buffer += text
         out = []
-        pattern = r"(?<=[.!?])\s+|\n" if self.strict else r"\s+"
+        pattern = r"(?<=[.!?])\s+|\n" if self.by_sentence else r"\s+"
         while not self.stopped:
             match = re.search(pattern, self._buffer)
             end = match.end() if match else (len(self._buffer) if len(self._buffer) > self.MAX_HELD else 0)
@@ -246,6 +250,8 @@ class Guard:
         self._words.extend(words)
         self._seen.update(grams)
         self.released.append(piece)
+        if self.by_sentence and self.max_sentences and len(self.released) >= self.max_sentences:
+            self.stopped = "enough"
         return piece
 
     def _cite(self, sentence: str, found: set) -> str:

@@ -58,6 +58,12 @@ def test_loose_guard_lets_a_turn_of_phrase_and_repetitive_code_through():
     assert _stream(guard, text) == text and not guard.stopped
 
 
+def test_a_small_models_answer_ends_after_its_sentence_limit():
+    guard = answering.Guard([], by_sentence=True, max_sentences=2, loop_words=4)
+    out = _stream(guard, "One is first. Two is second. Three is third. Four is fourth.")
+    assert out == "One is first. Two is second. " and guard.stopped == "enough"
+
+
 def test_loose_guard_releases_words_as_they_come():
     guard = answering.Guard([])
     assert guard.feed("Twenty") == "" and guard.feed("-eight days ") == "Twenty-eight days "
