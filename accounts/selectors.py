@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from accounts.keys import API_KEY_PREFIX, hash_key
 from accounts.models import Account, ApiKey, Invitation, Membership, User
 from core.tenancy import api_key_context, user_context
 
@@ -49,11 +50,9 @@ def api_key_list(*, account: Account) -> QuerySet[ApiKey]:
 
 def api_key_for_secret(*, raw: str) -> ApiKey | None:
     """The active key for a presented secret, or None (unknown or revoked)."""
-    from accounts.services import API_KEY_PREFIX, _hash_key
-
     if not raw or not raw.startswith(API_KEY_PREFIX) or len(raw) > 200:
         return None
-    key_hash = _hash_key(raw)
+    key_hash = hash_key(raw)
     with api_key_context(key_hash):
         return (ApiKey.all_accounts.filter(key_hash=key_hash, revoked_at__isnull=True)
                 .select_related("account", "created_by").first())

@@ -1,7 +1,6 @@
 """Writes for users, accounts, memberships, invitations and API keys."""
 from __future__ import annotations
 
-import hashlib
 import secrets
 from datetime import timedelta
 
@@ -19,12 +18,13 @@ from django.utils.text import slugify
 from django.conf import settings
 
 from accounts.errors import AccountError
+from accounts.keys import API_KEY_PREFIX, hash_key
 from accounts.models import Account, ApiKey, Invitation, Membership, Role, User
+from accounts.selectors import invitation_list_for_user
 from accounts.signals import account_created, signup_email_verified
 from core import sockets
 from core.tenancy import account_context
 
-API_KEY_PREFIX = "gw_"
 
 
 def _clean_email(email: str) -> str:
@@ -205,7 +205,7 @@ def member_invite(*, account: Account, actor: User, email: str, role: str = Role
         raise AccountError("already_invited", f"{email} has already been invited.", field="email")
     secret = secrets.token_urlsafe(32)
     invitation = invitations.create(
-        account=account, email=email, role=role, invited_by=actor, token_hash=_hash_key(secret),
+        account=account, email=email, role=role, invited_by=actor, token_hash=hash_key(secret),
         expires_at=timezone.now() + timedelta(days=settings.INVITATION_MAX_AGE_DAYS))
     token = signing.dumps({"a": account.pk, "i": invitation.pk, "n": secret}, salt=INVITATION_SALT)
     _send_mail(to=email, template="accounts/email/invitation.txt", context={
@@ -230,7 +230,7 @@ def invitation_for_token(*, token: str) -> Invitation:
     with account_context(account_id=account_id):
         invitation = (Invitation.objects.for_account(account_id).select_related("account", "invited_by")
                       .filter(pk=invitation_id).first())
-    if invitation is None or not secrets.compare_digest(invitation.token_hash, _hash_key(secret)):
+    if invitation is None or not secrets.compare_digest(invitation.token_hash, hash_key(secret)):
         raise invalid
     if invitation.accepted_at is not None:
         raise AccountError("invitation_used", "This invitation has already been used.", status=410)
@@ -274,8 +274,6 @@ def invitation_accept(*, invitation: Invitation, user: User, via_link: bool) -> 
 
 
 def _invitation_for_invitee(*, user: User, invitation_id: int) -> Invitation:
-    from accounts.selectors import invitation_list_for_user
-
     invitation = next((i for i in invitation_list_for_user(user=user) if i.pk == invitation_id), None)
     if invitation is None:
         raise AccountError("not_found", "That invitation was not found.", status=404)
@@ -352,10 +350,6 @@ def member_remove(*, account: Account, actor: User, membership_id: int) -> None:
     sockets.notify_on_commit(sockets.member_group(account.pk, membership.user_id), sockets.REVOKED)
 
 
-def _hash_key(raw: str) -> str:
-    return hashlib.sha256(raw.encode()).hexdigest()
-
-
 @transaction.atomic
 def api_key_create(*, account: Account, actor: User | None, name: str) -> tuple[ApiKey, str]:
     """A new key. Returns (key, raw secret); the secret is never stored or shown again."""
@@ -366,7 +360,7 @@ def api_key_create(*, account: Account, actor: User | None, name: str) -> tuple[
         raise AccountError("invalid_name", "Give the key a name, e.g. the integration that will use it.", field="name")
     raw = API_KEY_PREFIX + secrets.token_urlsafe(32)
     key = ApiKey.objects.for_account(account).create(
-        account=account, name=name[:100], prefix=raw[:10], key_hash=_hash_key(raw), created_by=actor)
+        account=account, name=name[:100], prefix=raw[:10], key_hash=hash_key(raw), created_by=actor)
     return key, raw
 
 

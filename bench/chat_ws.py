@@ -108,7 +108,8 @@ def run() -> dict:
         _wait(f"{llm_url}/models", fake)
         key = _prepare_account(llm_url)
         env = dict(os.environ, LLM_BASE_URL=llm_url, CHAT_RATE_PER_USER="100000/min",
-                   CHAT_RATE_PER_ACCOUNT="100000/min", LOG_LEVEL="WARNING", GROUNDWORK_LOCAL="1")
+                   CHAT_RATE_PER_ACCOUNT="100000/min", WS_MAX_SOCKETS_PER_PRINCIPAL="1000", LOG_LEVEL="WARNING",
+                   GROUNDWORK_LOCAL="1")
         web = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(web_port),
                                 "config.asgi:application"], cwd=BASE_DIR, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
