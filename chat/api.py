@@ -2,6 +2,7 @@
 conversation history."""
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -15,6 +16,16 @@ from chat.serializers import (
     ConversationSerializer,
 )
 from core.api import CursorPagination, EventStreamRenderer, streaming_response, wants_event_stream
+
+
+BIGINT_MAX = 2**63 - 1
+
+
+class _ChatRequest(ChatRequestSerializer):
+    """ChatRequestSerializer, with an id that fits the database (a larger one is a 400, not a
+    database error)."""
+
+    conversation_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=BIGINT_MAX)
 
 
 def _actor(request):
@@ -31,7 +42,7 @@ class ChatView(APIView):
                    parameters=[OpenApiParameter("stream", int, enum=[0, 1], required=False,
                                                 description="1: server-sent events (sources, token…, done)")])
     def post(self, request):
-        body = ChatRequestSerializer(data=request.data)
+        body = _ChatRequest(data=request.data)
         body.is_valid(raise_exception=True)
         user, api_key = _actor(request)
         run = TurnRun(account=request._request.account, user=user, api_key=api_key,

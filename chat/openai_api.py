@@ -17,6 +17,8 @@ from core.api import EventStreamRenderer, streaming_response
 from core.authentication import ApiKeyAuthentication
 
 MODEL_ID = "groundwork"
+# The largest max_tokens taken (then lowered to CHAT_MAX_TOKENS); past it a 400, not an overflow.
+MAX_TOKENS_ACCEPTED = 2**31 - 1
 
 
 class _Message(serializers.Serializer):
@@ -43,8 +45,9 @@ class _WholeNumber(serializers.IntegerField):
 def _max_tokens_field():
     # Above the server's cap is not an error: TurnOptions lowers it to CHAT_MAX_TOKENS.
     message = "must be a whole number of at least 1."
-    return _WholeNumber(required=False, allow_null=True, min_value=1,
-                        error_messages={"invalid": message, "min_value": message})
+    too_large = f"must be a whole number of at most {MAX_TOKENS_ACCEPTED}."
+    return _WholeNumber(required=False, allow_null=True, min_value=1, max_value=MAX_TOKENS_ACCEPTED,
+                        error_messages={"invalid": message, "min_value": message, "max_value": too_large})
 
 
 class CompletionRequest(serializers.Serializer):

