@@ -84,7 +84,7 @@ def _ask(account, user, question: str, conversation_id=None) -> dict:
     with account_context(account):
         before = balance_get(account=account)
     run = TurnRun(account=account, user=user, question=question, conversation_id=conversation_id)
-    started = time.perf_counter()
+    started, asked = time.perf_counter(), time.monotonic()
     try:
         done = run.run()
         error = ""
@@ -101,7 +101,8 @@ def _ask(account, user, question: str, conversation_id=None) -> dict:
             # Searched the documents at all (older code had no query: it searched unless routed general).
             "searched": bool(turn) and (bool(turn.query) if hasattr(turn, "query") else turn.route != "general"),
             "passages": [(p.document_name, p.text) for p in getattr(turn, "passages", [])],
-            "ttft_s": (turn.first_token_at - turn.started) if turn and turn.first_token_at else None,
+            # From the question to the first text a person sees (retrieval included).
+            "ttft_s": (turn.first_token_at - asked) if turn and turn.first_token_at else None,
             "seconds": elapsed, "credits": before - after,
             "completion_tokens": (done.get("usage") or {}).get("completion_tokens", 0)}
 
