@@ -337,3 +337,16 @@ WS_MAX_FRAME_BYTES = env.int("WS_MAX_FRAME_BYTES", default=64 * 1024)
 # machine (DEBUG, tests, `make run`) the local server's origins on PORT too.
 WS_ALLOWED_ORIGINS = env.list("WS_ALLOWED_ORIGINS", default=[
     f"http://{host}:{env.int('PORT', default=8000)}" for host in ("localhost", "127.0.0.1")] if RELAXED else [])
+
+# --- security headers (core/headers.py; issue 10, finding 10) -----------------------------------
+# Everything from this origin only; no inline script or style (templates and static/js hold
+# none). Referrer-Policy and X-Content-Type-Options: SecurityMiddleware, in every mode.
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                           "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+                           "frame-ancestors 'none'; form-action 'self'")
+MIDDLEWARE.insert(1, "core.headers.ContentSecurityPolicyMiddleware")
+SECURE_REFERRER_POLICY = "same-origin"
+# API docs (/api/docs/): Swagger UI served from this app (drf-spectacular-sidecar), pinned, offline.
+INSTALLED_APPS.append("drf_spectacular_sidecar")
+SPECTACULAR_SETTINGS.update({"SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+                             "REDOC_DIST": "SIDECAR"})

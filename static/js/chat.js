@@ -81,7 +81,7 @@
 
   function showStatus(kind, title, text, actions) {
     var box = el("div", { class: "notice notice-" + kind }, el("strong", null, title), text ? el("span", null, text) : null,
-      actions && actions.length ? el("div", { class: "actions", style: "margin-top: .5rem" }, actions) : null);
+      actions && actions.length ? el("div", { class: "actions mt-s" }, actions) : null);
     statusBox.replaceChildren(box);
     return box;
   }

@@ -29,7 +29,7 @@
     var bar = el("progress", { max: 100, value: 0, "aria-label": "Uploading " + file.name });
     var note = el("span", { class: "upload-note" }, "Uploading " + size(file.size) + "…");
     var li = list.appendChild(el("li", null,
-      el("span", { class: "nowrap", style: "overflow: hidden; text-overflow: ellipsis" }, file.name), bar, note));
+      el("span", { class: "nowrap ellipsis" }, file.name), bar, note));
     return { bar: bar, note: note, li: li };
   }
 
