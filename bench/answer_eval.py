@@ -18,7 +18,8 @@ the answer section: same file and a shared 60-character span), citation_precisio
 chunks that hold it / cited chunks), support (share of the answer's content words found in
 the answer section), abstained (unanswerable: says the documents do not cover it and cites
 nothing), degenerate (a 4-word run repeated 3 times, or cut at the token cap), time to first
-token, credits per answer (balance before minus after: query embedding + chat).
+token, credits per answer (balance before minus after: query embedding + chat), and
+model_answers (the share answered in the model's words rather than the passages' own).
 
 ANSWER_EVAL_LIMIT=N runs the first N questions of each group (a quick look);
 ANSWER_EVAL_GROUPS=faq,short runs only those groups; ANSWER_EVAL_PROFILE='{"max_tokens": 300}'
@@ -99,6 +100,7 @@ def _ask(account, user, question: str, conversation_id=None) -> dict:
             "conversation_id": done.get("conversation_id"),
             "route": getattr(turn, "route", ""), "query": getattr(turn, "query", question),
             # Searched the documents at all (older code had no query: it searched unless routed general).
+            "answered_by": getattr(turn, "answered_by", "model") if turn else "",
             "searched": bool(turn) and (bool(turn.query) if hasattr(turn, "query") else turn.route != "general"),
             "passages": [(p.document_name, p.text) for p in getattr(turn, "passages", [])],
             # From the question to the first text a person sees (retrieval included).
@@ -134,7 +136,8 @@ def _summary(results: list[dict]) -> dict:
         value = rate(key)
         if value is not None:
             out[key] = value
-    out |= {"errors": sum(1 for r in results if r["error"]),
+    out |= {"model_answers": round(sum(r["answered_by"] == "model" for r in results) / len(results), 3),
+            "errors": sum(1 for r in results if r["error"]),
             "median_ttft_s": round(statistics.median(ttft), 2) if ttft else None,
             "median_seconds": round(statistics.median(r["seconds"] for r in results), 2),
             "median_credits": statistics.median(r["credits"] for r in results),

@@ -108,6 +108,7 @@ class ChatTurn:
     note: str = ""  # said before the model's answer (a general answer's "not from your documents")
     profile: Profile = PROFILES["capable"]
     finish_reason: str = ""
+    answered_by: str = ""  # "reply" (small talk), "model", or "passages" (the extractive answer)
     started: float = field(default_factory=time.monotonic)
     first_token_at: float | None = None
     cancelled: threading.Event = field(default_factory=threading.Event)
@@ -130,7 +131,7 @@ class ChatTurn:
         say); when none of it passes, the passages' own best sentences answer instead.
         A turn cancelled before this point never calls the model."""
         if self.reply:
-            self.finish_reason = "stop"
+            self.finish_reason, self.answered_by = "stop", "reply"
             yield self._emit(self.reply)
             return
         if self.cancelled.is_set():
@@ -141,7 +142,7 @@ class ChatTurn:
                                    cancelled=self.cancelled, sampling=self.profile.sampling or None)
         guard = answering.Guard(self.passages, strict=self.profile.strict and bool(self.passages),
                                 loop_words=4 if self.profile.strict else 8, by_sentence=self.profile.strict,
-                                max_sentences=self.profile.max_sentences)
+                                max_sentences=self.profile.max_sentences, question=self.user_message.content)
         tokens = iter(self.llm_stream)
         try:
             for text in tokens:
@@ -157,11 +158,13 @@ class ChatTurn:
         finally:
             tokens.close()  # a guard's stop ends the provider's generation too
         self.finish_reason = "stop" if guard.stopped else (self.llm_stream.finish_reason or "stop")
+        self.answered_by = "model"
         if self.passages and not guard.answered and not self.cancelled.is_set():
             # The question's own words pick the sentences: a follow-up was searched together
             # with the question before it, but asks something else (0.95 of the two-turn set
             # quoted the answer this way, 0.65 with the search query).
             question = self.user_message.content
+            self.answered_by = "passages"
             yield self._emit(answering.extractive_answer(question, self.passages) or NOTHING_TO_QUOTE)
 
 

@@ -165,7 +165,8 @@ class Guard:
     loop_words: int = 0  # the run of words that may not appear three times (0: 4 strict, 8 loose)
     by_sentence: bool | None = None  # release a sentence at a time (None: when strict)
     max_sentences: int = 0  # stop after this many sentences (0: no limit)
-    stopped: str = ""  # "", "repeat", "unsupported" or "enough"
+    question: str = ""  # strict: the first sentence must share a topic word with it
+    stopped: str = ""  # "", "repeat", "unsupported", "off_topic" or "enough"
     released: list[str] = field(default_factory=list)
     _buffer: str = ""
     _words: list = field(default_factory=list)
@@ -183,6 +184,7 @@ class Guard:
         self._passage_terms = [set(t) for t in lists]
         self._all_terms = set().union(*self._passage_terms) if lists else set()
         self._all_pairs = {pair for t in lists for pair in zip(t, t[1:])}
+        self._question_terms = set(terms(self.question))
 
     def feed(self, text: str) -> str:
         """Text that may be shown now ("" while a sentence or word is still being written)."""
@@ -243,6 +245,9 @@ class Guard:
             if (sum(1 for t in found if t in self._all_terms) / len(found) < MIN_SUPPORT
                     or sum(1 for p in pairs if p in self._all_pairs) / len(pairs) < MIN_PAIR_SUPPORT):
                 self.stopped = "unsupported"
+                return ""
+            if not self._sentences and self._question_terms and not self._question_terms & set(found):
+                self.stopped = "off_topic"  # supported, but about something else (an earlier question)
                 return ""
             self._sentences.add(key)
             piece = "".join(self._pending) + self._cite(piece, set(found))

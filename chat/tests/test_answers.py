@@ -91,6 +91,14 @@ def test_strict_guard_holds_short_pieces_for_a_sentence_and_refuses_recombined_w
     assert guard.stopped == "unsupported" and not guard.answered
 
 
+def test_strict_guard_refuses_a_first_sentence_about_something_else():
+    passages = [P(text="Make a script executable on Unix with chmod. On Windows, associate .py files with Python.")]
+    guard = answering.Guard(passages, strict=True, question="And on Windows?")
+    assert _stream(guard, "Make a script executable on Unix with chmod.") == "" and guard.stopped == "off_topic"
+    guard = answering.Guard(passages, strict=True, question="And on Windows?")
+    assert _stream(guard, "On Windows, associate .py files with Python.").startswith("On Windows")
+
+
 def test_strict_guard_stops_a_repeated_sentence():
     guard = answering.Guard([P(text="Everyone has twenty-eight days of paid holiday.")], strict=True)
     out = _stream(guard, "Everyone has twenty-eight days. Everyone has twenty-eight days. Again.")
