@@ -141,6 +141,7 @@ def _summary(results: list[dict]) -> dict:
             "median_ttft_s": round(statistics.median(ttft), 2) if ttft else None,
             "median_seconds": round(statistics.median(r["seconds"] for r in results), 2),
             "median_credits": statistics.median(r["credits"] for r in results),
+            "max_credits": max(r["credits"] for r in results),
             "median_completion_tokens": statistics.median(r["completion_tokens"] for r in results)}
     return out
 
