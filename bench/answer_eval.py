@@ -72,7 +72,7 @@ def content_words(text: str) -> list[str]:
 
 
 def degenerate(answer: str, finish_reason: str) -> bool:
-    words = answer.lower().split()
+    words = re.sub(r"\[Document\s+\d+\]", " ", answer, flags=re.I).lower().split()
     grams = Counter(tuple(words[i:i + 4]) for i in range(len(words) - 3))
     return finish_reason == "length" or any(count >= 3 for count in grams.values())
 
