@@ -1,14 +1,26 @@
 """Support staff's admin. Staff see across accounts: AccountContextMiddleware runs every
 /admin/ request of a staff user inside `dangerously_bypass_tenancy`, and tenant models are
 listed through their `all_accounts` manager. Non-staff never get past the admin login."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
+from django.core.exceptions import PermissionDenied
+from django.db.models import Prefetch
+from django.shortcuts import get_object_or_404, redirect
+from django.urls import path, reverse
+from django.utils.html import format_html
+from django.views.decorators.http import require_POST
 
-from core.admin_mixins import AllAccountsMixin
+from core import sockets
+from core.admin_mixins import AccountFilter, AllAccountsMixin, record_action
 from core.tenancy import account_context
 from accounts import services
 from accounts.forms import AdminLoginForm
-from accounts.models import Account, ApiKey, Invitation, Membership, User
+from accounts.models import Account, ApiKey, Invitation, Membership, Role, User
 
 # The admin login counts failures with the dashboard's (accounts.ratelimit): one limit per
 # address and per IP, whichever door is knocked on.
@@ -41,43 +53,171 @@ class UserAdmin(BaseUserAdmin):
     )
     add_fieldsets = ((None, {"classes": ("wide",), "fields": ("email", "password1", "password2")}),)
 
+    def get_readonly_fields(self, request, obj=None):
+        # Change rights on users are not a way to more rights: only a superuser hands out
+        # staff status, superuser status, groups or permissions (to others or to oneself).
+        readonly = super().get_readonly_fields(request, obj)
+        if request.user.is_superuser:
+            return readonly
+        return (*readonly, "is_staff", "is_superuser", "groups", "user_permissions")
+
+
+def _notify_membership_changed(membership: Membership, *, removed: bool = False) -> None:
+    # The team pages go through accounts.services, which tell the member's open sockets; the
+    # admin edits rows directly (staff are no member of the team), so it tells them here.
+    sockets.notify_on_commit(sockets.member_group(membership.account_id, membership.user_id),
+                             sockets.REVOKED if removed else sockets.CHANGED)
+
 
 class MembershipInline(AllAccountsMixin, admin.TabularInline):
     model = Membership
     extra = 0
     autocomplete_fields = ("user",)
+    fields = ("user", "role", "created_at")
+    readonly_fields = ("created_at",)
+
+
+class ApiKeyInline(AllAccountsMixin, admin.TabularInline):
+    """The account's keys, read-only; each key's own page revokes it."""
+    model = ApiKey
+    extra = 0
+    fields = ("name", "prefix", "created_by", "created_at", "last_used_at", "state")
+    readonly_fields = fields
+    ordering = ("revoked_at", "-created_at")
+    show_change_link = True
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+    @admin.display(description="state")
+    def state(self, key):
+        if key.revoked_at:
+            return f"revoked {key.revoked_at:%Y-%m-%d %H:%M}"
+        url = reverse("admin:accounts_apikey_change", args=[key.pk])
+        return format_html('active · <a href="{}">revoke…</a>', url)
+
+
+@dataclass(frozen=True)
+class Panel:
+    """A read-only section of the account page, added by a floor above accounts (billing's
+    credits, documents' documents): accounts must not import them."""
+    name: str
+    title: str
+    permission: str  # "app.codename": staff without it don't see the section
+    render: Callable  # (account) -> safe HTML
 
 
 @admin.register(Account)
 class AccountAdmin(admin.ModelAdmin):
-    # billing/admin.py adds the balance column and the "Grant credits" action.
-    list_display = ("name", "slug", "created_at")
-    search_fields = ("name", "slug")
-    readonly_fields = ("created_at",)
-    inlines = [MembershipInline]
+    """Support's view of a team: members, keys, and the panels and actions the floors above
+    add with `add_panel()`, `add_column()` and `add_action()`."""
+
+    list_display = ("name", "slug", "owners", "created_at")
+    search_fields = ("name", "slug", "membership__user__email")
+    search_help_text = "Name, slug, or the email of an owner or member"
+    readonly_fields = ("created_at", "owners")
+    inlines = [MembershipInline, ApiKeyInline]
+    actions: list = []
+    panels: list[Panel] = []
+    annotations: dict = {}
+
+    @classmethod
+    def add_panel(cls, panel: Panel) -> None:
+        def show(self, account):
+            return panel.render(account)
+        show.short_description = panel.title
+        setattr(cls, panel.name, show)
+        cls.panels = [*cls.panels, panel]
+
+    @classmethod
+    def add_column(cls, column, *, annotation=None) -> None:
+        """A list column; `annotation` (name -> expression) computes it in the list's query."""
+        cls.list_display = (*cls.list_display[:-1], column, cls.list_display[-1])
+        cls.annotations = {**cls.annotations, **(annotation or {})}
+
+    @classmethod
+    def add_action(cls, action, *, permission: str) -> None:
+        """An action for holders of `permission` ("app.codename"); the action names it as
+        `@admin.action(permissions=[<its own name>])`."""
+        (name,) = action.allowed_permissions
+        setattr(cls, f"has_{name}_permission", lambda self, request: request.user.has_perm(permission))
+        cls.actions = [*cls.actions, action]
+
+    def get_queryset(self, request):
+        owners = Prefetch("membership_set", to_attr="owner_memberships",
+                          queryset=Membership.all_accounts.filter(role=Role.OWNER).select_related("user"))
+        return super().get_queryset(request).annotate(**self.annotations).prefetch_related(owners)
+
+    @admin.display(description="owners")
+    def owners(self, account):
+        return ", ".join(m.user.email for m in account.owner_memberships) or "—"
+
+    def _panels(self, request):
+        return [p for p in self.panels if request.user.has_perm(p.permission)]
+
+    def get_fieldsets(self, request, obj=None):
+        fieldsets = [(None, {"fields": ["name", "slug", "created_at"] + (["owners"] if obj else [])})]
+        if obj is not None:
+            fieldsets += [(p.title, {"fields": [p.name]}) for p in self._panels(request)]
+        return fieldsets
+
+    def get_readonly_fields(self, request, obj=None):
+        return (*super().get_readonly_fields(request, obj), *(p.name for p in self._panels(request)))
+
+    def save_formset(self, request, form, formset, change):
+        super().save_formset(request, form, formset, change)
+        if formset.model is Membership:
+            for membership, _fields in formset.changed_objects:
+                _notify_membership_changed(membership)
+            for membership in formset.deleted_objects:
+                _notify_membership_changed(membership, removed=True)
 
 
 @admin.register(Membership)
 class MembershipAdmin(AllAccountsMixin, admin.ModelAdmin):
     list_display = ("user", "account", "role", "created_at")
-    list_filter = ("role",)
+    list_filter = ("role", AccountFilter)
     search_fields = ("user__email", "account__name", "account__slug")
     list_select_related = ("user", "account")
+    autocomplete_fields = ("user", "account")
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change:
+            _notify_membership_changed(obj)
+
+    def delete_model(self, request, obj):
+        super().delete_model(request, obj)
+        _notify_membership_changed(obj, removed=True)
+
+    def delete_queryset(self, request, queryset):
+        memberships = list(queryset)
+        super().delete_queryset(request, queryset)
+        for membership in memberships:
+            _notify_membership_changed(membership, removed=True)
 
 
 @admin.register(Invitation)
 class InvitationAdmin(AllAccountsMixin, admin.ModelAdmin):
     list_display = ("email", "account", "role", "invited_by", "created_at", "expires_at", "accepted_at")
+    list_filter = ("role", AccountFilter)
     readonly_fields = ("token_hash", "accepted_at", "accepted_by")
     search_fields = ("email", "account__name")
     list_select_related = ("account", "invited_by")
+    autocomplete_fields = ("account",)
 
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(AllAccountsMixin, admin.ModelAdmin):
     list_display = ("name", "prefix", "account", "created_by", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("revoked_at",)
-    search_fields = ("name", "prefix", "account__name")
+    list_filter = ("revoked_at", AccountFilter)
+    search_fields = ("name", "prefix", "account__name", "account__slug")
     list_select_related = ("account", "created_by")
     readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at", "revoked_at", "created_by", "account")
     fields = ("name",) + readonly_fields
@@ -87,11 +227,32 @@ class ApiKeyAdmin(AllAccountsMixin, admin.ModelAdmin):
         # A secret is shown once to the person who makes it: keys are made in Team settings.
         return False
 
-    @admin.action(description="Revoke selected API keys")
+    def has_revoke_permission(self, request, obj=None):
+        return request.user.has_perm("accounts.change_apikey")
+
+    def get_urls(self):
+        # Before the admin's own: its `<path:object_id>/` would swallow ".../revoke/".
+        revoke = self.admin_site.admin_view(require_POST(self.revoke_view))
+        return [path("<int:key_id>/revoke/", revoke, name="accounts_apikey_revoke"), *super().get_urls()]
+
+    def revoke_view(self, request, key_id):
+        if not self.has_revoke_permission(request):
+            raise PermissionDenied
+        key = get_object_or_404(self.get_queryset(request).select_related("account"), pk=key_id)
+        self._revoke(request, [key])
+        self.message_user(request, f"Revoked {key}.", messages.SUCCESS)
+        return redirect("admin:accounts_apikey_change", key.pk)
+
+    @admin.action(description="Revoke selected API keys", permissions=["revoke"])
     def revoke(self, request, queryset):
-        # Through the service, so the keys' open sockets close too.
         active = list(queryset.filter(revoked_at__isnull=True).select_related("account"))
-        for key in active:
+        self._revoke(request, active)
+        self.message_user(request, f"Revoked {len(active)} API key(s).", messages.SUCCESS)
+
+    def _revoke(self, request, keys) -> None:
+        # Through the service, so the keys' open sockets close too (staff are no manager of
+        # the team: actor=None; the admin log records who).
+        for key in keys:
             with account_context(key.account):
                 services.api_key_revoke(account=key.account, actor=None, key_id=key.pk)
-        self.message_user(request, f"Revoked {len(active)} API key(s).", messages.SUCCESS)
+        record_action(self, request, keys, "Revoked the key (its open sockets are closed).")

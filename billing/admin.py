@@ -1,14 +1,20 @@
-"""Support staff: a read-only ledger, balances, holds, and a "grant credits" action."""
+"""Support staff: a read-only ledger, balances, holds, the account page's credits, and a
+"Grant credits" action that needs its own permission (billing.grant_credits)."""
 from django import forms
 from django.contrib import admin, messages
+from django.db.models import OuterRef, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 from django.template.response import TemplateResponse
+from django.utils.html import format_html
 
-from accounts.admin import AccountAdmin
-from core.admin_mixins import AllAccountsMixin
+from accounts.admin import AccountAdmin, Panel
+from core.admin_mixins import AccountFilter, AllAccountsMixin, account_filter_url, html_table, record_action
 from core.tenancy import account_context
 from billing.errors import BillingError
-from billing.models import AccountBalance, CreditHold, CreditLedgerEntry
+from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus
 from billing.services import credits_grant
+
+RECENT_LEDGER_ENTRIES = 20
 
 
 class ReadOnlyAdmin(AllAccountsMixin, admin.ModelAdmin):
@@ -25,16 +31,21 @@ class ReadOnlyAdmin(AllAccountsMixin, admin.ModelAdmin):
 @admin.register(CreditLedgerEntry)
 class CreditLedgerEntryAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "account", "kind", "delta", "balance_after", "tokens", "shortfall", "model",
-                    "reference", "created_by")
-    list_filter = ("kind", "created_at", "provider")
-    search_fields = ("account__name", "account__slug", "reference", "idempotency_key", "model")
+                    "reference", "reason", "created_by")
+    list_filter = (AccountFilter, "kind", "created_at", "provider")
+    search_fields = ("account__name", "account__slug", "reference", "idempotency_key", "model", "created_by__email")
     list_select_related = ("account", "created_by")
     date_hierarchy = "created_at"
+
+    @admin.display(description="reason")
+    def reason(self, entry):
+        return (entry.metadata or {}).get("reason", "")
 
 
 @admin.register(AccountBalance)
 class AccountBalanceAdmin(ReadOnlyAdmin):
     list_display = ("account", "balance", "updated_at")
+    list_filter = (AccountFilter,)
     search_fields = ("account__name", "account__slug")
     list_select_related = ("account",)
 
@@ -42,31 +53,37 @@ class AccountBalanceAdmin(ReadOnlyAdmin):
 @admin.register(CreditHold)
 class CreditHoldAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "account", "key", "amount", "status", "used_tokens", "closed_at")
-    list_filter = ("status",)
+    list_filter = ("status", AccountFilter)
     search_fields = ("account__name", "key", "reference")
     list_select_related = ("account",)
 
+
+# --- on the account admin (accounts/ stands below billing and must not import it) --------
 
 class GrantForm(forms.Form):
     amount = forms.IntegerField(min_value=1, help_text="Credits to add to each selected account")
     reason = forms.CharField(max_length=500, help_text="Kept in the ledger, e.g. “annual plan renewal”")
 
 
-@admin.action(description="Grant credits to selected accounts")
+@admin.action(description="Grant credits to selected accounts", permissions=["grant_credits"])
 def grant_credits(modeladmin, request, queryset):
     form = GrantForm(request.POST if "apply" in request.POST else None)
     if "apply" in request.POST and form.is_valid():
+        amount, reason = form.cleaned_data["amount"], form.cleaned_data["reason"]
+        granted = []
         for account in queryset:
             try:
                 with account_context(account):
-                    credits_grant(account=account, amount=form.cleaned_data["amount"],
-                                  reason=form.cleaned_data["reason"], actor=request.user)
+                    # created_by on the entry is the staff user: the ledger says who minted it.
+                    credits_grant(account=account, amount=amount, reason=reason, actor=request.user)
             except BillingError as exc:
                 modeladmin.message_user(request, f"{account}: {exc.message}", messages.ERROR)
-                return None
-        modeladmin.message_user(
-            request, f"Granted {form.cleaned_data['amount']:,} credits to {queryset.count()} account(s).",
-            messages.SUCCESS)
+                break
+            granted.append(account)
+        record_action(modeladmin, request, granted, f"Grant credits: {amount:,} ({reason})")
+        if granted:
+            modeladmin.message_user(request, f"Granted {amount:,} credits to {len(granted)} account(s).",
+                                    messages.SUCCESS)
         return None
     return TemplateResponse(request, "admin/billing/grant_credits.html", {
         **modeladmin.admin_site.each_context(request),
@@ -75,13 +92,29 @@ def grant_credits(modeladmin, request, queryset):
     })
 
 
-@admin.display(description="credits")
+@admin.display(description="credits", ordering="credits")
 def account_credits(account):
-    balance = AccountBalance.all_accounts.filter(account=account).values_list("balance", flat=True).first()
-    return balance or 0
+    return f"{account.credits:,}"
 
 
-# The account admin belongs to accounts/, which stands below billing and must not import it:
-# billing adds its column and action to it here.
-AccountAdmin.list_display = (*AccountAdmin.list_display, account_credits)
-AccountAdmin.actions = [*(AccountAdmin.actions or []), grant_credits]
+def credits_panel(account) -> str:
+    """The balance, what open holds reserve, and the latest ledger entries."""
+    balance = AccountBalance.all_accounts.filter(account=account).values_list("balance", flat=True).first() or 0
+    held = CreditHold.all_accounts.filter(account=account, status=HoldStatus.OPEN).aggregate(s=Sum("amount"))["s"]
+    entries = (CreditLedgerEntry.all_accounts.filter(account=account).select_related("created_by")
+               .order_by("-created_at", "-pk")[:RECENT_LEDGER_ENTRIES])
+    rows = [(f"{e.created_at:%Y-%m-%d %H:%M}", e.get_kind_display(), f"{e.delta:+,}", f"{e.balance_after:,}",
+             e.reference or (e.metadata or {}).get("reason", ""), e.created_by or "")
+            for e in entries]
+    return format_html(
+        "<p><strong>{} credits</strong>{}</p>{}<p><a href=\"{}\">The whole ledger of this account →</a></p>",
+        f"{balance:,}", f" ({held:,} held by calls in progress)" if held else "",
+        html_table(("when", "kind", "change", "balance after", "reference / reason", "by"), rows),
+        account_filter_url(CreditLedgerEntry, account.pk))
+
+
+AccountAdmin.add_column(account_credits, annotation={"credits": Coalesce(Subquery(
+    AccountBalance.all_accounts.filter(account=OuterRef("pk")).values("balance")[:1]), Value(0))})
+AccountAdmin.add_panel(Panel("credits_panel", f"Credits (latest {RECENT_LEDGER_ENTRIES} ledger entries)",
+                             "billing.view_creditledgerentry", credits_panel))
+AccountAdmin.add_action(grant_credits, permission="billing.grant_credits")

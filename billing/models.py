@@ -59,6 +59,9 @@ class CreditLedgerEntry(TenantModel):
     class Meta:
         verbose_name = "credit ledger entry"
         verbose_name_plural = "credit ledger"
+        # Viewing or even changing an account in the admin is not minting money: granting
+        # credits is its own permission (the admin's "Grant credits" action checks it).
+        permissions = [("grant_credits", "Can grant credits to accounts")]
         constraints = [
             models.UniqueConstraint(fields=["account", "idempotency_key"], name="ledger_key_unique_per_account"),
         ]
