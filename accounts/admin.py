@@ -16,7 +16,7 @@ from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
 from core import sockets
-from core.admin_mixins import AccountFilter, AllAccountsMixin, record_action
+from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin, record_action
 from core.tenancy import account_context
 from accounts import services
 from accounts.forms import AdminLoginForm
@@ -77,7 +77,7 @@ class MembershipInline(AllAccountsMixin, admin.TabularInline):
     readonly_fields = ("created_at",)
 
 
-class ApiKeyInline(AllAccountsMixin, admin.TabularInline):
+class ApiKeyInline(AllAccountsMixin, ReadOnlyMixin, admin.TabularInline):
     """The account's keys, read-only; each key's own page revokes it."""
     model = ApiKey
     extra = 0
@@ -85,15 +85,6 @@ class ApiKeyInline(AllAccountsMixin, admin.TabularInline):
     readonly_fields = fields
     ordering = ("revoked_at", "-created_at")
     show_change_link = True
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     @admin.display(description="state")
     def state(self, key):

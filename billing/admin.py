@@ -8,7 +8,7 @@ from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
 from accounts.admin import AccountAdmin, Panel
-from core.admin_mixins import AccountFilter, AllAccountsMixin, account_filter_url, html_table, record_action
+from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin, account_filter_url, html_table, record_action
 from core.tenancy import account_context
 from billing.errors import BillingError
 from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus
@@ -17,15 +17,8 @@ from billing.services import credits_grant
 RECENT_LEDGER_ENTRIES = 20
 
 
-class ReadOnlyAdmin(AllAccountsMixin, admin.ModelAdmin):
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+class ReadOnlyAdmin(AllAccountsMixin, ReadOnlyMixin, admin.ModelAdmin):
+    pass
 
 
 @admin.register(CreditLedgerEntry)

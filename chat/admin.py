@@ -3,21 +3,12 @@ what it cost. Nothing here writes: a conversation belongs to its user or key."""
 from django.contrib import admin
 from django.db.models import Count
 
-from core.admin_mixins import AccountFilter, AllAccountsMixin
+from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin
 from chat.models import Conversation, Message
 
 
-class ReadOnlyAdmin(AllAccountsMixin, admin.ModelAdmin):
+class ReadOnlyAdmin(AllAccountsMixin, ReadOnlyMixin, admin.ModelAdmin):
     actions = None
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Conversation)

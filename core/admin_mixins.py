@@ -14,6 +14,21 @@ class AllAccountsMixin:
         return qs.order_by(*ordering) if ordering else qs
 
 
+class ReadOnlyMixin:
+    """Nothing added, changed or deleted through the admin's own forms: these rows are made
+    and changed by the product's services (which validate, enqueue and notify); staff act
+    on them through permission-checked actions."""
+
+    def has_add_permission(self, request, obj=None):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 # --- actions: who did what --------------------------------------------------------------
 
 def record_action(modeladmin, request, objects, message: str) -> None:

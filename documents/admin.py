@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from accounts.admin import AccountAdmin, Panel
-from core.admin_mixins import AccountFilter, AllAccountsMixin, account_filter_url, html_table, record_action
+from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin, account_filter_url, html_table, record_action
 from core.errors import GroundworkError
 from core.tenancy import account_context
 from documents.models import Document, ReindexRun, Status
@@ -40,7 +40,7 @@ def _each_in_its_account(modeladmin, request, objects, service, done: str, accou
 
 
 @admin.register(Document)
-class DocumentAdmin(AllAccountsMixin, admin.ModelAdmin):
+class DocumentAdmin(AllAccountsMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("name", "account", "status", "failure", "kind", "size_display", "chunk_count",
                     "credits_charged", "created_at")
     list_filter = ("status", AccountFilter, "kind")
@@ -69,15 +69,6 @@ class DocumentAdmin(AllAccountsMixin, admin.ModelAdmin):
     def size_display(self, document):
         return filesizeformat(document.size)
 
-    def has_add_permission(self, request):
-        return False  # uploads validate, store and enqueue: the dashboard and the API make documents
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False  # a plain DELETE would skip the job that removes chunks and the file: see remove
-
     def has_reindex_permission(self, request):
         return request.user.has_perm("documents.change_document")
 
@@ -96,7 +87,7 @@ class DocumentAdmin(AllAccountsMixin, admin.ModelAdmin):
 
 
 @admin.register(ReindexRun)
-class ReindexRunAdmin(AllAccountsMixin, admin.ModelAdmin):
+class ReindexRunAdmin(AllAccountsMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_display = ("created_at", "account", "status", "done", "total", "embedding_model", "created_by",
                     "finished_at")
     list_filter = ("status", AccountFilter)
@@ -106,15 +97,6 @@ class ReindexRunAdmin(AllAccountsMixin, admin.ModelAdmin):
                        "created_at", "finished_at")
     fields = readonly_fields
     actions = ["cancel"]
-
-    def has_add_permission(self, request):
-        return False  # started from an account: see the account list's "Reindex all documents"
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
     def has_cancel_permission(self, request):
         return request.user.has_perm("documents.change_reindexrun")
