@@ -6,23 +6,17 @@ comparison of two monotonic clocks in one process, not a wall-clock guess."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import time
 
 import httpx2
 import openai
 import pytest
-from django.conf import settings as django_settings
-from django.db import connection
 
 from accounts.tests.factories import make_api_key
 from billing import references
 from billing.models import CreditHold, CreditLedgerEntry, HoldStatus
 from chat.models import Message
-from config.embedded import BASE_DIR
+from config.testing import daphne_on_test_database
 from core.tenancy import account_context
 from llm.fake_server import FakeOpenAIServer
 
@@ -30,12 +24,6 @@ CHUNK_DELAY = 0.3  # seconds the fake model takes per chunk
 SLOW_ANSWER = "Everyone gets twenty-eight days of paid holiday [Document 1]."  # 9 chunks: ~2.7 s
 LONG_ANSWER = " ".join(f"word{i}" for i in range(40))  # ~12 s if nobody stopped it
 QUESTION = "What is our holiday policy?"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -57,36 +45,8 @@ def fake_llm(model_server, settings):
 @pytest.fixture(scope="module")
 def daphne(django_db_setup, model_server, tmp_path_factory):
     """daphne serving config.asgi on the test database, the way `make run` serves the app."""
-    port = _free_port()
-    log = tmp_path_factory.mktemp("daphne") / "daphne.log"
-    database = connection.settings_dict["NAME"]
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    env.update(DATABASE_URL=django_settings.DATABASE_URL.rsplit("/", 1)[0] + "/" + database,
-               REDIS_URL=django_settings.REDIS_URL, GROUNDWORK_TESTING="1", ALLOWED_HOSTS="127.0.0.1,localhost",
-               LLM_BASE_URL=model_server.base_url, PYTHONUNBUFFERED="1")
-    process = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                "config.asgi:application"], cwd=BASE_DIR, env=env, stdout=log.open("w"),
-                               stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, f"daphne exited:\n{log.read_text()[-4000:]}"
-            try:
-                if httpx2.get(url + "/login/", timeout=2).status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            assert time.monotonic() < deadline, f"daphne did not answer:\n{log.read_text()[-4000:]}"
-            time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    with daphne_on_test_database(tmp_path_factory.mktemp("daphne"), LLM_BASE_URL=model_server.base_url) as (_, port):
+        yield f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture

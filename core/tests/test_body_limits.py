@@ -14,19 +14,14 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-import os
 import select
 import socket
-import subprocess
-import sys
 import time
 
 import pytest
-from django.conf import settings as django_settings
-from django.db import connection
 
 from accounts.tests.factories import make_api_key
-from config.embedded import BASE_DIR
+from config.testing import daphne_on_test_database
 from core.limits import BodySizeLimit, body_limit_for
 
 MB = 1024 * 1024
@@ -131,12 +126,6 @@ def test_asgi_wrapper_passes_a_body_within_the_limit(settings):
 
 # --- the real thing: daphne, a raw socket, 200 MB -----------------------------------------
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def _rss_kb(pid: int) -> int:
     with open(f"/proc/{pid}/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
@@ -144,38 +133,8 @@ def _rss_kb(pid: int) -> int:
 
 @pytest.fixture(scope="module")
 def daphne(django_db_setup, django_db_blocker, tmp_path_factory):
-    port = _free_port()
-    log = tmp_path_factory.mktemp("daphne") / "daphne.log"
-    with django_db_blocker.unblock():
-        database = connection.settings_dict["NAME"]
-    env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    env.update(DATABASE_URL=django_settings.DATABASE_URL.rsplit("/", 1)[0] + "/" + database,
-               REDIS_URL=django_settings.REDIS_URL, GROUNDWORK_TESTING="1", ALLOWED_HOSTS="127.0.0.1,localhost",
-               PYTHONUNBUFFERED="1")
-    process = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                "config.asgi:application"], cwd=BASE_DIR, env=env, stdout=log.open("w"),
-                               stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert process.poll() is None, f"daphne exited:\n{log.read_text()[-4000:]}"
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=2) as sock:
-                    sock.sendall(b"GET /login/ HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-                    if sock.recv(64).startswith(b"HTTP/1.1 200"):
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"daphne did not answer:\n{log.read_text()[-4000:]}"
-            time.sleep(0.2)
+    with django_db_blocker.unblock(), daphne_on_test_database(tmp_path_factory.mktemp("daphne")) as (process, port):
         yield process.pid, port
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _send_huge(port: int, path: str, total: int, *, chunked: bool) -> tuple[bytes, int]:
