@@ -5,10 +5,11 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
-from django.db.models import QuerySet
+from django.db.models import OuterRef, Q, QuerySet, Subquery, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from billing.models import CreditLedgerEntry, Kind
+from billing.models import CreditHold, CreditLedgerEntry, HoldStatus, Kind
 from billing.selectors import ledger_list, ledger_usage_by_day
 
 # Holds and their releases are bookkeeping around each chat answer: they net to zero once
@@ -21,11 +22,32 @@ WIDTH, HEIGHT = 720, 240
 LEFT, RIGHT, TOP, BOTTOM = 56, 8, 12, 30
 
 
+def shows_settled(*, kind: str | None = None, include_holds: bool = False) -> bool:
+    """Whether the ledger is read as settled entries only (holds and releases hidden)."""
+    return not include_holds and kind not in BOOKKEEPING_KINDS
+
+
 def ledger_entries(*, account, kind: str | None = None, include_holds: bool = False) -> QuerySet[CreditLedgerEntry]:
+    """The ledger as the page lists it, newest first.
+
+    Settled view (the default): holds and their releases are hidden, and each entry carries
+    `settled_balance`, the balance after it counting settled entries only (every kind, even
+    when the list is filtered to one), so consecutive rows differ by exactly their change.
+    It differs from the stored `balance_after` only by credits held at that moment: with
+    holds shown, `balance_after` is itself a running balance of the rows shown."""
     entries = ledger_list(account=account, kind=kind or None)
-    if not include_holds and kind not in BOOKKEEPING_KINDS:
-        entries = entries.exclude(kind__in=BOOKKEEPING_KINDS)
-    return entries
+    if not shows_settled(kind=kind, include_holds=include_holds):
+        return entries
+    upto = (CreditLedgerEntry.objects.for_account(account).exclude(kind__in=BOOKKEEPING_KINDS)
+            .filter(Q(created_at__lt=OuterRef("created_at")) | Q(created_at=OuterRef("created_at"), pk__lte=OuterRef("pk")))
+            .order_by().values("account").annotate(total=Sum("delta")).values("total"))
+    return entries.exclude(kind__in=BOOKKEEPING_KINDS).annotate(settled_balance=Coalesce(Subquery(upto), 0))
+
+
+def held_credits(*, account) -> int:
+    """Credits reserved right now by open holds (answers being written)."""
+    held = CreditHold.objects.for_account(account).filter(status=HoldStatus.OPEN).aggregate(total=Sum("amount"))
+    return int(held["total"] or 0)
 
 
 @dataclass

@@ -33,12 +33,17 @@ def credits_view(request):
     if kind not in Kind.values:
         kind = ""
     include_holds = request.GET.get("holds") == "1"
+    settled = dashboard.shows_settled(kind=kind or None, include_holds=include_holds)
     entries = dashboard.ledger_entries(account=account, kind=kind or None, include_holds=include_holds)
     page = Paginator(entries, ENTRIES_PER_PAGE).get_page(request.GET.get("page"))
     for entry in page.object_list:
         entry.link = _reference_link(entry.reference)
+        entry.balance_shown = entry.settled_balance if settled else entry.balance_after
+        entry.reason = (entry.metadata or {}).get("reason", "") if isinstance(entry.metadata, dict) else ""
+    balance = balance_get(account=account)
+    held = dashboard.held_credits(account=account)
     return render(request, "billing/credits.html", {
-        "balance": balance_get(account=account),
+        "balance": balance, "held": held, "settled_balance": balance + held, "settled": settled,
         "chart": dashboard.usage_chart(account=account, days=30),
         "page": page, "kind": kind, "kinds": Kind.choices, "include_holds": include_holds,
     })

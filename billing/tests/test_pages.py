@@ -7,7 +7,10 @@ from django.utils import timezone
 from core.tenancy import account_context
 from accounts.tests.factories import add_member
 from billing.dashboard import usage_chart
-from billing.services import credits_debit, credits_grant
+import re
+
+from billing.selectors import balance_get
+from billing.services import credits_debit, credits_grant, credits_hold, hold_settle
 
 
 def _spend(account, *, embedding=0, chat=0, key="k"):
@@ -36,7 +39,7 @@ def test_credits_page_shows_balance_chart_and_ledger(client_a, account_a, django
     assert "<title id=\"chart-title\">" in html and "1290 credits spent" in html.replace(",", "")
     assert 'class="bar-embedding"' in html and 'class="bar-chat"' in html
     assert 'id="usage-table"' in html  # the accessible fallback
-    assert ">-1234<" in html and ">-56<" in html
+    assert ">-1,234<" in html and ">-56<" in html
     assert 'href="/documents/7/"' in html  # a document's charge links to its page
     assert html.count('data-kind="hold"') == 0  # bookkeeping hidden by default
 
@@ -79,3 +82,88 @@ def test_usage_chart_has_every_day_and_totals(account_a):
     assert [s["kind"] for s in today.segments] == ["embedding", "chat"]
     assert chart.max_value >= 320 and chart.ticks[-1]["value"] == chart.max_value
     assert all(s["height"] >= 1 for s in today.segments)
+
+
+# Issue 10, item 16: a ledger a person can read.
+
+ROW = re.compile(r'<tr data-kind="(?P<kind>[a-z_]+)".*?data-delta="(?P<delta>-?\d+)".*?data-balance="(?P<balance>-?\d+)"', re.S)
+HELD_ROW = re.compile(r'<tr data-kind="held".*?data-balance="(?P<balance>-?\d+)"', re.S)
+
+
+def _rows(html):
+    return [(m["kind"], int(m["delta"]), int(m["balance"])) for m in ROW.finditer(html)]
+
+
+def _assert_running(rows):
+    """Newest first: each row's balance is the next (older) row's plus its own change."""
+    for newer, older in zip(rows, rows[1:]):
+        assert newer[2] == older[2] + newer[1], (newer, older)
+
+
+def _grant_chat_embed(account):
+    with account_context(account):
+        credits_grant(account=account, amount=1_234_567, reason="Annual plan, invoice 42", key="grant:annual")
+        hold = credits_hold(account=account, amount=4_000, key="chat:1", reference="message:9")
+        # Embedding charged while the chat hold is open: its stored balance_after is 4,000 low.
+        credits_debit(account=account, tokens=2_345, key="emb:1", kind="embedding", reference="document:7:rev1")
+        hold_settle(hold=hold, used_tokens=1_500, reference="message:9")
+        credits_debit(account=account, tokens=1_111, key="emb:2", kind="embedding", reference="document:8:rev1")
+
+
+def test_ledger_running_balance_never_jumps_and_ends_at_the_balance(client_a, account_a):
+    _grant_chat_embed(account_a)
+    html = client_a.get("/credits/").content.decode()
+    rows = _rows(html)
+    assert [k for k, _, _ in rows[:4]] == ["embedding", "chat", "embedding", "grant"]
+    assert "hold" not in {k for k, _, _ in rows} and "hold_release" not in {k for k, _, _ in rows}
+    _assert_running(rows)
+    with account_context(account_a):
+        final = balance_get(account=account_a)
+    assert rows[0][2] == final
+    assert not HELD_ROW.search(html)  # nothing held once the answer is settled
+    # Monotone over spending: after the grant, every row only goes down.
+    after_grant = [b for _, _, b in rows[:4]]
+    assert after_grant == sorted(after_grant)
+
+
+def test_ledger_with_holds_shows_them_with_their_own_running_balance(client_a, account_a):
+    _grant_chat_embed(account_a)
+    rows = _rows(client_a.get("/credits/?holds=1").content.decode())
+    kinds = [k for k, _, _ in rows]
+    assert "hold" in kinds and "hold_release" in kinds
+    _assert_running(rows)
+
+
+def test_open_hold_is_a_held_line_above_the_settled_entries(client_a, account_a):
+    _grant_chat_embed(account_a)
+    with account_context(account_a):
+        credits_hold(account=account_a, amount=3_000, key="chat:2", reference="message:10")
+        credits_debit(account=account_a, tokens=200, key="emb:3", kind="embedding", reference="document:9:rev1")
+        final = balance_get(account=account_a)
+    html = client_a.get("/credits/").content.decode()
+    held = HELD_ROW.search(html)
+    assert held and int(held["balance"]) == final
+    rows = _rows(html)
+    assert rows[0] == ("held", -3_000, final) and rows[1][0] == "embedding"
+    _assert_running(rows)  # the settled balance less what is held is the balance
+    assert 'id="credits-held"' in html and "3,000 more held" in html
+
+
+def test_running_balance_counts_every_kind_when_filtered(client_a, account_a):
+    _grant_chat_embed(account_a)
+    rows = _rows(client_a.get("/credits/?kind=embedding").content.decode())
+    with account_context(account_a):
+        final = balance_get(account=account_a)
+    assert [k for k, _, _ in rows] == ["embedding", "embedding"] and rows[0][2] == final
+
+
+def test_grant_shows_its_reason_and_numbers_have_separators(client_a, account_a):
+    _grant_chat_embed(account_a)
+    html = client_a.get("/credits/").content.decode()
+    grant = re.search(r'<tr data-kind="grant">.*?</tr>', html, re.S).group(0)
+    assert "Annual plan, invoice 42" in grant and "+1,234,567" in grant
+    assert ">-2,345<" in html and ">-1,500<" in html and ">1,500<" in html  # change and tokens
+    balance = re.search(r'id="credits-balance">([^<]+)<', html).group(1)
+    with account_context(account_a):
+        assert balance == f"{balance_get(account=account_a):,}"
+    assert ">3,456<" in re.search(r'id="usage-table".*?</table>', html, re.S).group(0)  # 2,345 + 1,111 today
