@@ -21,6 +21,7 @@ from core.tenancy import account_context
 from accounts import services
 from accounts.forms import AdminLoginForm
 from accounts.models import Account, ApiKey, Invitation, Membership, Role, User
+from audit.services import audit_staff_access
 
 # The admin login counts failures with the dashboard's (accounts.ratelimit): one limit per
 # address and per IP, whichever door is knocked on.
@@ -160,6 +161,11 @@ class AccountAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         return (*super().get_readonly_fields(request, obj), *(p.name for p in self._panels(request)))
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        if request.method == "GET" and str(object_id).isdigit() and Account.objects.filter(pk=object_id).exists():
+            audit_staff_access(account_id=int(object_id), staff=request.user)
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def save_formset(self, request, form, formset, change):
         super().save_formset(request, form, formset, change)

@@ -22,6 +22,7 @@ from accounts.keys import API_KEY_PREFIX, hash_key
 from accounts.models import Account, ApiKey, Invitation, Membership, Role, User
 from accounts.selectors import invitation_list_for_user
 from accounts.signals import account_created, signup_email_verified
+from audit.services import audit_record
 from core import sockets
 from core.tenancy import account_context
 
@@ -211,6 +212,7 @@ def member_invite(*, account: Account, actor: User, email: str, role: str = Role
     _send_mail(to=email, template="accounts/email/invitation.txt", context={
         "invitation": invitation, "account": account, "actor": actor, "days": settings.INVITATION_MAX_AGE_DAYS,
         "link": site_url.rstrip("/") + reverse("accounts:invitation", args=[token])})
+    audit_record(account=account, action="invitation.create", actor=actor, target=email, detail={"role": role})
     return invitation
 
 
@@ -267,6 +269,7 @@ def invitation_accept(*, invitation: Invitation, user: User, via_link: bool) -> 
             account_id=invitation.account_id, user=user, defaults={"role": invitation.role})
         invitation.accepted_at, invitation.accepted_by = timezone.now(), user
         invitation.save(update_fields=["accepted_at", "accepted_by"])
+        audit_record(account=invitation.account_id, action="invitation.accept", actor=user, target=user.email, detail={"role": membership.role})
     if via_link:
         _email_mark_verified(user)
     user_last_account_set(user=user, account_id=invitation.account_id)
@@ -298,7 +301,8 @@ def invitation_decline(*, user: User, invitation: Invitation | None = None, invi
 
 def invitation_cancel(*, account: Account, actor: User, invitation_id: int) -> None:
     _require_manager(account=account, actor=actor)
-    Invitation.objects.for_account(account).filter(pk=invitation_id, accepted_at__isnull=True).delete()
+    if Invitation.objects.for_account(account).filter(pk=invitation_id, accepted_at__isnull=True).delete()[0]:
+        audit_record(account=account, action="invitation.cancel", actor=actor, target=f"invitation {invitation_id}")
 
 
 def _owner_count(account: Account) -> int:
@@ -325,6 +329,7 @@ def member_change_role(*, account: Account, actor: User, membership_id: int, rol
         raise AccountError("permission_denied", "Only owners can grant or take away the owner role.", status=403)
     if membership.role == Role.OWNER and role != Role.OWNER and _owner_count(account) == 1:
         raise AccountError("last_owner", "The last owner cannot be demoted. Make someone else an owner first.")
+    audit_record(account=account, action="member.role_change", actor=actor, target=membership.user.email, detail={"from": membership.role, "to": role})
     membership.role = role
     membership.save(update_fields=["role"])
     # Their open sockets re-check the new role (and close if it may no longer chat).
@@ -346,6 +351,7 @@ def member_remove(*, account: Account, actor: User, membership_id: int) -> None:
     if membership.role == Role.OWNER and _owner_count(account) == 1:
         raise AccountError("last_owner", "The last owner cannot leave. Make someone else an owner first.")
     membership.delete()
+    audit_record(account=account, action="member.remove", actor=actor, target=membership.user.email, detail={"role": membership.role})
     # Their open sockets close (4401) once this commits.
     sockets.notify_on_commit(sockets.member_group(account.pk, membership.user_id), sockets.REVOKED)
 
@@ -361,6 +367,7 @@ def api_key_create(*, account: Account, actor: User | None, name: str) -> tuple[
     raw = API_KEY_PREFIX + secrets.token_urlsafe(32)
     key = ApiKey.objects.for_account(account).create(
         account=account, name=name[:100], prefix=raw[:10], key_hash=hash_key(raw), created_by=actor)
+    audit_record(account=account, action="key.create", actor=actor, target=f"{key.name} ({key.prefix}…)")
     return key, raw
 
 
@@ -373,6 +380,7 @@ def api_key_revoke(*, account: Account, actor: User | None, key_id: int) -> ApiK
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
+        audit_record(account=account, action="key.revoke", actor=actor, target=f"{key.name} ({key.prefix}…)")
     # Its open sockets close (4401) once this commits (also on a repeated revoke: a socket
     # that missed the first notice hears the second).
     sockets.notify_on_commit(sockets.key_group(key.pk), sockets.REVOKED)

@@ -14,6 +14,10 @@ from accounts import ratelimit, selectors, services
 from accounts.errors import AccountError
 from accounts.forms import AccountForm, ApiKeyForm, InviteForm, LoginForm, RoleForm, SignupForm
 from accounts.resolution import SESSION_ACCOUNT_KEY
+from audit.selectors import audit_entry_list
+from audit.services import ACTIONS
+
+AUDIT_ON_PAGE = 50  # the Team page's latest audit entries; the API pages through all of them
 
 
 def _form_error(form, exc: AccountError):
@@ -238,6 +242,8 @@ def team_view(request):
         "api_keys": selectors.api_key_list(account=request.account),
         "invite_form": InviteForm(), "key_form": ApiKeyForm(), "role_form": RoleForm(),
         "new_key": request.session.pop("new_api_key", None),
+        "audit_entries": audit_entry_list(account=request.account, action=request.GET.get("action"))[:AUDIT_ON_PAGE],
+        "audit_actions": ACTIONS, "audit_action": request.GET.get("action", ""),
     }
     return render(request, "accounts/team.html", context)
 

@@ -11,6 +11,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Account
+from audit.actors import SYSTEM
+from audit.services import audit_record
 from billing.errors import BillingError, IdempotencyConflict, InsufficientCredits
 from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus, Kind
 
@@ -82,6 +84,7 @@ def credits_grant(*, account: Account, amount: int, reason: str, key: str | None
     existing = _existing(account, key, kind=kind, delta=amount)
     if existing:
         return existing
+    audit_record(account=account, action="credits.grant", actor=actor or SYSTEM, target=f"{amount:,} credits", detail={"kind": kind, "reason": reason})
     return _append(balance, kind=kind, delta=amount, key=key, reference=reference,
                    created_by=actor, metadata={"reason": reason})
 

@@ -51,6 +51,7 @@ INSTALLED_APPS = [
     "django_rq",
     "channels",
     "core",
+    "audit",
     "accounts",
     "billing",
     "documents",
@@ -69,6 +70,7 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "core.middleware.JsonErrorMiddleware",
     "accounts.middleware.AccountContextMiddleware",
+    "audit.middleware.AuditActorMiddleware",  # after the account context: it reads request.api_key
 ]
 
 ROOT_URLCONF = "config.urls"

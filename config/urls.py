@@ -7,6 +7,7 @@ from config.views import home_view
 
 api_v1 = [
     path("", include("accounts.api_urls")),
+    path("", include("audit.api_urls")),
     path("", include("billing.api_urls")),
     path("", include("documents.api_urls")),
     path("", include("chat.api_urls")),

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from audit.services import audit_record
 from billing.selectors import ingest_credits_require
 from documents import jobs
 from documents.errors import UploadRejected
@@ -76,8 +77,13 @@ def document_upload(*, account, actor, upload) -> tuple[Document, bool]:
         # lets one win; the other returns the winner and removes its stored copy.
         file_delete(stored)
         return Document.objects.for_account(account).visible().get(sha256=sha256), False
+    audit_record(account=account, action="document.upload", actor=actor, target=_target(document), detail={"size": document.size})
     jobs.enqueue_ingest(document)
     return document, True
+
+
+def _target(document: Document) -> str:
+    return f"{document.name} (document {document.pk})"
 
 
 def _reopen(upload):
@@ -92,6 +98,7 @@ def document_delete(*, account, document: Document) -> Document:
     if document.status != Status.DELETING:
         document.status = Status.DELETING
         document.save(update_fields=["status", "updated_at"])
+        audit_record(account=account, action="document.delete", target=_target(document))
     jobs.enqueue_delete(document)
     return document
 
@@ -110,6 +117,7 @@ def document_reindex(*, account, document: Document) -> Document:
     document.attempts = 0
     document.progress_done = document.progress_total = 0
     document.save()
+    audit_record(account=account, action="document.reindex", target=_target(document), detail={"revision": document.revision})
     jobs.enqueue_ingest(document)
     return document
 
@@ -128,6 +136,7 @@ def account_reindex_start(*, account, actor=None) -> ReindexRun:
     run = ReindexRun.objects.for_account(account).create(
         account=account, embedding_model=settings.EMBEDDING_MODEL, total=len(ids), document_ids=ids,
         created_by=actor if getattr(actor, "pk", None) else None, heartbeat_at=timezone.now())
+    audit_record(account=account, action="account.reindex", actor=actor, target=f"reindex run {run.pk}", detail={"documents": len(ids)})
     jobs.enqueue_reindex_run(run)
     return run
 
