@@ -90,7 +90,7 @@ def test_sign_up_upload_chat_and_pay(new_page, screenshot, stack, tmp_path):
     expect(page.get_by_role("heading", level=1)).to_have_text("Acme Research")
     expect(page.get_by_text("ada@acme.test is verified")).to_be_visible()
     expect(page.locator("#verify-email-banner")).to_have_count(0)
-    balance_before = int(page.locator("#header-balance [data-balance]").inner_text())
+    balance_before = int(page.locator("#header-balance [data-balance]").inner_text().replace(",", ""))
     assert balance_before == settings.SIGNUP_CREDITS
 
     # Knowledge base: empty state, then two files through the file input (the drop zone's input).
@@ -148,7 +148,7 @@ def test_sign_up_upload_chat_and_pay(new_page, screenshot, stack, tmp_path):
     expect(page.locator("#conversation-list a[aria-current=page]")).to_contain_text("subject1")
     citation = answer.locator("a.citation").first
     expect(citation).to_have_text("Document 1")
-    balance_after_chat = int(page.locator("#header-balance [data-balance]").inner_text())
+    balance_after_chat = int(page.locator("#header-balance [data-balance]").inner_text().replace(",", ""))
     assert balance_after_chat < balance_before
     screenshot(page, "chat")
 

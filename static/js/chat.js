@@ -260,7 +260,7 @@
 
   function setBalance(value) {
     var node = document.querySelector("#header-balance [data-balance]");
-    if (node && typeof value === "number") node.textContent = String(value);
+    if (node && typeof value === "number") node.textContent = value.toLocaleString("en-US");
   }
 
   // ---------- Frames --------------------------------------------------------------------

@@ -165,7 +165,7 @@
         if (!data) { poll(6000); return; }
         // Embedding a document costs credits: keep the header's balance in step.
         var balance = document.querySelector("#header-balance [data-balance]");
-        if (balance && typeof data.credits_remaining === "number") balance.textContent = String(data.credits_remaining);
+        if (balance && typeof data.credits_remaining === "number") balance.textContent = data.credits_remaining.toLocaleString("en-US");
         var busy = false, seen = {};
         // Oldest first, each prepended: the table stays newest first.
         data.documents.slice().reverse().forEach(function (d) {
