@@ -137,4 +137,4 @@ def test_stale_holds_are_released_by_the_sweep(account_a, account_b, settings):
 
 def test_balance_in_the_header(client_a):
     page = client_a.get("/", follow=True).content.decode()
-    assert "<span data-balance>10000</span> credits" in page
+    assert "<span data-balance>10,000</span> credits" in page
