@@ -45,3 +45,22 @@ def enable_rls(table: str, *, extra_policies: dict[str, tuple[str, str]] | None 
     """
     extra = extra_policies or {}
     return migrations.RunSQL(_enable_sql(table, extra), reverse_sql=_disable_sql(table, extra))
+
+
+def append_only(table: str, *, trigger: str, function: str, what: str):
+    """A migration operation that makes `table` append-only for every role, the app's
+    included: a trigger refuses UPDATE and DELETE ("the <what> is append-only: ...")."""
+    sql = f"""
+CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION '{what} is append-only: % is not allowed', TG_OP
+        USING ERRCODE = 'insufficient_privilege';
+END $$;
+CREATE TRIGGER {trigger} BEFORE UPDATE OR DELETE ON {table}
+    FOR EACH ROW EXECUTE FUNCTION {function}();
+"""
+    reverse = f"""
+DROP TRIGGER IF EXISTS {trigger} ON {table};
+DROP FUNCTION IF EXISTS {function}();
+"""
+    return migrations.RunSQL(sql, reverse_sql=reverse)

@@ -4,24 +4,7 @@ import django.db.models.deletion
 import django.db.models.manager
 from django.db import migrations, models
 
-from core.rls import enable_rls
-
-# The log is append-only for everyone, the app's role included: an entry cannot be edited or
-# removed, only added (like billing's ledger).
-APPEND_ONLY = """
-CREATE OR REPLACE FUNCTION audit_entry_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-    RAISE EXCEPTION 'the audit log is append-only: % is not allowed', TG_OP
-        USING ERRCODE = 'insufficient_privilege';
-END $$;
-CREATE TRIGGER audit_entry_append_only BEFORE UPDATE OR DELETE ON audit_auditentry
-    FOR EACH ROW EXECUTE FUNCTION audit_entry_append_only();
-"""
-DROP_APPEND_ONLY = """
-DROP TRIGGER IF EXISTS audit_entry_append_only ON audit_auditentry;
-DROP FUNCTION IF EXISTS audit_entry_append_only();
-"""
-
+from core.rls import append_only, enable_rls
 
 class Migration(migrations.Migration):
 
@@ -57,5 +40,7 @@ class Migration(migrations.Migration):
             ],
         ),
         enable_rls("audit_auditentry"),
-        migrations.RunSQL(APPEND_ONLY, reverse_sql=DROP_APPEND_ONLY),
+        # Append-only for everyone, the app's role included (like billing's ledger).
+        append_only("audit_auditentry", trigger="audit_entry_append_only", function="audit_entry_append_only",
+                    what="the audit log"),
     ]
