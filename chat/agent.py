@@ -7,7 +7,6 @@ opens its own account context.
 """
 from __future__ import annotations
 
-import re
 import threading
 import time
 import uuid
@@ -36,7 +35,6 @@ from llm.tokens import count_tokens
 MAX_QUESTION_CHARS = 4000
 PASSAGE_TOKENS_BOUND = 320  # a chunk of ~800 characters, with room to spare
 SUMMARY_CHUNKS = 15  # how much of a document "summarize <document>" reads from its start
-CITATION = re.compile(r"\[Document\s+(\d+)\]", re.I)
 BUNDLED_MIN_RELEVANCE = 0.58  # bench/answer_eval.py: all-MiniLM-L6-v2, FAQ vs unanswerable questions
 NOT_IN_DOCUMENTS = ("Your team's documents don't cover this, so this is a general answer, "
                     "not from your documents:\n\n")
@@ -314,7 +312,7 @@ def _citations(answer: str, sources: list[dict]) -> list[dict]:
     with no such source is ignored, and an answer that cites nothing has no citations."""
     by_n = {s["n"]: s for s in sources}
     cited = []
-    for match in CITATION.finditer(answer):
+    for match in answering.CITATION.finditer(answer):
         n = int(match.group(1))
         if n in by_n and by_n[n] not in cited:
             cited.append(by_n[n])
