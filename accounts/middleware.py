@@ -51,7 +51,7 @@ class AccountContextMiddleware:
                 with account_context(resolution.account):
                     api_key_touch(key=resolution.api_key)
             return self.get_response(request)
-        with account_context(resolution.account, user=resolution.user):
+        with account_context(resolution.account, user=resolution.user, api_key=resolution.api_key):
             if resolution.api_key is not None:
                 api_key_touch(key=resolution.api_key)
             return self.get_response(request)
@@ -71,9 +71,7 @@ class AccountContextMiddleware:
         # Authorization header: a page must never mix one account's session with another's key.
         token = bearer_token(request.headers.get("Authorization")) if is_api_path(request.path) else None
         if token is not None:
-            resolution = resolve_api_key(token)
             # The key is the caller, not the person who made it: no user rights (nor the
             # user's row-level-security view of their memberships) come with it.
-            resolution.user = None
-            return resolution
+            return resolve_api_key(token)
         return resolve_session(request.user, getattr(request, "session", None))

@@ -33,7 +33,7 @@ def resolve_api_key(token: str) -> Resolution:
     key = api_key_for_secret(raw=token)
     if key is None:
         return Resolution(bad_api_key=True)
-    return Resolution(account=key.account, api_key=key, user=key.created_by)
+    return Resolution(account=key.account, api_key=key)
 
 
 def resolve_session(user: User, session) -> Resolution:

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from django.db import migrations
 
-ACCOUNT_MATCH = "account_id = NULLIF(current_setting('app.account_id', true), '')::bigint"
+# The principal of the transaction, as SQL expressions (NULL when unset). Policies and
+# SECURITY DEFINER functions use these names, never current_setting() themselves.
+CTX_ACCOUNT_ID = "NULLIF(current_setting('app.account_id', true), '')::bigint"
+CTX_USER_ID = "NULLIF(current_setting('app.user_id', true), '')::bigint"
+CTX_API_KEY_ID = "NULLIF(current_setting('app.api_key_id', true), '')::bigint"
+ACCOUNT_MATCH = f"account_id = {CTX_ACCOUNT_ID}"
 BYPASS = "current_setting('app.bypass_rls', true) = 'on'"
 TENANT_POLICY = f"({ACCOUNT_MATCH} OR {BYPASS})"
 

@@ -29,19 +29,21 @@ class UnscopedQueryError(RuntimeError):
 class TenantContext:
     account_id: int | None = None
     user_id: int | None = None
+    api_key_id: int | None = None
     api_key_hash: str | None = None
     bypass_reason: str | None = None
 
     @property
     def is_active(self) -> bool:
         """Inside a unit of work that opened its own transaction."""
-        return any((self.account_id, self.user_id, self.api_key_hash, self.bypass_reason))
+        return any((self.account_id, self.user_id, self.api_key_id, self.api_key_hash, self.bypass_reason))
 
 
 _context: ContextVar[TenantContext] = ContextVar("groundwork_tenant", default=TenantContext())
 _SETTINGS_SQL = (
     "SELECT set_config('app.account_id', %s, true), set_config('app.user_id', %s, true),"
-    " set_config('app.api_key_hash', %s, true), set_config('app.bypass_rls', %s, true)"
+    " set_config('app.api_key_id', %s, true), set_config('app.api_key_hash', %s, true),"
+    " set_config('app.bypass_rls', %s, true)"
 )
 
 
@@ -61,6 +63,7 @@ def _apply(ctx: TenantContext) -> None:
         cursor.execute(_SETTINGS_SQL, [
             str(ctx.account_id or ""),
             str(ctx.user_id or ""),
+            str(ctx.api_key_id or ""),
             ctx.api_key_hash or "",
             "on" if ctx.bypass_reason else "",
         ])
@@ -86,16 +89,19 @@ def _enter(ctx: TenantContext):
         _context.reset(token)
 
 
-def account_context(account=None, *, account_id: int | None = None, user=None):
+def account_context(account=None, *, account_id: int | None = None, user=None, api_key=None):
     """The unit of work for one account: ContextVar + transaction-local `app.account_id`.
 
+    `user` / `api_key` name the principal acting (a member's session, or an integration's
+    key): policies that narrow an account further (restricted collections) read them.
     Use around a request, a job or a websocket message. Nesting is allowed (a savepoint);
     the outer context is restored on exit.
     """
     acct_id = account_id if account_id is not None else getattr(account, "pk", None)
     if not acct_id:
         raise UnscopedQueryError("account_context() needs an account")
-    return _enter(TenantContext(account_id=int(acct_id), user_id=getattr(user, "pk", None)))
+    return _enter(TenantContext(account_id=int(acct_id), user_id=getattr(user, "pk", None),
+                                api_key_id=getattr(api_key, "pk", None)))
 
 
 def user_context(user):
