@@ -5,6 +5,24 @@ import pytest
 from rq import SimpleWorker
 
 from accounts.tests.factories import make_account
+from core.db_owner import login_as_owner
+
+
+_back_to_app = []
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings):
+    """The test database is made, migrated and dropped by the schema's owner role, as
+    `manage.py migrate` does in production (core/db_owner.py); tests run as the app's role."""
+    _back_to_app.append(login_as_owner())
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup):
+    _back_to_app.pop()()
+    yield
+    login_as_owner()  # pytest-django drops the test database next
 
 
 @pytest.fixture

@@ -20,7 +20,8 @@ def setup_django() -> None:
     import psycopg
 
     url = os.environ["DATABASE_URL"]
-    config = environ.Env.db_url_config(url)
+    # The schema's owner makes and migrates the database (core/db_owner.py), as in production.
+    config = environ.Env.db_url_config(os.environ.get("DATABASE_OWNER_URL") or url)
     bench_db = os.environ.get("BENCH_DATABASE") or f"{config['NAME']}_bench"
     from urllib.parse import unquote
 

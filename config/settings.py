@@ -99,12 +99,22 @@ TEMPLATES = [
 ]
 
 # --- database: the app's plain role (NOSUPERUSER NOBYPASSRLS) -------------------------
+# The schema's owner (core/db_owner.py): migrations and the per-account search indexes run
+# as DATABASE_OWNER_URL's role, which the app's role cannot become; unset with an external
+# DATABASE_URL: one role does both (README, "Your own PostgreSQL").
 DATABASE_URL = env("DATABASE_URL", default="")
+DATABASE_OWNER_URL = env("DATABASE_OWNER_URL", default="")
 if not DATABASE_URL:
-    from config.embedded import postgres_url
+    from config.embedded import OWNER_ROLE, postgres_url
 
     DATABASE_URL = postgres_url()
+    DATABASE_OWNER_URL = DATABASE_OWNER_URL or postgres_url(role=OWNER_ROLE)
 _db = environ.Env.db_url_config(DATABASE_URL)
+DATABASE_APP_USER = _db["USER"]
+DATABASE_OWNER = None
+if DATABASE_OWNER_URL:
+    _owner = environ.Env.db_url_config(DATABASE_OWNER_URL)
+    DATABASE_OWNER = {"USER": _owner["USER"], "PASSWORD": _owner.get("PASSWORD", "")}
 _db["HOST"] = unquote(_db.get("HOST", ""))  # a Unix socket folder arrives percent-encoded
 _db.setdefault("OPTIONS", {})
 # Search relies on custom plans (see ARCHITECTURE.md); no server-side prepared statements.

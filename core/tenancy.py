@@ -12,10 +12,14 @@ The only ways around either lock are `Model.all_accounts` (ORM) and
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import logging
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+import psycopg
+from django.conf import settings
 from django.db import connection, models, transaction
 
 logger = logging.getLogger("groundwork.tenancy")
@@ -43,7 +47,7 @@ _context: ContextVar[TenantContext] = ContextVar("groundwork_tenant", default=Te
 _SETTINGS_SQL = (
     "SELECT set_config('app.account_id', %s, true), set_config('app.user_id', %s, true),"
     " set_config('app.api_key_id', %s, true), set_config('app.api_key_hash', %s, true),"
-    " set_config('app.bypass_rls', %s, true)"
+    " set_config('app.bypass_rls', %s, true), set_config('app.context_sig', %s, true)"
 )
 
 
@@ -55,18 +59,40 @@ def current_account_id() -> int | None:
     return _context.get().account_id
 
 
+def context_signing_key() -> bytes:
+    """The key that signs contexts: derived from SECRET_KEY, never stored by the app. The
+    database holds a copy its app role cannot read (core.rls, core.db_owner)."""
+    return hmac.new(settings.SECRET_KEY.encode(), b"groundwork row-level-security context v1",
+                    hashlib.sha256).digest()
+
+
+def _settings_values(ctx: TenantContext | None = None, **fields) -> list[str]:
+    """The context's fields as text, in core.rls.CONTEXT_FIELDS order."""
+    ctx = ctx or TenantContext(**fields)
+    return [str(ctx.account_id or ""), str(ctx.user_id or ""), str(ctx.api_key_id or ""),
+            ctx.api_key_hash or "", "on" if ctx.bypass_reason else ""]
+
+
+def _sign(values: list[str]) -> str:
+    """SHA-256(k || SHA-256(k || fields)): what groundwork_private.ctx_signed() recomputes."""
+    key = context_signing_key()
+    inner = hashlib.sha256(key + "|".join(values).encode()).digest()
+    return hashlib.sha256(key + inner).hexdigest()
+
+
 def _apply(ctx: TenantContext) -> None:
-    """Write the context into the current transaction's settings: `set_config(..., true)`
-    is transaction-local, never a session-level SET that would leak across a pooled
-    connection. Rolled back with its transaction or savepoint."""
-    with connection.cursor() as cursor:
-        cursor.execute(_SETTINGS_SQL, [
-            str(ctx.account_id or ""),
-            str(ctx.user_id or ""),
-            str(ctx.api_key_id or ""),
-            ctx.api_key_hash or "",
-            "on" if ctx.bypass_reason else "",
-        ])
+    """Write the signed context into the current transaction's settings: `set_config(...,
+    true)` is transaction-local, never a session-level SET that would leak across a pooled
+    connection. Rolled back with its transaction or savepoint.
+
+    The values travel as bound parameters of a server-side statement (psycopg's own
+    cursor, not Django's client-side binding), so the signature never appears in a query
+    text another session of the same role could read in pg_stat_activity.
+    """
+    values = _settings_values(ctx)
+    connection.ensure_connection()
+    with psycopg.Cursor(connection.connection) as cursor:
+        cursor.execute(_SETTINGS_SQL, [*values, _sign(values)], prepare=False)
 
 
 @contextlib.contextmanager

@@ -39,16 +39,14 @@ def tenants(account_a, account_b):
 
 
 def _as_app_serving(cursor, account) -> None:
-    """What the app itself does for a request of `account` (the legitimate context)."""
-    try:
-        from core.tenancy import _settings_values, _sign
-    except ImportError:  # before the signed context (issue 10, finding 9)
-        cursor.execute("SELECT set_config('app.account_id', %s, true)", [str(account.pk)])
-        return
+    """What the app itself does for a request of `account` (the legitimate, signed context)."""
+    from core.tenancy import _settings_values, _sign
+
     values = _settings_values(account_id=account.pk)
     cursor.execute("SELECT set_config('app.account_id', %s, true), set_config('app.user_id', %s, true),"
-                   " set_config('app.api_key_hash', %s, true), set_config('app.bypass_rls', %s, true),"
-                   " set_config('app.context_sig', %s, true)", [*values, _sign(values)])
+                   " set_config('app.api_key_id', %s, true), set_config('app.api_key_hash', %s, true),"
+                   " set_config('app.bypass_rls', %s, true), set_config('app.context_sig', %s, true)",
+                   [*values, _sign(values)])
 
 
 def test_the_app_role_is_plain(tenants):
@@ -73,14 +71,6 @@ def _b_key_hash(account_b) -> str:
         return ApiKey.objects.for_account(account_b).values_list("key_hash", flat=True).first()
 
 
-_SETTINGS_OPEN = ("issue 10 finding 9, open: policies trust app.* settings the app role can set; the signed "
-                  "context (HMAC checked by groundwork_private.context_ok(), owned by groundwork_owner) is "
-                  "written but not landed: its InitPlan made the HNSW iterative search return 2 of 10 "
-                  "(documents/tests/test_search.py hnsw-iterative-path); patch in "
-                  "/work/shared/issue10-finding9-signed-context.patch")
-
-
-@pytest.mark.xfail(strict=True, reason=_SETTINGS_OPEN)
 @pytest.mark.parametrize("local", [False, True], ids=["session", "transaction"])
 @pytest.mark.parametrize("trick", ["bypass", "account_id", "user_id", "api_key_hash", "everything", "replayed_signature"])
 def test_no_setting_the_app_role_can_change_reads_another_account(tenants, trick, local):
@@ -90,7 +80,7 @@ def test_no_setting_the_app_role_can_change_reads_another_account(tenants, trick
         "account_id": {"app.account_id": str(account_b.pk)},
         "user_id": {"app.user_id": str(account_b.test_owner.pk)},
         "api_key_hash": {"app.api_key_hash": _b_key_hash(account_b)},
-        "everything": {"app.bypass_rls": "on", "app.account_id": str(account_b.pk),
+        "everything": {"app.bypass_rls": "on", "app.account_id": str(account_b.pk), "app.api_key_id": "1",
                        "app.user_id": str(account_b.test_owner.pk), "app.api_key_hash": _b_key_hash(account_b)},
         "replayed_signature": {"app.account_id": str(account_b.pk)},
     }[trick]
@@ -130,15 +120,16 @@ def test_the_signature_is_not_in_other_sessions_activity(tenants):
     assert texts and all("context_sig" not in text or "$" in text for text in texts)
 
 
-_LEFT = ("issue 10 finding 9, left: the app role still owns the tables and may SET ROLE groundwork_search "
-         "(BYPASSRLS); moving ownership to groundwork_owner needs migrations and the per-account index "
-         "maintenance (documents/search/maintenance.py, its tests' DROP INDEX) to run as the owner")
-
-
-@pytest.mark.xfail(strict=True, reason=_LEFT)
 @pytest.mark.parametrize("statement", [
     "SET ROLE groundwork_search",
     "SELECT set_config('role', 'groundwork_search', false)",
+    "SET ROLE groundwork_owner",
+    "SELECT secret FROM groundwork_private.context_key",
+    "UPDATE groundwork_private.context_key SET secret = decode(repeat('00', 32), 'hex')",
+    "CREATE OR REPLACE FUNCTION groundwork_private.ctx_signed() RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+    "CREATE FUNCTION public.sha256(bytea) RETURNS bytea LANGUAGE sql AS 'SELECT $1'",
+    "ALTER TABLE documents_chunk OWNER TO groundwork",
+    "CREATE INDEX evil ON documents_chunk (id)",
     "ALTER TABLE accounts_membership NO FORCE ROW LEVEL SECURITY",
     "ALTER TABLE accounts_membership DISABLE ROW LEVEL SECURITY",
     "DROP POLICY tenant_isolation ON accounts_membership",
@@ -149,12 +140,44 @@ def test_no_role_or_table_change_is_open_to_the_app_role(tenants, statement):
             cursor.execute(statement)
 
 
-@pytest.mark.xfail(strict=True, reason=_SETTINGS_OPEN)
 def test_every_policy_on_a_tenant_table_requires_the_signed_context(tenants):
     with connection.cursor() as cursor:
         cursor.execute("SELECT tablename, policyname, coalesce(qual, '') || coalesce(with_check, '')"
                        " FROM pg_policies WHERE schemaname = 'public'")
         policies = cursor.fetchall()
     assert policies
-    unsigned = [(t, p) for t, p, expr in policies if "context_ok" not in expr]
+    unsigned = [(t, p) for t, p, expr in policies
+                if "groundwork_private.ctx_" not in expr or "current_setting" in expr]
     assert unsigned == []
+    # The SECURITY DEFINER search function (it skips RLS to use its GIN index) reads the
+    # signed context too, never a setting.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT prosrc FROM pg_proc WHERE proname = 'chunk_fulltext_search'")
+        (source,) = cursor.fetchone()
+    assert "groundwork_private.ctx_account_id()" in source and "current_setting" not in source
+
+
+def test_full_text_search_answers_only_the_signed_account(tenants):
+    """The search function bypasses RLS for its index: a forged account setting gets nothing."""
+    from core.tenancy import dangerously_bypass_tenancy
+    from documents.models import Chunk, Document, Status
+
+    account_a, account_b = tenants
+    with dangerously_bypass_tenancy(reason="test: account B's private chunk"):
+        document = Document.all_accounts.create(account=account_b, name="b.txt", kind="text", content_type="text/plain",
+                                                size=1, sha256="b" * 64, status=Status.READY, chunk_count=1)
+        Chunk.all_accounts.create(account=account_b, document=document, revision=1, chunk_index=0, token_count=3,
+                                  content="the merger codename is bluebird", embedding=[0.05] * 384,
+                                  embedding_model="synthetic")
+    query = "SELECT count(*) FROM chunk_fulltext_search(%s, 'bluebird', 10)"
+    with _app_role_connection() as conn, conn.cursor() as cursor:
+        _as_app_serving(cursor, account_b)
+        cursor.execute(query, [account_b.pk])
+        assert cursor.fetchone()[0] == 1  # B's own signed context finds it
+    with _app_role_connection() as conn, conn.cursor() as cursor:
+        _as_app_serving(cursor, account_a)
+        cursor.execute("SELECT set_config('app.account_id', %s, true)", [str(account_b.pk)])
+        cursor.execute(query, [account_b.pk])
+        assert cursor.fetchone()[0] == 0
+        cursor.execute("SELECT groundwork_private.ctx_account_id()")
+        assert cursor.fetchone()[0] is None

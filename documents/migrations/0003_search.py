@@ -9,8 +9,9 @@ docs/benchmarks.md, "Search at scale"). A SECURITY DEFINER function owned by the
 (config/embedded.py provisions it; deployments run the same SQL once).
 
 What the function guarantees, whoever owns it:
-- it answers only for the transaction's own account: `p_account_id` must equal
-  `app.account_id`, otherwise it returns nothing (it never trusts its argument alone);
+- it answers only for the transaction's own account: `p_account_id` must equal the
+  signed context's account (core/rls.py), otherwise it returns nothing (it never trusts
+  its argument alone, nor a setting);
 - it returns ids and ranks only; the caller reads the rows themselves under RLS;
 - chunks of `deleting` documents are never returned;
 - EXECUTE is revoked from PUBLIC and granted to the migrating (app) role only.
@@ -20,6 +21,8 @@ function stays owned by the app role: still correct and isolated (RLS filters it
 unindexed, which is the behaviour before this migration.
 """
 from django.db import migrations
+
+from core.rls import CTX_ACCOUNT_ID
 
 SEARCH_ROLE = "groundwork_search"
 SIGNATURE = "public.chunk_fulltext_search(bigint, text, integer)"
@@ -46,7 +49,7 @@ AS $fn$
                     ELSE replace(w.query::text, ' & ', ' | ')::tsquery END AS any_term
         FROM websearch_to_tsquery('english', p_query) AS w(query)
     ) AS q
-    WHERE p_account_id = NULLIF(current_setting('app.account_id', true), '')::bigint
+    WHERE p_account_id = {CTX_ACCOUNT_ID}
       AND c.account_id = p_account_id
       AND c.search_vector @@ q.any_term
       AND NOT EXISTS (SELECT 1 FROM public.documents_document AS d

@@ -10,6 +10,7 @@ The names callers use are re-exported here.
 from documents.search.maintenance import (
     ensure_tenant_vector_index,
     tenant_index_name,
+    tenant_vector_index_drop,
     tenant_vector_indexes_refresh,
 )
 from documents.search.passages import Passage, expand_passages, first_chunks, hit_passages, merge_overlap
@@ -17,4 +18,4 @@ from documents.search.query import Hit, hybrid_search, search_for_query, search_
 
 __all__ = ["Hit", "Passage", "hybrid_search", "expand_passages", "first_chunks", "hit_passages", "search_for_query",
            "merge_overlap", "search_path_for", "tenant_index_name", "ensure_tenant_vector_index",
-           "tenant_vector_indexes_refresh"]
+           "tenant_vector_index_drop", "tenant_vector_indexes_refresh"]

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Sum
 
+from core.db_owner import owner_connection
 from core.tenancy import account_context, dangerously_bypass_tenancy
 from documents.models import VISIBLE_DOCUMENT_SQL, Document
 
@@ -41,20 +42,20 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
     under half of that (or deleted) loses it. Idempotent and cheap when nothing changes:
     call it after an account's documents are published or deleted, or from a periodic job.
 
-    `concurrently` (the default) builds with CREATE INDEX CONCURRENTLY, which does not block
-    ingestion or search but cannot run inside a transaction: call it outside any atomic
-    block. A build left invalid by a crash is dropped and rebuilt on the next call. Two
-    callers for one account do not race: a session advisory lock per account makes the
-    second return "busy". The connection's role must own documents_chunk (the app role
-    does: it runs the migrations).
+    The index is built on a connection of its own as the schema's owner (core/db_owner.py),
+    so it sees committed chunks only and never runs inside the caller's transaction: call
+    it outside any atomic block. `concurrently` (the default) builds with CREATE INDEX
+    CONCURRENTLY, which does not block ingestion or search. A build left invalid by a crash
+    is dropped and rebuilt on the next call. Two callers for one account do not race: a
+    session advisory lock per account makes the second return "busy".
 
     Returns "created", "exists", "dropped", "absent" (small account, no index) or "busy".
     """
     account_id = int(account_id)
     if account_id <= 0:
         raise ValueError("account_id must be a positive integer")
-    if concurrently and connection.in_atomic_block:
-        raise RuntimeError("ensure_tenant_vector_index(concurrently=True) must run outside a transaction")
+    if connection.in_atomic_block:
+        raise RuntimeError("ensure_tenant_vector_index() must run outside a transaction")
     name = tenant_index_name(account_id)
     threshold = settings.SEARCH_TENANT_INDEX_MIN_CHUNKS
     with account_context(account_id=account_id), connection.cursor() as cursor:
@@ -62,7 +63,8 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
                        f" WHERE d.account_id = %s AND {VISIBLE_DOCUMENT_SQL}", [account_id])
         chunk_count = int(cursor.fetchone()[0])
     concurrent = " CONCURRENTLY" if concurrently else ""
-    with connection.cursor() as cursor:
+    # DDL is the schema owner's: a connection of its own, outside the app's transaction.
+    with owner_connection() as conn, conn.cursor() as cursor:
         # Key space 0x6777 ("gw") for this lock; the account id is the second key.
         cursor.execute("SELECT pg_try_advisory_lock(26487, %s)", [account_id])
         if not cursor.fetchone()[0]:
@@ -76,16 +78,11 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
                     return "exists"
                 if state is False:  # left invalid by an interrupted concurrent build
                     cursor.execute(f"DROP INDEX{concurrent} IF EXISTS {name}")
-                cursor.execute("SELECT current_setting('maintenance_work_mem')")
-                memory = cursor.fetchone()[0]
                 cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)",
                                [settings.SEARCH_TENANT_INDEX_BUILD_MEMORY])
-                try:
-                    cursor.execute(f"CREATE INDEX{concurrent} IF NOT EXISTS {name} ON documents_chunk"
-                                   f" USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
-                                   f" WHERE (account_id + 0) = {account_id:d}")
-                finally:
-                    cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)", [memory])
+                cursor.execute(f"CREATE INDEX{concurrent} IF NOT EXISTS {name} ON documents_chunk"
+                               f" USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+                               f" WHERE (account_id + 0) = {account_id:d}")
                 return "created"
             if state is not None and (chunk_count < threshold // 2 or state is False):
                 cursor.execute(f"DROP INDEX{concurrent} IF EXISTS {name}")
@@ -93,6 +90,12 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
             return "exists" if state else "absent"
         finally:
             cursor.execute("SELECT pg_advisory_unlock(26487, %s)", [account_id])
+
+
+def tenant_vector_index_drop(account_id: int) -> None:
+    """Drop the account's own index, if any (tests and benchmarks start from none)."""
+    with owner_connection() as conn:
+        conn.execute(f"DROP INDEX IF EXISTS {tenant_index_name(account_id)}")
 
 
 def tenant_vector_indexes_refresh() -> dict[int, str]:

@@ -16,6 +16,7 @@ from billing.selectors import balance_get
 from documents.models import Chunk, Document, Status
 from documents.search import (
     ensure_tenant_vector_index,
+    tenant_vector_index_drop,
     expand_passages,
     first_chunks,
     hybrid_search,
@@ -338,12 +339,11 @@ def _index_def(name):
         return cursor.fetchone()[0]
 
 
+@pytest.mark.django_db(transaction=True)  # the owner builds the index on its own connection: committed rows
 def test_a_large_account_gets_an_index_of_its_own_and_search_takes_it(library, account_a, account_b, settings):
     _bulk_chunks(account_b, 3000)
     settings.SEARCH_TENANT_INDEX_MIN_CHUNKS = 2000
     settings.SEARCH_EXACT_MAX_CHUNKS = 0
-    with connection.cursor() as cursor:  # CREATE INDEX refuses to run with deferred FK checks pending
-        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")
     assert ensure_tenant_vector_index(account_a.pk, concurrently=False) == "absent"
     assert ensure_tenant_vector_index(account_b.pk, concurrently=False) == "created"
     assert ensure_tenant_vector_index(account_b.pk, concurrently=False) == "exists"
@@ -405,8 +405,7 @@ def test_the_concurrent_build_outside_a_transaction(account_b, settings):
             assert cursor.fetchone()[0] is True
         assert ensure_tenant_vector_index(account_b.pk) == "exists"
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute(f"DROP INDEX IF EXISTS {name}")
+        tenant_vector_index_drop(account_b.pk)
 
 
 # --- the API ------------------------------------------------------------------------------
