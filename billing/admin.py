@@ -11,7 +11,7 @@ from accounts.admin import AccountAdmin, Panel
 from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin, account_filter_url, html_table, record_action
 from core.tenancy import account_context
 from billing.errors import BillingError
-from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus
+from billing.models import AccountBalance, Budget, CreditHold, CreditLedgerEntry, HoldStatus
 from billing.services import credits_grant
 
 RECENT_LEDGER_ENTRIES = 20
@@ -24,10 +24,11 @@ class ReadOnlyAdmin(AllAccountsMixin, ReadOnlyMixin, admin.ModelAdmin):
 @admin.register(CreditLedgerEntry)
 class CreditLedgerEntryAdmin(ReadOnlyAdmin):
     list_display = ("created_at", "account", "kind", "delta", "balance_after", "tokens", "shortfall", "model",
-                    "reference", "reason", "created_by")
+                    "reference", "reason", "created_by", "spent_by_user", "spent_by_api_key")
     list_filter = (AccountFilter, "kind", "created_at", "provider")
-    search_fields = ("account__name", "account__slug", "reference", "idempotency_key", "model", "created_by__email")
-    list_select_related = ("account", "created_by")
+    search_fields = ("account__name", "account__slug", "reference", "idempotency_key", "model", "created_by__email",
+                     "spent_by_user__email")
+    list_select_related = ("account", "created_by", "spent_by_user", "spent_by_api_key")
     date_hierarchy = "created_at"
 
     @admin.display(description="reason")
@@ -49,6 +50,15 @@ class CreditHoldAdmin(ReadOnlyAdmin):
     list_filter = ("status", AccountFilter)
     search_fields = ("account__name", "key", "reference")
     list_select_related = ("account",)
+
+
+@admin.register(Budget)
+class BudgetAdmin(ReadOnlyAdmin):
+    """Read-only: an account's owners and admins set budgets (Team page, API), not support."""
+    list_display = ("account", "user", "api_key", "period", "limit", "created_by", "updated_at")
+    list_filter = ("period", AccountFilter)
+    search_fields = ("account__name", "user__email", "api_key__name")
+    list_select_related = ("account", "user", "api_key", "created_by")
 
 
 # --- on the account admin (accounts/ stands below billing and must not import it) --------

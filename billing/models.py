@@ -55,6 +55,12 @@ class CreditLedgerEntry(TenantModel):
                                    related_name="+", help_text="Staff user; empty for the system")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     metadata = models.JSONField(default=dict, blank=True)
+    # Who spent (budgets.md): a member's session, or an API key (a key is never its creator);
+    # both empty for grants and the system. A hold's release and charge carry the hold's.
+    spent_by_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                      related_name="+")
+    spent_by_api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.PROTECT,
+                                         related_name="+")
 
     class Meta:
         verbose_name = "credit ledger entry"
@@ -65,7 +71,14 @@ class CreditLedgerEntry(TenantModel):
         constraints = [
             models.UniqueConstraint(fields=["account", "idempotency_key"], name="ledger_key_unique_per_account"),
         ]
-        indexes = [models.Index(fields=["account", "-created_at"], name="ledger_account_recent")]
+        indexes = [
+            models.Index(fields=["account", "-created_at"], name="ledger_account_recent"),
+            # A budget's spend in its period: one principal's entries since the period began.
+            models.Index(fields=["account", "spent_by_user", "created_at"], name="ledger_user_spend",
+                         condition=models.Q(spent_by_user__isnull=False)),
+            models.Index(fields=["account", "spent_by_api_key", "created_at"], name="ledger_key_spend",
+                         condition=models.Q(spent_by_api_key__isnull=False)),
+        ]
 
     def __str__(self):
         return f"{self.kind} {self.delta:+d}"
@@ -87,8 +100,14 @@ class CreditHold(TenantModel):
     used_tokens = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     closed_at = models.DateTimeField(null=True, blank=True)
+    spent_by_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
+                                      related_name="+")
+    spent_by_api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.PROTECT,
+                                         related_name="+")
 
     class Meta:
+        indexes = [models.Index(fields=["account", "status"], name="hold_account_open",
+                                condition=models.Q(status="open"))]
         constraints = [
             models.UniqueConstraint(fields=["account", "key"], name="hold_key_unique_per_account"),
             models.CheckConstraint(condition=models.Q(amount__gt=0), name="hold_amount_positive"),
@@ -96,3 +115,40 @@ class CreditHold(TenantModel):
 
     def __str__(self):
         return f"hold {self.key} {self.amount} ({self.status})"
+
+
+class BudgetPeriod(models.TextChoices):
+    DAY = "day", "Daily"
+    MONTH = "month", "Monthly"
+
+
+class Budget(TenantModel):
+    """A cap on what one member or one API key of the account may spend per UTC day or
+    month. Enforced by billing.services in the same transaction as every hold and debit."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+")
+    api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="budgets")
+    period = models.CharField(max_length=5, choices=BudgetPeriod.choices)
+    limit = models.BigIntegerField(help_text="Credits per period")
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(condition=models.Q(limit__gt=0), name="budget_limit_positive"),
+            models.CheckConstraint(
+                condition=(models.Q(user__isnull=False, api_key__isnull=True)
+                           | models.Q(user__isnull=True, api_key__isnull=False)),
+                name="budget_one_target"),
+            models.UniqueConstraint(fields=["account", "user", "period"], name="budget_user_period_unique",
+                                    condition=models.Q(user__isnull=False)),
+            models.UniqueConstraint(fields=["account", "api_key", "period"], name="budget_key_period_unique",
+                                    condition=models.Q(api_key__isnull=False)),
+        ]
+
+    def __str__(self):
+        return f"{self.get_period_display()} budget of {self.limit:,} credits"

@@ -7,14 +7,17 @@ its balance row (SELECT … FOR UPDATE), and a CHECK keeps the balance at or abo
 """
 from __future__ import annotations
 
-from django.db import transaction
+from django.contrib.auth import get_user_model
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.models import Account
+from accounts.models import Account, ApiKey, Membership
+from accounts.permissions import Action, principal_require
 from audit.actors import SYSTEM
 from audit.services import audit_record
 from billing.errors import BillingError, IdempotencyConflict, InsufficientCredits
-from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus, Kind
+from billing.models import AccountBalance, Budget, BudgetPeriod, CreditHold, CreditLedgerEntry, HoldStatus, Kind
+from billing.selectors import Spender, budget_get, budget_require
 
 SPEND_KINDS = {Kind.EMBEDDING, Kind.CHAT}
 GRANT_KINDS = {Kind.GRANT, Kind.SIGNUP, Kind.REFUND, Kind.ADJUSTMENT}
@@ -91,9 +94,10 @@ def credits_grant(*, account: Account, amount: int, reason: str, key: str | None
 
 @transaction.atomic
 def credits_debit(*, account: Account, tokens: int, key: str, kind: str, model: str = "", provider: str = "",
-                  reference: str = "", metadata: dict | None = None) -> CreditLedgerEntry:
+                  reference: str = "", metadata: dict | None = None, user=None, api_key=None) -> CreditLedgerEntry:
     """Charge provider-reported tokens 1:1 (at least MIN_CREDITS_PER_CALL per call), all or
-    nothing: InsufficientCredits writes nothing."""
+    nothing: InsufficientCredits, or BudgetExceeded for the spender (`user` or `api_key`,
+    recorded on the entry), writes nothing."""
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
         raise BillingError("invalid_amount", f"Tokens must be a whole number, zero or more (got {tokens!r}).")
     tokens = max(tokens, MIN_CREDITS_PER_CALL)
@@ -106,13 +110,18 @@ def credits_debit(*, account: Account, tokens: int, key: str, kind: str, model: 
         return existing
     if balance.balance < tokens:
         raise InsufficientCredits(needed=tokens, balance=balance.balance)
+    spender = Spender.of(user=user, api_key=api_key)
+    _budgets_check(account, spender, tokens)
     return _append(balance, kind=kind, delta=-tokens, key=key, tokens=tokens, model=model, provider=provider,
-                   reference=reference, metadata=metadata or {})
+                   reference=reference, metadata=metadata or {}, **spender.entry_fields())
 
 
 @transaction.atomic
-def credits_hold(*, account: Account, amount: int, key: str, reference: str = "") -> CreditHold:
-    """Reserve `amount` credits (the worst case of a model call) before making the call."""
+def credits_hold(*, account: Account, amount: int, key: str, reference: str = "", user=None,
+                 api_key=None) -> CreditHold:
+    """Reserve `amount` credits (the worst case of a model call) before making the call.
+    The spender (`user` or `api_key`) is recorded on the hold, and the hold is refused with
+    BudgetExceeded when one of the spender's budgets cannot cover it."""
     amount = _positive(amount, "The amount to hold")
     key = _key(key)
     balance = _lock_balance(account)
@@ -124,8 +133,24 @@ def credits_hold(*, account: Account, amount: int, key: str, reference: str = ""
         return hold
     if balance.balance < amount:
         raise InsufficientCredits(needed=amount, balance=balance.balance)
-    _append(balance, kind=Kind.HOLD, delta=-amount, key=key, reference=reference)
-    return CreditHold.objects.for_account(account).create(account=account, key=key, amount=amount, reference=reference)
+    spender = Spender.of(user=user, api_key=api_key)
+    _budgets_check(account, spender, amount)
+    _append(balance, kind=Kind.HOLD, delta=-amount, key=key, reference=reference, **spender.entry_fields())
+    return CreditHold.objects.for_account(account).create(
+        account=account, key=key, amount=amount, reference=reference, **spender.entry_fields())
+
+
+def _budgets_check(account, spender: Spender, amount: int) -> None:
+    """Refuse what a budget of the spender cannot cover. Called after _lock_balance: every
+    hold, debit and settle of the account holds that row lock until its transaction ends,
+    and under READ COMMITTED the spend sum (a new statement) sees everything they committed,
+    so concurrent spenders are checked one after another against exact sums."""
+    if spender:
+        budget_require(account=account, spender=spender, needed=amount)
+
+
+def _hold_spender(hold: CreditHold) -> dict:
+    return {"spent_by_user_id": hold.spent_by_user_id, "spent_by_api_key_id": hold.spent_by_api_key_id}
 
 
 def _lock_hold(hold: CreditHold) -> CreditHold:
@@ -154,13 +179,16 @@ def hold_settle(*, hold: CreditHold, used_tokens: int, kind: str = Kind.CHAT, mo
         return CreditLedgerEntry.objects.for_account(hold.account_id).filter(idempotency_key=charge_key).first()
     if hold.status == HoldStatus.RELEASED:
         raise BillingError("hold_closed", f"The hold “{hold.key}” was already released and cannot be settled.")
-    _append(balance, kind=Kind.HOLD_RELEASE, delta=hold.amount, key=f"{hold.key}:release", reference=hold.reference)
+    # NOTE: settling is never refused by a budget: the call was made. Usage above the hold
+    # (rare: the hold is the worst case) may pass the cap; the spender's next hold is refused.
+    _append(balance, kind=Kind.HOLD_RELEASE, delta=hold.amount, key=f"{hold.key}:release", reference=hold.reference,
+            **_hold_spender(hold))
     entry = None
     if used_tokens:
         charged = min(used_tokens, balance.balance)
         entry = _append(balance, kind=kind, delta=-charged, key=charge_key, tokens=used_tokens,
                         shortfall=used_tokens - charged, model=model, provider=provider,
-                        reference=reference or hold.reference, metadata=metadata or {})
+                        reference=reference or hold.reference, metadata=metadata or {}, **_hold_spender(hold))
     _close(hold, HoldStatus.SETTLED, used_tokens)
     return entry
 
@@ -172,7 +200,7 @@ def hold_release(*, hold: CreditHold) -> CreditHold:
     hold = _lock_hold(hold)
     if hold.status == HoldStatus.OPEN:
         _append(balance, kind=Kind.HOLD_RELEASE, delta=hold.amount, key=f"{hold.key}:release",
-                reference=hold.reference)
+                reference=hold.reference, **_hold_spender(hold))
         _close(hold, HoldStatus.RELEASED, 0)
     return hold
 
@@ -189,3 +217,93 @@ def starting_credits_grant(*, account, initial_credits: int, **_signal) -> None:
     if initial_credits:
         credits_grant(account=account, amount=initial_credits, kind=Kind.SIGNUP, key="signup",
                       reason="starting credits of a new account")
+
+
+# --- budgets ------------------------------------------------------------------------------
+
+MAX_BUDGET = 10**12
+
+
+def _budget_manager_require(account, actor) -> None:
+    """Owners and admins set budgets; an API key never does (accounts.permissions)."""
+    principal = actor
+    if not isinstance(actor, ApiKey):
+        principal = Membership.objects.for_account(account).filter(user_id=getattr(actor, "pk", None)).first()
+    principal_require(principal, Action.BUDGETS_MANAGE)
+
+
+def _budget_target(account, *, user_id=None, api_key_id=None) -> tuple[dict, str]:
+    """The budget's target in this account as Budget fields, and how to name it. Another
+    account's member or key answers like a missing one (404)."""
+    if bool(user_id) == bool(api_key_id):
+        raise BillingError("invalid_target", "Choose one member or one API key for the budget.", field="target")
+    try:
+        if not 0 < int(user_id or api_key_id) < 2**63:
+            raise ValueError
+        if user_id:
+            member = (Membership.objects.for_account(account).select_related("user")
+                      .filter(user_id=int(user_id)).first())
+            if member is None:
+                raise BillingError("not_found", "That member is not in this account.", status=404, field="target")
+            return {"user": member.user, "api_key": None}, member.user.email
+        key = ApiKey.objects.for_account(account).filter(pk=int(api_key_id)).first()
+    except (TypeError, ValueError, OverflowError):
+        raise BillingError("invalid_target", "Choose one member or one API key for the budget.", field="target")
+    if key is None:
+        raise BillingError("not_found", "That API key is not in this account.", status=404, field="target")
+    if not key.is_active:
+        raise BillingError("invalid_target", f"The API key {key} is revoked; it spends nothing.", field="target")
+    return {"user": None, "api_key": key}, f"API key {key}"
+
+
+def budget_limit_parse(value) -> int:
+    """A whole number of credits from 1 to 1,000,000,000,000; "5,000" and "5 000" are read
+    as 5000."""
+    text = str(value).replace(",", "").replace("_", "").replace(" ", "").replace("\u202f", "").strip()
+    if isinstance(value, bool) or not text.isdigit() or not 0 < int(text) <= MAX_BUDGET:
+        raise BillingError("invalid_amount", f"The limit must be a whole number of credits from 1 to "
+                                             f"{MAX_BUDGET:,} (got {str(value)[:40]!r}).", field="limit")
+    return int(text)
+
+
+@transaction.atomic
+def budget_set(*, account, actor, period: str, limit, user_id=None, api_key_id=None) -> Budget:
+    """Cap what one member (`user_id`) or one API key (`api_key_id`) may spend per UTC day or
+    month; setting it again for the same target and period changes the limit. Owners and
+    admins only. Takes effect with the next hold or debit."""
+    _budget_manager_require(account, actor)
+    if period not in BudgetPeriod.values:
+        raise BillingError("invalid_period", "The period must be “day” or “month”.", field="period")
+    limit = budget_limit_parse(limit)
+    target, name = _budget_target(account, user_id=user_id, api_key_id=api_key_id)
+    budgets = Budget.objects.for_account(account)
+    existing = budgets.select_for_update().filter(period=period, **target).first()
+    previous = existing.limit if existing else None
+    if existing is None:
+        try:
+            with transaction.atomic():
+                existing = budgets.create(account=account, period=period, limit=limit,
+                                          created_by=actor if isinstance(actor, get_user_model()) else None, **target)
+        except IntegrityError:  # NOTE: set twice at once: the unique constraint keeps one; update it
+            existing = budgets.select_for_update().get(period=period, **target)
+    if existing.limit != limit:
+        existing.limit = limit
+        existing.save(update_fields=["limit", "updated_at"])
+    audit_record(account=account, action="budget.set", actor=actor,
+                 target=f"{BudgetPeriod(period).label.lower()} budget of {name}",
+                 detail={"period": period, "limit": limit, "previous": previous})
+    return existing
+
+
+@transaction.atomic
+def budget_remove(*, account, actor, budget_id) -> None:
+    """Remove a budget (owners and admins). Another account's budget answers 404."""
+    _budget_manager_require(account, actor)
+    budget = budget_get(account=account, budget_id=budget_id)
+    if budget is None:
+        raise BillingError("not_found", "That budget does not exist.", status=404)
+    name = budget.user.email if budget.user_id else f"API key {budget.api_key}"
+    audit_record(account=account, action="budget.remove", actor=actor,
+                 target=f"{budget.get_period_display().lower()} budget of {name}",
+                 detail={"period": budget.period, "limit": budget.limit})
+    Budget.objects.for_account(account).filter(pk=budget.pk).delete()

@@ -4,4 +4,6 @@ from billing import views
 
 urlpatterns = [
     path("", views.credits_view, name="credits"),
+    path("budgets/", views.budget_set_view, name="budget-set"),
+    path("budgets/<int:budget_id>/remove/", views.budget_remove_view, name="budget-remove"),
 ]

@@ -1,15 +1,21 @@
 """The credits page: balance, a daily usage chart (server-rendered SVG) and the ledger."""
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.views.decorators.http import require_POST
 
 from billing import dashboard, references
-from billing.models import Kind
+from billing.models import BudgetPeriod, Kind
+from billing.context_processors import member_budgets
 from billing.selectors import balance_get
+from billing.services import budget_remove, budget_set
+from core.errors import GroundworkError
 
 ENTRIES_PER_PAGE = 25
 
@@ -46,4 +52,55 @@ def credits_view(request):
         "balance": balance, "held": held, "settled_balance": balance + held, "settled": settled,
         "chart": dashboard.usage_chart(account=account, days=30),
         "page": page, "kind": kind, "kinds": Kind.choices, "include_holds": include_holds,
+        "budgets": member_budgets(request),
     })
+
+
+def _team_budgets():
+    return redirect(reverse("accounts:team") + "#budgets")
+
+
+def _budget_refused(request, exc: GroundworkError):
+    """A refused budget form: 404 for another account's member, key or budget; the 403 page
+    for a role that may not; else the reason as a message on the Team page."""
+    if exc.status == 404:
+        raise Http404
+    if exc.status == 403:
+        raise PermissionDenied(exc.message)
+    messages.error(request, exc.message)
+    return _team_budgets()
+
+
+@login_required
+@require_POST
+def budget_set_view(request):
+    """The Team page's form: target "user:<id>" or "key:<id>", period, limit ("5,000" is fine)."""
+    if request.account is None:
+        raise Http404
+    kind, _, target_id = request.POST.get("target", "").partition(":")
+    if kind not in ("user", "key") or not target_id:
+        messages.error(request, "Choose a member or an API key for the budget.")
+        return _team_budgets()
+    try:
+        budget = budget_set(account=request.account, actor=request.user, period=request.POST.get("period", ""),
+                            limit=request.POST.get("limit", ""), user_id=target_id if kind == "user" else None,
+                            api_key_id=target_id if kind == "key" else None)
+    except GroundworkError as exc:
+        return _budget_refused(request, exc)
+    who = budget.user.email if budget.user_id else f"API key {budget.api_key}"
+    messages.success(request, f"{who} may spend {budget.limit:,} credits per "
+                              f"{'day' if budget.period == BudgetPeriod.DAY else 'month'} (UTC).")
+    return _team_budgets()
+
+
+@login_required
+@require_POST
+def budget_remove_view(request, budget_id: int):
+    if request.account is None:
+        raise Http404
+    try:
+        budget_remove(account=request.account, actor=request.user, budget_id=budget_id)
+    except GroundworkError as exc:
+        return _budget_refused(request, exc)
+    messages.success(request, "Budget removed.")
+    return _team_budgets()
