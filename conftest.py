@@ -16,6 +16,26 @@ def django_db_modify_db_settings(django_db_modify_db_settings):
     """The test database is made, migrated and dropped by the schema's owner role, as
     `manage.py migrate` does in production (core/db_owner.py); tests run as the app's role."""
     _back_to_app.append(login_as_owner())
+    _drop_test_database_made_by_the_app_role()
+
+
+def _drop_test_database_made_by_the_app_role():
+    """A kept test database from before the owner role (its tables owned by the app's role)
+    cannot be migrated by the owner: make it anew."""
+    import psycopg
+    from django.db import connections
+
+    s = connections["default"].settings_dict
+    name = s["TEST"]["NAME"]
+    login = dict(host=s["HOST"] or None, port=s["PORT"] or None, user=s["USER"], password=s["PASSWORD"] or None)
+    try:
+        with psycopg.connect(dbname=name, **login) as conn:
+            row = conn.execute("SELECT tableowner FROM pg_tables WHERE tablename = 'django_migrations'").fetchone()
+    except psycopg.OperationalError:
+        return  # no such database yet
+    if row and row[0] != s["USER"]:
+        with psycopg.connect(dbname="postgres", autocommit=True, **login) as conn:
+            conn.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(scope="session")
