@@ -10,7 +10,8 @@ import sys
 
 from bench.common import machine, setup_django
 
-BENCHMARKS = ["billing_debits", "ingestion", "chat_ws", "search_scale", "retrieval_eval", "answer_eval"]
+BENCHMARKS = ["billing_debits", "ingestion", "chat_ws", "search_scale", "retrieval_eval", "answer_eval",
+              "rls_context"]
 
 
 def main(names: list[str]) -> int:
