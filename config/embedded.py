@@ -125,8 +125,10 @@ def _provision(server) -> None:
     _superuser_sql(server, "CREATE EXTENSION IF NOT EXISTS vector", database=APP_DATABASE)
     # A data folder from before the owner role: what the app's role owns becomes the
     # owner's (tables, sequences, functions, test databases); `migrate` grants rows back.
-    if _superuser_sql(server, f"SELECT 1 FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner "
-                              f"WHERE r.rolname = '{APP_ROLE}' LIMIT 1", database=APP_DATABASE):
+    owns = (f"SELECT 1 FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner WHERE r.rolname = '{APP_ROLE}'"
+            f" UNION ALL SELECT 1 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba WHERE r.rolname = '{APP_ROLE}'"
+            " LIMIT 1")
+    if _superuser_sql(server, owns, database=APP_DATABASE):
         _superuser_sql(server, f"REASSIGN OWNED BY {APP_ROLE} TO {OWNER_ROLE}", database=APP_DATABASE)
 
 
