@@ -14,6 +14,12 @@ ACTIONS = {
     "document.delete": "Document deleted",
     "document.reindex": "Document reindexed",
     "account.reindex": "All documents reindexed",
+    "document.move": "Document moved to another collection",
+    "collection.create": "Collection created",
+    "collection.rename": "Collection renamed",
+    "collection.restrict": "Collection restricted or opened",
+    "collection.access": "Collection access changed",
+    "collection.delete": "Collection deleted",
     "key.create": "API key created",
     "key.revoke": "API key revoked",
     "member.role_change": "Role changed",
@@ -22,6 +28,8 @@ ACTIONS = {
     "invitation.accept": "Invitation accepted",
     "invitation.cancel": "Invitation cancelled",
     "credits.grant": "Credits granted",
+    "budget.set": "Budget set",
+    "budget.remove": "Budget removed",
     "staff.access": "Support staff opened the account",
 }
 

@@ -85,6 +85,7 @@ def _account_clusters(account_id: int) -> np.ndarray:
 def _load(total: int, account_ids: list[int]) -> dict:
     """Grow the bench rows to `total` (per the skewed shares); indexes rebuilt if rows were added."""
     from core.tenancy import dangerously_bypass_tenancy
+    from documents.services import collection_default_ensure
 
     centres, vocabulary, topics = _model()
     started = time.perf_counter()
@@ -106,13 +107,14 @@ def _load(total: int, account_ids: list[int]) -> dict:
         rng = np.random.default_rng(account_id * 7919 + offset)
         clusters = _account_clusters(account_id)
         with dangerously_bypass_tenancy(reason="bench: load synthetic chunks"), connection.cursor() as cursor:
+            collection_id = collection_default_ensure(account=account_id).pk
             cursor.execute(
-                "INSERT INTO documents_document (account_id, name, title, kind, content_type, size, sha256, file,"
+                "INSERT INTO documents_document (account_id, collection_id, name, title, kind, content_type, size, sha256, file,"
                 " status, error, error_code, revision, attempts, chunk_count, token_count, embedding_tokens,"
                 " credits_charged, embedding_model, embedding_provider, progress_done, progress_total, created_at,"
-                " updated_at) VALUES (%s, %s, '', 'txt', 'text/plain', 1, md5(random()::text), '', 'ready', '', '',"
+                " updated_at) VALUES (%s, %s, %s, '', 'txt', 'text/plain', 1, md5(random()::text), '', 'ready', '', '',"
                 " 1, 0, %s, 0, 0, 0, 'synthetic', 'bench', 0, 0, now(), now()) RETURNING id",
-                [account_id, f"synthetic-{offset}.txt", missing])
+                [account_id, collection_id, f"synthetic-{offset}.txt", missing])
             document_id = cursor.fetchone()[0]
             for start in range(0, missing, INSERT_BATCH):
                 n = min(INSERT_BATCH, missing - start)
@@ -124,11 +126,11 @@ def _load(total: int, account_ids: list[int]) -> dict:
                                   [vocabulary[w] for w in words[i]]) for i, c in enumerate(picks)]
                 literals = ["[" + ",".join(f"{x:.5f}" for x in v) + "]" for v in vectors.tolist()]
                 cursor.execute(
-                    "INSERT INTO documents_chunk (account_id, document_id, revision, chunk_index, content,"
+                    "INSERT INTO documents_chunk (account_id, document_id, collection_id, revision, chunk_index, content,"
                     " token_count, heading_path, embedding, embedding_model)"
-                    " SELECT %s, %s, 1, i, t, 40, '[]'::jsonb, e::vector, 'synthetic'"
+                    " SELECT %s, %s, %s, 1, i, t, 40, '[]'::jsonb, e::vector, 'synthetic'"
                     " FROM unnest(%s::int[], %s::text[], %s::text[]) AS u(i, t, e)",
-                    [account_id, document_id, list(range(offset + start, offset + start + n)), texts, literals])
+                    [account_id, document_id, collection_id, list(range(offset + start, offset + start + n)), texts, literals])
                 added += n
     load_s = time.perf_counter() - started
     index_s = {}

@@ -28,6 +28,7 @@ from chat.ratelimit import check_chat_rate
 from chat.selectors import conversation_get
 from chat.router import GENERAL, LOOKUP, SUMMARY, is_followup, match_document, route, standalone_query
 from documents.models import Document, Status
+from documents.selectors import collection_ids_requested
 from documents.search import expand_passages, first_chunks, hit_passages, search_for_query
 from llm import client as llm
 from llm.tokens import count_tokens
@@ -75,6 +76,7 @@ class TurnOptions:
     temperature: float | None = None  # clamped to 0..CHAT_TEMPERATURE_MAX
     system: str = ""  # the caller's instructions, merged below the grounding rules
     end_user: str = ""  # the caller's end-user id (OpenAI `user`), stored on the question
+    collection: object = None  # a collection id or a list of them to narrow retrieval to (None: all visible)
 
     def bounded_max_tokens(self, default: int | None = None) -> int:
         cap = settings.CHAT_MAX_TOKENS
@@ -200,17 +202,22 @@ def _worst_case(question: str, history: list[tuple[str, str]], kind: str, option
     return prompt + passages * PASSAGE_TOKENS_BOUND + options.bounded_max_tokens(chosen.max_tokens)
 
 
-def _retrieve(account, kind: str, target: str, query: str, key: str, chosen: Profile):
+def _retrieve(account, kind: str, target: str, query: str, key: str, chosen: Profile, spender: dict,
+              collection_ids: list[int] | None = None):
     """(route, passages the model reads). A lookup whose best passage is not near enough to
     answer from (answering.relevance under RAG_MIN_RELEVANCE) comes back as GENERAL with none."""
     if kind == SUMMARY:
-        documents = list(Document.objects.for_account(account).filter(status=Status.READY))
+        # Only documents the principal may read, in the collections asked for.
+        documents = Document.objects.for_account(account).readable().filter(status=Status.READY)
+        if collection_ids is not None:
+            documents = documents.filter(collection_id__in=collection_ids)
+        documents = list(documents)
         document = match_document(target, documents)
         if document is not None:
             return SUMMARY, first_chunks(account=account, document=document, limit=SUMMARY_CHUNKS)
         kind = LOOKUP  # no such document: look the words up instead
     if kind == LOOKUP:
-        hits = search_for_query(account=account, query=query, key=key)
+        hits = search_for_query(account=account, query=query, key=key, collection_ids=collection_ids, **spender)
         passages = expand_passages(account=account, hits=hits)
         if not passages or answering.relevance(query, hits, passages) < min_relevance():
             return GENERAL, []
@@ -225,7 +232,7 @@ def min_relevance() -> float:
     return BUNDLED_MIN_RELEVANCE if settings.LLM_BUNDLED else 0.0
 
 
-def _rewrite_followup(account, question: str, history: list[tuple[str, str]], key: str) -> str:
+def _rewrite_followup(account, question: str, history: list[tuple[str, str]], key: str, spender: dict) -> str:
     """A follow-up made standalone by the chat model (charged like a chat call); the
     deterministic rewrite when the model fails."""
     recent = "\n".join(f"{role}: {text[:600]}" for role, text in history[-4:])
@@ -241,7 +248,7 @@ def _rewrite_followup(account, question: str, history: list[tuple[str, str]], ke
     usage = stream.final_usage()
     if usage.total_tokens:
         credits_debit(account=account, tokens=usage.total_tokens, key=key, kind=Kind.CHAT, model=stream.model,
-                      provider=stream.provider, reference="")
+                      provider=stream.provider, reference="", **spender)
     return text.splitlines()[0][:MAX_QUESTION_CHARS] if text else standalone_query(question, history)
 
 
@@ -265,10 +272,13 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
     check_chat_rate(account_id=account.pk, user_id=getattr(user, "pk", None),
                     api_key_id=getattr(api_key, "pk", None))
     request_id = request_id or uuid.uuid4().hex
-    with account_context(account, user=user):
+    # The principal (user or key) is part of every context that reads documents: the
+    # collections it may see follow from it, in the queries and in row-level security.
+    with account_context(account, user=user, api_key=api_key):
         conversation = _conversation(account, conversation_id=conversation_id, user=user, api_key=api_key,
                                      question=question)
         history = _history(conversation) if history is None else history
+        collection_ids = collection_ids_requested(account=account, requested=options.collection)
         decision = route(question)
         if decision.reply:  # small talk: no search, no model, nothing held or charged
             user_message = Message.objects.for_account(account).create(
@@ -278,16 +288,20 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
                             route=GENERAL, passages=[], sources=[], messages=[], temperature=0.0, hold=None,
                             request_id=request_id, reply=decision.reply, profile=chosen,
                             cancelled=cancelled or threading.Event())
+        # The principal spends (its budgets apply): the key on key surfaces, else the member.
+        spender = {"user": user, "api_key": api_key}
         hold = credits_hold(account=account, amount=_worst_case(question, history, decision.kind, options, chosen),
-                            key=f"chat:{request_id}", reference=references.conversation(conversation.pk))
+                            key=f"chat:{request_id}", reference=references.conversation(conversation.pk), **spender)
     try:
-        with account_context(account, user=user):
+        with account_context(account, user=user, api_key=api_key):
             query = question
             if decision.kind == LOOKUP and history and is_followup(question):
-                query = (_rewrite_followup(account, question, history, key=f"chat:{request_id}:rewrite")
+                query = (_rewrite_followup(account, question, history, key=f"chat:{request_id}:rewrite",
+                                           spender=spender)
                          if chosen.rewrite else standalone_query(question, history))
             kind, passages = _retrieve(account, decision.kind, decision.summary_target, query,
-                                       key=f"chat:{request_id}:query", chosen=chosen)
+                                       key=f"chat:{request_id}:query", chosen=chosen, spender=spender,
+                                       collection_ids=collection_ids)
             note = NOT_IN_DOCUMENTS if decision.kind != GENERAL and kind == GENERAL else ""
             messages = build_messages(question=question, passages=passages, history=history,
                                       grounded=bool(passages), history_budget=settings.CHAT_HISTORY_TOKENS,

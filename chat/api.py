@@ -8,6 +8,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from chat import selectors
+from chat.agent import TurnOptions
 from chat.driver import TurnRun, sse
 from chat.serializers import (
     ChatRequestSerializer,
@@ -47,7 +48,8 @@ class ChatView(APIView):
         user, api_key = _actor(request)
         run = TurnRun(account=request._request.account, user=user, api_key=api_key,
                       question=body.validated_data["message"],
-                      conversation_id=body.validated_data.get("conversation_id"))
+                      conversation_id=body.validated_data.get("conversation_id"),
+                      options=TurnOptions(collection=body.validated_data.get("collection")))
         run.prepare()
         if request.query_params.get("stream") in ("1", "true") or wants_event_stream(request):
             return streaming_response(run.http_events(request._request, lambda frame: (sse(frame),)))
@@ -81,5 +83,6 @@ class ConversationDetailView(APIView):
                                                   api_key=api_key)
         if conversation is None:
             raise Http404
-        messages = selectors.message_list(account=account, conversation=conversation)
+        messages = selectors.messages_sources_readable(
+            account=account, messages=selectors.message_list(account=account, conversation=conversation))
         return Response(ConversationDetailSerializer(conversation, context={"messages": messages}).data)

@@ -25,6 +25,7 @@ from django.http.request import split_domain_port, validate_host
 
 from accounts.models import Account, ApiKey, Membership
 from accounts.resolution import bearer_token, resolve_api_key, resolve_session
+from chat.agent import TurnOptions
 from chat.driver import TurnRun
 from chat.errors import ChatError
 from core import sockets
@@ -349,7 +350,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         principal = self.principal
         self.run = _SocketTurn(principal=principal, account=principal.account, user=principal.user,
                                api_key=principal.api_key, question=content.get("message"),
-                               conversation_id=content.get("conversation_id"))
+                               conversation_id=content.get("conversation_id"),
+                               options=TurnOptions(collection=content.get("collection")))
         self.generation = asyncio.create_task(self._relay(self.run))
 
     async def _error(self, error: ChatError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from django.db.models import Count, QuerySet
 
 from chat.models import Conversation, Message
+from documents.selectors import document_ids_readable
 
 
 def conversation_list(*, account, user=None, api_key=None) -> QuerySet[Conversation]:
@@ -32,3 +33,23 @@ def conversation_get(*, account, conversation_id, user=None, api_key=None) -> Co
 
 def message_list(*, account, conversation: Conversation) -> QuerySet[Message]:
     return Message.objects.for_account(account).filter(conversation=conversation).order_by("created_at", "pk")
+
+
+def messages_sources_readable(*, account, messages) -> list[Message]:
+    """`messages` (a list) with their stored sources and citations checked against what the
+    principal may read now: one that names a document since hidden from it (a restricted
+    collection, access revoked) keeps its number but loses its name and link
+    (`document_name` "", `available` false). One query for all of them."""
+    messages = list(messages)
+    cited = {s.get("document_id") for m in messages for s in (m.sources or []) + (m.citations or [])}
+    readable = document_ids_readable(account=account, document_ids=cited)
+    for message in messages:
+        message.sources = [_redacted(s, readable) for s in message.sources or []]
+        message.citations = [_redacted(s, readable) for s in message.citations or []]
+    return messages
+
+
+def _redacted(source: dict, readable: set[int]) -> dict:
+    if source.get("document_id") in readable:
+        return source
+    return {**source, "document_name": "", "available": False}

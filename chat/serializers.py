@@ -6,6 +6,8 @@ from chat.models import Conversation, Message
 class ChatRequestSerializer(serializers.Serializer):
     message = serializers.CharField(max_length=4000, trim_whitespace=True)
     conversation_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
+    collection = serializers.JSONField(required=False, allow_null=True,
+                                       help_text="A collection id, or a list of them: answer from those only")
 
 
 class CitationSerializer(serializers.Serializer):

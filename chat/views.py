@@ -64,13 +64,16 @@ def chat_view(request, conversation_id: int | None = None):
         conversation = selectors.conversation_get(account=account, conversation_id=conversation_id, user=request.user)
         if conversation is None:
             raise Http404
-        messages = _with_turn_sources(list(selectors.message_list(account=account, conversation=conversation)))
+        messages = _with_turn_sources(selectors.messages_sources_readable(
+            account=account, messages=selectors.message_list(account=account, conversation=conversation)))
     return render(request, "chat/chat.html", {
         "conversations": selectors.conversation_list(account=account, user=request.user)[:CONVERSATIONS_SHOWN],
         "conversation": conversation,
         "chat_messages": messages,
         "sources": _sources_of(messages),
         # For the Markdown renderer: which [Document N] of which answer opens which chunk.
-        "citations": {m.pk: m.sources or m.citations for m in messages if m.role == "assistant"},
+        # A source hidden since (a restricted collection) stays plain "[Document N]" text.
+        "citations": {m.pk: [s for s in m.sources or m.citations if s.get("available", True)]
+                      for m in messages if m.role == "assistant"},
         "ready_documents": document_list(account=account, status=Status.READY).count(),
     })

@@ -25,13 +25,18 @@ class DocumentListView(APIView):
 
     @extend_schema(parameters=[OpenApiParameter("status", str, enum=Status.values, required=False),
                                OpenApiParameter("q", str, required=False, description="Name contains"),
+                               OpenApiParameter("collection", int, required=False,
+                                                description="Only this collection's documents"),
                                OpenApiParameter("cursor", str, required=False),
                                OpenApiParameter("page_size", int, required=False)],
                    responses=DocumentSerializer(many=True))
     def get(self, request):
-        documents = selectors.document_list(account=request._request.account,
+        account = request._request.account
+        documents = selectors.document_list(account=account,
                                             status=request.query_params.get("status") or None,
-                                            query=request.query_params.get("q") or None)
+                                            query=request.query_params.get("q") or None,
+                                            collection_ids=selectors.collection_ids_requested(
+                                                account=account, requested=request.query_params.get("collection")))
         paginator = DocumentPagination()
         page = paginator.paginate_queryset(documents, request, view=self)
         return paginator.get_paginated_response(DocumentSerializer(page, many=True).data)
@@ -40,8 +45,13 @@ class DocumentListView(APIView):
                    responses={202: DocumentSerializer, 200: DocumentSerializer})
     def post(self, request):
         services.upload_request_check(content_length=request.META.get("CONTENT_LENGTH"))
+        account = request._request.account
+        # The collection to upload into (optional, a visible one's id; else the default).
+        collection = request.data.get("collection")
+        collection = selectors.collection_access_by_id(account=account, collection_id=collection) if collection \
+            else None
         document, created = services.document_upload(
-            account=request._request.account, actor=request.user, upload=request.FILES.get("file"))
+            account=account, actor=request.user, upload=request.FILES.get("file"), collection=collection)
         return Response(DocumentSerializer(document).data,
                         status=status.HTTP_202_ACCEPTED if created else status.HTTP_200_OK)
 

@@ -31,3 +31,12 @@ class DocumentNotFound(NotFound):
 
 class ReindexRunNotFound(NotFound):
     default_message = "There is no such reindex run in this account."
+
+
+class CollectionNotFound(NotFound):
+    default_message = "There is no such collection in this account."
+
+
+class CollectionError(GroundworkError):
+    """A collection change that cannot be made as asked (a duplicate name, a non-empty
+    collection to delete, the default collection restricted or deleted)."""

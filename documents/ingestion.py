@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from core.tenancy import account_context
 from billing import references
-from billing.errors import InsufficientCredits
+from billing.errors import BudgetExceeded, InsufficientCredits
 from billing.models import Kind
 from billing.selectors import ingest_credits_require
 from billing.services import credits_debit
@@ -41,7 +41,7 @@ def ingest(*, account_id: int, document_id: int, revision: int) -> None:
         _publish(document, drafts, batches)
     except IngestionError as exc:
         _fail(document, exc.code, exc.message)
-    except InsufficientCredits as exc:
+    except (InsufficientCredits, BudgetExceeded) as exc:
         _fail(document, exc.code, exc.message)
     except llm.ProviderError as exc:
         message = (f"{exc.message} The document was not charged; reindex it to try again."
@@ -88,7 +88,7 @@ def _check_dimensions() -> None:
 def _parse_and_chunk(document: Document):
     _check_dimensions()
     with account_context(account_id=document.account_id):
-        ingest_credits_require(account=document.account_id)
+        ingest_credits_require(account=document.account_id, user=document.uploaded_by_id)
     with local_copy(document.file.name) as path:
         parsed = parse_in_sandbox(path, document.kind, timeout_s=settings.PARSE_TIMEOUT_SECONDS,
                                   memory_mb=settings.PARSE_MEMORY_MB, filename=document.name)
@@ -125,9 +125,11 @@ def _batch_count(n: int) -> int:
 
 def _check_credits(document: Document, drafts) -> None:
     """Refuse before embedding anything when the document's credits estimate (stored by
-    _parse_and_chunk and shown while it processes) already exceeds the balance."""
+    _parse_and_chunk and shown while it processes) already exceeds the balance, or what the
+    uploader's budgets have left (the uploader pays for ingestion, also for a reindex)."""
     with account_context(account_id=document.account_id):
-        ingest_credits_require(account=document.account_id, estimate=document.credits_estimate)
+        ingest_credits_require(account=document.account_id, estimate=document.credits_estimate,
+                               user=document.uploaded_by_id)
 
 
 def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
@@ -178,12 +180,16 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
             return  # deleted or superseded meanwhile: the newer job publishes
         entry = credits_debit(account=account_id, tokens=tokens, key=f"ingest:{document.pk}:{document.revision}",
                               kind=Kind.EMBEDDING, model=batches[0].model, provider=batches[0].provider,
-                              reference=references.document(document.pk, document.revision))
+                              reference=references.document(document.pk, document.revision),
+                              user=document.uploaded_by_id)
         chunks = Chunk.objects.for_account(account_id)
         chunks.filter(document=current).delete()
         ids = _reserve_chunk_ids(len(drafts))
         created = chunks.bulk_create([Chunk(
-            pk=ids[i], account_id=account_id, document=current, revision=current.revision, chunk_index=d.index,
+            # NOTE: the document row is locked (select_for_update), as document_move locks it,
+            # so the chunks take the collection the document is in when they are published.
+            pk=ids[i], account_id=account_id, document=current, collection_id=current.collection_id,
+            revision=current.revision, chunk_index=d.index,
             content=d.content, token_count=d.token_count, page_start=d.page_start, page_end=d.page_end,
             heading_path=d.heading_path, embedding=vectors[i], embedding_model=batches[0].model,
             prev_chunk_id=ids[i - 1] if i > 0 else None, next_chunk_id=ids[i + 1] if i + 1 < len(ids) else None)

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
+from django.db.models.expressions import RawSQL
 from pgvector.django import HnswIndex, VectorField
 
 from core.tenancy import AllAccountsManager, TenantManager, TenantModel, TenantQuerySet
@@ -24,14 +25,75 @@ class Status(models.TextChoices):
 # for the ORM (`visible()`) and once for raw SQL (this fragment, on `documents_document AS d`).
 VISIBLE_DOCUMENT_SQL = f"d.status <> '{Status.DELETING.value}'"
 
+# "A principal reads only the collections it may see": the one rule, written once in SQL as
+# the function `visible_collection_ids()` (migration 0007_collection_visibility), which reads
+# the transaction's principal (account_context's user / api_key). The row-level-security
+# policy `collection_visibility` on documents and chunks, the full-text search function,
+# raw search SQL and the ORM (`DocumentQuerySet.readable()`) all use it. In parentheses it
+# is an InitPlan: evaluated once per statement, not once per row.
+VISIBLE_COLLECTION_IDS_SQL = "(SELECT public.visible_collection_ids())::bigint[]"
+READABLE_DOCUMENT_SQL = f"d.collection_id = ANY ({VISIBLE_COLLECTION_IDS_SQL})"
+DEFAULT_COLLECTION_NAME = "General"
+
+
+class Collection(TenantModel):
+    """A group of documents. Every account has one default collection ("General"); a
+    restricted collection is seen only by the members and API keys given access to it, by
+    owners and admins, and by system jobs (a context without a principal)."""
+
+    name = models.CharField(max_length=100)
+    restricted = models.BooleanField(default=False)
+    is_default = models.BooleanField(default=False)
+    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["account", "name"], name="collection_name_unique_per_account"),
+            models.UniqueConstraint(fields=["account"], condition=models.Q(is_default=True),
+                                    name="collection_one_default_per_account"),
+        ]
+
+    def __str__(self):
+        return self.name
+
+
+class CollectionAccess(TenantModel):
+    """One member or one API key that may read a restricted collection."""
+
+    collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="access")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
+                             related_name="+")
+    api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=(models.Q(user__isnull=False, api_key__isnull=True)
+                           | models.Q(user__isnull=True, api_key__isnull=False)),
+                name="collection_access_user_xor_key"),
+            models.UniqueConstraint(fields=["collection", "user"], name="collection_access_user_unique"),
+            models.UniqueConstraint(fields=["collection", "api_key"], name="collection_access_key_unique"),
+        ]
+
 
 class DocumentQuerySet(TenantQuerySet):
     def visible(self):
         """Documents readers may see: every status but `deleting`."""
         return self.exclude(status=Status.DELETING)
 
+    def readable(self):
+        """Visible documents in the collections the transaction's principal may see."""
+        return self.visible().filter(collection_id__in=RawSQL(f"SELECT unnest({VISIBLE_COLLECTION_IDS_SQL})", ()))
+
 
 class Document(TenantModel):
+    # RESTRICT, not PROTECT: a collection with documents cannot be deleted on its own, but an
+    # account's deletion removes its collections together with their documents.
+    collection = models.ForeignKey("Collection", on_delete=models.RESTRICT, related_name="documents")
     name = models.CharField(max_length=255, help_text="Display only, sanitised")
     title = models.CharField(max_length=255, blank=True)
     kind = models.CharField(max_length=16)
@@ -71,8 +133,10 @@ class Document(TenantModel):
     class Meta:
         constraints = [
             # The same bytes twice in one account are one document (unless it is being deleted).
-            models.UniqueConstraint(fields=["account", "sha256"], condition=~models.Q(status="deleting"),
-                                    name="document_sha256_unique_per_account"),
+            # (Per collection: a principal who cannot see a restricted collection must be able to
+            # upload the same file elsewhere without learning that it exists.)
+            models.UniqueConstraint(fields=["collection", "sha256"], condition=~models.Q(status="deleting"),
+                                    name="document_sha256_unique_per_collection"),
         ]
         indexes = [models.Index(fields=["account", "-created_at"], name="document_account_recent")]
 
@@ -82,6 +146,9 @@ class Document(TenantModel):
 
 class Chunk(TenantModel):
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    # The document's collection, copied so that search filters on an indexed column of the
+    # chunk itself (moving a document updates its chunks in the same transaction).
+    collection = models.ForeignKey(Collection, on_delete=models.RESTRICT, related_name="+")
     revision = models.PositiveIntegerField()
     chunk_index = models.PositiveIntegerField()
     content = models.TextField()

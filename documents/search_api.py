@@ -13,11 +13,14 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from documents.search.query import search_for_query
+from documents.selectors import collection_ids_requested
 
 
 class SearchRequestSerializer(serializers.Serializer):
     query = serializers.CharField(min_length=1, max_length=2000)
     top_k = serializers.IntegerField(min_value=1, max_value=50, required=False)
+    collection = serializers.JSONField(required=False, allow_null=True,
+                                       help_text="A collection id, or a list of them: search those only")
 
 
 class SearchResultSerializer(serializers.Serializer):
@@ -48,6 +51,11 @@ class SearchView(APIView):
     def post(self, request):
         body = SearchRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        # An id the caller may not see is a 404, before anything is charged.
+        collection_ids = collection_ids_requested(account=request._request.account,
+                                                  requested=body.validated_data.get("collection"))
         hits = search_for_query(account=request._request.account, query=body.validated_data["query"],
-                                top_k=body.validated_data.get("top_k"), key=f"search:{uuid.uuid4()}")
+                                collection_ids=collection_ids,
+                                top_k=body.validated_data.get("top_k"), key=f"search:{uuid.uuid4()}",
+                                user=request.user, api_key=request._request.api_key)
         return Response({"results": [_result(hit) for hit in hits]})

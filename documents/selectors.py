@@ -2,14 +2,89 @@
 that is being deleted is gone for every reader at once (`DocumentQuerySet.visible()`)."""
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from collections.abc import Iterable
 
-from documents.errors import DocumentNotFound, ReindexRunNotFound
-from documents.models import Chunk, Document, ReindexRun
+from django.db.models import Count, Q, QuerySet
+from django.db.models.expressions import RawSQL
+
+from documents.errors import CollectionNotFound, DocumentNotFound, ReindexRunNotFound
+from documents.models import VISIBLE_COLLECTION_IDS_SQL, Chunk, Collection, CollectionAccess, Document, ReindexRun
+
+# --- collections ----------------------------------------------------------------------------
+# Who sees which collection is decided in one place, the SQL function visible_collection_ids()
+# (migration 0007), from the principal of the transaction (account_context's user / api_key):
+# these selectors, search, chat retrieval and the row-level-security policy all ask it.
 
 
-def document_list(*, account, status: str | None = None, query: str | None = None) -> QuerySet[Document]:
-    documents = Document.objects.for_account(account).visible().order_by("-created_at", "-pk")
+def collection_list(*, account) -> QuerySet[Collection]:
+    """The account's collections that the transaction's principal may see, the default
+    first, with their number of documents (not being deleted)."""
+    return (Collection.objects.for_account(account)
+            .filter(pk__in=RawSQL(f"SELECT unnest({VISIBLE_COLLECTION_IDS_SQL})", ()))
+            .annotate(document_count=Count("documents", filter=~Q(documents__status="deleting")))
+            .order_by("-is_default", "name", "pk"))
+
+
+def collection_access_by_id(*, account, collection_id) -> Collection:
+    """A collection the principal may see; CollectionNotFound (404) alike for a missing id,
+    another account's, a malformed one and a restricted collection the principal may not see."""
+    collection = collection_list(account=account).filter(pk=_id(collection_id)).first()
+    if collection is None:
+        raise CollectionNotFound()
+    return collection
+
+
+def collection_default(*, account) -> Collection | None:
+    return Collection.objects.for_account(account).filter(is_default=True).first()
+
+
+def collection_ids_requested(*, account, requested) -> list[int] | None:
+    """`requested` (a collection id, a list of them, or None from a request body or query)
+    as the ids of collections the principal may see: None when nothing narrows; any id that
+    is not one of them (missing, another account's, invisible, malformed) is a 404."""
+    if requested in (None, "", []):
+        return None
+    values = requested if isinstance(requested, (list, tuple)) else [requested]
+    ids = {_id(v) for v in values}
+    if None in ids or isinstance(requested, bool) or any(isinstance(v, bool) for v in values):
+        raise CollectionNotFound()
+    found = set(collection_list(account=account).filter(pk__in=ids).values_list("pk", flat=True))
+    if found != ids:
+        raise CollectionNotFound()
+    return sorted(found)
+
+
+def collection_access_list(*, account, collection: Collection) -> QuerySet[CollectionAccess]:
+    return CollectionAccess.objects.for_account(account).filter(collection=collection).order_by("pk")
+
+
+def collection_access_by_collection(*, account, collections) -> dict[int, list[CollectionAccess]]:
+    """{collection id: its access rows} for several collections, in one query."""
+    found: dict[int, list[CollectionAccess]] = {}
+    rows = CollectionAccess.objects.for_account(account).filter(collection__in=[c.pk for c in collections])
+    for row in rows.order_by("pk"):
+        found.setdefault(row.collection_id, []).append(row)
+    return found
+
+
+def document_ids_readable(*, account, document_ids: Iterable[int]) -> set[int]:
+    """Which of `document_ids` the principal may read now (for citations stored earlier)."""
+    ids = {i for i in (_id(d) for d in document_ids) if i is not None}
+    if not ids:
+        return set()
+    return set(Document.objects.for_account(account).readable().filter(pk__in=ids).values_list("pk", flat=True))
+
+
+# --- documents --------------------------------------------------------------------------------
+
+def document_list(*, account, status: str | None = None, query: str | None = None,
+                  collection_ids: list[int] | None = None) -> QuerySet[Document]:
+    """The documents the principal may read (`readable()`: not being deleted, in a visible
+    collection), newest first; `collection_ids` narrows to some of those collections."""
+    documents = (Document.objects.for_account(account).readable().select_related("collection")
+                 .order_by("-created_at", "-pk"))
+    if collection_ids is not None:
+        documents = documents.filter(collection_id__in=collection_ids)
     if status:
         documents = documents.filter(status=status)
     if query:
@@ -28,10 +103,11 @@ def document_access_by_id(*, account, document_id) -> Document:
     """The account's document `document_id`, for any reader (page, API, service).
 
     Raises DocumentNotFound (404) alike for a missing id, another account's id, a
-    malformed id and a document being deleted: the answer tells nothing about other
+    malformed id, a document being deleted and one in a collection the principal may not see: the answer tells nothing about other
     accounts.
     """
-    document = Document.objects.for_account(account).visible().filter(pk=_id(document_id)).first()
+    document = (Document.objects.for_account(account).readable().select_related("collection")
+                .filter(pk=_id(document_id)).first())
     if document is None:
         raise DocumentNotFound()
     return document

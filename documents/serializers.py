@@ -1,18 +1,29 @@
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from documents.models import Chunk, Document, ReindexRun
+from documents.models import Chunk, Collection, Document, ReindexRun
+
+
+class CollectionRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
 
 
 class DocumentSerializer(serializers.ModelSerializer):
     progress = serializers.SerializerMethodField()
+    collection = serializers.SerializerMethodField()
 
     class Meta:
         model = Document
         fields = ["id", "name", "content_type", "size", "status", "error", "chunk_count", "token_count",
-                  "created_at", "updated_at", "error_code", "page_count", "credits_estimate", "credits_charged", "revision", "progress"]
+                  "created_at", "updated_at", "error_code", "page_count", "credits_estimate", "credits_charged", "revision", "progress", "collection"]
 
     def get_progress(self, document) -> dict:
         return {"done": document.progress_done, "total": document.progress_total}
+
+    @extend_schema_field(CollectionRefSerializer)
+    def get_collection(self, document) -> dict:
+        return {"id": document.collection_id, "name": document.collection.name}
 
 
 class ChunkSummarySerializer(serializers.ModelSerializer):
@@ -44,9 +55,35 @@ class DocumentDetailSerializer(DocumentSerializer):
 
 class UploadSerializer(serializers.Serializer):
     file = serializers.FileField(help_text="PDF, DOCX, TXT, Markdown, CSV or HTML")
+    collection = serializers.IntegerField(required=False, help_text="A collection id (default: General)")
 
 
 class ReindexRunSerializer(serializers.ModelSerializer):
     class Meta:
         model = ReindexRun
         fields = ["id", "status", "embedding_model", "total", "done", "created_at", "finished_at"]
+
+
+class CollectionSerializer(serializers.ModelSerializer):
+    document_count = serializers.IntegerField(read_only=True)
+    access = serializers.SerializerMethodField()
+
+    class Meta:
+        model = Collection
+        fields = ["id", "name", "restricted", "is_default", "document_count", "created_at", "access"]
+
+    def get_access(self, collection) -> dict:
+        """Who was given access (meaningful for a restricted collection): member user ids and
+        API key ids."""
+        rows = self.context.get("access", {}).get(collection.pk, [])
+        return {"users": sorted(r.user_id for r in rows if r.user_id),
+                "api_keys": sorted(r.api_key_id for r in rows if r.api_key_id)}
+
+
+class CollectionWriteSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100, required=False)
+    restricted = serializers.BooleanField(required=False)
+    users = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+                                  required=False, max_length=1000, help_text="Member user ids given access")
+    api_keys = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+                                     required=False, max_length=1000, help_text="API key ids given access")

@@ -8,11 +8,21 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts.models import MANAGER_ROLES, ApiKey, Membership
 from audit.services import audit_record
 from billing.selectors import ingest_credits_require
+from core.tenancy import current_context
 from documents import jobs
-from documents.errors import UploadRejected
-from documents.models import Document, ReindexRun, Status
+from documents.errors import CollectionError, UploadRejected
+from documents.models import (
+    DEFAULT_COLLECTION_NAME,
+    Chunk,
+    Collection,
+    CollectionAccess,
+    Document,
+    ReindexRun,
+    Status,
+)
 from documents.storage import document_path, file_delete, file_save
 from documents.validation import validate_upload
 
@@ -49,11 +59,15 @@ def upload_request_check(*, content_length) -> None:
                                           "Split it into smaller files and upload them separately.", status=413)
 
 
-def document_upload(*, account, actor, upload) -> tuple[Document, bool]:
-    """Validate, store and queue a file. Returns (document, created).
+def document_upload(*, account, actor, upload, collection: Collection | None = None) -> tuple[Document, bool]:
+    """Validate, store and queue a file into `collection` (a collection the principal may
+    see, from `collection_access_by_id`; the account's default when None). Returns
+    (document, created).
 
-    The same bytes again in the same account return the existing document (created=False).
-    Nothing is stored or written when validation fails.
+    The same bytes again in the same account return the existing document (created=False)
+    when the principal may see it; a copy in a collection it may not see is not revealed:
+    the file is stored again in `collection`. Nothing is stored or written when validation
+    fails.
     """
     if upload is None:
         raise UploadRejected("no_file", "Attach a file in the `file` field of a multipart form.", status=400)
@@ -61,22 +75,25 @@ def document_upload(*, account, actor, upload) -> tuple[Document, bool]:
                                 data_head=_head(upload), size=upload.size, max_bytes=settings.MAX_UPLOAD_BYTES,
                                 open_file=lambda: _reopen(upload))
     sha256 = _sha256(upload)
-    existing = Document.objects.for_account(account).visible().filter(sha256=sha256).first()
+    existing = Document.objects.for_account(account).readable().filter(sha256=sha256).order_by("pk").first()
     if existing:
         return existing, False
-    ingest_credits_require(account=account)
+    collection = collection or collection_default_ensure(account=account)
+    # The uploader's budgets must have MIN_CREDITS_TO_INGEST left too (402 budget_exceeded);
+    # a key's upload is the key's (the unit of work's principal), a member's the member's.
+    ingest_credits_require(account=account, user=actor, api_key=current_context().api_key_id)
     extension = os.path.splitext(validated.safe_name)[1].lower()
     stored = file_save(path=document_path(account_id=account.pk, extension=extension), content=upload)
     try:
         with transaction.atomic():
             document = Document.objects.for_account(account).create(
-                account=account, name=validated.safe_name, kind=validated.kind, content_type=validated.content_type,
+                account=account, collection=collection, name=validated.safe_name, kind=validated.kind, content_type=validated.content_type,
                 size=upload.size, sha256=sha256, file=stored, uploaded_by=actor if getattr(actor, "pk", None) else None)
     except IntegrityError:
-        # NOTE: the same bytes uploaded twice at once: the unique (account, sha256) constraint
-        # lets one win; the other returns the winner and removes its stored copy.
+        # NOTE: the same bytes uploaded twice at once: the unique (collection, sha256)
+        # constraint lets one win; the other returns the winner and removes its stored copy.
         file_delete(stored)
-        return Document.objects.for_account(account).visible().get(sha256=sha256), False
+        return Document.objects.for_account(account).readable().get(collection=collection, sha256=sha256), False
     audit_record(account=account, action="document.upload", actor=actor, target=_target(document), detail={"size": document.size})
     jobs.enqueue_ingest(document)
     return document, True
@@ -149,3 +166,172 @@ def account_reindex_cancel(*, account, run: ReindexRun) -> ReindexRun:
         run.finished_at = timezone.now()
         run.save(update_fields=["status", "finished_at"])
     return run
+
+
+# --- collections ------------------------------------------------------------------------------
+
+def collection_default_ensure(*, account) -> Collection:
+    """The account's default collection ("General"), created when missing. Accounts get it
+    when they are created (documents.apps answers accounts.signals.account_created); this
+    also covers an account made before collections existed. Idempotent under races (one
+    default per account is a unique constraint)."""
+    account_id = getattr(account, "pk", account)
+    found = Collection.objects.for_account(account_id).filter(is_default=True).first()
+    if found is not None:
+        return found
+    try:
+        with transaction.atomic():
+            return Collection.objects.for_account(account_id).create(
+                account_id=account_id, name=DEFAULT_COLLECTION_NAME, is_default=True)
+    except IntegrityError:
+        return Collection.objects.for_account(account_id).get(is_default=True)
+
+
+def collections_for_new_account(sender, *, account, **kwargs) -> None:
+    """Receiver of accounts.signals.account_created (inside the account's context)."""
+    collection_default_ensure(account=account)
+
+
+def _require_manager(*, account, actor) -> None:
+    """Collections are people's decisions, as keys and members are: owners and admins only
+    (an API key, or a member or viewer, is refused with 403)."""
+    if getattr(actor, "pk", None) is None or not Membership.objects.for_account(account).filter(
+            user_id=actor.pk, role__in=MANAGER_ROLES).exists():
+        raise CollectionError("forbidden", "Only owners and admins can manage collections.", status=403)
+
+
+def _clean_name(account, name, *, exclude_pk=None) -> str:
+    name = " ".join((name or "").split())[:100]
+    if not name:
+        raise CollectionError("invalid_name", "Give the collection a name.", field="name")
+    taken = Collection.objects.for_account(account).filter(name__iexact=name)
+    if exclude_pk is not None:
+        taken = taken.exclude(pk=exclude_pk)
+    if taken.exists():
+        raise CollectionError("duplicate_name", f"There is already a collection named “{name}”.", field="name")
+    return name
+
+
+def _collection_target(collection: Collection) -> str:
+    return f"{collection.name} (collection {collection.pk})"
+
+
+@transaction.atomic
+def collection_create(*, account, actor, name: str, restricted: bool = False,
+                      user_ids=(), api_key_ids=()) -> Collection:
+    """A new collection (owners and admins). A restricted one is seen by owners, admins and
+    the members and keys given access (`user_ids`, `api_key_ids`)."""
+    _require_manager(account=account, actor=actor)
+    collection = Collection.objects.for_account(account).create(
+        account=account, name=_clean_name(account, name), restricted=bool(restricted), created_by=actor)
+    audit_record(account=account, action="collection.create", actor=actor, target=_collection_target(collection),
+                 detail={"restricted": collection.restricted})
+    if user_ids or api_key_ids:
+        _access_set(account=account, actor=actor, collection=collection, user_ids=user_ids, api_key_ids=api_key_ids)
+    return collection
+
+
+@transaction.atomic
+def collection_update(*, account, actor, collection: Collection, name: str | None = None,
+                      restricted: bool | None = None, user_ids=None, api_key_ids=None) -> Collection:
+    """Rename, restrict or open, and set who has access (the whole list of members and of
+    keys, each when given). Owners and admins only; every change of restriction or access is
+    in the audit log. The default collection cannot be restricted."""
+    _require_manager(account=account, actor=actor)
+    collection = Collection.objects.for_account(account).select_for_update().get(pk=collection.pk)
+    if name is not None and name != collection.name:
+        old = collection.name
+        collection.name = _clean_name(account, name, exclude_pk=collection.pk)
+        collection.save(update_fields=["name"])
+        audit_record(account=account, action="collection.rename", actor=actor,
+                     target=_collection_target(collection), detail={"from": old})
+    if restricted is not None and bool(restricted) != collection.restricted:
+        if collection.is_default and restricted:
+            raise CollectionError("default_collection", "The default collection is open to everyone in the "
+                                                        "account; restrict another collection.", field="restricted")
+        collection.restricted = bool(restricted)
+        collection.save(update_fields=["restricted"])
+        audit_record(account=account, action="collection.restrict", actor=actor,
+                     target=_collection_target(collection), detail={"restricted": collection.restricted})
+    if user_ids is not None or api_key_ids is not None:
+        _access_set(account=account, actor=actor, collection=collection, user_ids=user_ids, api_key_ids=api_key_ids)
+    return collection
+
+
+def _access_set(*, account, actor, collection: Collection, user_ids=None, api_key_ids=None) -> None:
+    """Make the access list exactly `user_ids` (members of the account) and `api_key_ids`
+    (its keys, not revoked), each when given. An id that is not one of those is a 400."""
+    rows = CollectionAccess.objects.for_account(account).filter(collection=collection)
+    changes = {}
+    for field, wanted, valid in (
+        ("user", user_ids, lambda ids: Membership.objects.for_account(account).filter(user_id__in=ids)
+         .values_list("user_id", flat=True)),
+        ("api_key", api_key_ids, lambda ids: ApiKey.objects.for_account(account).filter(
+            pk__in=ids, revoked_at__isnull=True).values_list("pk", flat=True)),
+    ):
+        if wanted is None:
+            continue
+        try:
+            wanted = {int(i) for i in wanted}
+        except (TypeError, ValueError):
+            raise CollectionError("invalid_access", f"`{field}s` must be a list of ids.", field=f"{field}s") from None
+        if set(valid(wanted)) != wanted:
+            what = "members of this account" if field == "user" else "active API keys of this account"
+            raise CollectionError("invalid_access", f"Access can only be given to {what}.", field=f"{field}s")
+        current = set(rows.filter(**{f"{field}__isnull": False}).values_list(f"{field}_id", flat=True))
+        added, removed = sorted(wanted - current), sorted(current - wanted)
+        rows.filter(**{f"{field}_id__in": removed}).delete()
+        CollectionAccess.objects.for_account(account).bulk_create(
+            [CollectionAccess(account_id=collection.account_id, collection=collection, **{f"{field}_id": i})
+             for i in added])
+        if added or removed:
+            changes[f"{field}s_added"], changes[f"{field}s_removed"] = added, removed
+    if changes:
+        audit_record(account=account, action="collection.access", actor=actor,
+                     target=_collection_target(collection), detail=changes)
+
+
+@transaction.atomic
+def collection_delete(*, account, actor, collection: Collection, move_documents: bool = False) -> None:
+    """Delete an empty collection; with `move_documents`, its documents first move to the
+    default collection. The default collection itself cannot be deleted."""
+    _require_manager(account=account, actor=actor)
+    collection = Collection.objects.for_account(account).select_for_update().get(pk=collection.pk)
+    if collection.is_default:
+        raise CollectionError("default_collection", "The default collection cannot be deleted.")
+    # Every document counts here, also those being deleted (their rows still point at it).
+    documents = Document.all_accounts.filter(account_id=collection.account_id, collection=collection)
+    if documents.exclude(status=Status.DELETING).exists() and not move_documents:
+        raise CollectionError("collection_not_empty", "This collection still has documents: move them to "
+                                                      f"{DEFAULT_COLLECTION_NAME} first, or delete them.",
+                              status=409)
+    moved = _documents_move(documents, collection_default_ensure(account=account))
+    target = _collection_target(collection)
+    collection.delete()
+    audit_record(account=account, action="collection.delete", actor=actor, target=target,
+                 detail={"documents_moved": moved})
+
+
+def _documents_move(documents, target: Collection) -> int:
+    """Move documents and their chunks (the denormalised collection_id) in one transaction."""
+    ids = list(documents.values_list("pk", flat=True))
+    if not ids:
+        return 0
+    Document.all_accounts.filter(pk__in=ids).update(collection=target)
+    Chunk.all_accounts.filter(account_id=target.account_id, document_id__in=ids).update(collection=target)
+    return len(ids)
+
+
+@transaction.atomic
+def document_move(*, account, actor, document: Document, collection: Collection) -> Document:
+    """Move a document (and its chunks) to another collection the principal may see. Owners
+    and admins only (collections.manage in accounts/permissions.py's table)."""
+    _require_manager(account=account, actor=actor)
+    document = Document.objects.for_account(account).select_for_update().get(pk=document.pk)
+    if document.collection_id != collection.pk:
+        source = document.collection_id
+        _documents_move(Document.objects.for_account(account).filter(pk=document.pk), collection)
+        document.refresh_from_db()
+        audit_record(account=account, action="document.move", actor=actor, target=_target(document),
+                     detail={"from_collection": source, "to_collection": collection.pk})
+    return document

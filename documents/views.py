@@ -38,9 +38,14 @@ def knowledge_base_view(request):
     account = _account(request)
     status = request.GET.get("status") or None
     query = (request.GET.get("q") or "").strip() or None
-    documents = selectors.document_list(account=account, status=status, query=query)[:200]
+    collections = list(selectors.collection_list(account=account))
+    collection = _found(selectors.collection_access_by_id, account=account,
+                        collection_id=request.GET["collection"]) if request.GET.get("collection") else None
+    documents = selectors.document_list(account=account, status=status, query=query,
+                                        collection_ids=[collection.pk] if collection else None)[:200]
     return render(request, "documents/knowledge_base.html", {
         "documents": documents, "status": status or "", "query": query or "",
+        "collections": collections, "collection": collection,
         "run": selectors.reindex_run_current(account=account),
     })
 
@@ -62,8 +67,10 @@ def upload_view(request):
     wants_json = request.headers.get("Accept", "").startswith("application/json")
     try:
         services.upload_request_check(content_length=request.META.get("CONTENT_LENGTH"))
+        collection = _found(selectors.collection_access_by_id, account=account,
+                            collection_id=request.POST["collection"]) if request.POST.get("collection") else None
         document, created = services.document_upload(account=account, actor=request.user,
-                                                     upload=request.FILES.get("file"))
+                                                     upload=request.FILES.get("file"), collection=collection)
     except (UploadRejected, BillingError) as exc:
         if wants_json:
             return JsonResponse({"error": {"code": exc.code, "message": exc.message}}, status=exc.status)
@@ -85,6 +92,7 @@ def document_view(request, document_id: int):
     return render(request, "documents/document.html", {
         "document": document, "chunks": chunks, "charges": charges,
         "highlight": request.GET.get("chunk"),
+        "collections": selectors.collection_list(account=account),
     })
 
 

@@ -11,8 +11,22 @@ from chat.driver import TurnRun
 from chat.models import Conversation, Message
 
 
+def _cited_documents(account, sources) -> None:
+    """The documents the stored sources name, so the reader may still read them (a source
+    whose document the reader may no longer read is shown without its name)."""
+    from documents.models import Document
+    from documents.services import collection_default_ensure
+
+    general = collection_default_ensure(account=account)
+    for source in sources:
+        Document.objects.for_account(account).get_or_create(pk=source["document_id"], defaults=dict(
+            account=account, collection=general, name=source["document_name"], kind="txt",
+            content_type="text/plain", size=1, sha256=f"{source['document_id']:064d}", status="ready"))
+
+
 def _conversation(account, *, answer, citations=(), sources=()):
     with account_context(account):
+        _cited_documents(account, [*citations, *sources])
         conversation = Conversation.objects.for_account(account).create(account=account, user=account.test_owner,
                                                                         title="Holiday <b>policy</b>")
         Message.objects.for_account(account).create(account=account, conversation=conversation, role="user",

@@ -163,10 +163,15 @@ def test_full_text_search_answers_only_the_signed_account(tenants):
     from documents.models import Chunk, Document, Status
 
     account_a, account_b = tenants
+    from documents.services import collection_default_ensure
+
     with dangerously_bypass_tenancy(reason="test: account B's private chunk"):
-        document = Document.all_accounts.create(account=account_b, name="b.txt", kind="text", content_type="text/plain",
-                                                size=1, sha256="b" * 64, status=Status.READY, chunk_count=1)
-        Chunk.all_accounts.create(account=account_b, document=document, revision=1, chunk_index=0, token_count=3,
+        general = collection_default_ensure(account=account_b)
+        document = Document.all_accounts.create(account=account_b, collection=general, name="b.txt", kind="text",
+                                                content_type="text/plain", size=1, sha256="b" * 64,
+                                                status=Status.READY, chunk_count=1)
+        Chunk.all_accounts.create(account=account_b, document=document, collection=general, revision=1,
+                                  chunk_index=0, token_count=3,
                                   content="the merger codename is bluebird", embedding=[0.05] * 384,
                                   embedding_model="synthetic")
     query = "SELECT count(*) FROM chunk_fulltext_search(%s, 'bluebird', 10)"

@@ -2,7 +2,8 @@
 previous and next chunk (same document and revision), consecutive chunks of a document
 merged without repeating their overlap, grouped by document; and the first chunks of one
 document (for "summarize <document>"). One query each, inside the caller's account
-context, never from a document being deleted."""
+context, never from a document being deleted or in a collection the principal may not see
+(neighbours are of the hit's own document, so they never cross into another collection)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from itertools import groupby
 from django.conf import settings
 from django.db import connection
 
-from documents.models import VISIBLE_DOCUMENT_SQL
+from documents.models import READABLE_DOCUMENT_SQL, VISIBLE_DOCUMENT_SQL
 from documents.search.query import Hit, account_id_in_context
 
 # Overlap between consecutive chunks is at most CHUNK_OVERLAP (200) characters; a shorter
@@ -41,6 +42,7 @@ JOIN documents_chunk AS n
  AND n.chunk_index BETWEEN h.chunk_index - 1 AND h.chunk_index + 1
 JOIN documents_document AS d ON d.id = n.document_id AND d.account_id = %(account_id)s
 WHERE h.id = ANY(%(ids)s::bigint[]) AND h.account_id = %(account_id)s AND {VISIBLE_DOCUMENT_SQL}
+  AND {READABLE_DOCUMENT_SQL}
 """
 
 _FIRST_SQL = f"""
@@ -48,6 +50,7 @@ SELECT c.id, c.document_id, d.name, c.chunk_index, c.page_start, c.page_end, c.c
 FROM documents_chunk AS c
 JOIN documents_document AS d ON d.id = c.document_id AND d.account_id = %(account_id)s
 WHERE c.document_id = %(document_id)s AND c.account_id = %(account_id)s AND {VISIBLE_DOCUMENT_SQL}
+  AND {READABLE_DOCUMENT_SQL}
 ORDER BY c.chunk_index
 LIMIT %(limit)s
 """

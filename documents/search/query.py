@@ -4,6 +4,9 @@ Guarantees of every search function (here and in passages.py):
 - it runs inside the caller's `account_context(account)` and refuses to run outside it
   (RLS confines the database to that account), and it also filters by the account in
   every query itself: both locks;
+- only chunks in the collections the transaction's principal may see are returned (the
+  set `visible_collection_ids()` gives, intersected with the caller's narrowing list), by
+  each query itself and again by the row-level-security policy `collection_visibility`;
 - chunks of a `deleting` document are never returned (VISIBLE_DOCUMENT_SQL); a
   document's chunks are always one published revision (ingestion swaps them in one
   transaction), so what is found is the current text while a reindex is still running;
@@ -37,7 +40,7 @@ from core.tenancy import UnscopedQueryError, current_account_id
 from billing import references
 from billing.models import Kind
 from billing.services import credits_debit
-from documents.models import VISIBLE_DOCUMENT_SQL
+from documents.models import VISIBLE_COLLECTION_IDS_SQL, VISIBLE_DOCUMENT_SQL
 from documents.search.maintenance import tenant_index_name
 from llm import client as llm
 
@@ -109,19 +112,24 @@ def _vector_literal(vector) -> str:
 
 # --- hybrid search ------------------------------------------------------------------------
 
-# One statement: the account's size, the deleting documents, and the per-transaction
-# pgvector settings (SET LOCAL semantics: set_config(..., true) ends with the transaction).
-# Whether the account has a usable index of its own is read from the catalog here too.
+# One statement: the collections searched (those the principal may see, narrowed to the
+# caller's list when given), the size of what is searched, the deleting documents, and the
+# per-transaction pgvector settings (SET LOCAL semantics: set_config(..., true) ends with the
+# transaction). Whether the account has a usable index of its own is read from the catalog.
 _PREPARE_SQL = f"""
 SELECT COALESCE(SUM(d.chunk_count) FILTER (WHERE {VISIBLE_DOCUMENT_SQL}), 0)::bigint,
        COALESCE(ARRAY_AGG(d.id) FILTER (WHERE NOT ({VISIBLE_DOCUMENT_SQL})), '{{}}')::bigint[],
        COALESCE((SELECT i.indisvalid AND i.indisready FROM pg_catalog.pg_index AS i
                  WHERE i.indexrelid = to_regclass(%(tenant_index)s)), false),
+       v.ids,
        set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', LEAST(%(ef_max)s, GREATEST(%(ef_search)s,
            COALESCE(SUM(d.chunk_count) FILTER (WHERE {VISIBLE_DOCUMENT_SQL}), 0) / %(ef_step)s))::text, true)
-FROM documents_document AS d
-WHERE d.account_id = %(account_id)s
+FROM (SELECT ARRAY(SELECT unnest({VISIBLE_COLLECTION_IDS_SQL})
+                   INTERSECT SELECT unnest(COALESCE(%(narrow)s::bigint[], {VISIBLE_COLLECTION_IDS_SQL}))
+                   ORDER BY 1) AS ids) AS v
+LEFT JOIN documents_document AS d ON d.account_id = %(account_id)s AND d.collection_id = ANY (v.ids)
+GROUP BY v.ids
 """
 
 # `(distance) + 0` cannot be answered by the HNSW index, so the planner reads the account's
@@ -129,7 +137,8 @@ WHERE d.account_id = %(account_id)s
 _VECTOR_EXACT = """
 SELECT c.id, c.embedding <=> %(vector)s::vector AS distance
 FROM documents_chunk AS c
-WHERE c.account_id = %(account_id)s AND NOT (c.document_id = ANY(%(deleting)s::bigint[]))
+WHERE c.account_id = %(account_id)s AND c.collection_id = ANY(%(collections)s::bigint[])
+  AND NOT (c.document_id = ANY(%(deleting)s::bigint[]))
 ORDER BY (c.embedding <=> %(vector)s::vector) + 0
 LIMIT %(candidates)s
 """
@@ -137,7 +146,8 @@ LIMIT %(candidates)s
 _VECTOR_HNSW = """
 SELECT c.id, c.embedding <=> %(vector)s::vector AS distance
 FROM documents_chunk AS c
-WHERE c.account_id = %(account_id)s AND NOT (c.document_id = ANY(%(deleting)s::bigint[]))
+WHERE c.account_id = %(account_id)s AND c.collection_id = ANY(%(collections)s::bigint[])
+  AND NOT (c.document_id = ANY(%(deleting)s::bigint[]))
 ORDER BY c.embedding <=> %(vector)s::vector
 LIMIT %(candidates)s
 """
@@ -152,12 +162,14 @@ LIMIT %(candidates)s
 _VECTOR_TENANT_HNSW = """
 SELECT c.id, c.embedding <=> %(vector)s::vector AS distance
 FROM documents_chunk AS c
-WHERE (c.account_id + 0) = {account_id:d} AND NOT (c.document_id = ANY(%(deleting)s::bigint[]))
+WHERE (c.account_id + 0) = {account_id:d} AND c.collection_id = ANY(%(collections)s::bigint[])
+  AND NOT (c.document_id = ANY(%(deleting)s::bigint[]))
 ORDER BY c.embedding <=> %(vector)s::vector
 LIMIT %(candidates)s
 """
 
-_FULLTEXT = "SELECT chunk_id AS id, rank FROM chunk_fulltext_search(%(account_id)s, %(query)s, %(candidates)s)"
+_FULLTEXT = ("SELECT chunk_id AS id, rank FROM chunk_fulltext_search(%(account_id)s, %(query)s, %(candidates)s,"
+             " %(collections)s::bigint[])")
 _NONE = "SELECT NULL::bigint AS id, NULL::float8 AS {column} WHERE false"
 
 # The candidates' rows are read by primary key (`id = ANY(ARRAY(...))`) behind a
@@ -171,10 +183,12 @@ WITH v AS MATERIALIZED ({{vector}}),
      hits AS MATERIALIZED (
         SELECT c.id, c.document_id, c.chunk_index, c.page_start, c.page_end, c.content
         FROM documents_chunk AS c
-        WHERE c.id = ANY(ARRAY(SELECT id FROM v UNION SELECT id FROM f)) AND c.account_id = %(account_id)s)
+        WHERE c.id = ANY(ARRAY(SELECT id FROM v UNION SELECT id FROM f)) AND c.account_id = %(account_id)s
+          AND c.collection_id = ANY(%(collections)s::bigint[]))
 SELECT h.id, h.document_id, d.name, h.chunk_index, h.page_start, h.page_end, v.distance, f.rank, h.content
 FROM hits AS h
 JOIN documents_document AS d ON d.id = h.document_id AND d.account_id = %(account_id)s
+ AND d.collection_id = ANY(%(collections)s::bigint[])
 LEFT JOIN v ON v.id = h.id
 LEFT JOIN f ON f.id = h.id
 WHERE {VISIBLE_DOCUMENT_SQL}
@@ -198,14 +212,16 @@ def _vector_sql(path: str, account_id: int) -> str:
 
 
 def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None,
-                  threshold: float | None = None, mode: str = "hybrid") -> list[Hit]:
+                  threshold: float | None = None, mode: str = "hybrid",
+                  collection_ids: list[int] | None = None) -> list[Hit]:
     """The account's best `top_k` chunks for `query` (text) and `query_vector` (its embedding).
 
     Vector top-N and full-text top-N (N = max(4*top_k, 40)) fused by reciprocal rank
     fusion (k=60), sorted by fused score. A vector match under `threshold` cosine similarity
     counts for nothing, so a chunk found only that way is dropped, while a chunk found by
     full text stays. `mode` "vector" or "fulltext" uses one list only (evaluation).
-    Two queries, whatever top_k.
+    Searches the collections the principal may see, or those of `collection_ids` among them
+    (selectors.collection_ids_requested checks them first). Two queries, whatever top_k.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
@@ -217,11 +233,14 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
               "ef_search": settings.SEARCH_EF_SEARCH,
               "ef_max": settings.SEARCH_EF_SEARCH_MAX, "ef_step": EF_SEARCH_CHUNKS_PER_STEP,
               "tenant_index": tenant_index_name(account_id),
+              "narrow": None if collection_ids is None else [int(i) for i in collection_ids],
               "vector": _vector_literal(query_vector) if mode != "fulltext" else None}
     with connection.cursor() as cursor:
         cursor.execute(_PREPARE_SQL, params)
-        chunk_count, deleting, tenant_index, *_ = cursor.fetchone()
-        params["deleting"] = list(deleting)
+        chunk_count, deleting, tenant_index, collections, *_ = cursor.fetchone()
+        params["deleting"], params["collections"] = list(deleting), list(collections)
+        if not collections:
+            return []
         vector_sql = _NONE.format(column="distance")
         if mode != "fulltext":
             vector_sql = _vector_sql(search_path_for(chunk_count, tenant_index=tenant_index), account_id)
@@ -261,14 +280,19 @@ def _fuse(rows, *, top_k: int, threshold: float) -> list[Hit]:
 
 # --- the service the API and the agent call -----------------------------------------------
 
-def search_for_query(*, account, query: str, top_k: int | None = None, key: str) -> list[Hit]:
-    """Embed `query`, charge its provider-reported tokens (idempotency `key`), then search.
+def search_for_query(*, account, query: str, top_k: int | None = None, key: str, user=None,
+                     api_key=None, collection_ids: list[int] | None = None) -> list[Hit]:
+    """Embed `query`, charge its provider-reported tokens (idempotency `key`) to the principal
+    (`user` or `api_key`, whose budgets apply), then search.
 
-    The debit happens before retrieval: InsufficientCredits (or a provider error) aborts
-    with nothing retrieved. Like every provider call, it costs at least one credit (billing's rule).
+    The debit happens before retrieval: InsufficientCredits, BudgetExceeded (or a provider
+    error) aborts with nothing retrieved. Like every provider call, it costs at least one
+    credit (billing's rule).
     """
     account_id_in_context(account)
     embedding = llm.with_retries(lambda: llm.embed([query]), tries=2, first_delay=0.2)
     credits_debit(account=account, tokens=embedding.total_tokens, key=key, kind=Kind.EMBEDDING,
-                  model=embedding.model, provider=embedding.provider, reference=references.SEARCH)
-    return hybrid_search(account=account, query=query, query_vector=embedding.vectors[0], top_k=top_k)
+                  model=embedding.model, provider=embedding.provider, reference=references.SEARCH,
+                  user=user, api_key=api_key)
+    return hybrid_search(account=account, query=query, query_vector=embedding.vectors[0], top_k=top_k,
+                         collection_ids=collection_ids)

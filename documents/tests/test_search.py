@@ -14,6 +14,7 @@ from billing.errors import InsufficientCredits
 from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get
 from documents.models import Chunk, Document, Status
+from documents.services import collection_default_ensure
 from documents.search import (
     ensure_tenant_vector_index,
     tenant_vector_index_drop,
@@ -305,11 +306,12 @@ def _bulk_chunks(account, count: int, *, seed: int = 7) -> None:
     vectors = rng.normal(size=(count, 384)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     with dangerously_bypass_tenancy(reason="test: a large neighbour tenant"):
-        document = Document.all_accounts.create(account=account, name="bulk.txt", kind="text",
+        general = collection_default_ensure(account=account)
+        document = Document.all_accounts.create(account=account, collection=general, name="bulk.txt", kind="text",
                                                 content_type="text/plain", size=1, sha256="0" * 64,
                                                 status=Status.READY, chunk_count=count)
         Chunk.all_accounts.bulk_create([
-            Chunk(account=account, document=document, revision=1, chunk_index=i, token_count=10,
+            Chunk(account=account, document=document, collection=general, revision=1, chunk_index=i, token_count=10,
                   content=f"holiday paid days laptop fridge filler {i}", embedding=vectors[i],
                   embedding_model="synthetic") for i in range(count)], batch_size=1000)
 

@@ -37,6 +37,7 @@
     var ui = progressRow(file);
     var data = new FormData();
     data.append("file", file);
+    if (form.elements.collection) data.append("collection", form.elements.collection.value);  // the chosen collection
     var xhr = new XMLHttpRequest();
     xhr.open("POST", form.action);
     xhr.setRequestHeader("X-CSRFToken", csrf);
