@@ -82,7 +82,7 @@ class ApiKeyInline(AllAccountsMixin, ReadOnlyMixin, admin.TabularInline):
     """The account's keys, read-only; each key's own page revokes it."""
     model = ApiKey
     extra = 0
-    fields = ("name", "prefix", "created_by", "created_at", "last_used_at", "state")
+    fields = ("name", "prefix", "scope", "created_by", "created_at", "last_used_at", "state")
     readonly_fields = fields
     ordering = ("revoked_at", "-created_at")
     show_change_link = True
@@ -212,11 +212,13 @@ class InvitationAdmin(AllAccountsMixin, admin.ModelAdmin):
 
 @admin.register(ApiKey)
 class ApiKeyAdmin(AllAccountsMixin, admin.ModelAdmin):
-    list_display = ("name", "prefix", "account", "created_by", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("revoked_at", AccountFilter)
+    list_display = ("name", "prefix", "scope", "account", "created_by", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("scope", "revoked_at", AccountFilter)
     search_fields = ("name", "prefix", "account__name", "account__slug")
     list_select_related = ("account", "created_by")
-    readonly_fields = ("prefix", "key_hash", "created_at", "last_used_at", "revoked_at", "created_by", "account")
+    # The scope is chosen when the key is made and never widened (make a new key instead).
+    readonly_fields = ("prefix", "scope", "key_hash", "created_at", "last_used_at", "revoked_at", "created_by",
+                       "account")
     fields = ("name",) + readonly_fields
     actions = ["revoke"]
 

@@ -17,5 +17,6 @@ class CurrentAccountView(APIView):
             "id": account.pk, "name": account.name, "slug": account.slug, "created_at": account.created_at,
             "auth": "api_key" if request.auth is not None else "session",
             "role": membership.role if membership is not None and request.auth is None else None,
+            "scope": request.auth.scope if request.auth is not None else None,
         }
         return Response(CurrentAccountSerializer(data).data)

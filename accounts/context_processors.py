@@ -1,5 +1,6 @@
 from django.utils.functional import SimpleLazyObject
 
+from accounts.permissions import Abilities
 from accounts.selectors import invitation_list_for_user
 
 
@@ -11,6 +12,8 @@ def current_account(request):
         "current_account": account,
         "current_membership": getattr(request, "membership", None),
         "memberships": getattr(request, "memberships", []),
+        # `{% if may.document_upload %}`: what the session's member may do (accounts/permissions.py).
+        "may": Abilities(request),
         # Read only by the pages that show them (no query on the others).
         "pending_invitations": SimpleLazyObject(
             lambda: invitation_list_for_user(user=user) if signed_in and getattr(request, "api_key", None) is None

@@ -4,7 +4,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 
 from accounts import ratelimit
-from accounts.models import Role
+from accounts.models import KeyScope, Role
 
 
 class SignupForm(forms.Form):
@@ -56,17 +56,38 @@ class LoginForm(RateLimitedLoginMixin, AuthenticationForm):
     }
 
 
+def _roles(grantable: list[str] | None):
+    return [(value, label) for value, label in Role.choices if grantable is None or value in grantable]
+
+
 class InviteForm(forms.Form):
+    """`grantable`: the roles the inviting person may give (the others are not offered; the
+    service refuses them anyway)."""
+
     email = forms.EmailField(label="Email address", widget=forms.EmailInput(attrs={"autocomplete": "off"}))
     role = forms.ChoiceField(choices=Role.choices, initial=Role.MEMBER)
+
+    def __init__(self, *args, grantable: list[str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["role"].choices = _roles(grantable)
 
 
 class RoleForm(forms.Form):
     role = forms.ChoiceField(choices=Role.choices)
 
+    def __init__(self, *args, grantable: list[str] | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["role"].choices = _roles(grantable)
+
 
 class ApiKeyForm(forms.Form):
     name = forms.CharField(max_length=100, label="Key name", help_text="e.g. the integration that will use it")
+    # Not sent (an old form, a script): read, the smaller scope.
+    scope = forms.ChoiceField(choices=KeyScope.choices, initial=KeyScope.READ, required=False, label="Scope",
+                              help_text="Read: search and chat. Write: also upload, delete and reindex documents.")
+
+    def clean_scope(self):
+        return self.cleaned_data.get("scope") or KeyScope.READ
 
 
 class AccountForm(forms.Form):

@@ -83,9 +83,18 @@ class Role(models.TextChoices):
     OWNER = "owner", "Owner"
     ADMIN = "admin", "Admin"
     MEMBER = "member", "Member"
+    VIEWER = "viewer", "Viewer"
 
 
+# Who may do what is accounts/permissions.py; these are the roles that manage the team there.
 MANAGER_ROLES = {Role.OWNER, Role.ADMIN}
+# Highest first: nobody grants a role above their own.
+ROLE_RANK = {Role.OWNER: 3, Role.ADMIN: 2, Role.MEMBER: 1, Role.VIEWER: 0}
+
+
+class KeyScope(models.TextChoices):
+    READ = "read", "Read (search and chat)"
+    WRITE = "write", "Read and write (also upload, delete, reindex)"
 
 
 class Membership(TenantModel):
@@ -143,6 +152,8 @@ class ApiKey(TenantModel):
     created_by = models.ForeignKey(User, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    # What the key may do (accounts/permissions.py); chosen at creation, never widened.
+    scope = models.CharField(max_length=5, choices=KeyScope.choices, default=KeyScope.WRITE)
     revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:

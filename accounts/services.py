@@ -19,7 +19,8 @@ from django.conf import settings
 
 from accounts.errors import AccountError
 from accounts.keys import API_KEY_PREFIX, hash_key
-from accounts.models import Account, ApiKey, Invitation, Membership, Role, User
+from accounts.models import ROLE_RANK, Account, ApiKey, Invitation, KeyScope, Membership, Role, User
+from accounts.permissions import Action, Forbidden, principal_require
 from accounts.selectors import invitation_list_for_user
 from accounts.signals import account_created, signup_email_verified
 from audit.services import audit_record
@@ -178,11 +179,37 @@ def user_last_account_set(*, user: User, account_id: int) -> None:
         user.last_account_id = account_id
 
 
-def _require_manager(*, account: Account, actor: User) -> Membership:
+def _require_manager(*, account: Account, actor: User, action: Action = Action.MEMBERS_MANAGE) -> Membership:
+    """The actor's membership, if their role may do `action` (accounts/permissions.py)."""
     membership = Membership.objects.for_account(account).filter(user=actor).first()
-    if membership is None or not membership.can_manage_team:
-        raise AccountError("permission_denied", "Only owners and admins can manage the team.", status=403)
+    if membership is None:
+        raise Forbidden("Only owners and admins can manage the team.")
+    principal_require(membership, action)
     return membership
+
+
+def roles_grantable(*, actor_membership: Membership) -> list[str]:
+    """The roles the actor may give (invitations and role changes), highest first."""
+    return [r for r in Role.values if ROLE_RANK[r] <= ROLE_RANK.get(actor_membership.role, -1)
+            and (r != Role.OWNER or actor_membership.role == Role.OWNER)]
+
+
+def member_manageable(*, actor_membership: Membership, membership: Membership) -> bool:
+    """Whether the actor may change this member's role or remove them (only owners touch owners)."""
+    return membership.role != Role.OWNER or actor_membership.role == Role.OWNER
+
+
+ROLE_CHOICE_MESSAGE = "Choose a role: owner, admin, member or viewer."
+
+
+def _check_grantable(actor_membership: Membership, role: str) -> None:
+    """Nobody grants a role above their own; only owners grant (or take away) owner."""
+    if role not in Role.values:
+        raise AccountError("invalid_role", ROLE_CHOICE_MESSAGE, field="role")
+    if role == Role.OWNER and actor_membership.role != Role.OWNER:
+        raise Forbidden("Only owners can make someone an owner.")
+    if ROLE_RANK[role] > ROLE_RANK.get(actor_membership.role, -1):
+        raise Forbidden(f"You cannot grant a role above your own ({actor_membership.role}).")
 
 
 @transaction.atomic
@@ -195,10 +222,7 @@ def member_invite(*, account: Account, actor: User, email: str, role: str = Role
     """
     actor_membership = _require_manager(account=account, actor=actor)
     email = _clean_email(email)
-    if role not in Role.values:
-        raise AccountError("invalid_role", "Choose a role: owner, admin or member.", field="role")
-    if role == Role.OWNER and actor_membership.role != Role.OWNER:
-        raise AccountError("permission_denied", "Only owners can make someone an owner.", status=403)
+    _check_grantable(actor_membership, role)
     if Membership.objects.for_account(account).filter(user__email__iexact=email).exists():
         raise AccountError("already_member", f"{email} is already a member of this account.", field="email")
     invitations = Invitation.objects.for_account(account)
@@ -317,16 +341,17 @@ def _lock_memberships(account: Account) -> None:
 
 @transaction.atomic
 def member_change_role(*, account: Account, actor: User, membership_id: int, role: str) -> Membership:
+    """Change a member's role. Owners and admins only; only owners grant or take away owner;
+    nobody grants a role above their own (themselves included); the last owner stays one."""
     actor_membership = _require_manager(account=account, actor=actor)
-    if role not in Role.values:
-        raise AccountError("invalid_role", "Choose a role: owner, admin or member.", field="role")
+    _check_grantable(actor_membership, role)
     _lock_memberships(account)
     membership = Membership.objects.for_account(account).filter(pk=membership_id).first()
     if membership is None:
         raise AccountError("not_found", "That member was not found.", status=404)
     touches_owner = role == Role.OWNER or membership.role == Role.OWNER
     if touches_owner and actor_membership.role != Role.OWNER:
-        raise AccountError("permission_denied", "Only owners can grant or take away the owner role.", status=403)
+        raise Forbidden("Only owners can grant or take away the owner role.")
     if membership.role == Role.OWNER and role != Role.OWNER and _owner_count(account) == 1:
         raise AccountError("last_owner", "The last owner cannot be demoted. Make someone else an owner first.")
     audit_record(account=account, action="member.role_change", actor=actor, target=membership.user.email, detail={"from": membership.role, "to": role})
@@ -347,7 +372,7 @@ def member_remove(*, account: Account, actor: User, membership_id: int) -> None:
     if membership.user_id != actor.pk:
         actor_membership = _require_manager(account=account, actor=actor)
         if membership.role == Role.OWNER and actor_membership.role != Role.OWNER:
-            raise AccountError("permission_denied", "Only owners can remove an owner.", status=403)
+            raise Forbidden("Only owners can remove an owner.")
     if membership.role == Role.OWNER and _owner_count(account) == 1:
         raise AccountError("last_owner", "The last owner cannot leave. Make someone else an owner first.")
     membership.delete()
@@ -357,23 +382,30 @@ def member_remove(*, account: Account, actor: User, membership_id: int) -> None:
 
 
 @transaction.atomic
-def api_key_create(*, account: Account, actor: User | None, name: str) -> tuple[ApiKey, str]:
-    """A new key. Returns (key, raw secret); the secret is never stored or shown again."""
+def api_key_create(*, account: Account, actor: User | None, name: str,
+                   scope: str = KeyScope.WRITE) -> tuple[ApiKey, str]:
+    """A new key with `scope` read (search and chat) or write (also upload, delete, reindex).
+    Returns (key, raw secret); the secret is never stored or shown again. `actor=None` is an
+    operator (manage.py create_account), who keeps the write scope every key used to have."""
     if actor is not None:
-        _require_manager(account=account, actor=actor)
+        _require_manager(account=account, actor=actor, action=Action.KEYS_MANAGE)
     name = (name or "").strip()
     if not name:
         raise AccountError("invalid_name", "Give the key a name, e.g. the integration that will use it.", field="name")
+    if scope not in KeyScope.values:
+        raise AccountError("invalid_scope", "Choose a scope: read (search and chat) or write (also upload, "
+                                            "delete and reindex documents).", field="scope")
     raw = API_KEY_PREFIX + secrets.token_urlsafe(32)
     key = ApiKey.objects.for_account(account).create(
-        account=account, name=name[:100], prefix=raw[:10], key_hash=hash_key(raw), created_by=actor)
-    audit_record(account=account, action="key.create", actor=actor, target=f"{key.name} ({key.prefix}…)")
+        account=account, name=name[:100], prefix=raw[:10], key_hash=hash_key(raw), created_by=actor, scope=scope)
+    audit_record(account=account, action="key.create", actor=actor, target=f"{key.name} ({key.prefix}…)",
+                 detail={"scope": scope})
     return key, raw
 
 
 def api_key_revoke(*, account: Account, actor: User | None, key_id: int) -> ApiKey:
     if actor is not None:
-        _require_manager(account=account, actor=actor)
+        _require_manager(account=account, actor=actor, action=Action.KEYS_MANAGE)
     key = ApiKey.objects.for_account(account).filter(pk=key_id).first()
     if key is None:
         raise AccountError("not_found", "That API key was not found.", status=404)

@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from accounts import ratelimit, selectors, services
 from accounts.errors import AccountError
 from accounts.forms import AccountForm, ApiKeyForm, InviteForm, LoginForm, RoleForm, SignupForm
+from accounts.permissions import Action, PageForbidden, page_require, principal_may
 from accounts.resolution import SESSION_ACCOUNT_KEY
 from audit.selectors import audit_entry_list
 from audit.services import ACTIONS
@@ -234,13 +235,22 @@ def _require_account(request):
 @login_required
 def team_view(request):
     _require_account(request)
-    if not request.membership.can_manage_team:
+    if not principal_may(request, Action.MEMBERS_MANAGE):
         return render(request, "accounts/forbidden.html", status=403)
+    actor = request.membership
+    grantable = services.roles_grantable(actor_membership=actor)
+    members = list(selectors.member_list(account=request.account))
+    for m in members:
+        # What this person may do to that row: only owners touch owners; nobody grants above
+        # their own role (the services refuse it too, whatever is posted).
+        m.manageable = services.member_manageable(actor_membership=actor, membership=m)
     context = {
-        "members": selectors.member_list(account=request.account),
+        "members": members, "grantable_roles": [(v, l) for v, l in RoleForm.base_fields["role"].choices
+                                                if v in grantable],
         "invitations": selectors.invitation_list(account=request.account),
+        "may_manage_keys": principal_may(request, Action.KEYS_MANAGE),
         "api_keys": selectors.api_key_list(account=request.account),
-        "invite_form": InviteForm(), "key_form": ApiKeyForm(), "role_form": RoleForm(),
+        "invite_form": InviteForm(grantable=grantable), "key_form": ApiKeyForm(),
         "new_key": request.session.pop("new_api_key", None),
         "audit_entries": audit_entry_list(account=request.account, action=request.GET.get("action"))[:AUDIT_ON_PAGE],
         "audit_actions": ACTIONS, "audit_action": request.GET.get("action", ""),
@@ -254,6 +264,8 @@ def _run(request, action, success: str):
     except AccountError as exc:
         if exc.status == 404:
             raise Http404
+        if exc.code == "forbidden":  # refused by role: the 403 page says why
+            raise PageForbidden(exc.message) from exc
         messages.error(request, exc.message)
     else:
         messages.success(request, success)
@@ -263,6 +275,7 @@ def _run(request, action, success: str):
 @require_POST
 def member_invite_view(request):
     _require_account(request)
+    page_require(request, Action.MEMBERS_MANAGE)
     form = InviteForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Enter a valid email address and choose a role.")
@@ -278,11 +291,14 @@ def member_invite_view(request):
 @require_POST
 def member_role_view(request, membership_id: int):
     _require_account(request)
+    page_require(request, Action.MEMBERS_MANAGE)
     form = RoleForm(request.POST)
     if form.is_valid():
         _run(request, lambda: services.member_change_role(
             account=request.account, actor=request.user, membership_id=membership_id, role=form.cleaned_data["role"]),
             "Role changed.")
+    else:
+        messages.error(request, "Choose a role: owner, admin, member or viewer.")
     return redirect("accounts:team")
 
 
@@ -291,6 +307,8 @@ def member_role_view(request, membership_id: int):
 def member_remove_view(request, membership_id: int):
     _require_account(request)
     leaving = request.membership.pk == membership_id
+    if not leaving:  # anyone may leave; removing someone else is managing the team
+        page_require(request, Action.MEMBERS_MANAGE)
     _run(request, lambda: services.member_remove(account=request.account, actor=request.user,
                                                  membership_id=membership_id),
          "You left the account." if leaving else "Member removed.")
@@ -304,6 +322,7 @@ def member_remove_view(request, membership_id: int):
 @require_POST
 def invitation_cancel_view(request, invitation_id: int):
     _require_account(request)
+    page_require(request, Action.MEMBERS_MANAGE)
     _run(request, lambda: services.invitation_cancel(account=request.account, actor=request.user,
                                                      invitation_id=invitation_id), "Invitation cancelled.")
     return redirect("accounts:team")
@@ -313,17 +332,19 @@ def invitation_cancel_view(request, invitation_id: int):
 @require_POST
 def api_key_create_view(request):
     _require_account(request)
+    page_require(request, Action.KEYS_MANAGE)
     form = ApiKeyForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Give the key a name.")
+        messages.error(request, "Give the key a name and choose its scope (read, or write).")
         return redirect("accounts:team")
     try:
-        key, raw = services.api_key_create(account=request.account, actor=request.user, name=form.cleaned_data["name"])
+        key, raw = services.api_key_create(account=request.account, actor=request.user, name=form.cleaned_data["name"],
+                                           scope=form.cleaned_data["scope"])
     except AccountError as exc:
         messages.error(request, exc.message)
     else:
         # Shown exactly once, on the next page view, then gone from the session.
-        request.session["new_api_key"] = {"name": key.name, "secret": raw}
+        request.session["new_api_key"] = {"name": key.name, "secret": raw, "scope": key.scope}
     return redirect("accounts:team")
 
 
@@ -331,6 +352,7 @@ def api_key_create_view(request):
 @require_POST
 def api_key_revoke_view(request, key_id: int):
     _require_account(request)
+    page_require(request, Action.KEYS_MANAGE)
     _run(request, lambda: services.api_key_revoke(account=request.account, actor=request.user, key_id=key_id),
          "API key revoked. Integrations using it now get 401.")
     return redirect("accounts:team")

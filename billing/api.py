@@ -6,7 +6,9 @@ from rest_framework.views import APIView
 from billing.models import Kind
 from billing.selectors import balance_get, ledger_list
 from billing.serializers import CreditsSerializer, LedgerEntrySerializer
+from accounts.permissions import Action, allows
 from core.api import CursorPagination
+from core.permissions import HasAccount
 
 
 class LedgerPagination(CursorPagination):
@@ -14,6 +16,8 @@ class LedgerPagination(CursorPagination):
 
 
 class CreditsView(APIView):
+    permission_classes = [HasAccount, allows(Action.CREDITS_VIEW)]
+
     @extend_schema(
         responses=CreditsSerializer,
         parameters=[

@@ -7,6 +7,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.permissions import Action, allows
 from chat import selectors
 from chat.agent import TurnOptions
 from chat.driver import TurnRun, sse
@@ -17,6 +18,9 @@ from chat.serializers import (
     ConversationSerializer,
 )
 from core.api import CursorPagination, EventStreamRenderer, streaming_response, wants_event_stream
+from core.permissions import HasAccount
+
+CHAT_PERMISSIONS = [HasAccount, allows(Action.CHAT)]
 
 
 BIGINT_MAX = 2**63 - 1
@@ -38,6 +42,7 @@ class ChatView(APIView):
     # Each step of a turn opens its own account context; no transaction spans the model call.
     account_transaction = False
     renderer_classes = [JSONRenderer, EventStreamRenderer]
+    permission_classes = CHAT_PERMISSIONS
 
     @extend_schema(request=ChatRequestSerializer, responses=ChatResponseSerializer,
                    parameters=[OpenApiParameter("stream", int, enum=[0, 1], required=False,
@@ -63,6 +68,8 @@ class ConversationPagination(CursorPagination):
 
 
 class ConversationListView(APIView):
+    permission_classes = CHAT_PERMISSIONS
+
     @extend_schema(responses=ConversationSerializer(many=True),
                    parameters=[OpenApiParameter("cursor", str, required=False),
                                OpenApiParameter("page_size", int, required=False)])
@@ -75,6 +82,8 @@ class ConversationListView(APIView):
 
 
 class ConversationDetailView(APIView):
+    permission_classes = CHAT_PERMISSIONS
+
     @extend_schema(responses=ConversationDetailSerializer)
     def get(self, request, conversation_id: int):
         account = request._request.account

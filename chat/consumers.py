@@ -24,6 +24,7 @@ from django.db import close_old_connections
 from django.http.request import split_domain_port, validate_host
 
 from accounts.models import Account, ApiKey, Membership
+from accounts.permissions import Action, principal_may, refusal_message
 from accounts.resolution import bearer_token, resolve_api_key, resolve_session
 from chat.agent import TurnOptions
 from chat.driver import TurnRun
@@ -38,7 +39,7 @@ UNAUTHENTICATED = 4401
 FORBIDDEN = 4403
 FORBIDDEN_ORIGIN = FORBIDDEN
 TOO_MANY = 4429
-CLOSE_CODES = {"unauthenticated": UNAUTHENTICATED, "permission_denied": FORBIDDEN}
+CLOSE_CODES = {"unauthenticated": UNAUTHENTICATED, "forbidden": FORBIDDEN, "permission_denied": FORBIDDEN}
 BIGINT_MAX = 2**63 - 1
 
 
@@ -150,9 +151,9 @@ class Principal:
         return [self.name, sockets.account_group(self.account.pk)]
 
 
-def _may_chat(membership: Membership) -> bool:
-    # Every role chats today (viewers too); a role that may not would say so.
-    return getattr(membership, "can_chat", True) is not False
+def _may_chat(principal) -> bool:
+    """The role or key scope may chat (accounts/permissions.py; today every one may)."""
+    return principal_may(principal, Action.CHAT)
 
 
 def principal_refusal(principal: Principal) -> GroundworkError | None:
@@ -165,16 +166,19 @@ def principal_refusal(principal: Principal) -> GroundworkError | None:
         if not Account.objects.filter(pk=principal.account.pk).exists():
             return gone
         if principal.api_key is not None:
-            active = ApiKey.objects.for_account(principal.account).filter(
-                pk=principal.api_key.pk, revoked_at__isnull=True).exists()
-            return None if active else gone
+            key = ApiKey.objects.for_account(principal.account).filter(
+                pk=principal.api_key.pk, revoked_at__isnull=True).first()
+            if key is None:
+                return gone
+            principal.api_key = key
+            return None if _may_chat(key) else ChatError("forbidden", refusal_message(key, Action.CHAT), status=403)
         membership = (Membership.objects.for_account(principal.account).select_related("user")
                       .filter(user_id=principal.user.pk).first())
     if membership is None or not membership.user.is_active:
         return gone
     principal.membership = membership
     if not _may_chat(membership):
-        return ChatError("permission_denied", "Your role in this account no longer allows chatting.", status=403)
+        return ChatError("forbidden", refusal_message(membership, Action.CHAT), status=403)
     return None
 
 
@@ -258,7 +262,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         principal = Principal(account=resolution.account, api_key=resolution.api_key,
                               user=None if token is not None else resolution.user,
                               membership=None if token is not None else resolution.membership)
-        if principal.membership is not None and not _may_chat(principal.membership):
+        if not _may_chat(principal):
             await self._refuse(FORBIDDEN)
             return
         lease = sockets.SocketLease(principal.name, self.channel_name)

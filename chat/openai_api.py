@@ -14,7 +14,9 @@ from chat.agent import TurnOptions
 from chat.driver import TurnRun, sse
 from chat.errors import ChatError
 from core.api import EventStreamRenderer, streaming_response
+from accounts.permissions import Action, allows
 from core.authentication import ApiKeyAuthentication
+from core.permissions import HasAccount
 
 MODEL_ID = "groundwork"
 # The largest max_tokens taken (then lowered to CHAT_MAX_TOKENS); past it a 400, not an overflow.
@@ -92,6 +94,7 @@ def _options(data: dict) -> TurnOptions:
 
 class ModelsView(APIView):
     authentication_classes = [ApiKeyAuthentication]
+    permission_classes = [HasAccount, allows(Action.CHAT)]  # both scopes chat
 
     @extend_schema(responses=inline_serializer("ModelList", {"object": serializers.CharField(),
                                                              "data": serializers.ListField()}))
@@ -105,6 +108,7 @@ class ChatCompletionsView(APIView):
     account_transaction = False
     authentication_classes = [ApiKeyAuthentication]
     renderer_classes = [JSONRenderer, EventStreamRenderer]
+    permission_classes = [HasAccount, allows(Action.CHAT)]  # both scopes chat
 
     @extend_schema(request=CompletionRequest, responses=inline_serializer(
         "ChatCompletion", {"id": serializers.CharField(), "object": serializers.CharField(),

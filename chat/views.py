@@ -7,6 +7,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import render
 
+from accounts.permissions import Action, page_requires
 from chat import selectors
 from documents.models import Status
 from documents.selectors import document_list
@@ -57,6 +58,7 @@ def _sources_of(messages) -> list[dict]:
 
 
 @login_required
+@page_requires(Action.CHAT)
 def chat_view(request, conversation_id: int | None = None):
     account = _account(request)
     conversation, messages = None, []

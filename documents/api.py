@@ -5,7 +5,9 @@ from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.permissions import Action, allows, principal_require
 from core.api import CursorPagination
+from core.permissions import HasAccount
 from documents import selectors, services
 from documents.models import Status
 from documents.serializers import (
@@ -21,6 +23,7 @@ class DocumentPagination(CursorPagination):
 
 
 class DocumentListView(APIView):
+    permission_classes = [HasAccount, allows(GET=Action.DOCUMENT_READ, POST=Action.DOCUMENT_UPLOAD)]
     parser_classes = [MultiPartParser, FormParser]
 
     @extend_schema(parameters=[OpenApiParameter("status", str, enum=Status.values, required=False),
@@ -57,6 +60,8 @@ class DocumentListView(APIView):
 
 
 class DocumentDetailView(APIView):
+    permission_classes = [HasAccount, allows(GET=Action.DOCUMENT_READ, DELETE=Action.DOCUMENT_DELETE)]
+
     @extend_schema(responses=DocumentDetailSerializer)
     def get(self, request, document_id: int):
         account = request._request.account
@@ -68,11 +73,14 @@ class DocumentDetailView(APIView):
     def delete(self, request, document_id: int):
         account = request._request.account
         document = selectors.document_access_by_id(account=account, document_id=document_id)
+        principal_require(request, Action.DOCUMENT_DELETE, document)  # a member: only their own
         document = services.document_delete(account=account, document=document)
         return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)
 
 
 class DocumentReindexView(APIView):
+    permission_classes = [HasAccount, allows(Action.DOCUMENT_REINDEX)]
+
     @extend_schema(request=None, responses={202: DocumentSerializer})
     def post(self, request, document_id: int):
         account = request._request.account
@@ -83,6 +91,8 @@ class DocumentReindexView(APIView):
 
 class AccountReindexView(APIView):
     """Re-embed every document of the account; GET shows the latest run's progress."""
+
+    permission_classes = [HasAccount, allows(GET=Action.DOCUMENT_READ, POST=Action.ACCOUNT_REINDEX)]
 
     @extend_schema(request=None, responses={202: ReindexRunSerializer})
     def post(self, request):
@@ -96,6 +106,8 @@ class AccountReindexView(APIView):
 
 
 class AccountReindexCancelView(APIView):
+    permission_classes = [HasAccount, allows(Action.ACCOUNT_REINDEX)]
+
     @extend_schema(request=None, responses=ReindexRunSerializer)
     def post(self, request, run_id: int):
         run = selectors.reindex_run_access_by_id(account=request._request.account, run_id=run_id)

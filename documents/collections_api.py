@@ -12,6 +12,7 @@ from rest_framework import serializers, status
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.permissions import Action, allows
 from core.permissions import HasAccount
 from documents import selectors, services
 from documents.serializers import CollectionSerializer, CollectionWriteSerializer, DocumentSerializer
@@ -31,7 +32,7 @@ def _one(account, collection) -> dict:
 
 
 class CollectionListView(APIView):
-    permission_classes = [HasAccount]
+    permission_classes = [HasAccount, allows(GET=Action.DOCUMENT_READ, POST=Action.COLLECTIONS_MANAGE)]
 
     @extend_schema(responses=inline_serializer("CollectionList", {"results": CollectionSerializer(many=True)}))
     def get(self, request):
@@ -54,7 +55,8 @@ class CollectionListView(APIView):
 
 
 class CollectionDetailView(APIView):
-    permission_classes = [HasAccount]
+    permission_classes = [HasAccount, allows(GET=Action.DOCUMENT_READ, PATCH=Action.COLLECTIONS_MANAGE,
+                                             DELETE=Action.COLLECTIONS_MANAGE)]
 
     @extend_schema(responses=CollectionSerializer)
     def get(self, request, collection_id: int):
@@ -89,7 +91,7 @@ class CollectionDetailView(APIView):
 class DocumentMoveView(APIView):
     """`POST documents/{id}/move/` `{"collection": id}`: move a document to another collection."""
 
-    permission_classes = [HasAccount]
+    permission_classes = [HasAccount, allows(Action.COLLECTIONS_MANAGE)]
 
     @extend_schema(request=inline_serializer("DocumentMove", {"collection": serializers.IntegerField()}),
                    responses=DocumentSerializer)

@@ -12,6 +12,8 @@ from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts.permissions import Action, allows
+from core.permissions import HasAccount
 from documents.search.query import search_for_query
 from documents.selectors import collection_ids_requested
 
@@ -44,6 +46,8 @@ def _result(hit) -> dict:
 
 class SearchView(APIView):
     """Each call embeds the query and is charged as a new operation (its own key)."""
+
+    permission_classes = [HasAccount, allows(Action.SEARCH)]
 
     @extend_schema(request=SearchRequestSerializer, responses=SearchResponseSerializer,
                    description="Hybrid (vector + full text) search over the account's documents. "

@@ -7,6 +7,15 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
+from accounts.permissions import (
+    Action,
+    Forbidden,
+    grant_of,
+    page_require,
+    page_requires,
+    principal_may,
+    refusal_message,
+)
 from billing import references
 from billing.errors import BillingError
 from billing.selectors import balance_get, ledger_list
@@ -33,7 +42,16 @@ def _document(request, document_id):
     return _found(selectors.document_access_by_id, account=_account(request), document_id=document_id)
 
 
+def _with_permissions(request, documents) -> list:
+    """Each document with `may_delete` (a member: only their own), for its Delete button."""
+    documents = list(documents)
+    for document in documents:
+        document.may_delete = principal_may(request, Action.DOCUMENT_DELETE, document)
+    return documents
+
+
 @login_required
+@page_requires(Action.DOCUMENT_READ)
 def knowledge_base_view(request):
     account = _account(request)
     status = request.GET.get("status") or None
@@ -41,21 +59,29 @@ def knowledge_base_view(request):
     collections = list(selectors.collection_list(account=account))
     collection = _found(selectors.collection_access_by_id, account=account,
                         collection_id=request.GET["collection"]) if request.GET.get("collection") else None
-    documents = selectors.document_list(account=account, status=status, query=query,
-                                        collection_ids=[collection.pk] if collection else None)[:200]
+    documents = _with_permissions(request, selectors.document_list(
+        account=account, status=status, query=query, collection_ids=[collection.pk] if collection else None)[:200])
     return render(request, "documents/knowledge_base.html", {
         "documents": documents, "status": status or "", "query": query or "",
         "collections": collections, "collection": collection,
+        # The live rows (static/js/knowledge_base.js) show the same buttons as the server's.
+        "delete_grant": grant_of(request, Action.DOCUMENT_DELETE).value,  # yes, own or no
+        "may_reindex": principal_may(request, Action.DOCUMENT_REINDEX),
+        "may_reindex_all": principal_may(request, Action.ACCOUNT_REINDEX),
         "run": selectors.reindex_run_current(account=account),
     })
 
 
 @login_required
+@page_requires(Action.DOCUMENT_READ)
 def documents_status_view(request):
     """JSON for the live status badges (polled by the knowledge base page)."""
     account = _account(request)
-    documents = selectors.document_list(account=account)[:200]
-    return JsonResponse({"documents": DocumentSerializer(documents, many=True).data,
+    documents = _with_permissions(request, selectors.document_list(account=account)[:200])
+    rows = DocumentSerializer(documents, many=True).data
+    for row, document in zip(rows, documents):
+        row["may_delete"] = document.may_delete
+    return JsonResponse({"documents": rows,
                          "credits_remaining": balance_get(account=account)})
 
 
@@ -65,6 +91,10 @@ def upload_view(request):
     """One file per request (the page sends each file on its own, with its progress bar)."""
     account = _account(request)
     wants_json = request.headers.get("Accept", "").startswith("application/json")
+    if wants_json and not principal_may(request, Action.DOCUMENT_UPLOAD):
+        refused = Forbidden(refusal_message(request, Action.DOCUMENT_UPLOAD))
+        return JsonResponse({"error": {"code": refused.code, "message": refused.message}}, status=refused.status)
+    page_require(request, Action.DOCUMENT_UPLOAD)
     try:
         services.upload_request_check(content_length=request.META.get("CONTENT_LENGTH"))
         collection = _found(selectors.collection_access_by_id, account=account,
@@ -84,6 +114,7 @@ def upload_view(request):
 
 
 @login_required
+@page_requires(Action.DOCUMENT_READ)
 def document_view(request, document_id: int):
     account = _account(request)
     document = _document(request, document_id)
@@ -93,19 +124,24 @@ def document_view(request, document_id: int):
         "document": document, "chunks": chunks, "charges": charges,
         "highlight": request.GET.get("chunk"),
         "collections": selectors.collection_list(account=account),
+        "may_delete": principal_may(request, Action.DOCUMENT_DELETE, document),
+        "may_reindex": principal_may(request, Action.DOCUMENT_REINDEX),
     })
 
 
 @login_required
 @require_POST
 def delete_view(request, document_id: int):
-    document = services.document_delete(account=_account(request), document=_document(request, document_id))
+    document = _document(request, document_id)
+    page_require(request, Action.DOCUMENT_DELETE, document)  # a member: only their own
+    document = services.document_delete(account=_account(request), document=document)
     messages.success(request, f"Deleted {document.name}.")
     return redirect("documents:knowledge-base")
 
 
 @login_required
 @require_POST
+@page_requires(Action.DOCUMENT_REINDEX)
 def reindex_view(request, document_id: int):
     try:
         document = services.document_reindex(account=_account(request), document=_document(request, document_id))
@@ -118,6 +154,7 @@ def reindex_view(request, document_id: int):
 
 @login_required
 @require_POST
+@page_requires(Action.ACCOUNT_REINDEX)
 def account_reindex_view(request):
     try:
         services.account_reindex_start(account=_account(request), actor=request.user)
@@ -130,6 +167,7 @@ def account_reindex_view(request):
 
 @login_required
 @require_POST
+@page_requires(Action.ACCOUNT_REINDEX)
 def account_reindex_cancel_view(request, run_id: int):
     run = _found(selectors.reindex_run_access_by_id, account=_account(request), run_id=run_id)
     services.account_reindex_cancel(account=request.account, run=run)

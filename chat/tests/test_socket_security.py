@@ -338,8 +338,10 @@ def test_an_accounts_notice_closes_every_socket_of_the_account(client, account_a
 
 def test_a_role_lowered_to_one_that_may_not_chat_closes_the_socket_with_4403(client, account_a, owner_a, handbook,
                                                                               fake_llm, monkeypatch):
-    # Every role chats today; a role that may not says so with Membership.can_chat.
-    monkeypatch.setattr(Membership, "can_chat", property(lambda m: m.role != "member"), raising=False)
+    # Every role chats today; a role that may not would say so in the table (accounts/permissions.py).
+    from accounts.permissions import RULES, Action, Grant
+
+    monkeypatch.setitem(RULES, Action.CHAT, {**RULES[Action.CHAT], "member": Grant.NONE})
     socket, member, membership = _member_socket(client, account_a, role="admin")
     with account_context(account_a):
         services.member_change_role(account=account_a, actor=owner_a, membership_id=membership.pk, role="member")

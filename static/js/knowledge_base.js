@@ -10,7 +10,8 @@
   var table = document.getElementById("documents-table");
   var wrap = document.getElementById("documents-wrap");
   var announcer = document.getElementById("status-announcer");
-  var csrf = form.querySelector("input[name=csrfmiddlewaretoken]").value;
+  // No upload form for a role that may not upload (a viewer); the header's forms carry the token.
+  var csrf = document.querySelector("input[name=csrfmiddlewaretoken]").value;
   var labels = { pending: "Pending", processing: "Processing", ready: "Ready", failed: "Failed", deleting: "Deleting" };
   var known = {};  // document id -> last status seen, to announce changes once
   var uploadNotes = {};  // document id -> its line in the upload list, kept in step with the status
@@ -51,6 +52,7 @@
         ui.note.textContent = xhr.status === 200 ? "Already in the knowledge base." : "Uploaded. Processing starts in a moment.";
         ui.li.className = "ok";
         uploadNotes[body.document.id] = ui.note;
+        body.document.may_delete = table.dataset.mayDelete !== "no";  // the uploader's own document
         addOrUpdate(body.document, true);
         poll(800);
       } else {
@@ -65,15 +67,17 @@
 
   function send(files) { Array.prototype.forEach.call(files, upload); input.value = ""; }
 
-  form.addEventListener("submit", function (e) { e.preventDefault(); if (input.files.length) send(input.files); else input.click(); });
-  input.addEventListener("change", function () { if (input.files.length) send(input.files); });
-  ["dragenter", "dragover"].forEach(function (type) {
-    form.addEventListener(type, function (e) { e.preventDefault(); form.classList.add("dragging"); });
-  });
-  ["dragleave", "drop"].forEach(function (type) {
-    form.addEventListener(type, function (e) { e.preventDefault(); form.classList.remove("dragging"); });
-  });
-  form.addEventListener("drop", function (e) { if (e.dataTransfer && e.dataTransfer.files.length) send(e.dataTransfer.files); });
+  if (form) {
+    form.addEventListener("submit", function (e) { e.preventDefault(); if (input.files.length) send(input.files); else input.click(); });
+    input.addEventListener("change", function () { if (input.files.length) send(input.files); });
+    ["dragenter", "dragover"].forEach(function (type) {
+      form.addEventListener(type, function (e) { e.preventDefault(); form.classList.add("dragging"); });
+    });
+    ["dragleave", "drop"].forEach(function (type) {
+      form.addEventListener(type, function (e) { e.preventDefault(); form.classList.remove("dragging"); });
+    });
+    form.addEventListener("drop", function (e) { if (e.dataTransfer && e.dataTransfer.files.length) send(e.dataTransfer.files); });
+  }
 
   // ---------- Rows -----------------------------------------------------------------------
 
@@ -91,10 +95,12 @@
       el("td", { class: "num" }, size(d.size)),
       el("td", { class: "num", "data-field": "token_count" }),
       el("td", { class: "nowrap" }, el("time", { datetime: d.created_at }, "just now")),
+      // The same buttons as the server's rows: what the role may do (data-may-* on the table).
       el("td", { class: "nowrap" },
-        actionForm("/documents/" + d.id + "/reindex/", "Reindex " + d.name, "btn-small"), " ",
-        actionForm("/documents/" + d.id + "/delete/", "Delete " + d.name, "btn-small danger",
-                   "Delete " + d.name + "? Its passages leave search at once.")));
+        table.dataset.mayReindex ? actionForm("/documents/" + d.id + "/reindex/", "Reindex " + d.name, "btn-small") : "", " ",
+        (d.may_delete || table.dataset.mayDelete === "yes") ?
+          actionForm("/documents/" + d.id + "/delete/", "Delete " + d.name, "btn-small danger",
+                     "Delete " + d.name + "? Its passages leave search at once.") : ""));
   }
 
   function update(tr, d) {
