@@ -14,7 +14,7 @@ ACTIONS = {
     "document.delete": "Document deleted",
     "document.reindex": "Document reindexed",
     "account.reindex": "All documents reindexed",
-    "document.move": "Document moved to another collection",
+    "document.move": "Document moved",
     "collection.create": "Collection created",
     "collection.rename": "Collection renamed",
     "collection.restrict": "Collection restricted or opened",
