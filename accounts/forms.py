@@ -83,8 +83,10 @@ class RoleForm(forms.Form):
 class ApiKeyForm(forms.Form):
     name = forms.CharField(max_length=100, label="Key name", help_text="e.g. the integration that will use it")
     # Not sent (an old form, a script): read, the smaller scope.
-    scope = forms.ChoiceField(choices=KeyScope.choices, initial=KeyScope.READ, required=False, label="Scope",
-                              help_text="Read: search and chat. Write: also upload, delete and reindex documents.")
+    # Short labels: the form fits a 375 px screen.
+    scope = forms.ChoiceField(choices=[(KeyScope.READ, "Read"), (KeyScope.WRITE, "Write")], initial=KeyScope.READ,
+                              required=False, label="Scope",
+                              help_text="Read: search and chat. Write: also upload, delete, reindex.")
 
     def clean_scope(self):
         return self.cleaned_data.get("scope") or KeyScope.READ

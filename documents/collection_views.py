@@ -9,7 +9,8 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
-from accounts.models import MANAGER_ROLES, ApiKey, Membership
+from accounts.models import ApiKey, Membership
+from accounts.permissions import Action, principal_may
 from documents import selectors, services
 from documents.errors import CollectionError, NotFound
 
@@ -28,8 +29,7 @@ def _collection(request, collection_id):
 
 
 def _is_manager(request) -> bool:
-    membership = getattr(request, "membership", None)
-    return membership is not None and membership.role in MANAGER_ROLES
+    return principal_may(request, Action.COLLECTIONS_MANAGE)
 
 
 def _ids(request, name) -> list[int]:
