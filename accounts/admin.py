@@ -21,7 +21,8 @@ from core.tenancy import account_context
 from accounts import services
 from accounts.forms import AdminLoginForm
 from accounts.models import Account, ApiKey, Invitation, Membership, Role, User
-from audit.services import audit_staff_access
+from audit.actors import user_actor
+from audit.services import audit_record, audit_staff_access
 
 # The admin login counts failures with the dashboard's (accounts.ratelimit): one limit per
 # address and per IP, whichever door is knocked on.
@@ -66,8 +67,52 @@ class UserAdmin(BaseUserAdmin):
 def _notify_membership_changed(membership: Membership, *, removed: bool = False) -> None:
     # The team pages go through accounts.services, which tell the member's open sockets; the
     # admin edits rows directly (staff are no member of the team), so it tells them here.
-    sockets.notify_on_commit(sockets.member_group(membership.account_id, membership.user_id),
-                             sockets.REVOKED if removed else sockets.CHANGED)
+    if removed:
+        # As the Team page's removal: grants to restricted collections go too, in this transaction.
+        services.member_access_end(account_id=membership.account_id, user_id=membership.user_id)
+        return
+    sockets.notify_on_commit(sockets.member_group(membership.account_id, membership.user_id), sockets.CHANGED)
+
+
+def _email(user_id: int) -> str:
+    return User.objects.filter(pk=user_id).values_list("email", flat=True).first() or f"user {user_id}"
+
+
+def _audit_membership(request, action: str, *, account_id: int, user_id: int, detail: dict) -> None:
+    """The admin's membership edits in the account's audit log, by the staff user, like the
+    Team page's (member.add, member.role_change, member.remove)."""
+    audit_record(account=account_id, action=action, actor=user_actor(request.user, staff=True),
+                 target=_email(user_id), detail=detail)
+
+
+def _audit_membership_saved(request, membership: Membership, *, before: dict | None) -> None:
+    """`before`: the row's account, user and role before the edit (None: a new row)."""
+    if before is None:
+        _audit_membership(request, "member.add", account_id=membership.account_id, user_id=membership.user_id,
+                          detail={"role": membership.role})
+        return
+    if (before["account"], before["user"]) != (membership.account_id, membership.user_id):
+        # Moved to another person or account: one left, another joined.
+        _audit_membership(request, "member.remove", account_id=before["account"], user_id=before["user"],
+                          detail={"role": before["role"]})
+        services.member_access_end(account_id=before["account"], user_id=before["user"])
+        _audit_membership(request, "member.add", account_id=membership.account_id, user_id=membership.user_id,
+                          detail={"role": membership.role})
+    elif before["role"] != membership.role:
+        _audit_membership(request, "member.role_change", account_id=membership.account_id,
+                          user_id=membership.user_id, detail={"from": before["role"], "to": membership.role})
+
+
+def _audit_membership_removed(request, membership: Membership) -> None:
+    _audit_membership(request, "member.remove", account_id=membership.account_id, user_id=membership.user_id,
+                      detail={"role": membership.role})
+
+
+def _membership_before(membership: Membership) -> dict | None:
+    if membership.pk is None:
+        return None
+    row = Membership.all_accounts.filter(pk=membership.pk).values("account_id", "user_id", "role").first()
+    return row and {"account": row["account_id"], "user": row["user_id"], "role": row["role"]}
 
 
 class MembershipInline(AllAccountsMixin, admin.TabularInline):
@@ -76,6 +121,10 @@ class MembershipInline(AllAccountsMixin, admin.TabularInline):
     autocomplete_fields = ("user",)
     fields = ("user", "role", "created_at")
     readonly_fields = ("created_at",)
+
+    # A deleted account is a tombstone: nobody joins it again.
+    def has_add_permission(self, request, obj=None):
+        return super().has_add_permission(request, obj) and not getattr(obj, "deleted_at", None)
 
 
 class ApiKeyInline(AllAccountsMixin, ReadOnlyMixin, admin.TabularInline):
@@ -95,6 +144,23 @@ class ApiKeyInline(AllAccountsMixin, ReadOnlyMixin, admin.TabularInline):
         return format_html('active · <a href="{}">revoke…</a>', url)
 
 
+class DeletedFilter(admin.SimpleListFilter):
+    """Active accounts, or the deleted ones (tombstones whose ledger and audit log are kept)."""
+
+    title = "state"
+    parameter_name = "state"
+
+    def lookups(self, request, model_admin):
+        return [("active", "Active"), ("deleted", "Deleted")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "active":
+            return queryset.filter(deleted_at__isnull=True)
+        if self.value() == "deleted":
+            return queryset.filter(deleted_at__isnull=False)
+        return queryset
+
+
 @dataclass(frozen=True)
 class Panel:
     """A read-only section of the account page, added by a floor above accounts (billing's
@@ -110,10 +176,11 @@ class AccountAdmin(admin.ModelAdmin):
     """Support's view of a team: members, keys, and the panels and actions the floors above
     add with `add_panel()`, `add_column()` and `add_action()`."""
 
-    list_display = ("name", "slug", "owners", "created_at")
+    list_display = ("name", "slug", "owners", "state", "created_at")
+    list_filter = (DeletedFilter,)
     search_fields = ("name", "slug", "membership__user__email")
     search_help_text = "Name, slug, or the email of an owner or member"
-    readonly_fields = ("created_at", "owners")
+    readonly_fields = ("created_at", "owners", "deleted_at")
     inlines = [MembershipInline, ApiKeyInline]
     actions: list = []
     panels: list[Panel] = []
@@ -150,11 +217,16 @@ class AccountAdmin(admin.ModelAdmin):
     def owners(self, account):
         return ", ".join(m.user.email for m in account.owner_memberships) or "—"
 
+    @admin.display(description="state", ordering="deleted_at")
+    def state(self, account):
+        return f"deleted {account.deleted_at:%Y-%m-%d %H:%M}" if account.deleted_at else "active"
+
     def _panels(self, request):
         return [p for p in self.panels if request.user.has_perm(p.permission)]
 
     def get_fieldsets(self, request, obj=None):
-        fieldsets = [(None, {"fields": ["name", "slug", "created_at"] + (["owners"] if obj else [])})]
+        fieldsets = [(None, {"fields": ["name", "slug", "created_at"] + (["owners"] if obj else [])
+                             + (["deleted_at"] if obj is not None and obj.deleted_at else [])})]
         if obj is not None:
             fieldsets += [(p.title, {"fields": [p.name]}) for p in self._panels(request)]
         return fieldsets
@@ -168,12 +240,18 @@ class AccountAdmin(admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, extra_context)
 
     def save_formset(self, request, form, formset, change):
+        if formset.model is not Membership:
+            return super().save_formset(request, form, formset, change)
+        before = {f.instance.pk: _membership_before(f.instance) for f in formset.initial_forms}
         super().save_formset(request, form, formset, change)
-        if formset.model is Membership:
-            for membership, _fields in formset.changed_objects:
-                _notify_membership_changed(membership)
-            for membership in formset.deleted_objects:
-                _notify_membership_changed(membership, removed=True)
+        for membership in formset.new_objects:
+            _audit_membership_saved(request, membership, before=None)
+        for membership, _fields in formset.changed_objects:
+            _audit_membership_saved(request, membership, before=before.get(membership.pk))
+            _notify_membership_changed(membership)
+        for membership in formset.deleted_objects:
+            _audit_membership_removed(request, membership)
+            _notify_membership_changed(membership, removed=True)
 
 
 @admin.register(Membership)
@@ -185,18 +263,22 @@ class MembershipAdmin(AllAccountsMixin, admin.ModelAdmin):
     autocomplete_fields = ("user", "account")
 
     def save_model(self, request, obj, form, change):
+        before = _membership_before(obj) if change else None
         super().save_model(request, obj, form, change)
+        _audit_membership_saved(request, obj, before=before)
         if change:
             _notify_membership_changed(obj)
 
     def delete_model(self, request, obj):
         super().delete_model(request, obj)
+        _audit_membership_removed(request, obj)
         _notify_membership_changed(obj, removed=True)
 
     def delete_queryset(self, request, queryset):
         memberships = list(queryset)
         super().delete_queryset(request, queryset)
         for membership in memberships:
+            _audit_membership_removed(request, membership)
             _notify_membership_changed(membership, removed=True)
 
 

@@ -1,8 +1,12 @@
 """Account endpoints of the REST API."""
-from drf_spectacular.utils import extend_schema
+from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import serializers
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from accounts import services
+from accounts.errors import AccountError
+from accounts.permissions import Action, Forbidden, principal_require
 from accounts.serializers import CurrentAccountSerializer
 
 
@@ -20,3 +24,34 @@ class CurrentAccountView(APIView):
             "scope": request.auth.scope if request.auth is not None else None,
         }
         return Response(CurrentAccountSerializer(data).data)
+
+    @extend_schema(
+        request=inline_serializer("AccountDelete", {"confirm": serializers.CharField(
+            help_text="The account's name, exactly, to confirm the deletion.")}),
+        responses={202: inline_serializer("AccountDeleted", {
+            "id": serializers.IntegerField(), "name": serializers.CharField(),
+            "deleted_at": serializers.DateTimeField(), "status": serializers.CharField()}),
+            400: OpenApiResponse(description="`confirm` missing or not the account's name"),
+            403: OpenApiResponse(description="not an owner's session (API keys never delete an account)")})
+    def delete(self, request):
+        """Delete the account (an owner's signed-in session only; never an API key). Its keys,
+        members and invitations go at once; documents and conversations are purged by a job;
+        the credit ledger and audit log are kept."""
+        if request.auth is not None:
+            raise Forbidden("An API key cannot delete its account: an owner deletes it on the Team page, or "
+                            "with DELETE /api/v1/account/ from their signed-in session.")
+        account = request._request.account
+        principal_require(request._request, Action.ACCOUNT_DELETE)
+        confirm = request.data.get("confirm") if hasattr(request.data, "get") else None
+        if confirm is None:
+            confirm = request.query_params.get("confirm")
+        try:
+            services.account_delete_confirmation_check(account=account, confirm=confirm)
+        except AccountError as exc:
+            if exc.code == "confirmation_required":
+                raise AccountError(exc.code, "`confirm` is missing: send {\"confirm\": \"<the account's name>\"} "
+                                   "to delete the account.", field="confirm") from exc
+            raise
+        account = services.account_delete(account=account, actor=request.user)
+        return Response({"id": account.pk, "name": account.name, "deleted_at": account.deleted_at,
+                         "status": "deleted"}, status=202)

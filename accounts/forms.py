@@ -94,3 +94,10 @@ class ApiKeyForm(forms.Form):
 
 class AccountForm(forms.Form):
     name = forms.CharField(max_length=120, label="Team name")
+
+
+class AccountDeleteForm(forms.Form):
+    """The danger zone: the person types the account's name (the service checks it)."""
+
+    confirm = forms.CharField(max_length=200, required=False, label="Type the account's name to confirm",
+                              widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}))

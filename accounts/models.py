@@ -74,9 +74,16 @@ class Account(models.Model):
     name = models.CharField(max_length=120)
     slug = models.SlugField(max_length=60, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Deleted by an owner (accounts.services.account_delete): the row stays as a tombstone
+    # that keeps the credit ledger and the audit log; nobody resolves into it any more.
+    deleted_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
     def __str__(self):
-        return self.name
+        return f"{self.name} (deleted)" if self.deleted_at else self.name
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
 
 
 class Role(models.TextChoices):

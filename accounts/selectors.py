@@ -17,7 +17,10 @@ def membership_list_for_user(*, user: User) -> list[Membership]:
     if not user.is_authenticated:
         return []
     with user_context(user):
-        return list(Membership.all_accounts.filter(user=user).select_related("account").order_by("account__name", "pk"))
+        # A deleted account's memberships are gone with it; the filter keeps a tombstone out
+        # even so.
+        return list(Membership.all_accounts.filter(user=user, account__deleted_at__isnull=True)
+                    .select_related("account").order_by("account__name", "pk"))
 
 
 def member_list(*, account: Account) -> QuerySet[Membership]:
@@ -39,7 +42,7 @@ def invitation_list_for_user(*, user: User) -> list[Invitation]:
         return []
     with user_context(user):
         invitations = (Invitation.all_accounts.filter(email__iexact=user.email, accepted_at__isnull=True,
-                                                      expires_at__gt=timezone.now())
+                                                      expires_at__gt=timezone.now(), account__deleted_at__isnull=True)
                        .select_related("account", "invited_by").order_by("-created_at"))
         return list(invitations)
 
@@ -49,10 +52,10 @@ def api_key_list(*, account: Account) -> QuerySet[ApiKey]:
 
 
 def api_key_for_secret(*, raw: str) -> ApiKey | None:
-    """The active key for a presented secret, or None (unknown or revoked)."""
+    """The active key for a presented secret, or None (unknown, revoked, or its account deleted)."""
     if not raw or not raw.startswith(API_KEY_PREFIX) or len(raw) > 200:
         return None
     key_hash = hash_key(raw)
     with api_key_context(key_hash):
-        return (ApiKey.all_accounts.filter(key_hash=key_hash, revoked_at__isnull=True)
+        return (ApiKey.all_accounts.filter(key_hash=key_hash, revoked_at__isnull=True, account__deleted_at__isnull=True)
                 .select_related("account", "created_by").first())

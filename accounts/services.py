@@ -22,7 +22,7 @@ from accounts.keys import API_KEY_PREFIX, hash_key
 from accounts.models import ROLE_RANK, Account, ApiKey, Invitation, KeyScope, Membership, Role, User
 from accounts.permissions import Action, Forbidden, principal_require
 from accounts.selectors import invitation_list_for_user
-from accounts.signals import account_created, signup_email_verified
+from accounts.signals import account_created, account_deleted, principal_access_ended, signup_email_verified
 from audit.services import audit_record
 from core import sockets
 from core.tenancy import account_context
@@ -256,7 +256,8 @@ def invitation_for_token(*, token: str) -> Invitation:
     with account_context(account_id=account_id):
         invitation = (Invitation.objects.for_account(account_id).select_related("account", "invited_by")
                       .filter(pk=invitation_id).first())
-    if invitation is None or not secrets.compare_digest(invitation.token_hash, hash_key(secret)):
+    if invitation is None or not secrets.compare_digest(invitation.token_hash, hash_key(secret)) \
+            or invitation.account.deleted_at is not None:
         raise invalid
     if invitation.accepted_at is not None:
         raise AccountError("invitation_used", "This invitation has already been used.", status=410)
@@ -377,8 +378,15 @@ def member_remove(*, account: Account, actor: User, membership_id: int) -> None:
         raise AccountError("last_owner", "The last owner cannot leave. Make someone else an owner first.")
     membership.delete()
     audit_record(account=account, action="member.remove", actor=actor, target=membership.user.email, detail={"role": membership.role})
-    # Their open sockets close (4401) once this commits.
-    sockets.notify_on_commit(sockets.member_group(account.pk, membership.user_id), sockets.REVOKED)
+    member_access_end(account_id=account.pk, user_id=membership.user_id)
+
+
+def member_access_end(*, account_id: int, user_id: int) -> None:
+    """What follows a membership's removal, in its transaction (the Team page and the admin):
+    the apps above drop the person's grants (restricted collections), and their open sockets
+    close (4401) once it commits."""
+    principal_access_ended.send(sender=Membership, account_id=account_id, user_id=user_id)
+    sockets.notify_on_commit(sockets.member_group(account_id, user_id), sockets.REVOKED)
 
 
 @transaction.atomic
@@ -403,7 +411,10 @@ def api_key_create(*, account: Account, actor: User | None, name: str,
     return key, raw
 
 
+@transaction.atomic
 def api_key_revoke(*, account: Account, actor: User | None, key_id: int) -> ApiKey:
+    """Revoke a key (idempotent): it answers 401 from now on, its access to restricted
+    collections goes in the same transaction, and its open sockets close on commit."""
     if actor is not None:
         _require_manager(account=account, actor=actor, action=Action.KEYS_MANAGE)
     key = ApiKey.objects.for_account(account).filter(pk=key_id).first()
@@ -413,6 +424,7 @@ def api_key_revoke(*, account: Account, actor: User | None, key_id: int) -> ApiK
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
         audit_record(account=account, action="key.revoke", actor=actor, target=f"{key.name} ({key.prefix}…)")
+        principal_access_ended.send(sender=ApiKey, account_id=account.pk, api_key_id=key.pk)
     # Its open sockets close (4401) once this commits (also on a repeated revoke: a socket
     # that missed the first notice hears the second).
     sockets.notify_on_commit(sockets.key_group(key.pk), sockets.REVOKED)
@@ -425,3 +437,54 @@ def api_key_touch(*, key: ApiKey) -> None:
     if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
         ApiKey.objects.for_account(key.account_id).filter(pk=key.pk).update(last_used_at=now)
         key.last_used_at = now
+
+
+# --- deleting an account ---------------------------------------------------------------------
+
+def account_delete_confirmation_check(*, account: Account, confirm) -> None:
+    """The person typed the account's name (surrounding spaces aside; case matters, as the
+    page asks for exactly the name), or an AccountError naming what is missing."""
+    if not isinstance(confirm, str) or not confirm.strip():
+        raise AccountError("confirmation_required", f"Type the account's name, “{account.name}”, to confirm that "
+                           "it should be deleted.", field="confirm")
+    if confirm.strip() != account.name.strip():
+        raise AccountError("confirmation_mismatch", f"The confirmation does not match the account's name. Type "
+                           f"“{account.name}” exactly to delete it.", field="confirm")
+
+
+@transaction.atomic
+def account_delete(*, account: Account, actor: User) -> Account:
+    """Delete an account (owners only: Action.ACCOUNT_DELETE), in one transaction.
+
+    The account is marked deleted and stays as a tombstone (its credit ledger and audit log
+    are kept, append-only); every API key is revoked, every membership and pending
+    invitation removed, nobody has it as their last account; `account_deleted` lets billing
+    release the open holds and each app enqueue the job that purges its data (documents and
+    their files, conversations, collections, budgets). On commit every open socket of the
+    account closes (4401). Deleting a deleted account changes nothing.
+    """
+    # The account's own context, without a principal: the apps' receivers must reach every
+    # row (restricted collections too), not what the deleting owner happens to see.
+    with account_context(account):
+        _require_manager(account=account, actor=actor, action=Action.ACCOUNT_DELETE)
+        # NOTE: locked, so two owners deleting at once (or a role change racing the delete)
+        # run one after the other; the second finds the tombstone and returns it.
+        account = Account.objects.select_for_update().get(pk=account.pk)
+        if account.deleted_at is not None:
+            return account
+        _lock_memberships(account)
+        now = timezone.now()
+        keys_revoked = ApiKey.objects.for_account(account).filter(revoked_at__isnull=True).update(revoked_at=now)
+        members = Membership.objects.for_account(account)
+        members_removed = members.count()
+        members.delete()
+        invitations_cancelled, _ = Invitation.objects.for_account(account).filter(accepted_at__isnull=True).delete()
+        User.objects.filter(last_account=account).update(last_account=None)
+        account.deleted_at = now
+        account.save(update_fields=["deleted_at"])
+        audit_record(account=account, action="account.delete", actor=actor, target=account.name, detail={
+            "members_removed": members_removed, "keys_revoked": keys_revoked,
+            "invitations_cancelled": invitations_cancelled})
+        account_deleted.send(sender=Account, account=account, actor=actor)
+        sockets.account_sockets_close_on_commit(account.pk)
+    return account

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from accounts import ratelimit, selectors, services
 from accounts.errors import AccountError
-from accounts.forms import AccountForm, ApiKeyForm, InviteForm, LoginForm, RoleForm, SignupForm
+from accounts.forms import AccountDeleteForm, AccountForm, ApiKeyForm, InviteForm, LoginForm, RoleForm, SignupForm
 from accounts.permissions import Action, PageForbidden, page_require, principal_may
 from accounts.resolution import SESSION_ACCOUNT_KEY
 from audit.selectors import audit_entry_list
@@ -237,6 +237,10 @@ def team_view(request):
     _require_account(request)
     if not principal_may(request, Action.MEMBERS_MANAGE):
         return render(request, "accounts/forbidden.html", status=403)
+    return render(request, "accounts/team.html", _team_context(request))
+
+
+def _team_context(request, **extra) -> dict:
     actor = request.membership
     grantable = services.roles_grantable(actor_membership=actor)
     members = list(selectors.member_list(account=request.account))
@@ -254,8 +258,9 @@ def team_view(request):
         "new_key": request.session.pop("new_api_key", None),
         "audit_entries": audit_entry_list(account=request.account, action=request.GET.get("action"))[:AUDIT_ON_PAGE],
         "audit_actions": ACTIONS, "audit_action": request.GET.get("action", ""),
+        "delete_form": AccountDeleteForm(),
     }
-    return render(request, "accounts/team.html", context)
+    return {**context, **extra}
 
 
 def _run(request, action, success: str):
@@ -356,3 +361,33 @@ def api_key_revoke_view(request, key_id: int):
     _run(request, lambda: services.api_key_revoke(account=request.account, actor=request.user, key_id=key_id),
          "API key revoked. Integrations using it now get 401.")
     return redirect("accounts:team")
+
+
+@login_required
+@require_POST
+def account_delete_view(request):
+    """The Team page's danger zone: owners delete the account after typing its name. A wrong
+    or missing name re-renders the page with the form's error (400)."""
+    _require_account(request)
+    page_require(request, Action.ACCOUNT_DELETE)
+    account = request.account
+    form = AccountDeleteForm(request.POST)
+    form.is_valid()
+    try:
+        services.account_delete_confirmation_check(account=account, confirm=form.cleaned_data.get("confirm", ""))
+        services.account_delete(account=account, actor=request.user)
+    except AccountError as exc:
+        if exc.code == "forbidden":
+            raise PageForbidden(exc.message) from exc
+        _form_error(form, exc)
+        return render(request, "accounts/team.html", _team_context(request, delete_form=form), status=400)
+    # Land in the next team the person belongs to, else on "create a team".
+    remaining = [m for m in request.memberships if m.account_id != account.pk]
+    if remaining:
+        request.session[SESSION_ACCOUNT_KEY] = remaining[0].account_id
+        services.user_last_account_set(user=request.user, account_id=remaining[0].account_id)
+    else:
+        request.session.pop(SESSION_ACCOUNT_KEY, None)
+    messages.success(request, f"Deleted {account.name}. Its members and API keys lost access at once; its "
+                              "documents and conversations are being removed.")
+    return redirect("home")

@@ -24,13 +24,17 @@ ACTIONS = {
     "key.revoke": "API key revoked",
     "member.role_change": "Role changed",
     "member.remove": "Member removed",
+    "member.add": "Member added",
     "invitation.create": "Invitation sent",
     "invitation.accept": "Invitation accepted",
     "invitation.cancel": "Invitation cancelled",
     "credits.grant": "Credits granted",
     "budget.set": "Budget set",
     "budget.remove": "Budget removed",
+    "billing.update": "Billing settings changed",
+    "billing.alert": "Low-balance alert sent",
     "staff.access": "Support staff opened the account",
+    "account.delete": "Account deleted",
 }
 
 

@@ -4,7 +4,13 @@ from __future__ import annotations
 import datetime as dt
 import logging
 
+import django_rq
 from django.conf import settings
+from django.db import transaction
+from rq import Retry
+
+from accounts.models import Account
+from billing.models import Budget
 
 from core.tenancy import account_context, dangerously_bypass_tenancy
 from billing.selectors import holds_stale
@@ -32,3 +38,19 @@ def release_stale_holds() -> int:
     if released:
         logger.info("released %d stale credit holds", released)
     return released
+
+
+def enqueue_account_purge(*, account_id: int) -> None:
+    transaction.on_commit(lambda: django_rq.get_queue("default").enqueue(
+        purge_account_budgets, account_id=account_id, retry=Retry(max=3, interval=[10, 30, 90])))
+
+
+def purge_account_budgets(*, account_id: int) -> int:
+    """Delete a deleted account's budgets (the ledger and balance are kept). Idempotent; does
+    nothing to an account that is not deleted. Returns how many it removed."""
+    if not Account.objects.filter(pk=account_id, deleted_at__isnull=False).exists():
+        logger.warning("budget purge for account %s, which is not deleted: nothing done", account_id)
+        return 0
+    with account_context(account_id=account_id):
+        removed, _ = Budget.objects.for_account(account_id).delete()
+    return removed

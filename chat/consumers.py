@@ -163,7 +163,7 @@ def principal_refusal(principal: Principal) -> GroundworkError | None:
     gone = ChatError("unauthenticated", "Your access has ended: the API key was revoked or you are no longer a "
                                         "member of this account. Sign in again.", status=401)
     with account_context(principal.account):
-        if not Account.objects.filter(pk=principal.account.pk).exists():
+        if not Account.objects.filter(pk=principal.account.pk, deleted_at__isnull=True).exists():
             return gone
         if principal.api_key is not None:
             key = ApiKey.objects.for_account(principal.account).filter(

@@ -17,7 +17,7 @@ from django.utils import timezone
 from rq import Retry
 
 from core.tenancy import account_context, dangerously_bypass_tenancy
-from documents import ingestion
+from documents import ingestion, purge
 from documents.models import Document, ReindexRun, Status
 from documents.search.maintenance import tenant_vector_indexes_refresh
 
@@ -46,6 +46,10 @@ def enqueue_reindex_run(run) -> None:
     _enqueue(reindex_account, run_id=run.pk, account_id=run.account_id)
 
 
+def enqueue_account_purge(*, account_id: int) -> None:
+    _enqueue(purge_account, account_id=account_id)
+
+
 def ingest_document(*, document_id: int, revision: int, account_id: int) -> None:
     """Parse, chunk, embed and publish one revision of a document. Safe to run twice."""
     ingestion.ingest(account_id=account_id, document_id=document_id, revision=revision)
@@ -54,6 +58,12 @@ def ingest_document(*, document_id: int, revision: int, account_id: int) -> None
 def delete_document(*, document_id: int, account_id: int) -> None:
     """Remove a deleted document's chunks, staging and stored file. Idempotent."""
     ingestion.purge(account_id=account_id, document_id=document_id)
+
+
+def purge_account(*, account_id: int) -> None:
+    """Remove a deleted account's documents, files, chunks, staging and collections.
+    Idempotent and resumable; does nothing to an account that is not deleted."""
+    purge.account_purge(account_id=account_id)
 
 
 def reindex_account(*, run_id: int, account_id: int) -> None:

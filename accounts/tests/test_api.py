@@ -90,7 +90,8 @@ def test_unrouted_api_path_is_json_404(client, db):
 
 def test_method_not_allowed_is_json_405(client, account_a):
     key = make_api_key(account_a)
-    _error(client.delete("/api/v1/account/", **_bearer(key)), 405, "method_not_allowed")
+    # (DELETE is deleting the account, for an owner's session.)
+    _error(client.put("/api/v1/account/", **_bearer(key)), 405, "method_not_allowed")
 
 
 @pytest.mark.urls("accounts.tests.urls_testing")
