@@ -152,3 +152,32 @@ class Budget(TenantModel):
 
     def __str__(self):
         return f"{self.get_period_display()} budget of {self.limit:,} credits"
+
+
+class BillingSettings(TenantModel):
+    """The account's billing settings, set by its owners (`billing.manage`): who receives
+    billing email, and the low-balance alert with its state. The alert is armed until a
+    charge takes the balance below the threshold (one email), and armed again once credits
+    bring the balance back to the threshold (billing.alerts)."""
+
+    account = models.OneToOneField("accounts.Account", on_delete=models.CASCADE, related_name="billing_settings")
+    contact_email = models.EmailField(blank=True, help_text="Who receives billing email, such as low-balance alerts")
+    low_balance_threshold = models.BigIntegerField(
+        null=True, blank=True, help_text="Email the billing contact when a charge takes the balance below this "
+                                         "many credits; empty: no alert")
+    alert_armed = models.BooleanField(default=True, help_text="False from an alert until the balance is back")
+    last_alert_at = models.DateTimeField(null=True, blank=True)
+    last_alert_balance = models.BigIntegerField(null=True, blank=True)
+    last_alert_to = models.EmailField(blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="+")
+
+    class Meta:
+        verbose_name_plural = "billing settings"
+        constraints = [models.CheckConstraint(
+            condition=models.Q(low_balance_threshold__isnull=True) | models.Q(low_balance_threshold__gte=0),
+            name="billing_threshold_not_negative")]
+
+    def __str__(self):
+        return f"billing settings of account {self.account_id}"

@@ -15,6 +15,7 @@ from accounts.models import Account, ApiKey, Membership
 from accounts.permissions import Action, principal_require
 from audit.actors import SYSTEM
 from audit.services import audit_record
+from billing.alerts import low_balance_check, low_balance_rearm
 from billing.errors import BillingError, IdempotencyConflict, InsufficientCredits
 from billing.models import AccountBalance, Budget, BudgetPeriod, CreditHold, CreditLedgerEntry, HoldStatus, Kind
 from billing.selectors import Spender, budget_get, budget_require
@@ -88,16 +89,25 @@ def credits_grant(*, account: Account, amount: int, reason: str, key: str | None
     if existing:
         return existing
     audit_record(account=account, action="credits.grant", actor=actor or SYSTEM, target=f"{amount:,} credits", detail={"kind": kind, "reason": reason})
-    return _append(balance, kind=kind, delta=amount, key=key, reference=reference,
-                   created_by=actor, metadata={"reason": reason})
+    entry = _append(balance, kind=kind, delta=amount, key=key, reference=reference,
+                    created_by=actor, metadata={"reason": reason})
+    low_balance_rearm(balance)
+    return entry
 
 
 @transaction.atomic
 def credits_debit(*, account: Account, tokens: int, key: str, kind: str, model: str = "", provider: str = "",
-                  reference: str = "", metadata: dict | None = None, user=None, api_key=None) -> CreditLedgerEntry:
+                  reference: str = "", metadata: dict | None = None, user=None, api_key=None,
+                  hold: CreditHold | None = None) -> CreditLedgerEntry:
     """Charge provider-reported tokens 1:1 (at least MIN_CREDITS_PER_CALL per call), all or
     nothing: InsufficientCredits, or BudgetExceeded for the spender (`user` or `api_key`,
-    recorded on the entry), writes nothing."""
+    recorded on the entry), writes nothing.
+
+    With `hold` (an open hold that reserved these credits, e.g. a chat turn's, which covers
+    the turn's query embedding), the charge is drawn from the hold: the hold shrinks by
+    `tokens` and nothing is checked again, because the balance and the hold's spender's
+    budgets already covered it when the hold was taken. So a turn is refused before it
+    starts, never halfway. A closed hold, or one too small, is an ordinary debit."""
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
         raise BillingError("invalid_amount", f"Tokens must be a whole number, zero or more (got {tokens!r}).")
     tokens = max(tokens, MIN_CREDITS_PER_CALL)
@@ -108,12 +118,38 @@ def credits_debit(*, account: Account, tokens: int, key: str, kind: str, model: 
     existing = _existing(account, key, kind=kind, tokens=tokens)
     if existing:
         return existing
+    fields = dict(kind=kind, key=key, tokens=tokens, model=model, provider=provider, reference=reference,
+                  metadata=metadata or {})
+    drawn_from = _hold_draw(balance, hold, tokens=tokens, key=key) if hold is not None else None
+    if drawn_from is not None:
+        # Drawn from a hold: the balance does not move, so no low-balance check either.
+        return _append(balance, delta=-tokens, **fields, **_hold_spender(drawn_from))
     if balance.balance < tokens:
         raise InsufficientCredits(needed=tokens, balance=balance.balance)
     spender = Spender.of(user=user, api_key=api_key)
     _budgets_check(account, spender, tokens)
-    return _append(balance, kind=kind, delta=-tokens, key=key, tokens=tokens, model=model, provider=provider,
-                   reference=reference, metadata=metadata or {}, **spender.entry_fields())
+    entry = _append(balance, delta=-tokens, **fields, **spender.entry_fields())
+    low_balance_check(balance)
+    return entry
+
+
+def _hold_draw(balance: AccountBalance, hold: CreditHold, *, tokens: int, key: str) -> CreditHold | None:
+    """Release `tokens` of an open hold for a charge made in its name (called under the balance
+    row lock): the balance and every budget's spend stay as they were (the open hold counts
+    `tokens` less, the charge `tokens` more). None when the hold is closed or cannot spare
+    them (a hold keeps at least one credit until it is settled)."""
+    if hold.account_id != balance.account_id:
+        return None
+    hold = _lock_hold(hold)
+    if hold.status != HoldStatus.OPEN or hold.amount <= tokens:
+        return None
+    _append(balance, kind=Kind.HOLD_RELEASE, delta=tokens, key=f"{key}:from-hold", reference=hold.reference,
+            **_hold_spender(hold))
+    # NOTE: the hold's amount is what is still reserved; credits_hold's retry check compares a
+    # retried hold's amount with it, and a turn's hold is never retried with its key.
+    hold.amount -= tokens
+    hold.save(update_fields=["amount"])
+    return hold
 
 
 @transaction.atomic
@@ -190,6 +226,7 @@ def hold_settle(*, hold: CreditHold, used_tokens: int, kind: str = Kind.CHAT, mo
                         shortfall=used_tokens - charged, model=model, provider=provider,
                         reference=reference or hold.reference, metadata=metadata or {}, **_hold_spender(hold))
     _close(hold, HoldStatus.SETTLED, used_tokens)
+    low_balance_check(balance)
     return entry
 
 

@@ -10,7 +10,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from accounts.permissions import Action, page_require, principal_may
 from billing import dashboard, references
+from billing.alerts import billing_settings_get, billing_settings_update
 from billing.models import BudgetPeriod, Kind
 from billing.context_processors import member_budgets
 from billing.selectors import balance_get
@@ -34,6 +36,11 @@ def _reference_link(reference: str) -> str | None:
 def credits_view(request):
     if request.account is None:
         raise Http404
+    return _credits_page(request)
+
+
+def _credits_page(request, *, billing_form: dict | None = None, billing_error: GroundworkError | None = None,
+                  status: int = 200):
     account = request.account
     kind = request.GET.get("kind") or ""
     if kind not in Kind.values:
@@ -53,7 +60,40 @@ def credits_view(request):
         "chart": dashboard.usage_chart(account=account, days=30),
         "page": page, "kind": kind, "kinds": Kind.choices, "include_holds": include_holds,
         "budgets": member_budgets(request),
-    })
+        **_billing_context(request, form=billing_form, error=billing_error),
+    }, status=status)
+
+
+def _billing_context(request, *, form: dict | None, error: GroundworkError | None) -> dict:
+    """The owners' Billing section (billing.manage); nothing for anyone else."""
+    if not principal_may(request, Action.BILLING_MANAGE):
+        return {}
+    current = billing_settings_get(account=request.account)
+    if form is None:
+        threshold = current.low_balance_threshold if current else None
+        form = {"contact_email": current.contact_email if current else "",
+                "low_balance_threshold": "" if threshold is None else f"{threshold:,}"}
+    return {"billing": {"settings": current, "form": form, "error": error,
+                        "error_field": getattr(error, "field", None)}}
+
+
+@login_required
+@require_POST
+def billing_settings_view(request):
+    """The Credits page's Billing form (owners). Bad input: the page again, 400, saying why."""
+    if request.account is None:
+        raise Http404
+    page_require(request, Action.BILLING_MANAGE)
+    form = {"contact_email": request.POST.get("contact_email", ""),
+            "low_balance_threshold": request.POST.get("low_balance_threshold", "")}
+    try:
+        billing_settings_update(account=request.account, actor=request.user, **form)
+    except GroundworkError as exc:
+        if exc.status == 403:
+            raise PermissionDenied(exc.message)
+        return _credits_page(request, billing_form=form, billing_error=exc, status=400)
+    messages.success(request, "Billing settings saved.")
+    return redirect(reverse("billing:credits") + "#billing")
 
 
 def _team_budgets():

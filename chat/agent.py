@@ -18,7 +18,7 @@ from django.utils import timezone
 from core.tenancy import account_context
 from billing import references
 from billing.models import Kind
-from billing.selectors import balance_get
+from billing.selectors import balance_get, budget_status_for
 from billing.services import credits_debit, credits_hold, hold_release, hold_settle
 from chat import answering
 from chat.errors import ChatError
@@ -27,6 +27,7 @@ from chat.prompt import build_messages
 from chat.ratelimit import check_chat_rate
 from chat.selectors import conversation_get
 from chat.router import GENERAL, LOOKUP, SUMMARY, is_followup, match_document, route, standalone_query
+from documents.chunking import embedding_tokens
 from documents.models import Document, Status
 from documents.selectors import collection_ids_requested
 from documents.search import expand_passages, first_chunks, hit_passages, search_for_query
@@ -114,6 +115,8 @@ class ChatTurn:
     cancelled: threading.Event = field(default_factory=threading.Event)
     answer_parts: list[str] = field(default_factory=list)
     llm_stream: object = None
+    spender: dict = field(default_factory=dict)  # {"user": …, "api_key": …}: whose budgets the turn spends
+
 
     @property
     def answer(self) -> str:
@@ -199,11 +202,33 @@ def _worst_case(question: str, history: list[tuple[str, str]], kind: str, option
     passages = {GENERAL: 0, LOOKUP: chosen.passages or settings.RAG_TOP_K * 3, SUMMARY: SUMMARY_CHUNKS}[kind]
     prompt = (400 + count_tokens(question) + count_tokens(options.system)
               + min(sum(count_tokens(t) for _, t in history), settings.CHAT_HISTORY_TOKENS))
-    return prompt + passages * PASSAGE_TOKENS_BOUND + options.bounded_max_tokens(chosen.max_tokens)
+    return (prompt + passages * PASSAGE_TOKENS_BOUND + options.bounded_max_tokens(chosen.max_tokens)
+            + _retrieval_worst_case(question, history, kind, chosen))
+
+
+REWRITE_MAX_TOKENS = 64
+
+
+def _retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: str, chosen: Profile) -> int:
+    """The most a turn spends before its answer: the follow-up rewrite (a chat call) and the
+    query embedding. The turn's hold covers them too and they are drawn from it, so the
+    balance and the principal's budgets refuse a turn before anything runs, never halfway.
+    The embedding is counted like a document's estimate (embedding_tokens: exact for the
+    bundled model, close for another provider; a little more is still drawn from the hold)."""
+    if kind == GENERAL:
+        return 0
+    query = embedding_tokens(standalone_query(question, history))
+    if not (history and is_followup(question) and chosen.rewrite):
+        return query
+    # The model's rewrite (at most REWRITE_MAX_TOKENS, with [CLS] and [SEP]) or, when it
+    # fails, the deterministic query.
+    rewrite = (200 + count_tokens(question) + sum(count_tokens(t[:600]) for _, t in history[-4:])
+               + REWRITE_MAX_TOKENS)
+    return rewrite + max(query, REWRITE_MAX_TOKENS + 2)
 
 
 def _retrieve(account, kind: str, target: str, query: str, key: str, chosen: Profile, spender: dict,
-              collection_ids: list[int] | None = None):
+              collection_ids: list[int] | None = None, hold=None):
     """(route, passages the model reads). A lookup whose best passage is not near enough to
     answer from (answering.relevance under RAG_MIN_RELEVANCE) comes back as GENERAL with none."""
     if kind == SUMMARY:
@@ -217,7 +242,8 @@ def _retrieve(account, kind: str, target: str, query: str, key: str, chosen: Pro
             return SUMMARY, first_chunks(account=account, document=document, limit=SUMMARY_CHUNKS)
         kind = LOOKUP  # no such document: look the words up instead
     if kind == LOOKUP:
-        hits = search_for_query(account=account, query=query, key=key, collection_ids=collection_ids, **spender)
+        hits = search_for_query(account=account, query=query, key=key, collection_ids=collection_ids, hold=hold,
+                                **spender)
         passages = expand_passages(account=account, hits=hits)
         if not passages or answering.relevance(query, hits, passages) < min_relevance():
             return GENERAL, []
@@ -232,7 +258,8 @@ def min_relevance() -> float:
     return BUNDLED_MIN_RELEVANCE if settings.LLM_BUNDLED else 0.0
 
 
-def _rewrite_followup(account, question: str, history: list[tuple[str, str]], key: str, spender: dict) -> str:
+def _rewrite_followup(account, question: str, history: list[tuple[str, str]], key: str, spender: dict,
+                      hold=None) -> str:
     """A follow-up made standalone by the chat model (charged like a chat call); the
     deterministic rewrite when the model fails."""
     recent = "\n".join(f"{role}: {text[:600]}" for role, text in history[-4:])
@@ -240,7 +267,7 @@ def _rewrite_followup(account, question: str, history: list[tuple[str, str]], ke
                     "Rewrite the user's last question as one standalone search query that names what it refers "
                     "to. Reply with the query only.")},
                 {"role": "user", "content": f"Conversation:\n{recent}\n\nLast question: {question}"}]
-    stream = llm.chat(messages, temperature=0.0, max_tokens=64)
+    stream = llm.chat(messages, temperature=0.0, max_tokens=REWRITE_MAX_TOKENS)
     try:
         text = "".join(stream).strip().strip('"')
     except llm.ProviderError:
@@ -248,7 +275,7 @@ def _rewrite_followup(account, question: str, history: list[tuple[str, str]], ke
     usage = stream.final_usage()
     if usage.total_tokens:
         credits_debit(account=account, tokens=usage.total_tokens, key=key, kind=Kind.CHAT, model=stream.model,
-                      provider=stream.provider, reference="", **spender)
+                      provider=stream.provider, reference="", hold=hold, **spender)
     return text.splitlines()[0][:MAX_QUESTION_CHARS] if text else standalone_query(question, history)
 
 
@@ -287,7 +314,7 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
             return ChatTurn(account_id=account.pk, conversation=conversation, user_message=user_message,
                             route=GENERAL, passages=[], sources=[], messages=[], temperature=0.0, hold=None,
                             request_id=request_id, reply=decision.reply, profile=chosen,
-                            cancelled=cancelled or threading.Event())
+                            cancelled=cancelled or threading.Event(), spender={"user": user, "api_key": api_key})
         # The principal spends (its budgets apply): the key on key surfaces, else the member.
         spender = {"user": user, "api_key": api_key}
         hold = credits_hold(account=account, amount=_worst_case(question, history, decision.kind, options, chosen),
@@ -297,11 +324,11 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
             query = question
             if decision.kind == LOOKUP and history and is_followup(question):
                 query = (_rewrite_followup(account, question, history, key=f"chat:{request_id}:rewrite",
-                                           spender=spender)
+                                           spender=spender, hold=hold)
                          if chosen.rewrite else standalone_query(question, history))
             kind, passages = _retrieve(account, decision.kind, decision.summary_target, query,
                                        key=f"chat:{request_id}:query", chosen=chosen, spender=spender,
-                                       collection_ids=collection_ids)
+                                       collection_ids=collection_ids, hold=hold)
             note = NOT_IN_DOCUMENTS if decision.kind != GENERAL and kind == GENERAL else ""
             messages = build_messages(question=question, passages=passages, history=history,
                                       grounded=bool(passages), history_budget=settings.CHAT_HISTORY_TOKENS,
@@ -318,7 +345,8 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
                     passages=passages, sources=sources, messages=messages,
                     temperature=options.bounded_temperature(0.2 if passages else 0.7),
                     hold=hold, request_id=request_id, max_tokens=options.bounded_max_tokens(chosen.max_tokens),
-                    query=user_message.query, note=note, profile=chosen, cancelled=cancelled or threading.Event())
+                    query=user_message.query, note=note, profile=chosen, cancelled=cancelled or threading.Event(),
+                    spender=spender)
 
 
 def _citations(answer: str, sources: list[dict]) -> list[dict]:
@@ -366,9 +394,19 @@ def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
         answer.save(update_fields=["credits_charged"])
         Conversation.objects.for_account(account_id).filter(pk=turn.conversation.pk).update(updated_at=timezone.now())
         remaining = balance_get(account=account_id)
+        budget = _tightest_budget(account_id, turn.spender)
     finish_reason = turn.finish_reason or (turn.llm_stream.finish_reason if turn.llm_stream else "") or "stop"
     return {"message_id": answer.pk, "conversation_id": turn.conversation.pk, "answer": answer.content,
             "citations": answer.citations, "status": answer.status, "finish_reason": finish_reason,
             "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                       "total_tokens": usage.total_tokens},
-            "credits_remaining": remaining}
+            "credits_remaining": remaining,
+            # The principal's tightest budget after this turn (the header's "N left today"),
+            # null without one.
+            "budget_remaining": budget.remaining if budget else None,
+            "budget_period": budget.period if budget else None}
+
+
+def _tightest_budget(account_id: int, spender: dict):
+    statuses = budget_status_for(account=account_id, user=spender.get("user"), api_key=spender.get("api_key"))
+    return min(statuses, key=lambda s: s.remaining) if statuses else None

@@ -23,7 +23,7 @@ from core.errors import GroundworkError, as_groundwork_error, error_frame
 
 # What `chat.done` carries, written once for every surface.
 DONE_KEYS = ("message_id", "conversation_id", "answer", "citations", "usage", "credits_remaining", "status",
-             "finish_reason")
+             "finish_reason", "budget_remaining", "budget_period")
 
 
 class TurnRun:

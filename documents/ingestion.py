@@ -77,6 +77,14 @@ def _claim(account_id, document_id, revision) -> Document | None:
         return document
 
 
+def _uploader(document: Document) -> dict:
+    """Who pays for the document's ingestion and reindexing (their budgets apply): the API key
+    that uploaded it, else the member who did."""
+    if document.uploaded_by_api_key_id:
+        return {"api_key": document.uploaded_by_api_key_id}
+    return {"user": document.uploaded_by_id}
+
+
 def _check_dimensions() -> None:
     column = Chunk._meta.get_field("embedding").dimensions
     if settings.EMBEDDING_DIMENSIONS != column:
@@ -88,7 +96,7 @@ def _check_dimensions() -> None:
 def _parse_and_chunk(document: Document):
     _check_dimensions()
     with account_context(account_id=document.account_id):
-        ingest_credits_require(account=document.account_id, user=document.uploaded_by_id)
+        ingest_credits_require(account=document.account_id, **_uploader(document))
     with local_copy(document.file.name) as path:
         parsed = parse_in_sandbox(path, document.kind, timeout_s=settings.PARSE_TIMEOUT_SECONDS,
                                   memory_mb=settings.PARSE_MEMORY_MB, filename=document.name)
@@ -129,7 +137,7 @@ def _check_credits(document: Document, drafts) -> None:
     uploader's budgets have left (the uploader pays for ingestion, also for a reindex)."""
     with account_context(account_id=document.account_id):
         ingest_credits_require(account=document.account_id, estimate=document.credits_estimate,
-                               user=document.uploaded_by_id)
+                               **_uploader(document))
 
 
 def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
@@ -181,7 +189,7 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
         entry = credits_debit(account=account_id, tokens=tokens, key=f"ingest:{document.pk}:{document.revision}",
                               kind=Kind.EMBEDDING, model=batches[0].model, provider=batches[0].provider,
                               reference=references.document(document.pk, document.revision),
-                              user=document.uploaded_by_id)
+                              **_uploader(document))
         chunks = Chunk.objects.for_account(account_id)
         chunks.filter(document=current).delete()
         ids = _reserve_chunk_ids(len(drafts))

@@ -120,6 +120,10 @@ class Document(TenantModel):
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="+")
+    # A document uploaded with an API key is the key's (never its creator's): the key's budgets
+    # pay for and limit its ingestion and reindexing, as a member's do for what they upload.
+    uploaded_by_api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.SET_NULL,
+                                            related_name="+")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 

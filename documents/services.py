@@ -81,14 +81,16 @@ def document_upload(*, account, actor, upload, collection: Collection | None = N
     collection = collection or collection_default_ensure(account=account)
     # The uploader's budgets must have MIN_CREDITS_TO_INGEST left too (402 budget_exceeded);
     # a key's upload is the key's (the unit of work's principal), a member's the member's.
-    ingest_credits_require(account=account, user=actor, api_key=current_context().api_key_id)
+    api_key_id = current_context().api_key_id
+    ingest_credits_require(account=account, user=actor, api_key=api_key_id)
     extension = os.path.splitext(validated.safe_name)[1].lower()
     stored = file_save(path=document_path(account_id=account.pk, extension=extension), content=upload)
     try:
         with transaction.atomic():
             document = Document.objects.for_account(account).create(
                 account=account, collection=collection, name=validated.safe_name, kind=validated.kind, content_type=validated.content_type,
-                size=upload.size, sha256=sha256, file=stored, uploaded_by=actor if getattr(actor, "pk", None) else None)
+                size=upload.size, sha256=sha256, file=stored, uploaded_by=actor if getattr(actor, "pk", None) else None,
+                uploaded_by_api_key_id=api_key_id)
     except IntegrityError:
         # NOTE: the same bytes uploaded twice at once: the unique (collection, sha256)
         # constraint lets one win; the other returns the winner and removes its stored copy.

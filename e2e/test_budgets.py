@@ -60,3 +60,33 @@ def test_owner_sets_a_budget_and_the_member_sees_what_is_left(new_page, screensh
     screenshot(member, "budget_credits_375px")
     owner.goto("/team/")
     _fits(owner)
+
+
+def test_the_header_budget_refreshes_after_each_chat_answer(new_page, stack):
+    """The header's "N left today" follows chat.done's budget_remaining, like the balance."""
+    from billing.selectors import budget_status_for
+    from billing.services import budget_set, credits_grant
+    from core.tenancy import account_context
+
+    account = make_account("Chatty", owner_email="owner@chatty.test")
+    member = add_member(account, make_user("member@chatty.test"), role=Role.MEMBER)
+    with account_context(account):
+        credits_grant(account=account, amount=100_000, reason="e2e credits", key="e2e")
+        budget_set(account=account, actor=account.test_owner, period="day", limit=50_000, user_id=member.pk)
+
+    page = new_page()
+    _log_in(page, "member@chatty.test")
+    page.goto("/chat/")
+    expect(page.locator("#connection")).to_have_text("Connected")
+    left = page.locator("#header-budget [data-budget-left]")
+    expect(left).to_have_text("50,000")
+    question = page.get_by_label("Your question")
+    question.fill("What does the handbook say about holidays?")
+    question.press("Enter")
+    expect(page.locator(".message.assistant.streaming")).to_have_count(0, timeout=20_000)
+    expect(left).not_to_have_text("50,000", timeout=20_000)
+    with account_context(account):
+        [status] = budget_status_for(account=account, user=member)
+    assert 0 < status.spent < 50_000
+    expect(left).to_have_text(f"{status.remaining:,}")
+    expect(page.locator("#header-budget")).to_contain_text("left today")

@@ -10,6 +10,7 @@ import json
 import pytest
 
 from accounts.tests.factories import make_api_key
+from billing.services import credits_grant
 from core.tenancy import account_context
 from documents.search.query import hybrid_search
 
@@ -58,8 +59,11 @@ def test_full_text_search_accepts_any_text(account_a, handbook):
 
 
 @pytest.mark.parametrize("text", ["-" * 33, "-" * 4000, 'what "about -- ((holiday <-> :*'])
-def test_dashes_and_operators_search_and_chat_on_every_surface(client, key_a, handbook, fake_llm, text):
+def test_dashes_and_operators_search_and_chat_on_every_surface(client, account_a, key_a, handbook, fake_llm, text):
     fake_llm.answer = "Twenty-eight days [Document 1]."
+    # A 4,000-character question holds ~10,000 credits (its worst case, query embedding included).
+    with account_context(account_a):
+        credits_grant(account=account_a, amount=20_000, reason="long questions", key="long-questions")
     response = client.post("/api/v1/search/", {"query": text[:2000]}, content_type="application/json", **_auth(key_a))
     assert response.status_code == 200, response.content[:300]
     response = client.post("/api/v1/chat/", {"message": text}, content_type="application/json", **_auth(key_a))

@@ -281,18 +281,19 @@ def _fuse(rows, *, top_k: int, threshold: float) -> list[Hit]:
 # --- the service the API and the agent call -----------------------------------------------
 
 def search_for_query(*, account, query: str, top_k: int | None = None, key: str, user=None,
-                     api_key=None, collection_ids: list[int] | None = None) -> list[Hit]:
+                     api_key=None, collection_ids: list[int] | None = None, hold=None) -> list[Hit]:
     """Embed `query`, charge its provider-reported tokens (idempotency `key`) to the principal
     (`user` or `api_key`, whose budgets apply), then search.
 
     The debit happens before retrieval: InsufficientCredits, BudgetExceeded (or a provider
     error) aborts with nothing retrieved. Like every provider call, it costs at least one
-    credit (billing's rule).
+    credit (billing's rule). With `hold` (a chat turn's, which reserved the query's cost),
+    the charge is drawn from the hold and never refused.
     """
     account_id_in_context(account)
     embedding = llm.with_retries(lambda: llm.embed([query]), tries=2, first_delay=0.2)
     credits_debit(account=account, tokens=embedding.total_tokens, key=key, kind=Kind.EMBEDDING,
                   model=embedding.model, provider=embedding.provider, reference=references.SEARCH,
-                  user=user, api_key=api_key)
+                  user=user, api_key=api_key, hold=hold)
     return hybrid_search(account=account, query=query, query_vector=embedding.vectors[0], top_k=top_k,
                          collection_ids=collection_ids)

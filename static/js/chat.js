@@ -263,6 +263,19 @@
     if (node && typeof value === "number") node.textContent = value.toLocaleString("en-US");
   }
 
+  // The header's "N left today": the principal's tightest budget after the answer (null: none).
+  function setBudget(remaining, period) {
+    var link = document.getElementById("header-budget");
+    if (!link || typeof remaining !== "number") return;
+    link.querySelector("[data-budget-left]").textContent = remaining.toLocaleString("en-US");
+    // The words after the number say which budget is the tightest now.
+    var words = link.lastChild;
+    if (words && words.nodeType === Node.TEXT_NODE && (period === "day" || period === "month")) {
+      words.textContent = period === "day" ? " left today" : " left this month";
+    }
+    link.classList.toggle("balance-low", remaining <= 0);
+  }
+
   // ---------- Frames --------------------------------------------------------------------
 
   function onFrame(frame) {
@@ -300,6 +313,7 @@
         messages.lastElementChild.querySelector(".bubble").textContent = "(stopped before any text)";
       }
       setBalance(frame.credits_remaining);
+      setBudget(frame.budget_remaining, frame.budget_period);
     } else if (frame.type === "chat.error") {
       if (current && !current.gotSources) {
         // Nothing was stored: take the question back so it can be sent again.
