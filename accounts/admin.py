@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.core.exceptions import PermissionDenied
@@ -254,8 +255,21 @@ class AccountAdmin(admin.ModelAdmin):
             _notify_membership_changed(membership, removed=True)
 
 
+class MembershipAdminForm(forms.ModelForm):
+    class Meta:
+        model = Membership
+        fields = "__all__"
+
+    def clean_account(self):
+        account = self.cleaned_data.get("account")
+        if account is not None and account.deleted_at is not None:
+            raise forms.ValidationError("This account was deleted: nobody can join it.")
+        return account
+
+
 @admin.register(Membership)
 class MembershipAdmin(AllAccountsMixin, admin.ModelAdmin):
+    form = MembershipAdminForm
     list_display = ("user", "account", "role", "created_at")
     list_filter = ("role", AccountFilter)
     search_fields = ("user__email", "account__name", "account__slug")

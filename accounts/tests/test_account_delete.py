@@ -280,3 +280,13 @@ def test_staff_see_a_deleted_account_with_its_ledger_and_audit(client, team, acc
     assert ledger.status_code == 200 and ledger.context["cl"].result_count == _counts(account)["CreditLedgerEntry"]
     audit = client.get(f"/admin/audit/auditentry/?account={account.pk}")
     assert audit.status_code == 200 and "account.delete" in audit.content.decode()
+
+
+def test_staff_cannot_add_a_member_to_a_deleted_account(client, team, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        services.account_delete(account=team["account"], actor=team["owner"])
+    client.force_login(make_user("support@groundwork.test", is_staff=True, is_superuser=True))
+    response = client.post("/admin/accounts/membership/add/", {"user": team["member"].pk,
+                                                               "account": team["account"].pk, "role": Role.MEMBER})
+    assert response.status_code == 200 and "nobody can join it" in response.content.decode()
+    assert membership_list_for_user(user=team["member"]) == []
