@@ -111,7 +111,7 @@ def billing_settings_update(*, account, actor, contact_email=_UNSET, low_balance
 def low_balance_check(balance: AccountBalance) -> None:
     """After a charge, under the balance row lock: fire the armed alert when the balance is
     now below its threshold. One query when there is nothing to do."""
-    alert = (BillingSettings.objects.for_account(balance.account_id).select_for_update()
+    alert = (BillingSettings.objects.for_account(balance.account_id).select_for_update(of=("self",))
              .filter(alert_armed=True, low_balance_threshold__gt=balance.balance).exclude(contact_email="")
              .select_related("account").first())
     if alert is None:
