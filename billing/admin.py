@@ -11,7 +11,7 @@ from accounts.admin import AccountAdmin, Panel
 from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin, account_filter_url, html_table, record_action
 from core.tenancy import account_context
 from billing.errors import BillingError
-from billing.models import AccountBalance, Budget, CreditHold, CreditLedgerEntry, HoldStatus
+from billing.models import AccountBalance, BillingSettings, Budget, CreditHold, CreditLedgerEntry, HoldStatus
 from billing.services import credits_grant
 
 RECENT_LEDGER_ENTRIES = 20
@@ -59,6 +59,17 @@ class BudgetAdmin(ReadOnlyAdmin):
     list_filter = ("period", AccountFilter)
     search_fields = ("account__name", "user__email", "api_key__name")
     list_select_related = ("account", "user", "api_key", "created_by")
+
+
+@admin.register(BillingSettings)
+class BillingSettingsAdmin(ReadOnlyAdmin):
+    """Read-only: an account's owners set its billing contact and alert (Credits page, API);
+    support sees them to answer "why did we (not) get an alert"."""
+    list_display = ("account", "contact_email", "low_balance_threshold", "alert_armed", "last_alert_at",
+                    "updated_by", "updated_at")
+    list_filter = ("alert_armed", AccountFilter)
+    search_fields = ("account__name", "contact_email")
+    list_select_related = ("account", "updated_by")
 
 
 # --- on the account admin (accounts/ stands below billing and must not import it) --------

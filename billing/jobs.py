@@ -10,7 +10,7 @@ from django.db import transaction
 from rq import Retry
 
 from accounts.models import Account
-from billing.models import Budget
+from billing.models import BillingSettings, Budget
 
 from core.tenancy import account_context, dangerously_bypass_tenancy
 from billing.selectors import holds_stale
@@ -46,11 +46,13 @@ def enqueue_account_purge(*, account_id: int) -> None:
 
 
 def purge_account_budgets(*, account_id: int) -> int:
-    """Delete a deleted account's budgets (the ledger and balance are kept). Idempotent; does
-    nothing to an account that is not deleted. Returns how many it removed."""
+    """Delete a deleted account's budgets and billing settings (its billing contact is a
+    person's address); the ledger and balance are kept. Idempotent; does nothing to an
+    account that is not deleted. Returns how many rows it removed."""
     if not Account.objects.filter(pk=account_id, deleted_at__isnull=False).exists():
         logger.warning("budget purge for account %s, which is not deleted: nothing done", account_id)
         return 0
     with account_context(account_id=account_id):
         removed, _ = Budget.objects.for_account(account_id).delete()
-    return removed
+        settings_removed, _ = BillingSettings.objects.for_account(account_id).delete()
+    return removed + settings_removed

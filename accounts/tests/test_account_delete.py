@@ -15,7 +15,7 @@ from accounts.models import Account, ApiKey, Invitation, Membership, Role
 from accounts.selectors import membership_list_for_user
 from accounts.tests.factories import PASSWORD, add_member, make_account, make_api_key, make_user
 from audit.models import AuditEntry
-from billing.models import AccountBalance, Budget, CreditHold, CreditLedgerEntry, HoldStatus
+from billing.models import AccountBalance, BillingSettings, Budget, CreditHold, CreditLedgerEntry, HoldStatus
 from billing.services import budget_set, credits_hold
 from chat.models import Conversation, Message
 from core.tenancy import account_context
@@ -40,6 +40,8 @@ def team(account_a, owner_a, fake_llm, upload_and_ingest, django_capture_on_comm
                                                       content="Where is the offsite?")
         hold = credits_hold(account=account_a, amount=500, key="chat:test-hold", user=member)
         budget_set(account=account_a, actor=owner_a, period="day", limit=1000, user_id=member.pk)
+        BillingSettings.objects.for_account(account_a).create(account=account_a, contact_email="billing@acme.test",
+                                                              low_balance_threshold=100)
     link = re.search(r"https?://\S+/invitations/\S+/", mailoutbox[-1].body).group(0)
     return dict(account=account_a, owner=owner_a, admin=admin, member=member, viewer=viewer, raw_key=raw_key,
                 document=document, hold=hold, invitation_link=link)
@@ -49,7 +51,7 @@ def _counts(account) -> dict:
     with account_context(account):
         return {model.__name__: model.objects.for_account(account).count()
                 for model in (Document, Chunk, EmbeddingBatch, Collection, Conversation, Message, Budget,
-                              Membership, ApiKey, CreditLedgerEntry, AccountBalance, AuditEntry)}
+                              BillingSettings, Membership, ApiKey, CreditLedgerEntry, AccountBalance, AuditEntry)}
 
 
 def _delete_on_page(client, user, confirm, django_capture_on_commit_callbacks):
@@ -85,7 +87,7 @@ def test_owner_deletes_the_account_and_a_job_purges_it(client, team, account_b, 
     run_jobs()
     counts = _counts(account)
     for purged in ("Document", "Chunk", "EmbeddingBatch", "Collection", "Conversation", "Message", "Budget",
-                   "Membership"):
+                   "BillingSettings", "Membership"):
         assert counts[purged] == 0, purged
     assert not default_storage.exists(stored)
     assert not default_storage.exists(f"accounts/{account.pk}/documents/") or \
