@@ -148,6 +148,12 @@ class Document(TenantModel):
         return self.name
 
 
+class TextSource(models.TextChoices):
+    TEXT = "text", "Text"
+    OCR = "ocr", "OCR"
+    VISION = "vision", "Image description"
+
+
 class Chunk(TenantModel):
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
     # The document's collection, copied so that search filters on an indexed column of the
@@ -160,6 +166,9 @@ class Chunk(TenantModel):
     page_start = models.PositiveIntegerField(null=True, blank=True)
     page_end = models.PositiveIntegerField(null=True, blank=True)
     heading_path = models.JSONField(default=list, blank=True)
+    # Where the text came from: the file's own text, OCR of an image or a scanned page, or a
+    # vision model's description of an image; citations say so (issue 11).
+    text_source = models.CharField(max_length=10, choices=TextSource.choices, default=TextSource.TEXT)
     prev_chunk_id = models.BigIntegerField(null=True, blank=True)
     next_chunk_id = models.BigIntegerField(null=True, blank=True)
     embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
