@@ -41,6 +41,7 @@ class Action(StrEnum):
     BUDGETS_MANAGE = "budgets.manage"      # credit caps per member and per key
     BILLING_MANAGE = "billing.manage"      # the account's billing settings
     ACCOUNT_DELETE = "account.delete"
+    DATA_EXPORT = "data.export"            # one's own data export (a person's, across their accounts)
 
 
 class Grant(StrEnum):
@@ -73,6 +74,7 @@ _TABLE = {
     Action.BUDGETS_MANAGE:   (_Y, _Y, _N, _N, _N, _N),
     Action.BILLING_MANAGE:   (_Y, _N, _N, _N, _N, _N),
     Action.ACCOUNT_DELETE:   (_Y, _N, _N, _N, _N, _N),
+    Action.DATA_EXPORT:      (_Y, _Y, _Y, _Y, _N, _N),
 }
 RULES: dict[Action, dict[str, Grant]] = {action: dict(zip(GRANTEES, row)) for action, row in _TABLE.items()}
 
@@ -86,6 +88,7 @@ PHRASES = {
     Action.MEMBERS_MANAGE: "manage members and invitations", Action.AUDIT_VIEW: "read the audit log",
     Action.BUDGETS_MANAGE: "set credit budgets", Action.BILLING_MANAGE: "manage billing",
     Action.ACCOUNT_DELETE: "delete the account",
+    Action.DATA_EXPORT: "export a person's data",
 }
 
 

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "billing",
     "documents",
     "chat",
+    "exports",
     "config",
 ]
 
@@ -295,6 +296,13 @@ CHAT_HISTORY_TOKENS = env.int("CHAT_HISTORY_TOKENS", default=1500)
 CHAT_RATE_PER_USER = env("CHAT_RATE_PER_USER", default="20/min")
 CHAT_RATE_PER_ACCOUNT = env("CHAT_RATE_PER_ACCOUNT", default="120/min")
 HOLD_TIMEOUT_SECONDS = env.int("HOLD_TIMEOUT_SECONDS", default=15 * 60)
+# A person's data export (exports/): how long its download link works; what it refuses to
+# pack rather than cut short (pending-ingestion records and their serialized size; the
+# uploaded files it includes).
+EXPORT_TTL_HOURS = env.int("EXPORT_TTL_HOURS", default=24)
+EXPORT_MAX_PENDING_RECORDS = env.int("EXPORT_MAX_PENDING_RECORDS", default=1000)
+EXPORT_MAX_PENDING_BYTES = env.int("EXPORT_MAX_PENDING_BYTES", default=10 * 1024 * 1024)
+EXPORT_MAX_FILE_BYTES = env.int("EXPORT_MAX_FILE_BYTES", default=512 * 1024 * 1024)
 DEMO_PASSWORD = env("DEMO_PASSWORD", default="")
 # Slowing online guessing (accounts/ratelimit.py): attempts per window, "count/[n]s|min|h|d".
 # Past a limit every attempt in the window is refused, the right password included.

@@ -11,6 +11,7 @@ api_v1 = [
     path("", include("billing.api_urls")),
     path("", include("documents.api_urls")),
     path("", include("chat.api_urls")),
+    path("", include("exports.api_urls")),
 ]
 
 urlpatterns = [
@@ -26,6 +27,7 @@ urlpatterns = [
     path("documents/", include((("documents.urls"), "documents"))),
     path("chat/", include(("chat.urls", "chat"))),
     path("credits/", include(("billing.urls", "billing"))),
+    path("exports/", include("exports.urls")),
     path("", home_view, name="home"),
     path("", include("accounts.urls")),
 ]

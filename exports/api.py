@@ -1,0 +1,79 @@
+"""POST /api/v1/exports/, GET /api/v1/exports/{id}/ and the download (CONTRACT.md).
+
+An export is a person's data: only a signed-in member asks for it and downloads it. An API
+key is refused (403 `forbidden`) whatever its scope: it is not a person.
+"""
+from __future__ import annotations
+
+from django.http import FileResponse
+from django.core.files.storage import default_storage
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status
+from rest_framework.permissions import BasePermission
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from accounts.permissions import Action, Forbidden, allows
+from core.permissions import HasAccount
+from exports.selectors import export_by_id
+from exports.services import (export_download_url, export_expired_message, export_for_download,
+                              export_is_expired, export_request)
+from exports.models import ExportStatus
+
+
+class PeopleOnly(BasePermission):
+    """A member's session, never an API key (before the table, so the refusal says why)."""
+
+    def has_permission(self, request, view):
+        if request.auth is not None or getattr(request._request, "api_key", None) is not None:
+            raise Forbidden("A data export is a person's data: sign in to the dashboard to request or download "
+                            "it. API keys cannot.")
+        return True
+
+
+PERMISSIONS = [HasAccount, PeopleOnly, allows(Action.DATA_EXPORT)]
+
+ExportSerializer = inline_serializer("DataExport", fields={
+    "id": serializers.IntegerField(),
+    "status": serializers.ChoiceField(choices=ExportStatus.values),
+    "error": serializers.CharField(allow_null=True),
+    "download_url": serializers.CharField(allow_null=True),
+})
+
+
+def export_body(export) -> dict:
+    error = export.error or None
+    if export.status == ExportStatus.READY and export_is_expired(export):
+        error = export_expired_message(export)
+    return {"id": export.pk, "status": export.status, "error": error, "download_url": export_download_url(export)}
+
+
+class ExportListView(APIView):
+    permission_classes = PERMISSIONS
+
+    @extend_schema(request=None, responses={202: inline_serializer("DataExportCreated", fields={
+        "id": serializers.IntegerField(), "status": serializers.CharField()})})
+    def post(self, request):
+        export = export_request(user=request.user)
+        return Response({"id": export.pk, "status": export.status}, status=status.HTTP_202_ACCEPTED)
+
+
+class ExportDetailView(APIView):
+    permission_classes = PERMISSIONS
+
+    @extend_schema(responses=ExportSerializer)
+    def get(self, request, export_id):
+        return Response(export_body(export_by_id(user=request.user, export_id=export_id)))
+
+
+class ExportDownloadView(APIView):
+    permission_classes = PERMISSIONS
+
+    @extend_schema(responses={(200, "application/zip"): bytes})
+    def get(self, request, export_id, token):
+        export = export_for_download(user=request.user, export_id=export_id, token=token)
+        filename = f"groundwork-export-{export.created_at:%Y-%m-%d}-{export.pk}.zip"
+        response = FileResponse(default_storage.open(export.file, "rb"), as_attachment=True, filename=filename,
+                                 content_type="application/zip")
+        response["Cache-Control"] = "private, no-store"
+        return response

@@ -1,0 +1,257 @@
+"""What a person's export holds, read account by account, and the zip it is packed into.
+
+Each account is read in that account's own context (`account_context`), never through the
+bypass, and every read names the person: the documents they uploaded (with their chunks,
+their files and any ingestion still in progress), their own conversations with messages
+and citations, the credits they spent (`spent_by_user`), their audit entries, their role.
+
+The account's context carries no principal: a document the person uploaded into a
+collection that has been restricted since is still theirs to take away (their upload, their
+data), and the reads filter by `uploaded_by` themselves, so nobody else's document is ever
+read. Conversations, usage and audit entries are filtered to the person the same way.
+
+Limits are checked before anything is written (`plan`), so a refusal never leaves a partial
+file: more than EXPORT_MAX_PENDING_RECORDS pending-ingestion records, more than
+EXPORT_MAX_PENDING_BYTES of them serialized, more than EXPORT_MAX_FILE_BYTES of files.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import shutil
+import zipfile
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.core.files.storage import default_storage
+from django.db.models import Q, Sum
+from django.db.models.functions import Length
+from django.utils import timezone
+
+from accounts.models import Membership
+from accounts.selectors import membership_list_for_user
+from audit.models import ActorKind, AuditEntry
+from billing.models import CreditLedgerEntry
+from chat.selectors import conversation_list
+from core.tenancy import account_context
+from documents.models import Document, EmbeddingBatch, Status
+from exports.errors import ExportRefused
+
+FORMAT = "groundwork-export/1"
+PENDING_STATUSES = (Status.PENDING, Status.PROCESSING)
+MIB = 1024 * 1024
+
+
+@dataclass
+class AccountPlan:
+    account_id: int
+    name: str
+    slug: str
+    role: str
+    member_since: str
+    pending: bytes = b""          # pending_ingestion.json, already serialized (it is measured)
+    pending_records: int = 0
+    file_bytes: int = 0
+
+
+@dataclass
+class Plan:
+    accounts: list[AccountPlan] = field(default_factory=list)
+
+    @property
+    def pending_records(self) -> int:
+        return sum(a.pending_records for a in self.accounts)
+
+    @property
+    def pending_bytes(self) -> int:
+        return sum(len(a.pending) for a in self.accounts)
+
+    @property
+    def file_bytes(self) -> int:
+        return sum(a.file_bytes for a in self.accounts)
+
+
+def _documents(account_id: int, user):
+    """The person's uploads in the account, not being deleted (`visible()`)."""
+    return Document.objects.for_account(account_id).visible().filter(uploaded_by=user)
+
+
+def _still_a_member(account_id: int, user) -> bool:
+    """Read again inside the account's context: a membership removed (or an account deleted)
+    since the export started is not exported."""
+    return (Membership.objects.for_account(account_id)
+            .filter(user=user, account__deleted_at__isnull=True).exists())
+
+
+def plan(*, user) -> Plan:
+    """The accounts to export and their measured pending-ingestion data, or ExportRefused
+    naming the limit a person exceeds and what to do about it."""
+    result = Plan()
+    for membership in membership_list_for_user(user=user):
+        account = membership.account
+        with account_context(account_id=account.pk):
+            if not _still_a_member(account.pk, user):
+                continue
+            documents = _documents(account.pk, user)
+            entry = AccountPlan(account_id=account.pk, name=account.name, slug=account.slug, role=membership.role,
+                                member_since=membership.created_at.isoformat(),
+                                file_bytes=documents.aggregate(total=Sum("size"))["total"] or 0)
+            pending_documents = documents.filter(status__in=PENDING_STATUSES)
+            batches = EmbeddingBatch.objects.for_account(account.pk).filter(document__in=documents)
+            entry.pending_records = pending_documents.count() + batches.count()
+            result.accounts.append(entry)
+            _check_records(result.pending_records)
+            # Measured before it is loaded: the vectors are most of it (base64: 4/3).
+            estimate = (batches.aggregate(total=Sum(Length("vectors")))["total"] or 0) * 4 // 3
+            _check_bytes(result.pending_bytes + estimate)
+            entry.pending = _pending_json(pending_documents, batches)
+            _check_bytes(result.pending_bytes)
+    if result.file_bytes > settings.EXPORT_MAX_FILE_BYTES:
+        raise ExportRefused(
+            "too_many_files",
+            f"The documents you uploaded add up to {result.file_bytes / MIB:.1f} MiB; an export holds at most "
+            f"{settings.EXPORT_MAX_FILE_BYTES / MIB:.0f} MiB of files. Delete documents you no longer need, "
+            "then request a new export.")
+    return result
+
+
+def _check_records(count: int) -> None:
+    limit = settings.EXPORT_MAX_PENDING_RECORDS
+    if count > limit:
+        raise ExportRefused(
+            "too_many_pending_records",
+            f"Your documents still have more than {limit:,} records of ingestion in progress (an export holds at "
+            f"most {limit:,}), so nothing was exported rather than a partial file. Wait for your documents to "
+            "finish ingesting (the Knowledge base shows their progress), or delete documents that are still "
+            "pending, then request a new export.")
+
+
+def _check_bytes(size: int) -> None:
+    limit = settings.EXPORT_MAX_PENDING_BYTES
+    if size > limit:
+        raise ExportRefused(
+            "too_much_pending_data",
+            f"The ingestion still in progress for your documents is more than {limit / MIB:.0f} MiB of data (an "
+            "export holds at most that much), so nothing was exported rather than a partial file. Wait for your "
+            "documents to finish ingesting, or delete documents that are still pending, then request a new export.")
+
+
+def _pending_json(pending_documents, batches) -> bytes:
+    body = {
+        "documents": [
+            {"id": d.pk, "name": d.name, "status": d.status, "revision": d.revision,
+             "progress_done": d.progress_done, "progress_total": d.progress_total,
+             "created_at": d.created_at.isoformat()}
+            for d in pending_documents.order_by("pk")],
+        "embedding_batches": [
+            {"document_id": b.document_id, "revision": b.revision, "batch_index": b.batch_index, "count": b.count,
+             "tokens": b.tokens, "model": b.model, "provider": b.provider, "created_at": b.created_at.isoformat(),
+             "vectors_float32_base64": base64.b64encode(bytes(b.vectors)).decode()}
+            for b in batches.order_by("document_id", "revision", "batch_index").iterator(chunk_size=100)],
+    }
+    return _dumps(body)
+
+
+def _dumps(value) -> bytes:
+    return json.dumps(value, ensure_ascii=False, indent=1).encode()
+
+
+def _safe_name(name: str) -> str:
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", os.path.basename(name or "document")).strip("._") or "document"
+    return stem[:120]
+
+
+# --- packing -------------------------------------------------------------------------------
+
+def write_zip(*, user, export_plan: Plan, out) -> None:
+    """Pack the planned accounts into the open binary file `out`."""
+    with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        accounts = []
+        for entry in export_plan.accounts:
+            with account_context(account_id=entry.account_id):
+                if not _still_a_member(entry.account_id, user):
+                    continue
+                _write_account(zf, user, entry)
+            accounts.append({"id": entry.account_id, "name": entry.name, "slug": entry.slug, "role": entry.role,
+                             "member_since": entry.member_since, "folder": _folder(entry)})
+        zf.writestr("export.json", _dumps({
+            "format": FORMAT, "created_at": timezone.now().isoformat(),
+            "person": {"id": user.pk, "email": user.email, "full_name": user.full_name,
+                       "date_joined": user.date_joined.isoformat()},
+            "accounts": accounts,
+        }))
+
+
+def _folder(entry: AccountPlan) -> str:
+    return f"accounts/{entry.account_id}-{entry.slug}"
+
+
+def _write_account(zf: zipfile.ZipFile, user, entry: AccountPlan) -> None:
+    folder = _folder(entry)
+    documents = []
+    for document in _documents(entry.account_id, user).select_related("collection").order_by("pk"):
+        file_name = ""
+        if document.file and default_storage.exists(document.file.name):
+            file_name = f"{folder}/files/{document.pk}-{_safe_name(document.name)}"
+            with default_storage.open(document.file.name, "rb") as source, zf.open(file_name, "w",
+                                                                                   force_zip64=True) as target:
+                shutil.copyfileobj(source, target, 1024 * 1024)
+        documents.append(_document_json(document, file_name))
+    zf.writestr(f"{folder}/documents.json", _dumps(documents))
+    zf.writestr(f"{folder}/pending_ingestion.json", entry.pending)
+    zf.writestr(f"{folder}/conversations.json", _dumps(_conversations(entry.account_id, user)))
+    zf.writestr(f"{folder}/usage.json", _dumps(_usage(entry.account_id, user)))
+    zf.writestr(f"{folder}/audit.json", _dumps(_audit(entry.account_id, user)))
+
+
+def _document_json(document: Document, file_name: str) -> dict:
+    return {
+        "id": document.pk, "name": document.name, "title": document.title, "kind": document.kind,
+        "content_type": document.content_type, "size": document.size, "sha256": document.sha256,
+        "file": file_name or None, "collection": {"id": document.collection_id, "name": document.collection.name},
+        "status": document.status, "error": document.error, "revision": document.revision,
+        "page_count": document.page_count, "chunk_count": document.chunk_count, "token_count": document.token_count,
+        "credits_charged": document.credits_charged, "embedding_model": document.embedding_model,
+        "created_at": document.created_at.isoformat(), "updated_at": document.updated_at.isoformat(),
+        "chunks": [
+            {"id": c.pk, "chunk_index": c.chunk_index, "revision": c.revision, "content": c.content,
+             "token_count": c.token_count, "page_start": c.page_start, "page_end": c.page_end,
+             "heading_path": c.heading_path, "text_source": c.text_source, "embedding_model": c.embedding_model}
+            for c in document.chunks.order_by("chunk_index", "pk").only(
+                "pk", "chunk_index", "revision", "content", "token_count", "page_start", "page_end",
+                "heading_path", "text_source", "embedding_model").iterator(chunk_size=500)],
+    }
+
+
+def _conversations(account_id: int, user) -> list[dict]:
+    """The person's own conversations (not an API key's, not another member's)."""
+    found = []
+    for conversation in conversation_list(account=account_id, user=user).prefetch_related("messages"):
+        found.append({
+            "id": conversation.pk, "title": conversation.title, "created_at": conversation.created_at.isoformat(),
+            "updated_at": conversation.updated_at.isoformat(),
+            "messages": [
+                {"id": m.pk, "role": m.role, "content": m.content, "status": m.status, "citations": m.citations,
+                 "model": m.model, "total_tokens": m.total_tokens, "credits_charged": m.credits_charged,
+                 "created_at": m.created_at.isoformat()}
+                for m in sorted(conversation.messages.all(), key=lambda m: (m.created_at, m.pk))],
+        })
+    return found
+
+
+def _usage(account_id: int, user) -> list[dict]:
+    """The credits the person spent (`spent_by_user`), oldest first. Not the account's
+    balance: that is the account's, not the person's."""
+    entries = CreditLedgerEntry.objects.for_account(account_id).filter(spent_by_user=user).order_by("created_at", "pk")
+    return [{"id": e.pk, "created_at": e.created_at.isoformat(), "kind": e.kind, "delta": e.delta,
+             "tokens": e.tokens, "model": e.model, "provider": e.provider, "reference": e.reference}
+            for e in entries.iterator(chunk_size=1000)]
+
+
+def _audit(account_id: int, user) -> list[dict]:
+    entries = (AuditEntry.objects.for_account(account_id).filter(Q(actor_kind=ActorKind.USER, actor_id=user.pk))
+               .order_by("created_at", "pk"))
+    return [{"at": e.created_at.isoformat(), "action": e.action, "target": e.target, "detail": e.detail}
+            for e in entries.iterator(chunk_size=1000)]
