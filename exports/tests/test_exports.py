@@ -353,3 +353,14 @@ def test_the_overview_page_requests_an_export_and_offers_the_link(world, client,
         export = DataExport.objects.for_user(world["person"]).get()
     assert export.status == ExportStatus.READY
     assert f'href="/api/v1/exports/{export.pk}/download/' in page and "Download your data" in page
+
+
+def test_a_viewer_may_export_too_and_the_schema_lists_the_endpoints(world, client, run_jobs):
+    """The person is a viewer in the side project: everyone in an account may export (data.export)."""
+    viewer = add_member(world["side"], make_user("viewer@side.test"), role=Role.VIEWER)
+    _login(client, viewer)
+    assert 'id="export-request"' in client.get("/").content.decode()
+    assert _export(client, run_jobs)["status"] == "ready"
+    schema = client.get("/api/schema/?format=json").json()
+    assert {"/api/v1/exports/", "/api/v1/exports/{export_id}/",
+            "/api/v1/exports/{export_id}/download/{token}/"} <= set(schema["paths"])
