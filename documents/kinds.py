@@ -34,6 +34,12 @@ class DocumentKind:
     parser: str
     signature: bytes = b""
     signature_window: int = 0
+    # An Office Open XML kind (a zip package): the part that holds its main document and the
+    # [Content_Types].xml types that part may have; upload validation checks both, so a .docx
+    # renamed .xlsx is refused. Empty for other kinds.
+    office_part: str = ""
+    office_main_types: tuple[str, ...] = ()
+    office_noun: str = ""  # as in "a real Excel workbook" (the article is `article`)
 
     @property
     def declared_types(self) -> frozenset[str]:
@@ -61,7 +67,10 @@ KINDS: tuple[DocumentKind, ...] = (
         content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
         also_declared_as=("application/zip", "application/x-zip-compressed"),
         is_text=False, parser="documents.parsing.docx:parse_docx",
-        signature=b"PK\x03\x04", signature_window=4),
+        signature=b"PK\x03\x04", signature_window=4, office_part="word/document.xml", office_noun="Word document",
+        office_main_types=("application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml",
+                           "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml",
+                           "application/vnd.ms-word.document.macroEnabled.main+xml")),
     DocumentKind(
         name="txt", label="text (.txt)", article="a", short_label="TXT", extensions=(".txt",),
         content_type="text/plain", also_declared_as=(), is_text=True,
@@ -81,10 +90,30 @@ KINDS: tuple[DocumentKind, ...] = (
         name="html", label="HTML", article="an", short_label="HTML", extensions=(".html", ".htm"),
         content_type="text/html", also_declared_as=("application/xhtml+xml",), is_text=True,
         parser="documents.parsing.html_format:parse_html"),
+    # Spreadsheets and slides: read in the parser sandbox (openpyxl, python-pptx), never run.
+    DocumentKind(
+        name="xlsx", label="Excel (.xlsx)", article="an", short_label="XLSX", extensions=(".xlsx",),
+        content_type="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+        also_declared_as=("application/zip", "application/x-zip-compressed"),
+        is_text=False, parser="documents.parsing.xlsx:parse_xlsx",
+        signature=b"PK\x03\x04", signature_window=4, office_part="xl/workbook.xml", office_noun="Excel workbook",
+        office_main_types=("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml",
+                           "application/vnd.openxmlformats-officedocument.spreadsheetml.template.main+xml",
+                           "application/vnd.ms-excel.sheet.macroEnabled.main+xml")),
+    DocumentKind(
+        name="pptx", label="PowerPoint (.pptx)", article="a", short_label="PPTX", extensions=(".pptx",),
+        content_type="application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        also_declared_as=("application/zip", "application/x-zip-compressed"),
+        is_text=False, parser="documents.parsing.pptx:parse_pptx",
+        signature=b"PK\x03\x04", signature_window=4, office_part="ppt/presentation.xml", office_noun="PowerPoint presentation",
+        office_main_types=("application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml",
+                           "application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml")),
 )
 
 KIND_BY_EXTENSION: dict[str, DocumentKind] = {ext: kind for kind in KINDS for ext in kind.extensions}
 KIND_NAMES: tuple[str, ...] = tuple(kind.name for kind in KINDS)
+KIND_BY_NAME: dict[str, DocumentKind] = {kind.name: kind for kind in KINDS}
+OFFICE_KINDS: tuple[DocumentKind, ...] = tuple(kind for kind in KINDS if kind.office_part)
 
 SUPPORTED_SUMMARY = (", ".join(kind.short_label for kind in KINDS[:-1])
                      + f" and {KINDS[-1].short_label} files")

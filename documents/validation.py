@@ -15,7 +15,7 @@ from typing import BinaryIO, Callable
 
 from documents.errors import UploadRejected
 from documents.kinds import KIND_BY_EXTENSION, SUPPORTED_SUMMARY, DocumentKind
-from documents.parsing.archives import archive_bomb_message, megabytes, zip_bomb_problem
+from documents.parsing.archives import archive_bomb_message, megabytes, office_kind_of, zip_bomb_problem
 from documents.parsing.sections import decode_text_prefix
 
 # A declared type of application/octet-stream (or none at all) means "unknown": extension
@@ -28,12 +28,10 @@ CONVERSION_ADVICE = {
     ".rtf": "Save it as .docx or PDF and upload again.",
     ".odt": "Save it as .docx or PDF and upload again.",
     ".pages": "Export it as .docx or PDF and upload again.",
-    ".xls": "Save the sheet as CSV and upload again.",
-    ".xlsx": "Save the sheet as CSV and upload again.",
-    ".ods": "Save the sheet as CSV and upload again.",
-    ".ppt": "Save it as PDF and upload again.",
-    ".pptx": "Save it as PDF and upload again.",
-    ".odp": "Save it as PDF and upload again.",
+    ".xls": "Save it as .xlsx (or the sheet as CSV) and upload again.",
+    ".ods": "Save it as .xlsx (or the sheet as CSV) and upload again.",
+    ".ppt": "Save it as .pptx or PDF and upload again.",
+    ".odp": "Save it as .pptx or PDF and upload again.",
 }
 IMAGE_EXTENSIONS = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp", ".heic", ".svg"}
 
@@ -71,8 +69,8 @@ def validate_upload(*, name: str, declared_type: str | None, data_head: bytes, s
 
     Checks, in order: the extension is supported (415), the size is not 0 (400) nor over
     `max_bytes` (413), the declared type agrees with the extension (415), the first bytes
-    agree with the extension (415), and for DOCX the archive is a Word document and not a
-    zip bomb (415/400). `open_file()` may return the upload object itself: it is read from
+    agree with the extension (415), and for DOCX, XLSX and PPTX the archive is that kind of
+    Office file and not a zip bomb (415/400). `open_file()` may return the upload object itself: it is read from
     the start and never closed.
     """
     safe_name = sanitize_filename(name)
@@ -87,8 +85,8 @@ def validate_upload(*, name: str, declared_type: str | None, data_head: bytes, s
                                           "them separately.", status=413)
     _check_declared_type(kind, declared_type, safe_name)
     _check_magic(kind, data_head, size, safe_name)
-    if kind.name == "docx":
-        _check_docx(open_file, safe_name)
+    if kind.office_part:
+        _check_office_package(kind, open_file, safe_name)
     return ValidatedUpload(kind=kind.name, content_type=kind.content_type, safe_name=safe_name)
 
 
@@ -197,7 +195,9 @@ def _check_text_head(head: bytes, *, complete: bool, safe_name: str, kind: Docum
             status=415)
 
 
-def _check_docx(open_file: Callable[[], BinaryIO], safe_name: str) -> None:
+def _check_office_package(kind: DocumentKind, open_file: Callable[[], BinaryIO], safe_name: str) -> None:
+    """A DOCX, XLSX or PPTX upload is a zip within the bomb limits whose main part is that
+    kind's: a .docx renamed .xlsx is refused, naming what it really is."""
     fileobj = open_file()
     start = _tell(fileobj)
     try:
@@ -206,22 +206,31 @@ def _check_docx(open_file: Callable[[], BinaryIO], safe_name: str) -> None:
         with zipfile.ZipFile(fileobj) as archive:
             problem = zip_bomb_problem(archive)
             if problem:
-                raise UploadRejected("archive_bomb", archive_bomb_message(safe_name, problem), status=400)
-            names = set(archive.namelist())
+                raise UploadRejected("archive_bomb", archive_bomb_message(safe_name, problem, kind.office_noun),
+                                     status=400)
+            found = office_kind_of(archive)
     except zipfile.BadZipFile:
         raise UploadRejected(
             "type_mismatch",
-            f"{safe_name} is named like a Word (.docx) file, but it is not a readable .docx (the zip structure is "
-            "damaged). Open it in Word and save it again as .docx, or save it as PDF.",
+            f"{safe_name} is named like {kind.label_with_article} file, but it is not a readable "
+            f"{kind.extensions[0]} (the zip structure is damaged). Open it in {kind.office_noun.split()[0]} and "
+            f"save it again as {kind.extensions[0]}, or save it as PDF.",
             status=415) from None
     finally:
         if start is not None:
             fileobj.seek(start)
-    if "word/document.xml" not in names:
+    if found is None:
         raise UploadRejected(
             "type_mismatch",
-            f"{safe_name} is named like a Word (.docx) file, but it is a zip archive without a Word document "
-            "inside. Upload the documents inside it one by one.",
+            f"{safe_name} is named like {kind.label_with_article} file, but it is a zip archive without "
+            f"{kind.article} {kind.office_noun} inside. Upload the documents inside it one by one.",
+            status=415)
+    if found is not kind:
+        raise UploadRejected(
+            "type_mismatch",
+            f"{safe_name} is named like {kind.label_with_article} file, but it is {found.label_with_article} "
+            f"file ({found.article} {found.office_noun}). Rename it with the {found.extensions[0]} extension "
+            "and upload again.",
             status=415)
 
 

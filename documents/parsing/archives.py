@@ -6,6 +6,10 @@ No Django here: the sandboxed child imports this module without settings.
 from __future__ import annotations
 
 import zipfile
+import zlib
+
+from documents.errors import IngestionError
+from documents.kinds import KIND_BY_NAME, OFFICE_KINDS, DocumentKind
 
 ZIP_MAX_TOTAL_UNCOMPRESSED = 200 * 1024 * 1024
 ZIP_MAX_MEMBERS = 10_000
@@ -35,10 +39,35 @@ def zip_bomb_problem(archive: zipfile.ZipFile) -> str | None:
     return None
 
 
-def archive_bomb_message(name: str, problem: str) -> str:
-    """The message for a DOCX refused as a zip bomb."""
-    return (f"{name} cannot be processed safely: {problem}. If it is a real Word document, remove large "
+def archive_bomb_message(name: str, problem: str, noun: str = "Word document") -> str:
+    """The message for an Office file (DOCX, XLSX, PPTX: `noun`) refused as a zip bomb."""
+    return (f"{name} cannot be processed safely: {problem}. If it is a real {noun}, remove large "
             "embedded media (or save it as PDF) and upload again.")
+
+
+# [Content_Types].xml lists a few dozen part types; a larger one is not an Office file.
+CONTENT_TYPES_MAX_BYTES = 1024 * 1024
+
+
+def office_kind_of(archive: zipfile.ZipFile) -> DocumentKind | None:
+    """Which Office Open XML kind (DOCX, XLSX, PPTX) a zip package is, from its main part and
+    the type [Content_Types].xml gives it; None for any other zip. Call after the bomb check."""
+    names = set(archive.namelist())
+    try:
+        info = archive.getinfo("[Content_Types].xml")
+    except KeyError:
+        return None
+    if info.file_size > CONTENT_TYPES_MAX_BYTES:
+        return None
+    # Matching the type strings is enough to tell the three apart, and parses no untrusted XML.
+    try:
+        content_types = archive.read(info).decode("utf-8", "replace")
+    except (zlib.error, EOFError) as exc:  # a damaged member: the zip is damaged
+        raise zipfile.BadZipFile(str(exc)) from None
+    for kind in OFFICE_KINDS:
+        if kind.office_part in names and any(f'"{t}"' in content_types for t in kind.office_main_types):
+            return kind
+    return None
 
 
 def megabytes(size: int) -> str:
@@ -51,3 +80,20 @@ def megabytes(size: int) -> str:
         if text != "0":
             return text
     return text
+
+
+def check_office_package(path: str, kind_name: str, *, corrupt_message: str) -> None:
+    """Re-check a stored DOCX/XLSX/PPTX before its parser opens it (validation saw the upload,
+    this is the stored file): within the zip-bomb limits and really that kind of package.
+    Raises IngestionError "archive_bomb" or "corrupt_file" (`corrupt_message`)."""
+    kind = KIND_BY_NAME[kind_name]
+    try:
+        with zipfile.ZipFile(path) as archive:
+            problem = zip_bomb_problem(archive)
+            found = None if problem else office_kind_of(archive)
+    except zipfile.BadZipFile:
+        raise IngestionError("corrupt_file", corrupt_message) from None
+    if problem:
+        raise IngestionError("archive_bomb", archive_bomb_message("This file", problem, kind.office_noun))
+    if found is not kind:
+        raise IngestionError("corrupt_file", corrupt_message)

@@ -32,16 +32,22 @@ def parse_csv(path: str, fallback_title: str) -> ParsedDocument:
         raise IngestionError("corrupt_file", MSG_CSV_CORRUPT) from None
     finally:
         csv.field_size_limit(previous_limit)
+    heading_path = [fallback_title] if fallback_title else []
+    return ParsedDocument(title=fallback_title, sections=table_sections(rows, heading_path=heading_path))
+
+
+def table_sections(rows: list[list[str]], *, heading_path: list[str]) -> list[Section]:
+    """Non-empty `rows` (the first is the header) as Markdown table sections of at most
+    ~CSV_SECTION_CHARS characters, each starting with the header row; no rows, no sections.
+    Shared by CSV and XLSX (a sheet is one table)."""
     if not rows:
-        return ParsedDocument(title=fallback_title, sections=[])
+        return []
     width = max(len(row) for row in rows)
     header = rows[0] + [f"Column {n}" for n in range(len(rows[0]) + 1, width + 1)]
     header_md = md_table([header])
     rendered = (md_row(row, width) for row in rows[1:])
-    heading_path = [fallback_title] if fallback_title else []
-    sections = [Section(text=header_md + ("\n" + "\n".join(group) if group else ""), heading_path=list(heading_path))
-                for group in _group_rows(rendered, budget=CSV_SECTION_CHARS - len(header_md) - 1)]
-    return ParsedDocument(title=fallback_title, sections=sections)
+    return [Section(text=header_md + ("\n" + "\n".join(group) if group else ""), heading_path=list(heading_path))
+            for group in _group_rows(rendered, budget=CSV_SECTION_CHARS - len(header_md) - 1)]
 
 
 def _sniff_dialect(text: str):

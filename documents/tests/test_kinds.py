@@ -11,6 +11,7 @@ import pytest
 from documents.kinds import KIND_BY_EXTENSION, KINDS, SUPPORTED_SUMMARY, DocumentKind
 from documents.parsing import PARSERS, parse_file, parse_in_sandbox
 from documents.tests.files import make_docx, make_pdf, write
+from documents.tests.office_files import make_pptx, make_xlsx
 from documents.validation import validate_upload
 
 SAMPLES = {
@@ -20,6 +21,8 @@ SAMPLES = {
     "markdown": lambda tmp_path: b"# Registry\n\nSample text.\n",
     "csv": lambda tmp_path: b"name,value\nregistry,1\n",
     "html": lambda tmp_path: b"<h1>Registry</h1><p>Sample text.</p>",
+    "xlsx": lambda tmp_path: make_xlsx(),
+    "pptx": lambda tmp_path: make_pptx(slides=1),
 }
 
 

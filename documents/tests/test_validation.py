@@ -11,6 +11,7 @@ import docx
 import pytest
 
 from documents.errors import UploadRejected
+from documents.kinds import SUPPORTED_SUMMARY
 from documents.parsing.archives import zip_bomb_problem
 from documents.validation import ValidatedUpload, sanitize_filename, validate_upload
 
@@ -122,20 +123,20 @@ def test_text_head_cut_inside_a_multibyte_character_is_accepted():
 def test_legacy_doc_is_refused_with_advice_to_save_as_docx():
     error = rejected("Minutes.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "application/msword")
     assert (error.code, error.status) == ("unsupported_type", 415)
-    assert error.message == ("Groundwork reads PDF, DOCX, TXT, Markdown, CSV and HTML files; .doc is not one of "
+    assert error.message == (f"Groundwork reads {SUPPORTED_SUMMARY}; .doc is not one of "
                              "them. Save it as .docx or PDF and upload again.")
 
 
 @pytest.mark.parametrize("name, hint", [
     ("photo.png", "images"),
     ("setup.exe", "Convert it to one of these formats"),
-    ("budget.xlsx", "CSV"),
+    ("budget.xls", "Save it as .xlsx"),
     ("archive.tar.gz", ".gz is not one of them"),
 ])
 def test_other_types_are_refused_naming_the_supported_ones(name, hint):
     error = rejected(name, b"\x89PNG\r\n\x1a\n" + b"\0" * 10)
     assert (error.code, error.status) == ("unsupported_type", 415)
-    assert "PDF, DOCX, TXT, Markdown, CSV and HTML" in error.message
+    assert f"Groundwork reads {SUPPORTED_SUMMARY};" in error.message
     assert hint in error.message
 
 
