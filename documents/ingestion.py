@@ -18,6 +18,7 @@ from billing.selectors import ingest_credits_require
 from billing.services import credits_debit
 from documents.chunking import chunk_document, embedding_text, embedding_tokens
 from documents.errors import IngestionError
+from documents.embedding_models import active_embedding_model, active_embedding_model_lock, migration_run
 from documents.models import Chunk, Document, EmbeddingBatch, ReindexRun, Status
 from documents.parsing import parse_in_sandbox
 from documents.storage import file_delete, local_copy
@@ -37,8 +38,19 @@ def ingest(*, account_id: int, document_id: int, revision: int) -> None:
     try:
         drafts = _parse_and_chunk(document)
         _check_credits(document, drafts)
-        batches = _embed_all(document, drafts)
-        _publish(document, drafts, batches)
+        for attempt in range(2):
+            batches = _embed_all(document, drafts)
+            try:
+                _publish(document, drafts, batches)
+                break
+            except ModelChanged:
+                # An embedding-model migration switched while this revision was embedded with
+                # the old model: embed it again with the new one (once more at most).
+                if attempt:
+                    raise IngestionError("embedding_model_changed", "The embedding model changed while this "
+                                                                    "document was processed; reindex it.") from None
+    except IngestionCancelled:
+        return  # the reindex was cancelled: the cancel already put the document back
     except IngestionError as exc:
         _fail(document, exc.code, exc.message)
     except (InsufficientCredits, BudgetExceeded) as exc:
@@ -85,16 +97,15 @@ def _uploader(document: Document) -> dict:
     return {"user": document.uploaded_by_id}
 
 
-def _check_dimensions() -> None:
-    column = Chunk._meta.get_field("embedding").dimensions
-    if settings.EMBEDDING_DIMENSIONS != column:
-        raise IngestionError("embedding_dimension", f"EMBEDDING_DIMENSIONS is {settings.EMBEDDING_DIMENSIONS} but "
-                                                    f"the chunk index stores {column}-dimension vectors. Ask an "
-                                                    "operator to fix the embedding settings.")
+class ModelChanged(Exception):
+    """The staged vectors are not of the account's active embedding model (any more)."""
+
+
+class IngestionCancelled(Exception):
+    """The revision being embedded was cancelled (or superseded): stop, quietly."""
 
 
 def _parse_and_chunk(document: Document):
-    _check_dimensions()
     with account_context(account_id=document.account_id):
         ingest_credits_require(account=document.account_id, **_uploader(document))
     with local_copy(document.file.name) as path:
@@ -141,16 +152,21 @@ def _check_credits(document: Document, drafts) -> None:
 
 
 def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
-    """Embed every batch not already staged for this revision, a few at a time."""
+    """Embed every batch not already staged for this revision, a few at a time, with the
+    account's active embedding model (what its search compares); batches staged with another
+    model (before a migration switched) are dropped and embedded again."""
     with account_context(account_id=document.account_id):
-        staged = set(EmbeddingBatch.objects.for_account(document.account_id)
-                     .filter(document=document, revision=document.revision).values_list("batch_index", flat=True))
+        active = active_embedding_model(account_id=document.account_id)
+        staging = EmbeddingBatch.objects.for_account(document.account_id).filter(
+            document=document, revision=document.revision)
+        staging.exclude(model=active.model).delete()
+        staged = set(staging.values_list("batch_index", flat=True))
     todo = [i for i in range(_batch_count(len(drafts))) if i not in staged]
     texts = _embedding_texts(document, drafts)
 
     def embed_batch(index: int):
         batch = texts[index * BATCH_SIZE:(index + 1) * BATCH_SIZE]
-        return index, llm.with_retries(lambda: llm.embed(batch))
+        return index, llm.with_retries(lambda: llm.embed(batch, model=active.model, dimensions=active.dimensions))
 
     with ThreadPoolExecutor(max_workers=settings.EMBEDDING_CONCURRENCY) as pool:
         for index, result in pool.map(embed_batch, todo):
@@ -161,7 +177,14 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
 
 
 def _stage(document: Document, index: int, result) -> None:
-    with account_context(account_id=document.account_id):
+    """Stage one batch and report it as progress (per batch: a 300-chunk document moves in
+    4 steps), unless the revision was cancelled or superseded meanwhile."""
+    with account_context(account_id=document.account_id), transaction.atomic():
+        # NOTE: the document row is locked as document_reindex_cancel locks it, so a cancel
+        # either sees this batch (and deletes it) or this sees the cancel (and stops).
+        if not Document.objects.for_account(document.account_id).select_for_update().filter(
+                pk=document.pk, revision=document.revision, status=Status.PROCESSING).exists():
+            raise IngestionCancelled()
         # NOTE: two runs of the same revision (a re-queued job overlapping a slow one) may
         # embed the same batch; the unique (document, revision, batch) key keeps one.
         EmbeddingBatch.objects.for_account(document.account_id).bulk_create([EmbeddingBatch(
@@ -183,6 +206,12 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
     tokens = sum(b.tokens for b in batches)
     account_id = document.account_id
     with account_context(account_id=account_id):
+        # The active model's row first (FOR SHARE), then the document: the order the
+        # migration's switch takes them in, so the two never deadlock; and the switch cannot
+        # happen between this check and the commit.
+        active = active_embedding_model_lock(account_id=account_id)
+        if any(b.model != active.model for b in batches):
+            raise ModelChanged()  # (_embed_all drops the other model's batches on the retry)
         current = Document.objects.for_account(account_id).select_for_update().filter(pk=document.pk).first()
         if current is None or current.revision != document.revision or current.status != Status.PROCESSING:
             return  # deleted or superseded meanwhile: the newer job publishes
@@ -199,7 +228,8 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
             pk=ids[i], account_id=account_id, document=current, collection_id=current.collection_id,
             revision=current.revision, chunk_index=d.index,
             content=d.content, token_count=d.token_count, page_start=d.page_start, page_end=d.page_end,
-            heading_path=d.heading_path, embedding=vectors[i], embedding_model=batches[0].model,
+            heading_path=d.heading_path, text_source=d.text_source,
+            embedding=vectors[i], embedding_model=batches[0].model,
             prev_chunk_id=ids[i - 1] if i > 0 else None, next_chunk_id=ids[i + 1] if i + 1 < len(ids) else None)
             for i, d in enumerate(drafts)], batch_size=500)
         EmbeddingBatch.objects.for_account(account_id).filter(document=current).delete()
@@ -208,7 +238,7 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
         current.chunk_count = len(created)
         current.token_count = sum(d.token_count for d in drafts)
         current.embedding_tokens = tokens
-        current.credits_charged = -entry.delta
+        current.credits_charged = -entry.delta + getattr(document, "vision_credits", 0)
         current.embedding_model = batches[0].model
         current.embedding_provider = batches[0].provider
         current.progress_done = current.progress_total
@@ -255,6 +285,19 @@ def purge(*, account_id: int, document_id: int) -> None:
 
 
 def reindex_run(*, account_id: int, run_id: int) -> None:
+    """Reindex an account's documents one at a time (or run an embedding-model migration).
+
+    Resumable: the run records the document it is at and the revision it gave it, so a run
+    re-queued after its worker died finishes that revision (whose staged batches and
+    per-revision charge key make the resumed ingestion embed and charge nothing twice)
+    instead of starting another. Cancellable between documents and, through the cancel of
+    the current document's reindex, between its embedding batches.
+    """
+    with account_context(account_id=account_id):
+        run = ReindexRun.objects.for_account(account_id).filter(pk=run_id).first()
+    if run is not None and run.kind == ReindexRun.RunKind.MIGRATION:
+        migration_run(account_id=account_id, run_id=run_id)
+        return
     while True:
         with account_context(account_id=account_id):
             run = ReindexRun.objects.for_account(account_id).select_for_update().filter(pk=run_id).first()
@@ -266,7 +309,13 @@ def reindex_run(*, account_id: int, run_id: int) -> None:
                 run.save(update_fields=["status", "finished_at"])
                 return
             document_id = run.document_ids[run.done]
-            revision = _bump_revision(account_id, document_id)
+            if run.current_document_id == document_id and run.current_revision:
+                revision = run.current_revision  # resumed: finish the revision this run started
+            else:
+                revision = _bump_revision(account_id, document_id)
+                run.current_document_id, run.current_revision = document_id, revision
+                run.heartbeat_at = timezone.now()
+                run.save(update_fields=["current_document_id", "current_revision", "heartbeat_at"])
         if revision is not None:
             ingest(account_id=account_id, document_id=document_id, revision=revision)
         with account_context(account_id=account_id):

@@ -6,11 +6,16 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
 from django.db.models.expressions import RawSQL
-from pgvector.django import HnswIndex, VectorField
+from pgvector.django import VectorField
 
 from core.tenancy import AllAccountsManager, TenantManager, TenantModel, TenantQuerySet
 
-EMBEDDING_DIMENSIONS = 384  # the column's size; llm.embed() checks providers against settings
+# The vectors column is untyped (`vector`, any dimension): each chunk's vector is of its
+# `embedding_model`, and search compares only vectors of the account's active model
+# (ActiveEmbeddingModel). HNSW indexes are per dimension, on the expression
+# `(embedding::vector(N))` with the predicate `vector_dims(embedding) = N` (migration 0010,
+# documents/search/maintenance.py); 384 is the dimension of the bundled model.
+EMBEDDING_DIMENSIONS = 384
 
 
 class Status(models.TextChoices):
@@ -171,7 +176,7 @@ class Chunk(TenantModel):
     text_source = models.CharField(max_length=10, choices=TextSource.choices, default=TextSource.TEXT)
     prev_chunk_id = models.BigIntegerField(null=True, blank=True)
     next_chunk_id = models.BigIntegerField(null=True, blank=True)
-    embedding = VectorField(dimensions=EMBEDDING_DIMENSIONS)
+    embedding = VectorField()  # any dimension: see EMBEDDING_DIMENSIONS above
     embedding_model = models.CharField(max_length=200)
     search_vector = models.GeneratedField(
         expression=SearchVector("content", config="english"), output_field=SearchVectorField(), db_persist=True)
@@ -180,9 +185,9 @@ class Chunk(TenantModel):
         constraints = [
             models.UniqueConstraint(fields=["document", "revision", "chunk_index"], name="chunk_position_unique"),
         ]
+        # The HNSW indexes are expression indexes per dimension, made in SQL (migration 0010 and
+        # search.maintenance.ensure_dimension_vector_index), which Django's Index cannot express.
         indexes = [
-            HnswIndex(name="chunk_embedding_hnsw", fields=["embedding"], m=16, ef_construction=64,
-                      opclasses=["vector_cosine_ops"]),
             GinIndex(fields=["search_vector"], name="chunk_search_gin"),
             models.Index(fields=["document", "chunk_index"], name="chunk_document_order"),
         ]
@@ -211,15 +216,35 @@ class EmbeddingBatch(TenantModel):
 
 
 class ReindexRun(TenantModel):
-    """Re-embedding a whole account (e.g. after EMBEDDING_MODEL changes), with progress."""
+    """Re-embedding a whole account, with progress: a reindex (new revisions of every
+    document) or an embedding-model migration (vectors of a new model built beside the old
+    ones in ChunkEmbedding, then switched to at once; see documents/embedding_models.py)."""
 
     class RunStatus(models.TextChoices):
         RUNNING = "running", "Running"
         DONE = "done", "Done"
         CANCELLED = "cancelled", "Cancelled"
+        FAILED = "failed", "Failed"
 
+    class RunKind(models.TextChoices):
+        REINDEX = "reindex", "Reindex"
+        MIGRATION = "migration", "Embedding model migration"
+
+    kind = models.CharField(max_length=10, choices=RunKind.choices, default=RunKind.REINDEX)
     status = models.CharField(max_length=10, choices=RunStatus.choices, default=RunStatus.RUNNING)
     embedding_model = models.CharField(max_length=200)
+    embedding_dimensions = models.PositiveIntegerField(default=0)
+    # A reindex: the document being reindexed and the revision the run gave it, so a resumed
+    # run (after a worker died) finishes that revision instead of starting another.
+    current_document_id = models.BigIntegerField(null=True, blank=True)
+    current_revision = models.PositiveIntegerField(null=True, blank=True)
+    # A migration: embedding batches done / to do (progress), credits estimated before it
+    # started (the stored provider tokens of the documents) and charged so far.
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    credits_estimate = models.PositiveIntegerField(default=0)
+    credits_charged = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
     total = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)
     document_ids = models.JSONField(default=list)
@@ -228,3 +253,30 @@ class ReindexRun(TenantModel):
                                    related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+
+
+class ActiveEmbeddingModel(TenantModel):
+    """The embedding model an account's search uses: queries are embedded with it and
+    compared only with chunk vectors of it. Changed only by a finished migration, in the
+    transaction that swaps the vectors (documents/embedding_models.py)."""
+
+    model = models.CharField(max_length=200)
+    dimensions = models.PositiveIntegerField()
+    switched_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["account"], name="active_embedding_model_per_account")]
+
+
+class ChunkEmbedding(TenantModel):
+    """A chunk's vector of a model the account is migrating to, built beside the one search
+    uses; moved into the chunk when the migration switches, dropped when it is cancelled."""
+
+    chunk = models.ForeignKey(Chunk, on_delete=models.CASCADE, related_name="+")
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="+")
+    model = models.CharField(max_length=200)
+    embedding = VectorField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["chunk", "model"], name="chunk_embedding_unique")]
+        indexes = [models.Index(fields=["document", "model"], name="chunk_embedding_document")]

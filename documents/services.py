@@ -20,9 +20,11 @@ from documents.models import (
     Collection,
     CollectionAccess,
     Document,
+    EmbeddingBatch,
     ReindexRun,
     Status,
 )
+from documents.embedding_models import migration_cancel, model_change
 from documents.storage import document_path, file_delete, file_save
 from documents.validation import validate_upload
 
@@ -161,13 +163,75 @@ def account_reindex_start(*, account, actor=None) -> ReindexRun:
 
 
 @transaction.atomic
+def embedding_migration_start(*, account, actor) -> ReindexRun | None:
+    """Start moving the account to EMBEDDING_MODEL (documents/embedding_models.py), after an
+    owner or admin saw its credit estimate; they pay for it. At most one run per account: a
+    running one (reindex or migration) is returned; None when there is nothing to migrate."""
+    running = ReindexRun.objects.for_account(account).select_for_update().filter(
+        status=ReindexRun.RunStatus.RUNNING).first()
+    change = model_change(account=account)
+    if running or change is None:
+        return running
+    run = ReindexRun.objects.for_account(account).create(
+        account=account, kind=ReindexRun.RunKind.MIGRATION, embedding_model=change.target_model,
+        embedding_dimensions=change.target_dimensions, total=change.documents, progress_total=change.batches,
+        credits_estimate=change.credits_estimate, created_by=actor if getattr(actor, "pk", None) else None,
+        heartbeat_at=timezone.now())
+    audit_record(account=account, action="account.reindex", actor=actor, target=f"embedding migration {run.pk}",
+                 detail={"model": change.target_model, "dimensions": change.target_dimensions,
+                         "credits_estimate": change.credits_estimate})
+    jobs.enqueue_reindex_run(run)
+    return run
+
+
+@transaction.atomic
 def account_reindex_cancel(*, account, run: ReindexRun) -> ReindexRun:
+    """Stop a run now, also mid-document: the document it is reindexing goes back to the
+    chunks it had (its remaining batches are not embedded, nothing is charged for it). A
+    cancelled embedding-model migration drops the vectors it built; the old model serves on."""
     run = ReindexRun.objects.for_account(account).select_for_update().get(pk=run.pk)
     if run.status == ReindexRun.RunStatus.RUNNING:
         run.status = ReindexRun.RunStatus.CANCELLED
         run.finished_at = timezone.now()
         run.save(update_fields=["status", "finished_at"])
+        if run.kind == ReindexRun.RunKind.MIGRATION:
+            migration_cancel(account_id=run.account_id, run=run)
+        elif run.current_document_id and run.current_revision:
+            document = Document.objects.for_account(account).filter(
+                pk=run.current_document_id, revision=run.current_revision).first()
+            if document is not None:
+                _reindex_cancel(account=account, document=document)
+        audit_record(account=account, action="account.reindex", target=f"reindex run {run.pk}",
+                     detail={"cancelled": True, "kind": run.kind})
     return run
+
+
+@transaction.atomic
+def document_reindex_cancel(*, account, document: Document) -> Document:
+    """Cancel a document's pending or running reindex: it keeps the chunks it had (and is
+    ready again); its staged batches are dropped and nothing is charged. A document that has
+    no chunks yet (its first ingestion) fails with "cancelled". Nothing to cancel: unchanged."""
+    document = _reindex_cancel(account=account, document=document)
+    return document
+
+
+def _reindex_cancel(*, account, document: Document) -> Document:
+    # NOTE: the row lock is the one ingestion._stage and _publish take: a batch staged
+    # before this sees it deleted here; one staged after sees the document is not processing.
+    document = Document.objects.for_account(account).select_for_update().get(pk=document.pk)
+    if document.status not in (Status.PENDING, Status.PROCESSING):
+        return document
+    EmbeddingBatch.objects.for_account(account).filter(document=document).delete()
+    if Chunk.objects.for_account(account).filter(document=document).exists():
+        document.status = Status.READY
+        document.progress_done = document.progress_total
+    else:
+        document.status, document.error_code = Status.FAILED, "cancelled"
+        document.error = "Processing was cancelled. Reindex the document to try again."
+    document.save()
+    audit_record(account=account, action="document.reindex", target=_target(document),
+                 detail={"cancelled": True, "revision": document.revision})
+    return document
 
 
 # --- collections ------------------------------------------------------------------------------

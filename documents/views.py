@@ -20,6 +20,7 @@ from billing import references
 from billing.errors import BillingError
 from billing.selectors import balance_get, ledger_list
 from documents import selectors, services
+from documents.embedding_views import embedding_panel
 from documents.errors import NotFound, UploadRejected
 from documents.serializers import DocumentSerializer
 
@@ -69,6 +70,7 @@ def knowledge_base_view(request):
         "may_reindex": principal_may(request, Action.DOCUMENT_REINDEX),
         "may_reindex_all": principal_may(request, Action.ACCOUNT_REINDEX),
         "run": selectors.reindex_run_current(account=account),
+        "embedding": embedding_panel(request, account),
     })
 
 

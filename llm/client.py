@@ -69,8 +69,10 @@ def _classify(exc: Exception) -> ProviderError:
     return ProviderError("provider_error", f"Unexpected answer from the model provider: {exc}", transient=False)
 
 
-def embed(texts: list[str], *, model: str | None = None) -> Embeddings:
-    """Embed up to EMBEDDING_BATCH_LIMIT texts in one request. Checks count and dimension of what comes back."""
+def embed(texts: list[str], *, model: str | None = None, dimensions: int | None = None) -> Embeddings:
+    """Embed up to EMBEDDING_BATCH_LIMIT texts in one request with `model` (EMBEDDING_MODEL
+    by default). Checks count and dimension of what comes back: `dimensions`, by default
+    EMBEDDING_DIMENSIONS (an account searching with an older model passes that model's)."""
     if not texts or len(texts) > EMBEDDING_BATCH_LIMIT:
         raise ValueError(f"embed() takes 1-{EMBEDDING_BATCH_LIMIT} texts, got {len(texts)}")
     model = model or settings.EMBEDDING_MODEL
@@ -80,7 +82,7 @@ def embed(texts: list[str], *, model: str | None = None) -> Embeddings:
         raise _classify(exc) from exc
     data = sorted(response.data, key=lambda item: item.index)
     vectors = np.asarray([item.embedding for item in data], dtype=np.float32)
-    expected = (len(texts), settings.EMBEDDING_DIMENSIONS)
+    expected = (len(texts), int(dimensions or settings.EMBEDDING_DIMENSIONS))
     if vectors.shape != expected:
         raise ProviderError(
             "embedding_dimension",

@@ -121,6 +121,9 @@ class FakeBackend:
         self.models = list(models)
         self.chunk_delay = chunk_delay
         self.requests: list[dict] = []
+        # Model name -> dimension of its vectors (others: EMBEDDING_DIM), to serve two
+        # embedding models of different dimensions (the model-migration tests).
+        self.model_dimensions: dict[str, int] = {}
         self.streams: list[dict] = []
         self._lock = threading.Lock()
         self._counter = 0
@@ -137,7 +140,8 @@ class FakeBackend:
 
     def embeddings(self, body: dict, texts: list[str]):
         self._maybe_fail(body["model"])
-        return [fake_embedding(t) for t in texts], sum(count_tokens(t) for t in texts)
+        dim = self.model_dimensions.get(body["model"], EMBEDDING_DIM)
+        return [fake_embedding(t, dim) for t in texts], sum(count_tokens(t) for t in texts)
 
     def chat(self, body: dict) -> dict:
         self._maybe_fail(body["model"])

@@ -20,11 +20,52 @@ from core.tenancy import account_context, dangerously_bypass_tenancy
 from documents.models import VISIBLE_DOCUMENT_SQL, Document
 
 TENANT_INDEX_PREFIX = "chunk_embedding_hnsw_a"
+DIMENSION_INDEX_PREFIX = "chunk_embedding_hnsw_d"
+DEFAULT_DIMENSIONS = 384
 
 
-def tenant_index_name(account_id: int) -> str:
-    """The name of the account's own partial HNSW index."""
-    return f"{TENANT_INDEX_PREFIX}{int(account_id)}"
+def tenant_index_name(account_id: int, dimensions: int = DEFAULT_DIMENSIONS) -> str:
+    """The name of the account's own partial HNSW index over its `dimensions`-d vectors
+    (the 384-d one keeps the name it had before vectors of other dimensions existed)."""
+    suffix = "" if int(dimensions) == DEFAULT_DIMENSIONS else f"_d{int(dimensions)}"
+    return f"{TENANT_INDEX_PREFIX}{int(account_id)}{suffix}"
+
+
+def dimension_index_name(dimensions: int) -> str:
+    """The table-wide HNSW index over the `dimensions`-d vectors."""
+    return f"{DIMENSION_INDEX_PREFIX}{int(dimensions)}"
+
+
+def vector_expression(dimensions: int, column: str = "embedding") -> str:
+    """The indexed expression for `dimensions`-d vectors: the untyped column cast to a typed
+    vector (pgvector's HNSW needs a fixed dimension). Queries repeat it exactly, with
+    `vector_dims_predicate`, so the planner can use the index."""
+    return f"({column}::vector({int(dimensions):d}))"
+
+
+def vector_dims_predicate(dimensions: int, column: str = "embedding") -> str:
+    return f"vector_dims({column}) = {int(dimensions):d}"
+
+
+def ensure_dimension_vector_index(dimensions: int, *, concurrently: bool = True) -> str:
+    """The table-wide HNSW index for `dimensions`-d vectors, created when missing (before a
+    migration to a model of that dimension switches). Returns "created" or "exists"."""
+    dimensions = int(dimensions)
+    if not 0 < dimensions <= 16000:
+        raise ValueError("dimensions out of range")
+    name = dimension_index_name(dimensions)
+    concurrent = " CONCURRENTLY" if concurrently else ""
+    with owner_connection() as conn, conn.cursor() as cursor:
+        cursor.execute(_INDEX_STATE_SQL, [name])
+        row = cursor.fetchone()
+        if row is not None and row[0]:
+            return "exists"
+        if row is not None:  # left invalid by an interrupted concurrent build
+            cursor.execute(f"DROP INDEX{concurrent} IF EXISTS {name}")
+        cursor.execute(f"CREATE INDEX{concurrent} IF NOT EXISTS {name} ON documents_chunk USING hnsw"
+                       f" ({vector_expression(dimensions)} vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+                       f" WHERE {vector_dims_predicate(dimensions)}")
+        return "created"
 
 
 _INDEX_STATE_SQL = """
@@ -56,12 +97,16 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
         raise ValueError("account_id must be a positive integer")
     if connection.in_atomic_block:
         raise RuntimeError("ensure_tenant_vector_index() must run outside a transaction")
-    name = tenant_index_name(account_id)
     threshold = settings.SEARCH_TENANT_INDEX_MIN_CHUNKS
     with account_context(account_id=account_id), connection.cursor() as cursor:
         cursor.execute("SELECT COALESCE(SUM(d.chunk_count), 0) FROM documents_document AS d"
                        f" WHERE d.account_id = %s AND {VISIBLE_DOCUMENT_SQL}", [account_id])
         chunk_count = int(cursor.fetchone()[0])
+        # The index covers the vectors search compares: those of the account's active model.
+        cursor.execute("SELECT dimensions FROM documents_activeembeddingmodel WHERE account_id = %s", [account_id])
+        row = cursor.fetchone()
+    dimensions = int(row[0]) if row else DEFAULT_DIMENSIONS
+    name = tenant_index_name(account_id, dimensions)
     concurrent = " CONCURRENTLY" if concurrently else ""
     # DDL is the schema owner's: a connection of its own, outside the app's transaction.
     with owner_connection() as conn, conn.cursor() as cursor:
@@ -70,6 +115,13 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
         if not cursor.fetchone()[0]:
             return "busy"
         try:
+            # Indexes of the account over another dimension (a finished migration's old model).
+            cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'documents_chunk' AND (indexname"
+                           " IN (%s, %s) OR indexname LIKE %s)", [tenant_index_name(account_id), name,
+                                                                 tenant_index_name(account_id) + "\\_d%"])
+            for (other,) in cursor.fetchall():
+                if other != name:
+                    cursor.execute(f"DROP INDEX{concurrent} IF EXISTS {other}")
             cursor.execute(_INDEX_STATE_SQL, [name])
             row = cursor.fetchone()
             state = None if row is None else bool(row[0])
@@ -81,8 +133,9 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
                 cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)",
                                [settings.SEARCH_TENANT_INDEX_BUILD_MEMORY])
                 cursor.execute(f"CREATE INDEX{concurrent} IF NOT EXISTS {name} ON documents_chunk"
-                               f" USING hnsw (embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
-                               f" WHERE (account_id + 0) = {account_id:d}")
+                               f" USING hnsw ({vector_expression(dimensions)} vector_cosine_ops)"
+                               f" WITH (m = 16, ef_construction = 64)"
+                               f" WHERE (account_id + 0) = {account_id:d} AND {vector_dims_predicate(dimensions)}")
                 return "created"
             if state is not None and (chunk_count < threshold // 2 or state is False):
                 cursor.execute(f"DROP INDEX{concurrent} IF EXISTS {name}")
@@ -95,7 +148,11 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
 def tenant_vector_index_drop(account_id: int) -> None:
     """Drop the account's own index, if any (tests and benchmarks start from none)."""
     with owner_connection() as conn:
-        conn.execute(f"DROP INDEX IF EXISTS {tenant_index_name(account_id)}")
+        rows = conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'documents_chunk'"
+                            " AND (indexname = %s OR indexname LIKE %s)",
+                            [tenant_index_name(account_id), tenant_index_name(account_id) + "\\_d%"]).fetchall()
+        for (name,) in rows:
+            conn.execute(f"DROP INDEX IF EXISTS {name}")
 
 
 def tenant_vector_indexes_refresh() -> dict[int, str]:
@@ -113,5 +170,5 @@ def tenant_vector_indexes_refresh() -> dict[int, str]:
         with connection.cursor() as cursor:
             cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'documents_chunk'"
                            " AND indexname LIKE %s", [TENANT_INDEX_PREFIX + "%"])
-            indexed = {int(name[len(TENANT_INDEX_PREFIX):]) for (name,) in cursor.fetchall()}
+            indexed = {int(name[len(TENANT_INDEX_PREFIX):].split("_")[0]) for (name,) in cursor.fetchall()}
     return {account_id: ensure_tenant_vector_index(account_id) for account_id in sorted(large | indexed)}

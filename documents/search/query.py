@@ -41,7 +41,9 @@ from billing import references
 from billing.models import Kind
 from billing.services import credits_debit
 from documents.models import VISIBLE_COLLECTION_IDS_SQL, VISIBLE_DOCUMENT_SQL
-from documents.search.maintenance import tenant_index_name
+# A module, not its names: embedding_models imports search.maintenance (this package).
+from documents import embedding_models
+from documents.search.maintenance import DEFAULT_DIMENSIONS, tenant_index_name
 from llm import client as llm
 
 RRF_K = 60
@@ -122,6 +124,10 @@ SELECT COALESCE(SUM(d.chunk_count) FILTER (WHERE {VISIBLE_DOCUMENT_SQL}), 0)::bi
        COALESCE((SELECT i.indisvalid AND i.indisready FROM pg_catalog.pg_index AS i
                  WHERE i.indexrelid = to_regclass(%(tenant_index)s)), false),
        v.ids,
+       COALESCE(%(model)s::text,
+                (SELECT a.model FROM documents_activeembeddingmodel AS a WHERE a.account_id = %(account_id)s),
+                (SELECT c.embedding_model FROM documents_chunk AS c WHERE c.account_id = %(account_id)s LIMIT 1),
+                %(default_model)s::text),
        set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', LEAST(%(ef_max)s, GREATEST(%(ef_search)s,
            COALESCE(SUM(d.chunk_count) FILTER (WHERE {VISIBLE_DOCUMENT_SQL}), 0) / %(ef_step)s))::text, true)
@@ -134,21 +140,27 @@ GROUP BY v.ids
 
 # `(distance) + 0` cannot be answered by the HNSW index, so the planner reads the account's
 # rows through the account_id btree and sorts them: exact, for small accounts.
+# Every vector query compares the query only with vectors of its own model
+# (`c.embedding_model = %(model)s`) and dimension: `{dims}` is the query's dimension written in
+# as an integer literal, in the expression and predicate of the per-dimension HNSW indexes
+# (search.maintenance.vector_expression / vector_dims_predicate), so the planner can use them.
 _VECTOR_EXACT = """
-SELECT c.id, c.embedding <=> %(vector)s::vector AS distance
+SELECT c.id, (c.embedding::vector({dims:d})) <=> %(vector)s::vector({dims:d}) AS distance
 FROM documents_chunk AS c
 WHERE c.account_id = %(account_id)s AND c.collection_id = ANY(%(collections)s::bigint[])
   AND NOT (c.document_id = ANY(%(deleting)s::bigint[]))
-ORDER BY (c.embedding <=> %(vector)s::vector) + 0
+  AND c.embedding_model = %(model)s AND vector_dims(c.embedding) = {dims:d}
+ORDER BY ((c.embedding::vector({dims:d})) <=> %(vector)s::vector({dims:d})) + 0
 LIMIT %(candidates)s
 """
 
 _VECTOR_HNSW = """
-SELECT c.id, c.embedding <=> %(vector)s::vector AS distance
+SELECT c.id, (c.embedding::vector({dims:d})) <=> %(vector)s::vector({dims:d}) AS distance
 FROM documents_chunk AS c
 WHERE c.account_id = %(account_id)s AND c.collection_id = ANY(%(collections)s::bigint[])
   AND NOT (c.document_id = ANY(%(deleting)s::bigint[]))
-ORDER BY c.embedding <=> %(vector)s::vector
+  AND c.embedding_model = %(model)s AND vector_dims(c.embedding) = {dims:d}
+ORDER BY (c.embedding::vector({dims:d})) <=> %(vector)s::vector({dims:d})
 LIMIT %(candidates)s
 """
 
@@ -160,11 +172,12 @@ LIMIT %(candidates)s
 # the btree, because it takes the RLS policy's filter for selective (~10 %) and so believes
 # the account has a tenth of its rows (measured: 73 ms instead of 2 ms for 10,000 chunks).
 _VECTOR_TENANT_HNSW = """
-SELECT c.id, c.embedding <=> %(vector)s::vector AS distance
+SELECT c.id, (c.embedding::vector({dims:d})) <=> %(vector)s::vector({dims:d}) AS distance
 FROM documents_chunk AS c
-WHERE (c.account_id + 0) = {account_id:d} AND c.collection_id = ANY(%(collections)s::bigint[])
-  AND NOT (c.document_id = ANY(%(deleting)s::bigint[]))
-ORDER BY c.embedding <=> %(vector)s::vector
+WHERE (c.account_id + 0) = {account_id:d} AND vector_dims(c.embedding) = {dims:d}
+  AND c.collection_id = ANY(%(collections)s::bigint[])
+  AND NOT (c.document_id = ANY(%(deleting)s::bigint[])) AND c.embedding_model = %(model)s
+ORDER BY (c.embedding::vector({dims:d})) <=> %(vector)s::vector({dims:d})
 LIMIT %(candidates)s
 """
 
@@ -203,17 +216,17 @@ def search_path_for(chunk_count: int, *, tenant_index: bool = False) -> str:
     return "tenant_hnsw" if tenant_index else "hnsw"
 
 
-def _vector_sql(path: str, account_id: int) -> str:
+def _vector_sql(path: str, account_id: int, dims: int) -> str:
     if path == "exact":
-        return _VECTOR_EXACT
+        return _VECTOR_EXACT.format(dims=int(dims))
     if path == "tenant_hnsw":
-        return _VECTOR_TENANT_HNSW.format(account_id=int(account_id))
-    return _VECTOR_HNSW
+        return _VECTOR_TENANT_HNSW.format(account_id=int(account_id), dims=int(dims))
+    return _VECTOR_HNSW.format(dims=int(dims))
 
 
 def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None,
                   threshold: float | None = None, mode: str = "hybrid",
-                  collection_ids: list[int] | None = None) -> list[Hit]:
+                  collection_ids: list[int] | None = None, embedding_model: str | None = None) -> list[Hit]:
     """The account's best `top_k` chunks for `query` (text) and `query_vector` (its embedding).
 
     Vector top-N and full-text top-N (N = max(4*top_k, 40)) fused by reciprocal rank
@@ -222,28 +235,36 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
     full text stays. `mode` "vector" or "fulltext" uses one list only (evaluation).
     Searches the collections the principal may see, or those of `collection_ids` among them
     (selectors.collection_ids_requested checks them first). Two queries, whatever top_k.
+
+    `query_vector` is compared only with chunk vectors of `embedding_model` (the model that
+    made it; by default the account's active model) and of its own dimension: never with
+    vectors of another model, also while a migration builds the next model's vectors.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
     account_id = account_id_in_context(account)
+    vector = _vector_literal(query_vector) if mode != "fulltext" else None
+    dims = int(np.asarray(query_vector, dtype=np.float32).reshape(-1).shape[0]) if vector else 0
     top_k = top_k or settings.RAG_TOP_K
     threshold = settings.RAG_MATCH_THRESHOLD if threshold is None else threshold
     candidates = max(4 * top_k, MIN_CANDIDATES)
     params = {"account_id": account_id, "query": fulltext_query_text(query), "candidates": candidates,
               "ef_search": settings.SEARCH_EF_SEARCH,
               "ef_max": settings.SEARCH_EF_SEARCH_MAX, "ef_step": EF_SEARCH_CHUNKS_PER_STEP,
-              "tenant_index": tenant_index_name(account_id),
+              "tenant_index": tenant_index_name(account_id, dims or DEFAULT_DIMENSIONS),
               "narrow": None if collection_ids is None else [int(i) for i in collection_ids],
-              "vector": _vector_literal(query_vector) if mode != "fulltext" else None}
+              # No model given: the account's active one, read by _PREPARE_SQL with the rules of
+              # embedding_models.active_embedding_model (without writing its row).
+              "vector": vector, "model": embedding_model, "default_model": settings.EMBEDDING_MODEL}
     with connection.cursor() as cursor:
         cursor.execute(_PREPARE_SQL, params)
-        chunk_count, deleting, tenant_index, collections, *_ = cursor.fetchone()
+        chunk_count, deleting, tenant_index, collections, params["model"], *_ = cursor.fetchone()
         params["deleting"], params["collections"] = list(deleting), list(collections)
         if not collections:
             return []
         vector_sql = _NONE.format(column="distance")
         if mode != "fulltext":
-            vector_sql = _vector_sql(search_path_for(chunk_count, tenant_index=tenant_index), account_id)
+            vector_sql = _vector_sql(search_path_for(chunk_count, tenant_index=tenant_index), account_id, dims)
         fulltext_sql = _FULLTEXT if mode != "vector" and params["query"].strip() else _NONE.format(column="rank")
         cursor.execute(_SEARCH_SQL.format(vector=vector_sql, fulltext=fulltext_sql), params)
         rows = cursor.fetchall()
@@ -290,10 +311,15 @@ def search_for_query(*, account, query: str, top_k: int | None = None, key: str,
     credit (billing's rule). With `hold` (a chat turn's, which reserved the query's cost),
     the charge is drawn from the hold and never refused.
     """
-    account_id_in_context(account)
-    embedding = llm.with_retries(lambda: llm.embed([query]), tries=2, first_delay=0.2)
+    account_id = account_id_in_context(account)
+    # The query is embedded with the model the account's chunks are searched by (not
+    # EMBEDDING_MODEL, which may name the model a migration is building), and compared with
+    # vectors of that model only (hybrid_search's `embedding_model`).
+    active = embedding_models.active_embedding_model(account_id=account_id)
+    embedding = llm.with_retries(lambda: llm.embed([query], model=active.model, dimensions=active.dimensions),
+                                 tries=2, first_delay=0.2)
     credits_debit(account=account, tokens=embedding.total_tokens, key=key, kind=Kind.EMBEDDING,
                   model=embedding.model, provider=embedding.provider, reference=references.SEARCH,
                   user=user, api_key=api_key, hold=hold)
     return hybrid_search(account=account, query=query, query_vector=embedding.vectors[0], top_k=top_k,
-                         collection_ids=collection_ids)
+                         collection_ids=collection_ids, embedding_model=embedding.model)

@@ -350,7 +350,10 @@ def test_a_large_account_gets_an_index_of_its_own_and_search_takes_it(library, a
     assert ensure_tenant_vector_index(account_b.pk, concurrently=False) == "created"
     assert ensure_tenant_vector_index(account_b.pk, concurrently=False) == "exists"
     assert _index_def(tenant_index_name(account_a.pk)) is None
-    assert _index_def(tenant_index_name(account_b.pk)).endswith(f"WHERE ((account_id + 0) = {account_b.pk})")
+    # Over the 384-d vectors (the expression and predicate search repeats; issue 11, item 4).
+    assert _index_def(tenant_index_name(account_b.pk)).endswith(
+        f"WHERE (((account_id + 0) = {account_b.pk}) AND (vector_dims(embedding) = 384))")
+    assert "USING hnsw (((embedding)::vector(384)) vector_cosine_ops)" in _index_def(tenant_index_name(account_b.pk))
     assert search_path_for(3000, tenant_index=True) == "tenant_hnsw"
 
     vector = fake_embedding("paid holiday days")
@@ -359,7 +362,8 @@ def test_a_large_account_gets_an_index_of_its_own_and_search_takes_it(library, a
                              mode="vector")
         cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
         cursor.execute(f"EXPLAIN SELECT id FROM documents_chunk AS c WHERE (c.account_id + 0) = {account_b.pk} "
-                       "ORDER BY c.embedding <=> %s::vector LIMIT 40", [str(list(vector))])
+                       "AND vector_dims(c.embedding) = 384 "
+                       "ORDER BY (c.embedding::vector(384)) <=> %s::vector(384) LIMIT 40", [str(list(vector))])
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert tenant_index_name(account_b.pk) in plan
     assert len(hits) == 10
