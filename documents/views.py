@@ -3,8 +3,11 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from accounts.permissions import (
@@ -20,9 +23,15 @@ from billing import references
 from billing.errors import BillingError
 from billing.selectors import balance_get, ledger_list
 from documents import selectors, services
+from documents.chunk_preview import chunk_blocks
 from documents.embedding_views import embedding_panel
 from documents.errors import NotFound, UploadRejected
+from documents.kinds import KIND_BY_NAME
 from documents.serializers import DocumentSerializer
+
+
+# A 314-chunk PDF is 13 pages of 25, each one screen or two, instead of one page 225,000 px tall.
+CHUNKS_PER_PAGE = 25
 
 
 def _account(request):
@@ -41,6 +50,26 @@ def _found(access, **kwargs):
 
 def _document(request, document_id):
     return _found(selectors.document_access_by_id, account=_account(request), document_id=document_id)
+
+
+def _int_or_none(value) -> int | None:
+    """A chunk index from the query string, or None (also for one the database cannot hold)."""
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return None
+    return number if 0 <= number < 2 ** 31 else None
+
+
+def _back_to_list_or(request, default):
+    """Where a form posted from the knowledge base list returns: the list as it was (its
+    `next`, same filters), if `next` is that list on this site; else `default`."""
+    target = request.POST.get("next") or ""
+    if (target.startswith(reverse("documents:knowledge-base"))
+            and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                require_https=request.is_secure())):
+        return redirect(target)
+    return default
 
 
 def _with_permissions(request, documents) -> list:
@@ -118,13 +147,25 @@ def upload_view(request):
 @login_required
 @page_requires(Action.DOCUMENT_READ)
 def document_view(request, document_id: int):
+    """The document and one page of its chunks: `?page=N`, or `?chunk=I` for the page that
+    holds chunk I (a citation's link), which is then highlighted."""
     account = _account(request)
     document = _document(request, document_id)
     chunks = selectors.chunk_list(account=account, document=document)
+    highlight = _int_or_none(request.GET.get("chunk"))
+    page_number = request.GET.get("page")
+    if highlight is not None:
+        page_number = chunks.filter(chunk_index__lt=highlight).count() // CHUNKS_PER_PAGE + 1
+    chunk_page = Paginator(chunks, CHUNKS_PER_PAGE).get_page(page_number)
+    for chunk in chunk_page:
+        chunk.blocks = chunk_blocks(chunk.content)
     charges = ledger_list(account=account).filter(reference__startswith=references.document_prefix(document.pk))
     return render(request, "documents/document.html", {
-        "document": document, "chunks": chunks, "charges": charges,
-        "highlight": request.GET.get("chunk"),
+        "document": document, "chunk_page": chunk_page, "charges": charges,
+        "highlight": highlight,
+        "highlight_shown": highlight is not None and any(c.chunk_index == highlight for c in chunk_page),
+        # A slide deck's chunks are numbered by slide (stored as pages, so `pages` works alike).
+        "page_word": "slide" if document.content_type == KIND_BY_NAME["pptx"].content_type else "page",
         "collections": selectors.collection_list(account=account),
         "may_delete": principal_may(request, Action.DOCUMENT_DELETE, document),
         "may_reindex": principal_may(request, Action.DOCUMENT_REINDEX),
@@ -149,9 +190,9 @@ def reindex_view(request, document_id: int):
         document = services.document_reindex(account=_account(request), document=_document(request, document_id))
     except BillingError as exc:
         messages.error(request, exc.message)
-        return redirect("documents:document", document_id=document_id)
+        return _back_to_list_or(request, redirect("documents:document", document_id=document_id))
     messages.success(request, f"Reindexing {document.name}.")
-    return redirect("documents:document", document_id=document.pk)
+    return _back_to_list_or(request, redirect("documents:document", document_id=document.pk))
 
 
 @login_required

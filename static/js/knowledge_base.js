@@ -17,6 +17,8 @@
   var uploadNotes = {};  // document id -> its line in the upload list, kept in step with the status
   var pollTimer = null;
 
+  function count(n) { return Number(n || 0).toLocaleString("en-US"); }
+
   function size(bytes) {
     if (bytes < 1024) return bytes + " bytes";
     var units = ["KB", "MB", "GB"], value = bytes / 1024, i = 0;
@@ -81,23 +83,26 @@
 
   // ---------- Rows -----------------------------------------------------------------------
 
-  function actionForm(action, label, className, confirmText) {
+  function actionForm(action, label, className, confirmText, back) {
     return el("form", { class: "inline", method: "post", action: action, "data-confirm": confirmText },
       el("input", { type: "hidden", name: "csrfmiddlewaretoken", value: csrf }),
+      back ? el("input", { type: "hidden", name: "next", value: back }) : "",
       el("button", { class: className, type: "submit", "aria-label": label }, label.split(" ")[0]));
   }
 
   function newRow(d) {
     return el("tr", { "data-document-id": d.id },
-      el("td", null, el("a", { class: "doc-name", href: "/documents/" + encodeURIComponent(d.id) + "/" }, d.name)),
-      el("td", { "data-field": "status-cell" }, el("span", { class: "badge", "data-field": "status" })),
-      el("td", { class: "num", "data-field": "chunk_count" }),
-      el("td", { class: "num" }, size(d.size)),
-      el("td", { class: "num", "data-field": "token_count" }),
-      el("td", { class: "nowrap" }, el("time", { datetime: d.created_at }, "just now")),
+      el("td", { class: "doc-name-cell" }, el("a", { class: "doc-name", href: "/documents/" + encodeURIComponent(d.id) + "/" }, d.name)),
+      el("td", { "data-label": "Status", "data-field": "status-cell" }, el("span", { class: "badge", "data-field": "status" })),
+      el("td", { class: "num", "data-label": "Chunks", "data-field": "chunk_count" }),
+      el("td", { class: "num", "data-label": "Size" }, size(d.size)),
+      el("td", { class: "num", "data-label": "Charged" }, el("span", null, el("span", { "data-field": "token_count" }),
+        " tokens · ", el("span", { "data-field": "credits_charged" }), " credits")),
+      el("td", { class: "nowrap", "data-label": "Added" }, el("time", { datetime: d.created_at }, "just now")),
       // The same buttons as the server's rows: what the role may do (data-may-* on the table).
-      el("td", { class: "nowrap" },
-        table.dataset.mayReindex ? actionForm("/documents/" + d.id + "/reindex/", "Reindex " + d.name, "btn-small") : "", " ",
+      el("td", { class: "nowrap row-actions" },
+        table.dataset.mayReindex ? actionForm("/documents/" + d.id + "/reindex/", "Reindex " + d.name, "btn-small", undefined,
+                                              table.dataset.return) : "", " ",
         (d.may_delete || table.dataset.mayDelete === "yes") ?
           actionForm("/documents/" + d.id + "/delete/", "Delete " + d.name, "btn-small danger",
                      "Delete " + d.name + "? Its passages leave search at once.") : ""));
@@ -127,7 +132,8 @@
       err.remove();
     }
     tr.querySelector('[data-field="chunk_count"]').textContent = d.chunk_count;
-    tr.querySelector('[data-field="token_count"]').textContent = d.token_count;
+    tr.querySelector('[data-field="token_count"]').textContent = count(d.token_count);
+    tr.querySelector('[data-field="credits_charged"]').textContent = count(d.credits_charged);
     var note = uploadNotes[d.id];
     if (note && d.status !== "pending") {
       note.textContent = d.status === "ready"
