@@ -89,6 +89,18 @@ class DocumentReindexView(APIView):
         return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)
 
 
+class DocumentReindexCancelView(APIView):
+    """Cancel a document's pending or running reindex: it keeps the chunks it had."""
+    permission_classes = [HasAccount, allows(Action.DOCUMENT_REINDEX)]
+
+    @extend_schema(request=None, responses=DocumentSerializer)
+    def post(self, request, document_id: int):
+        account = request._request.account
+        document = selectors.document_access_by_id(account=account, document_id=document_id)
+        document = services.document_reindex_cancel(account=account, document=document)
+        return Response(DocumentSerializer(document).data)
+
+
 class AccountReindexView(APIView):
     """Re-embed every document of the account; GET shows the latest run's progress."""
 

@@ -1,5 +1,6 @@
-"""The Knowledge base's "Embedding model" section: the migration the settings ask for, its
-credit estimate before it starts, its progress while it runs (thin views)."""
+"""The Knowledge base's "Embedding model" section (the migration the settings ask for, its
+credit estimate before it starts, its progress while it runs) and cancelling a document's
+reindex (thin views)."""
 from __future__ import annotations
 
 from django.contrib import messages
@@ -10,7 +11,8 @@ from django.views.decorators.http import require_POST
 
 from accounts.permissions import Action, page_requires, principal_may
 from billing.errors import BillingError
-from documents import services
+from documents import selectors, services
+from documents.errors import NotFound
 from documents.embedding_models import active_embedding_model, model_change
 from documents.models import ReindexRun
 
@@ -46,3 +48,20 @@ def embedding_migration_start_view(request):
             messages.success(request, f"Moving to {run.embedding_model}. Search keeps using the current model "
                                       "until every document has new vectors.")
     return redirect("documents:knowledge-base")
+
+
+@login_required
+@require_POST
+@page_requires(Action.DOCUMENT_REINDEX)
+def reindex_cancel_view(request, document_id: int):
+    if request.account is None:
+        raise Http404
+    try:
+        document = selectors.document_access_by_id(account=request.account, document_id=document_id)
+    except NotFound as exc:
+        raise Http404(exc.message) from exc
+    document = services.document_reindex_cancel(account=request.account, document=document)
+    messages.success(request, f"Reindex of {document.name} cancelled." if document.status == "ready"
+                     else f"{document.name}: nothing to cancel." if document.status != "failed"
+                     else f"Processing of {document.name} cancelled.")
+    return redirect("documents:document", document_id=document.pk)

@@ -3,6 +3,7 @@ debit + publish in one transaction. Every step is idempotent per (document, revi
 from __future__ import annotations
 
 import logging
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -168,9 +169,20 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
         batch = texts[index * BATCH_SIZE:(index + 1) * BATCH_SIZE]
         return index, llm.with_retries(lambda: llm.embed(batch, model=active.model, dimensions=active.dimensions))
 
-    with ThreadPoolExecutor(max_workers=settings.EMBEDDING_CONCURRENCY) as pool:
-        for index, result in pool.map(embed_batch, todo):
-            _stage(document, index, result)
+    # At most EMBEDDING_CONCURRENCY batches in flight, each staged (and checked for a cancel)
+    # before another starts: a cancel stops the embedding within that many requests.
+    window = max(1, settings.EMBEDDING_CONCURRENCY)
+    pool = ThreadPoolExecutor(max_workers=window)
+    in_flight: deque = deque()
+    try:
+        for index in todo:
+            if len(in_flight) >= window:
+                _stage(document, *in_flight.popleft().result())
+            in_flight.append(pool.submit(embed_batch, index))
+        while in_flight:
+            _stage(document, *in_flight.popleft().result())
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     with account_context(account_id=document.account_id):
         return list(EmbeddingBatch.objects.for_account(document.account_id)
                     .filter(document=document, revision=document.revision).order_by("batch_index"))

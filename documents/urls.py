@@ -18,4 +18,5 @@ urlpatterns = [
          name="collection-delete"),
     path("<int:document_id>/delete/", views.delete_view, name="delete"),
     path("<int:document_id>/reindex/", views.reindex_view, name="reindex"),
+    path("<int:document_id>/reindex/cancel/", embedding_views.reindex_cancel_view, name="reindex-cancel"),
 ]
