@@ -33,7 +33,7 @@ from django.utils import timezone
 from accounts.models import Membership
 from accounts.selectors import membership_list_for_user
 from audit.models import ActorKind, AuditEntry
-from billing.models import CreditLedgerEntry
+from billing.selectors import ledger_list
 from chat.selectors import conversation_list
 from core.tenancy import account_context
 from documents.models import Document, EmbeddingBatch, Status
@@ -244,7 +244,7 @@ def _conversations(account_id: int, user) -> list[dict]:
 def _usage(account_id: int, user) -> list[dict]:
     """The credits the person spent (`spent_by_user`), oldest first. Not the account's
     balance: that is the account's, not the person's."""
-    entries = CreditLedgerEntry.objects.for_account(account_id).filter(spent_by_user=user).order_by("created_at", "pk")
+    entries = ledger_list(account=account_id).filter(spent_by_user=user).order_by("created_at", "pk")
     return [{"id": e.pk, "created_at": e.created_at.isoformat(), "kind": e.kind, "delta": e.delta,
              "tokens": e.tokens, "model": e.model, "provider": e.provider, "reference": e.reference}
             for e in entries.iterator(chunk_size=1000)]
