@@ -19,7 +19,7 @@ from accounts.services import account_delete
 from accounts.tests.factories import add_member, make_account, make_api_key, make_user
 from chat.models import Conversation, Message
 from core.tenancy import account_context, user_context
-from documents.models import Document, EmbeddingBatch
+from documents.models import EmbeddingBatch
 from documents.services import collection_create, document_move, document_upload
 from exports.jobs import cleanup_exports
 from exports.models import DataExport, ExportStatus
@@ -364,3 +364,15 @@ def test_a_viewer_may_export_too_and_the_schema_lists_the_endpoints(world, clien
     schema = client.get("/api/schema/?format=json").json()
     assert {"/api/v1/exports/", "/api/v1/exports/{export_id}/",
             "/api/v1/exports/{export_id}/download/{token}/"} <= set(schema["paths"])
+
+
+def test_the_overview_page_says_why_an_export_was_refused(world, account_a, client, run_jobs, queue, settings):
+    settings.EXPORT_MAX_PENDING_RECORDS = 1
+    _pending_uploads(account_a, world["person"], 2)
+    queue.empty()
+    _login(client, world["person"])
+    client.post("/exports/request/")
+    run_jobs()
+    page = client.get("/").content.decode()
+    assert "Refused" in page and "more than 1 records" in page and 'id="export-request"' in page
+    assert "/download/" not in page
