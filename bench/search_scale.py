@@ -97,7 +97,7 @@ def _load(total: int, account_ids: list[int]) -> dict:
     # Indexes are the schema owner's (core/db_owner.py).
     with owner_connection() as conn, conn.cursor() as cursor:
         if todo:
-            cursor.execute("DROP INDEX IF EXISTS chunk_embedding_hnsw")
+            cursor.execute("DROP INDEX IF EXISTS chunk_embedding_hnsw_d384")
             cursor.execute("DROP INDEX IF EXISTS chunk_search_gin")
             # Per-account HNSW indexes too (rebuilt by ensure_tenant_vector_index below):
             # an HNSW insert costs ~2 ms a row.
@@ -127,8 +127,8 @@ def _load(total: int, account_ids: list[int]) -> dict:
                 literals = ["[" + ",".join(f"{x:.5f}" for x in v) + "]" for v in vectors.tolist()]
                 cursor.execute(
                     "INSERT INTO documents_chunk (account_id, document_id, collection_id, revision, chunk_index, content,"
-                    " token_count, heading_path, embedding, embedding_model)"
-                    " SELECT %s, %s, %s, 1, i, t, 40, '[]'::jsonb, e::vector, 'synthetic'"
+                    " token_count, heading_path, embedding, embedding_model, text_source)"
+                    " SELECT %s, %s, %s, 1, i, t, 40, '[]'::jsonb, e::vector, 'synthetic', 'text'"
                     " FROM unnest(%s::int[], %s::text[], %s::text[]) AS u(i, t, e)",
                     [account_id, document_id, collection_id, list(range(offset + start, offset + start + n)), texts, literals])
                 added += n
@@ -139,8 +139,10 @@ def _load(total: int, account_ids: list[int]) -> dict:
             cursor.execute("SET maintenance_work_mem = '4GB'")
             cursor.execute("SET max_parallel_maintenance_workers = 2")
             t0 = time.perf_counter()
-            cursor.execute("CREATE INDEX IF NOT EXISTS chunk_embedding_hnsw ON documents_chunk USING hnsw "
-                           "(embedding vector_cosine_ops) WITH (m = 16, ef_construction = 64)")
+            # The 384-d expression index of migration 0010 (vectors of any dimension since issue 11).
+            cursor.execute("CREATE INDEX IF NOT EXISTS chunk_embedding_hnsw_d384 ON documents_chunk USING hnsw "
+                           "((embedding::vector(384)) vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
+                           "WHERE vector_dims(embedding) = 384")
             index_s["hnsw"] = round(time.perf_counter() - t0, 1)
             t0 = time.perf_counter()
             cursor.execute("CREATE INDEX IF NOT EXISTS chunk_search_gin ON documents_chunk USING gin (search_vector)")
@@ -274,7 +276,9 @@ def _cleanup(account_ids: list[int]) -> None:
     with dangerously_bypass_tenancy(reason="bench: remove synthetic chunks"), connection.cursor() as cursor:
         cursor.execute("DELETE FROM documents_chunk WHERE account_id = ANY(%s)", [account_ids])
         cursor.execute("DELETE FROM documents_document WHERE account_id = ANY(%s)", [account_ids])
-    Account.objects.filter(pk__in=account_ids).delete()
+        # Inside the bypass: the collector must see the accounts' rows (collections, ...) to
+        # delete them first (outside it, RLS hid them and the account's delete failed).
+        Account.objects.filter(pk__in=account_ids).delete()
 
 
 def run() -> dict:
