@@ -30,7 +30,7 @@ from chat.router import GENERAL, LOOKUP, SUMMARY, is_followup, match_document, r
 from documents.chunking import embedding_tokens
 from documents.models import Document, Status
 from documents.selectors import collection_ids_requested
-from documents.search import expand_passages, first_chunks, hit_passages, search_for_query
+from documents.search import expand_passages, first_chunks, hit_passages, ocr_chunk_ids, search_for_query
 from llm import client as llm
 from llm.tokens import count_tokens
 
@@ -279,9 +279,12 @@ def _rewrite_followup(account, question: str, history: list[tuple[str, str]], ke
     return text.splitlines()[0][:MAX_QUESTION_CHARS] if text else standalone_query(question, history)
 
 
-def _sources(passages) -> list[dict]:
+def _sources(passages, ocr_ids: set[int] = frozenset()) -> list[dict]:
+    """Each passage as a numbered source; `"ocr": true` on one whose text was (partly) read
+    by OCR (`ocr_ids`: its chunks' ids), so its citation says so."""
     return [{"n": n, "document_id": p.document_id, "document_name": p.document_name, "chunk_index": p.chunk_start,
-             "pages": list(p.pages) if p.pages else None, "score": round(float(p.score), 4)}
+             "pages": list(p.pages) if p.pages else None, "score": round(float(p.score), 4),
+             **({"ocr": True} if ocr_ids.intersection(p.chunk_ids) else {})}
             for n, p in enumerate(passages, start=1)]
 
 
@@ -333,7 +336,7 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
             messages = build_messages(question=question, passages=passages, history=history,
                                       grounded=bool(passages), history_budget=settings.CHAT_HISTORY_TOKENS,
                                       instructions=options.system)
-            sources = _sources(passages)
+            sources = _sources(passages, ocr_chunk_ids(account=account, passages=passages))
             user_message = Message.objects.for_account(account).create(
                 account=account, conversation=conversation, role=Role.USER, content=question, route=kind,
                 sources=sources, end_user=options.end_user[:256], query=query if decision.kind != GENERAL else "")
@@ -358,7 +361,8 @@ def _citations(answer: str, sources: list[dict]) -> list[dict]:
         n = int(match.group(1))
         if n in by_n and by_n[n] not in cited:
             cited.append(by_n[n])
-    return [{k: s[k] for k in ("n", "document_id", "document_name", "chunk_index", "pages")} for s in cited]
+    return [{**{k: s[k] for k in ("n", "document_id", "document_name", "chunk_index", "pages")},
+             **({"ocr": True} if s.get("ocr") else {})} for s in cited]
 
 
 def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:

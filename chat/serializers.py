@@ -16,6 +16,7 @@ class CitationSerializer(serializers.Serializer):
     document_name = serializers.CharField()
     chunk_index = serializers.IntegerField()
     pages = serializers.ListField(child=serializers.IntegerField(), allow_null=True)
+    ocr = serializers.BooleanField(required=False, help_text="Present (true) when the cited text was read by OCR")
 
 
 class UsageSerializer(serializers.Serializer):

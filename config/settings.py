@@ -273,6 +273,14 @@ CHUNK_OVERLAP = env.int("CHUNK_OVERLAP", default=200)
 EMBEDDING_CONCURRENCY = env.int("EMBEDDING_CONCURRENCY", default=2)
 PARSE_TIMEOUT_SECONDS = env.float("PARSE_TIMEOUT_SECONDS", default=120.0)
 PARSE_MEMORY_MB = env.int("PARSE_MEMORY_MB", default=1536)
+# OCR (documents/parsing/ocr.py): scanned PDF pages and image frames read a document, and the
+# parser sandbox's memory for files that may need it (PDFs, images: the ONNX OCR models take
+# ~1.7 GB of address space). VISION_MODEL: an OpenAI-compatible vision model that describes
+# each image (through LLM_BASE_URL, paid in credits); empty: images are only OCR'd.
+OCR_MAX_PAGES = env.int("OCR_MAX_PAGES", default=50)
+OCR_MEMORY_MB = env.int("OCR_MEMORY_MB", default=2560)
+VISION_MODEL = env("VISION_MODEL", default="")
+VISION_MAX_TOKENS = env.int("VISION_MAX_TOKENS", default=300)
 DOCUMENT_STALE_SECONDS = env.int("DOCUMENT_STALE_SECONDS", default=300)
 CHAT_MAX_TOKENS = env.int("CHAT_MAX_TOKENS", default=512)
 LOCAL_CHAT_MODEL_PATH = env("LOCAL_CHAT_MODEL_PATH", default="")

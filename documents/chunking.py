@@ -2,7 +2,8 @@
 
 Guarantees of `chunk_document`:
 - chunks never span two sections, except consecutive PDF pages under the same heading
-  path, which are one flow of text (a sentence may run across a page break);
+  path and of the same text source, which are one flow of text (a sentence may run
+  across a page break); each chunk keeps its section's text_source (text, ocr, vision);
 - each chunk ends at the strongest break available in the second half of its window:
   a blank line (paragraph), else a line break that ends a sentence or starts a list
   item, heading or table row, else a sentence end, else any line break, else a space,
@@ -55,6 +56,7 @@ class ChunkDraft:
     page_start: int | None
     page_end: int | None
     heading_path: list[str] = field(default_factory=list)
+    text_source: str = "text"  # where the text came from: text, ocr or vision (Section.text_source)
 
 
 @dataclass
@@ -67,6 +69,7 @@ class _Flow:
     page_offsets: list[int]
     pages: list[int | None]
     page_ends: list[int | None]
+    text_source: str = "text"
 
 
 def chunk_document(parsed: ParsedDocument, *, size: int = 800, overlap: int = 200,
@@ -85,7 +88,7 @@ def chunk_document(parsed: ParsedDocument, *, size: int = 800, overlap: int = 20
             _, page_end = _pages_at(flow, end - 1)
             drafts.append(ChunkDraft(index=len(drafts), content=content, token_count=count_tokens(content),
                                      page_start=page_start, page_end=page_end,
-                                     heading_path=list(flow.heading_path)))
+                                     heading_path=list(flow.heading_path), text_source=flow.text_source))
     return drafts
 
 
@@ -134,13 +137,16 @@ def _flows(parsed: ParsedDocument) -> list[_Flow]:
             position += len(text)
         if pieces:
             flows.append(_Flow(text="".join(pieces), heading_path=list(pending[0].heading_path),
-                               page_offsets=offsets, pages=starts, page_ends=ends))
+                               page_offsets=offsets, pages=starts, page_ends=ends,
+                               text_source=pending[0].text_source))
         pending.clear()
 
     for section in parsed.sections:
         paged = section.page_start is not None
+        # A chunk never mixes OCR'd text with the file's own (its citation says which it is).
         if pending and not (paged and pending[-1].page_start is not None
-                            and pending[-1].heading_path == section.heading_path):
+                            and pending[-1].heading_path == section.heading_path
+                            and pending[-1].text_source == section.text_source):
             close()
         pending.append(section)
         if not paged:

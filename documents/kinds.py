@@ -34,12 +34,20 @@ class DocumentKind:
     parser: str
     signature: bytes = b""
     signature_window: int = 0
+    # More signatures of the same kind (TIFF is written in both byte orders).
+    also_signatures: tuple[bytes, ...] = ()
+    # An image kind: Pillow's name of its format (it must open as exactly that); "" otherwise.
+    image_format: str = ""
     # An Office Open XML kind (a zip package): the part that holds its main document and the
     # [Content_Types].xml types that part may have; upload validation checks both, so a .docx
     # renamed .xlsx is refused. Empty for other kinds.
     office_part: str = ""
     office_main_types: tuple[str, ...] = ()
     office_noun: str = ""  # as in "a real Excel workbook" (the article is `article`)
+
+    @property
+    def is_image(self) -> bool:
+        return bool(self.image_format)
 
     @property
     def declared_types(self) -> frozenset[str]:
@@ -52,7 +60,8 @@ class DocumentKind:
 
     def has_signature(self, head: bytes) -> bool:
         """Whether the first bytes carry this binary kind's signature."""
-        return self.signature in head[:self.signature_window]
+        window = head[:self.signature_window]
+        return any(signature in window for signature in (self.signature, *self.also_signatures))
 
 
 KINDS: tuple[DocumentKind, ...] = (
@@ -108,11 +117,32 @@ KINDS: tuple[DocumentKind, ...] = (
         signature=b"PK\x03\x04", signature_window=4, office_part="ppt/presentation.xml", office_noun="PowerPoint presentation",
         office_main_types=("application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml",
                            "application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml")),
+    # Images are read by OCR (documents.parsing.ocr), and described by VISION_MODEL when set.
+    DocumentKind(
+        name="png", label="PNG image", article="a", short_label="PNG", extensions=(".png",),
+        content_type="image/png", also_declared_as=(), is_text=False, parser="documents.parsing.image:parse_image",
+        signature=b"\x89PNG\r\n\x1a\n", signature_window=8, image_format="PNG"),
+    DocumentKind(
+        name="jpeg", label="JPEG image", article="a", short_label="JPEG", extensions=(".jpg", ".jpeg"),
+        content_type="image/jpeg", also_declared_as=("image/jpg", "image/pjpeg"), is_text=False,
+        parser="documents.parsing.image:parse_image", signature=b"\xff\xd8\xff", signature_window=3,
+        image_format="JPEG"),
+    DocumentKind(
+        # RIFF....WEBP: "WEBP" at byte 8 (Pillow then checks the rest at upload).
+        name="webp", label="WebP image", article="a", short_label="WebP", extensions=(".webp",),
+        content_type="image/webp", also_declared_as=(), is_text=False, parser="documents.parsing.image:parse_image",
+        signature=b"WEBP", signature_window=12, image_format="WEBP"),
+    DocumentKind(
+        name="tiff", label="TIFF image", article="a", short_label="TIFF", extensions=(".tif", ".tiff"),
+        content_type="image/tiff", also_declared_as=("image/tif",), is_text=False,
+        parser="documents.parsing.image:parse_image", signature=b"II*\x00", signature_window=4,
+        also_signatures=(b"MM\x00*",), image_format="TIFF"),
 )
 
 KIND_BY_EXTENSION: dict[str, DocumentKind] = {ext: kind for kind in KINDS for ext in kind.extensions}
 KIND_NAMES: tuple[str, ...] = tuple(kind.name for kind in KINDS)
 KIND_BY_NAME: dict[str, DocumentKind] = {kind.name: kind for kind in KINDS}
+IMAGE_KIND_NAMES: frozenset[str] = frozenset(kind.name for kind in KINDS if kind.is_image)
 OFFICE_KINDS: tuple[DocumentKind, ...] = tuple(kind for kind in KINDS if kind.office_part)
 
 SUPPORTED_SUMMARY = (", ".join(kind.short_label for kind in KINDS[:-1])

@@ -25,6 +25,11 @@ def file_delete(name: str) -> None:
         default_storage.delete(name)
 
 
+def file_open(name: str):
+    """The stored file, opened for reading in binary (the caller closes it, e.g. a FileResponse)."""
+    return default_storage.open(name, "rb")
+
+
 @contextlib.contextmanager
 def local_copy(name: str):
     """A local filesystem path for the stored file (a temporary copy for remote storage),

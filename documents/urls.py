@@ -10,6 +10,7 @@ urlpatterns = [
     path("reindex/<int:run_id>/cancel/", views.account_reindex_cancel_view, name="account-reindex-cancel"),
     path("embedding-model/migrate/", embedding_views.embedding_migration_start_view, name="embedding-migrate"),
     path("<int:document_id>/", views.document_view, name="document"),
+    path("<int:document_id>/image/", views.document_image_view, name="image"),
     path("<int:document_id>/move/", collection_views.document_move_view, name="move"),
     path("collections/", collection_views.collections_view, name="collections"),
     path("collections/new/", collection_views.collection_create_view, name="collection-create"),

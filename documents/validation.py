@@ -48,6 +48,8 @@ _MAGIC = (
     (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "ole", "a legacy Microsoft Office file (.doc/.xls)"),
     (b"\x89PNG\r\n\x1a\n", "png", "a PNG image"),
     (b"\xff\xd8\xff", "jpeg", "a JPEG image"),
+    (b"II*\x00", "tiff", "a TIFF image"),
+    (b"MM\x00*", "tiff", "a TIFF image"),
     (b"GIF87a", "gif", "a GIF image"),
     (b"GIF89a", "gif", "a GIF image"),
     (b"\x7fELF", "elf", "a Linux program"),
@@ -87,6 +89,8 @@ def validate_upload(*, name: str, declared_type: str | None, data_head: bytes, s
     _check_magic(kind, data_head, size, safe_name)
     if kind.office_part:
         _check_office_package(kind, open_file, safe_name)
+    if kind.is_image:
+        _check_image(kind, open_file, safe_name)
     return ValidatedUpload(kind=kind.name, content_type=kind.content_type, safe_name=safe_name)
 
 
@@ -131,7 +135,7 @@ def _kind_for_extension(extension: str, safe_name: str) -> DocumentKind:
                    "(for example .pdf) and upload again.")
     elif extension in IMAGE_EXTENSIONS:
         message = (f"Groundwork reads {SUPPORTED_SUMMARY}; {extension} images are not one of them. "
-                   "If the image shows a document, convert it to a PDF with text (OCR) and upload that.")
+                   "Save the image as PNG or JPEG and upload that.")
     else:
         advice = CONVERSION_ADVICE.get(extension, "Convert it to one of these formats and upload again.")
         message = f"Groundwork reads {SUPPORTED_SUMMARY}; {extension} is not one of them. {advice}"
@@ -239,3 +243,31 @@ def _tell(fileobj) -> int | None:
         return fileobj.tell()
     except (AttributeError, OSError, ValueError):
         return None
+
+
+def _check_image(kind: DocumentKind, open_file: Callable[[], BinaryIO], safe_name: str) -> None:
+    """An image upload opens as exactly its kind's format (from its header; no pixels are
+    decoded here) and has at most ocr.MAX_PIXELS pixels (a small file can declare a picture
+    that takes gigabytes to decode)."""
+    from PIL import Image, UnidentifiedImageError
+
+    from documents.parsing import ocr
+
+    fileobj = open_file()
+    start = _tell(fileobj)
+    try:
+        fileobj.seek(0)
+        with Image.open(fileobj, formats=[kind.image_format]) as image:
+            width, height = image.size
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError):
+        raise UploadRejected(
+            "type_mismatch",
+            f"{safe_name} is named like {kind.label_with_article} file, but it is not a readable "
+            f"{kind.short_label} image (it is damaged or of another format). Open it in an image viewer, save it "
+            "again as PNG or JPEG, and upload that.", status=415) from None
+    finally:
+        if start is not None:
+            fileobj.seek(start)
+    if width * height > ocr.MAX_PIXELS:
+        raise UploadRejected("image_too_large", f"{safe_name}: {ocr.too_many_pixels_message(width, height)}",
+                             status=413)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, JsonResponse
+from django.http import FileResponse, Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
@@ -22,12 +22,13 @@ from accounts.permissions import (
 from billing import references
 from billing.errors import BillingError
 from billing.selectors import balance_get, ledger_list
-from documents import selectors, services
+from documents import images, selectors, services
 from documents.chunk_preview import chunk_blocks
 from documents.embedding_views import embedding_panel
 from documents.errors import NotFound, UploadRejected
 from documents.kinds import KIND_BY_NAME
 from documents.serializers import DocumentSerializer
+from documents.storage import file_open
 
 
 # A 314-chunk PDF is 13 pages of 25, each one screen or two, instead of one page 225,000 px tall.
@@ -163,6 +164,8 @@ def document_view(request, document_id: int):
     return render(request, "documents/document.html", {
         "document": document, "chunk_page": chunk_page, "charges": charges,
         "highlight": highlight,
+        "is_image": images.is_image(document.kind),
+        "has_vision": images.is_image(document.kind) and chunks.filter(text_source="vision").exists(),
         "highlight_shown": highlight is not None and any(c.chunk_index == highlight for c in chunk_page),
         # A slide deck's chunks are numbered by slide (stored as pages, so `pages` works alike).
         "page_word": "slide" if document.content_type == KIND_BY_NAME["pptx"].content_type else "page",
@@ -170,6 +173,21 @@ def document_view(request, document_id: int):
         "may_delete": principal_may(request, Action.DOCUMENT_DELETE, document),
         "may_reindex": principal_may(request, Action.DOCUMENT_REINDEX),
     })
+
+
+@login_required
+@page_requires(Action.DOCUMENT_READ)
+def document_image_view(request, document_id: int):
+    """The uploaded image itself, for its document page: only to a reader of the document
+    (another account, or a member outside its restricted collection, gets 404), never from a
+    public media URL, and never for a document that is not an image."""
+    document = _document(request, document_id)
+    if not images.is_image(document.kind):
+        raise Http404
+    response = FileResponse(file_open(document.file.name), content_type=document.content_type)
+    response["Content-Disposition"] = "inline"
+    response["Cache-Control"] = "private, max-age=300"
+    return response
 
 
 @login_required

@@ -217,3 +217,45 @@ def chat(messages: list[dict], *, temperature: float, max_tokens: int, cancelled
     `sampling`: extra decoding parameters for the request body (e.g. frequency_penalty)."""
     return ChatStream(messages=messages, temperature=temperature, max_tokens=max_tokens, cancelled=cancelled,
                       sampling=sampling)
+
+
+# --- images ---------------------------------------------------------------------------------
+
+DESCRIBE_IMAGE_PROMPT = ("Describe this image for a search index: what it shows, and any text, numbers, labels "
+                         "or chart values in it. Plain sentences, no preamble.")
+
+
+@dataclass(frozen=True)
+class ImageDescription:
+    text: str
+    usage: ChatUsage
+    model: str
+    provider: str
+
+
+def describe_image(data: bytes, content_type: str, *, max_tokens: int, model: str | None = None) -> ImageDescription:
+    """A description of an image by VISION_MODEL (any OpenAI-compatible vision model), the
+    image sent inline as a data URL. `usage` is the provider's (reported=True), or our
+    count of the prompt and the answer when it sends none (the image itself then counts 0)."""
+    import base64
+
+    model = model or settings.VISION_MODEL
+    if not model:
+        raise ValueError("describe_image() needs VISION_MODEL")
+    url = f"data:{content_type};base64,{base64.b64encode(data).decode('ascii')}"
+    messages = [{"role": "user", "content": [{"type": "text", "text": DESCRIBE_IMAGE_PROMPT},
+                                             {"type": "image_url", "image_url": {"url": url}}]}]
+    try:
+        response = client().chat.completions.create(model=model, messages=messages, max_tokens=max_tokens,
+                                                    temperature=0.2)
+    except openai.OpenAIError as exc:
+        raise _classify(exc) from exc
+    text = ((response.choices[0].message.content if response.choices else "") or "").strip()
+    if response.usage:
+        usage = ChatUsage(int(response.usage.prompt_tokens or 0), int(response.usage.completion_tokens or 0),
+                          reported=True)
+    else:
+        from llm.tokens import count_tokens
+
+        usage = ChatUsage(count_tokens(DESCRIBE_IMAGE_PROMPT), count_tokens(text))
+    return ImageDescription(text=text, usage=usage, model=model, provider=provider_name())

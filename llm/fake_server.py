@@ -25,6 +25,9 @@ Guarantees:
   (``time.monotonic()`` as each content chunk was written), ``words`` (the
   content chunks the whole answer has), ``usage``, ``finish_reason`` and
   ``client_left`` (the client closed the connection and generation stopped).
+* A chat request with ``image_url`` content parts (a vision request) is answered
+  ``"Fake image description: a <media type> picture of <n> bytes, digest <sha256[:12]>."``
+  per image, whatever ``answer`` is; each image adds ``IMAGE_TOKENS`` (85) prompt tokens.
 * Any model name is accepted; a model in ``fail_models`` gets an OpenAI error
   with the configured HTTP status (500 by default, e.g. 429 to test retries).
 * Every request's path and JSON body is appended to ``requests`` (before
@@ -104,6 +107,39 @@ def _content_text(content) -> str:
     return ""
 
 
+# What an image in a chat request costs, in prompt tokens (OpenAI's price of a low-detail image).
+IMAGE_TOKENS = 85
+
+
+def image_parts(messages: list[dict]) -> list[str]:
+    """The data URLs (or URLs) of every image_url content part of the messages."""
+    urls = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, list):
+            urls += [(p.get("image_url") or {}).get("url", "") for p in content
+                     if isinstance(p, dict) and p.get("type") == "image_url"]
+    return urls
+
+
+def describe_images(urls: list[str]) -> str:
+    """The fake vision answer: for each image its media type, size and a digest of its bytes,
+    so a test can tell exactly which image was sent."""
+    import base64
+
+    parts = []
+    for url in urls:
+        header, _, payload = url.partition(",")
+        media = header[5:].split(";", 1)[0] if header.startswith("data:") else "url"
+        try:
+            data = base64.b64decode(payload, validate=True) if ";base64" in header else payload.encode()
+        except ValueError:
+            data = b""
+        digest = hashlib.sha256(data).hexdigest()[:12]
+        parts.append(f"Fake image description: a {media} picture of {len(data)} bytes, digest {digest}.")
+    return " ".join(parts)
+
+
 class FakeBackend:
     """The fake answers; shared by the HTTP handler threads (thread-safe)."""
 
@@ -181,7 +217,11 @@ class FakeBackend:
 
     def _answer_and_usage(self, body: dict) -> tuple[str, dict, str]:
         messages = body["messages"]
-        if callable(self.answer):
+        images = image_parts(messages)
+        if images:
+            # A vision request: described from the image's bytes, whatever `answer` says.
+            text = describe_images(images)
+        elif callable(self.answer):
             text = self.answer(messages)
         else:
             text = self.answer if self.answer is not None else default_answer(messages)
@@ -189,7 +229,8 @@ class FakeBackend:
         finish = "stop"
         if limit and len(text.split(" ")) > limit:
             text, finish = " ".join(text.split(" ")[:limit]), "length"
-        prompt = sum(count_tokens(_content_text(m.get("content"))) for m in messages)
+        prompt = (sum(count_tokens(_content_text(m.get("content"))) for m in messages)
+                  + IMAGE_TOKENS * len(images))
         completion = count_tokens(text)
         return text, {"prompt_tokens": prompt, "completion_tokens": completion,
                       "total_tokens": prompt + completion}, finish

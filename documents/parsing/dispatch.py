@@ -10,7 +10,7 @@ import re
 from typing import Callable
 
 from documents.errors import IngestionError
-from documents.kinds import KINDS
+from documents.kinds import IMAGE_KIND_NAMES, KINDS
 from documents.parsing.sections import ParsedDocument
 
 MSG_NO_TEXT = "This file contains no text to search."
@@ -39,8 +39,9 @@ def parse_file(path: str, kind: str, *, filename: str | None = None) -> ParsedDo
     if kind not in PARSERS:
         raise ValueError(f"unknown document kind {kind!r}")
     parsed = PARSERS[kind](path, _title_from_filename(filename))
-    # The PDF parser refuses a PDF without text itself, with a message about scans.
-    if not any(section.text.strip() for section in parsed.sections):
+    # The PDF parser refuses a PDF without text itself, with a message about scans. An image
+    # without text may still be described by a vision model: the ingestion decides.
+    if kind not in IMAGE_KIND_NAMES and not any(section.text.strip() for section in parsed.sections):
         raise IngestionError("no_text", MSG_NO_TEXT)
     return parsed
 

@@ -1,6 +1,10 @@
 """PDF: one section per page with text, heading paths from the outline (bookmarks).
 
-pypdf is imported inside parse_pdf, so importing this module stays cheap.
+Pages without a text layer (scans) are rendered with pypdfium2 and read by OCR
+(documents.parsing.ocr), at most `ocr.limits.max_pages` of them; their sections are marked
+text_source="ocr" and the document's notes say which pages were skipped or unreadable.
+
+pypdf and pypdfium2 are imported inside the functions, so importing this module stays cheap.
 """
 from __future__ import annotations
 
@@ -8,12 +12,19 @@ import logging
 import re
 
 from documents.errors import IngestionError
+from documents.parsing import ocr
 from documents.parsing.sections import ParsedDocument, Section, squeeze_blank_lines
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
 MSG_ENCRYPTED = "This PDF is password-protected. Remove the password and upload it again."
-MSG_PDF_NO_TEXT = "This PDF has no extractable text (a scanned PDF needs OCR first)."
+MSG_PDF_NO_TEXT = ("This PDF has no extractable text: its pages have no text layer and OCR could not read "
+                   "any text on them either. Check that the scan is legible (not blank, upside down or "
+                   "very low resolution), scan it again, and upload it again.")
+# Scans are rendered at this resolution for OCR (a long side above OCR_MAX_SIDE pixels is
+# scaled down: a page can declare any size, and rendering must stay within memory).
+OCR_DPI = 200
+OCR_MAX_SIDE = 2500
 MSG_PDF_CORRUPT = ("This PDF is damaged and could not be read. Open it in a PDF viewer, save or print it "
                    "to a new PDF, and upload that.")
 
@@ -49,7 +60,7 @@ def parse_pdf(path: str, fallback_title: str) -> ParsedDocument:
     if page_count == 0:
         raise IngestionError("corrupt_file", MSG_PDF_CORRUPT)
     paths = _pdf_heading_paths(reader, page_count, damage)
-    sections, failed = [], 0
+    sections, failed, no_text = [], 0, []
     for number in range(1, page_count + 1):
         try:
             text = reader.pages[number - 1].extract_text() or ""
@@ -59,13 +70,86 @@ def parse_pdf(path: str, fallback_title: str) -> ParsedDocument:
             failed += 1
             continue
         text = _clean_pdf_text(text)
-        if text:
+        if _has_words(text):
             sections.append(Section(text=text, heading_path=paths[number - 1], page_start=number, page_end=number))
+        else:
+            no_text.append(number)
     if failed == page_count:
         raise IngestionError("corrupt_file", MSG_PDF_CORRUPT)
-    if not any(any(ch.isalnum() for ch in s.text) for s in sections):
+    notes: list[str] = []
+    if no_text:
+        scanned = _ocr_pages(path, no_text, paths, notes)
+        sections = sorted(sections + scanned, key=lambda section: section.page_start)
+    if not any(_has_words(s.text) for s in sections):
         raise IngestionError("no_text", MSG_PDF_NO_TEXT)
-    return ParsedDocument(title=_pdf_title(reader, damage) or fallback_title, sections=sections)
+    return ParsedDocument(title=_pdf_title(reader, damage) or fallback_title, sections=sections, notes=notes)
+
+
+def _has_words(text: str) -> bool:
+    return any(ch.isalnum() for ch in text)
+
+
+def _ocr_pages(path: str, numbers: list[int], paths: list[list[str]], notes: list[str]) -> list[Section]:
+    """OCR the pages `numbers` (1-based, no text layer), at most ocr.limits.max_pages of
+    them; what was skipped or unreadable goes into `notes`."""
+    import pypdfium2
+
+    todo, skipped = numbers[:ocr.limits.max_pages], numbers[ocr.limits.max_pages:]
+    sections, unreadable = [], []
+    try:
+        pdf = pypdfium2.PdfDocument(path)
+    except pypdfium2.PdfiumError as exc:
+        logger.warning("pdfium cannot open %s for OCR: %r", path, exc)
+        unreadable, todo = list(todo), []
+        pdf = None
+    try:
+        for number in todo:
+            text = _ocr_page(pdf, number)
+            if _has_words(text):
+                sections.append(Section(text=text, heading_path=paths[number - 1], page_start=number,
+                                        page_end=number, text_source="ocr"))
+            else:
+                unreadable.append(number)
+    finally:
+        if pdf is not None:
+            pdf.close()
+    if skipped:
+        notes.append(f"OCR reads at most {ocr.limits.max_pages} scanned pages a document; "
+                     f"{_page_list(skipped)} not read.")
+    if unreadable:
+        notes.append(f"No text could be read on {_page_list(unreadable)}, not even by OCR.")
+    return sections
+
+
+def _ocr_page(pdf, number: int) -> str:
+    import pypdfium2
+
+    try:
+        page = pdf[number - 1]
+        try:
+            width, height = page.get_size()
+            scale = min(OCR_DPI / 72, OCR_MAX_SIDE / max(width, height, 1))
+            bitmap = page.render(scale=scale)
+            image = bitmap.to_pil()
+        finally:
+            page.close()
+    except pypdfium2.PdfiumError as exc:
+        logger.warning("pdf page %s could not be rendered for OCR: %r", number, exc)
+        return ""
+    return _clean_pdf_text(ocr.ocr_image(image))
+
+
+def _page_list(numbers: list[int]) -> str:
+    """"page 3", "pages 3, 5 and 7", "pages 51–70" (runs collapsed)."""
+    runs: list[list[int]] = []
+    for n in numbers:
+        if runs and n == runs[-1][1] + 1:
+            runs[-1][1] = n
+        else:
+            runs.append([n, n])
+    parts = [f"{a}" if a == b else f"{a}–{b}" for a, b in runs]
+    word = "page" if len(numbers) == 1 else "pages"
+    return f"{word} {parts[0]}" if len(parts) == 1 else f"{word} {', '.join(parts[:-1])} and {parts[-1]}"
 
 
 def _clean_pdf_text(text: str) -> str:

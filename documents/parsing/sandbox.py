@@ -22,6 +22,7 @@ import traceback
 
 from documents.errors import IngestionError
 from documents.kinds import KIND_NAMES
+from documents.parsing import ocr
 from documents.parsing.dispatch import PARSERS, parse_file
 from documents.parsing.sections import ParsedDocument
 
@@ -38,19 +39,23 @@ def timeout_message(timeout_s: float) -> str:
             "smaller files or save it in a simpler format (PDF or plain text), and upload again.")
 
 
-def parse_in_sandbox(path: str, kind: str, *, timeout_s: float = 60, memory_mb: int = 1024,
-                     filename: str | None = None) -> ParsedDocument:
+def parse_in_sandbox(path: str, kind: str, *, timeout_s: float = 60, memory_mb: int | None = None,
+                     filename: str | None = None, ocr_max_pages: int = 50) -> ParsedDocument:
     """Parse in a child process limited to `memory_mb` of address space and `timeout_s`
     of wall-clock and CPU time. Returns the ParsedDocument or raises IngestionError:
     the parser's own errors unchanged, "parse_timeout", "parse_failed_resources" (out
     of memory, killed by a signal) or "parse_failed" (anything else; details go to the
     log, never into the message). Never raises anything else for a bad file.
+    At most `ocr_max_pages` pages (scanned PDF pages, TIFF frames) are read by OCR.
+    `memory_mb` by default: 1024, or ocr.DEFAULT_MEMORY_MB for a kind that may need OCR.
     """
     if kind not in PARSERS:
         raise ValueError(f"unknown document kind {kind!r}")
+    if memory_mb is None:
+        memory_mb = ocr.DEFAULT_MEMORY_MB if kind in ocr.OCR_KINDS else 1024
     # "--opt=value" and "--" keep a file name or path that starts with "-" an argument.
     command = [sys.executable, "-m", "documents.parsing", "--child", f"--memory-mb={int(memory_mb)}",
-               f"--cpu-s={max(1, math.ceil(timeout_s))}"]
+               f"--cpu-s={max(1, math.ceil(timeout_s))}", f"--ocr-max-pages={int(ocr_max_pages)}"]
     if filename:
         command.append(f"--filename={filename}")
     command += ["--", os.path.abspath(path), kind]  # the child runs in the project root
@@ -155,7 +160,9 @@ def child_main(argv: list[str]) -> int:
     parser.add_argument("--memory-mb", type=int, default=1024)
     parser.add_argument("--cpu-s", type=int, default=60)
     parser.add_argument("--filename", default=None)
+    parser.add_argument("--ocr-max-pages", type=int, default=50)
     args = parser.parse_args(argv)
+    ocr.configure(max_pages=args.ocr_max_pages)
 
     _apply_limits(memory_mb=args.memory_mb, cpu_s=args.cpu_s)
     # Libraries that print would corrupt the report: stdout goes to stderr, the report to

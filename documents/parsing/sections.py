@@ -24,20 +24,26 @@ class Section:
     heading_path: list[str] = field(default_factory=list)
     page_start: int | None = None
     page_end: int | None = None
+    # Where the text came from: "text" (the file's own), "ocr" (read from an image or a
+    # scanned page) or "vision" (a vision model's description of an image).
+    text_source: str = "text"
 
 
 @dataclass
 class ParsedDocument:
-    """What a parser found: a title ("" when none was found) and sections in reading order."""
+    """What a parser found: a title ("" when none was found) and sections in reading order;
+    `notes` are what a person should know about a partial read (pages OCR skipped)."""
     title: str
     sections: list[Section] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict) -> ParsedDocument:
-        return cls(title=data["title"], sections=[Section(**s) for s in data["sections"]])
+        return cls(title=data["title"], sections=[Section(**s) for s in data["sections"]],
+                   notes=list(data.get("notes") or []))
 
 
 # ---------------------------------------------------------------------------------------

@@ -13,9 +13,16 @@ from documents.search.maintenance import (
     tenant_vector_index_drop,
     tenant_vector_indexes_refresh,
 )
-from documents.search.passages import Passage, expand_passages, first_chunks, hit_passages, merge_overlap
+from documents.search.passages import (
+    Passage,
+    expand_passages,
+    first_chunks,
+    hit_passages,
+    merge_overlap,
+    ocr_chunk_ids,
+)
 from documents.search.query import Hit, hybrid_search, search_for_query, search_path_for
 
 __all__ = ["Hit", "Passage", "hybrid_search", "expand_passages", "first_chunks", "hit_passages", "search_for_query",
-           "merge_overlap", "search_path_for", "tenant_index_name", "ensure_tenant_vector_index",
+           "merge_overlap", "ocr_chunk_ids", "search_path_for", "tenant_index_name", "ensure_tenant_vector_index",
            "tenant_vector_index_drop", "tenant_vector_indexes_refresh"]

@@ -56,6 +56,23 @@ LIMIT %(limit)s
 """
 
 
+_OCR_SQL = """
+SELECT id FROM documents_chunk
+WHERE id = ANY(%(ids)s::bigint[]) AND account_id = %(account_id)s AND text_source = 'ocr'
+"""
+
+
+def ocr_chunk_ids(*, account, passages: list[Passage]) -> set[int]:
+    """The ids of the passages' chunks whose text was read by OCR (their citations say so).
+    One query; none without passages."""
+    ids = [chunk_id for passage in passages for chunk_id in passage.chunk_ids]
+    if not ids:
+        return set()
+    with connection.cursor() as cursor:
+        cursor.execute(_OCR_SQL, {"account_id": account_id_in_context(account), "ids": ids})
+        return {row[0] for row in cursor.fetchall()}
+
+
 def merge_overlap(left: str, right: str, *, max_overlap: int | None = None) -> str:
     """`left` followed by `right` without the text they share: consecutive chunks repeat up
     to CHUNK_OVERLAP characters of `left`'s end at `right`'s start. With no such overlap

@@ -137,7 +137,8 @@ def test_reindex_makes_a_new_revision_and_charges_it(api, commit_and_run):
 @pytest.mark.parametrize("name, data, content_type, status, code", [
     ("empty.txt", b"", "text/plain", 400, "empty_file"),
     ("old.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "application/msword", 415, "unsupported_type"),
-    ("photo.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100, "image/png", 415, "unsupported_type"),
+    ("photo.gif", b"GIF89a" + b"\0" * 100, "image/gif", 415, "unsupported_type"),
+    ("broken.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100, "image/png", 415, "type_mismatch"),
     ("fake.txt", b"\x89PNG\r\n\x1a\n" + b"\0" * 100, "text/plain", 415, "type_mismatch"),
     ("fake.pdf", b"just text, no pdf header", "application/pdf", 415, "type_mismatch"),
 ])

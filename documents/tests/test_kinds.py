@@ -12,6 +12,7 @@ from documents.kinds import KIND_BY_EXTENSION, KINDS, SUPPORTED_SUMMARY, Documen
 from documents.parsing import PARSERS, parse_file, parse_in_sandbox
 from documents.tests.files import make_docx, make_pdf, write
 from documents.tests.office_files import make_pptx, make_xlsx
+from documents.tests.images import image_file
 from documents.validation import validate_upload
 
 SAMPLES = {
@@ -24,6 +25,10 @@ SAMPLES = {
     "xlsx": lambda tmp_path: make_xlsx(),
     "pptx": lambda tmp_path: make_pptx(slides=1),
 }
+
+# Images: a page of a real text PDF rendered and saved in each format (read back by OCR).
+SAMPLES.update({kind: (lambda tmp_path, kind=kind: image_file(["Registry sample text."], kind))
+                for kind in ("png", "jpeg", "webp", "tiff")})
 
 
 def test_every_registered_kind_has_a_sample_here():

@@ -128,7 +128,7 @@ def test_legacy_doc_is_refused_with_advice_to_save_as_docx():
 
 
 @pytest.mark.parametrize("name, hint", [
-    ("photo.png", "images"),
+    ("photo.gif", "images are not one of them. Save the image as PNG or JPEG"),
     ("setup.exe", "Convert it to one of these formats"),
     ("budget.xls", "Save it as .xlsx"),
     ("archive.tar.gz", ".gz is not one of them"),

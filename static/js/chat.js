@@ -169,7 +169,7 @@
   }
 
   function sourceItem(s) {
-    var where = "chunk #" + s.chunk_index + (s.pages ? " · page " + markdown.pageRange(s.pages) : "");
+    var where = "chunk #" + s.chunk_index + (s.pages ? " · page " + markdown.pageRange(s.pages) : "") + (s.ocr ? " (OCR)" : "");
     return el("li", { "data-n": s.n },
       el("a", { class: "source-link", href: markdown.chunkUrl(s), title: s.document_name },
         el("span", { class: "n" }, "[" + s.n + "]"), " ", el("span", { class: "source-name" }, s.document_name)),
@@ -207,7 +207,7 @@
     var citedNumbers = {};
     (cited || []).forEach(function (c) { citedNumbers[c.n] = true; });
     sourcesList.replaceChildren.apply(sourcesList, list.map(function (s) {
-      var where = "chunk #" + s.chunk_index + (s.pages ? " · page " + markdown.pageRange(s.pages) : "");
+      var where = "chunk #" + s.chunk_index + (s.pages ? " · page " + markdown.pageRange(s.pages) : "") + (s.ocr ? " (OCR)" : "");
       return el("li", { "data-n": s.n, class: citedNumbers[s.n] ? "cited" : null },
         el("span", { class: "n" }, "[" + s.n + "]"), el("a", { href: markdown.chunkUrl(s), title: s.document_name }, s.document_name),
         el("span", { class: "where" }, where));
