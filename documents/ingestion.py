@@ -18,6 +18,7 @@ from billing.models import Kind
 from billing.selectors import ingest_credits_require
 from billing.services import credits_debit
 from documents.chunking import chunk_document, embedding_text, embedding_tokens
+from documents import images
 from documents.errors import IngestionError
 from documents.embedding_models import active_embedding_model, active_embedding_model_lock, migration_run
 from documents.models import Chunk, Document, EmbeddingBatch, ReindexRun, Status
@@ -111,11 +112,15 @@ def _parse_and_chunk(document: Document):
         ingest_credits_require(account=document.account_id, **_uploader(document))
     with local_copy(document.file.name) as path:
         parsed = parse_in_sandbox(path, document.kind, timeout_s=settings.PARSE_TIMEOUT_SECONDS,
-                                  memory_mb=settings.PARSE_MEMORY_MB, filename=document.name)
+                                  memory_mb=images.parse_memory_mb(document.kind), filename=document.name,
+                                  ocr_max_pages=settings.OCR_MAX_PAGES)
+        parsed.sections += images.image_description_sections(document, path, payer=_uploader(document))
+    document.parse_notes = parsed.notes  # pages OCR skipped: shown with the ready document
     drafts = chunk_document(parsed, size=settings.CHUNK_SIZE, overlap=settings.CHUNK_OVERLAP,
                             count_tokens=count_tokens)
     if not drafts:
-        raise IngestionError("no_text", "This file contains no text to search.")
+        raise IngestionError("no_text", images.MSG_IMAGE_NO_TEXT if images.is_image(document.kind)
+                             else "This file contains no text to search.")
     title = parsed.title or document.name
     pages = [d.page_end for d in drafts if d.page_end]
     document.title = title[:255]
@@ -247,6 +252,8 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
         EmbeddingBatch.objects.for_account(account_id).filter(document=current).delete()
         current.status = Status.READY
         current.error = current.error_code = ""
+        if getattr(document, "parse_notes", None):  # read, but not every page (OCR limits)
+            current.error, current.error_code = " ".join(document.parse_notes), "partly_read"
         current.chunk_count = len(created)
         current.token_count = sum(d.token_count for d in drafts)
         current.embedding_tokens = tokens
