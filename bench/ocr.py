@@ -45,7 +45,7 @@ def run() -> dict:
         with open(text_path, "wb") as f:
             f.write(text_pdf)
         started = time.perf_counter()
-        parsed = parse_in_sandbox(scan_path, "pdf", timeout_s=settings.PARSE_TIMEOUT_SECONDS,
+        parsed = parse_in_sandbox(scan_path, "pdf", timeout_s=settings.OCR_TIMEOUT_SECONDS,
                                   memory_mb=settings.OCR_MEMORY_MB, ocr_max_pages=settings.OCR_MAX_PAGES)
         parse_s = time.perf_counter() - started
         started = time.perf_counter()
@@ -68,6 +68,7 @@ def run() -> dict:
     return {
         "settings": {"pages": PAGES, "render_dpi_of_the_scan": 150, "ocr_render_dpi": 200,
                      "OCR_MAX_PAGES": settings.OCR_MAX_PAGES, "OCR_MEMORY_MB": settings.OCR_MEMORY_MB,
+                     "OCR_TIMEOUT_SECONDS": settings.OCR_TIMEOUT_SECONDS,
                      "embeddings": "fake server (zero cost)"},
         "scan_bytes": len(scan),
         "ocr_pages": ocr_pages,

@@ -279,6 +279,10 @@ PARSE_MEMORY_MB = env.int("PARSE_MEMORY_MB", default=1536)
 # each image (through LLM_BASE_URL, paid in credits); empty: images are only OCR'd.
 OCR_MAX_PAGES = env.int("OCR_MAX_PAGES", default=50)
 OCR_MEMORY_MB = env.int("OCR_MEMORY_MB", default=2560)
+# Wall-clock and CPU seconds for parsing a file that may need OCR (CPU time counts every
+# onnxruntime thread, so on 2 cores it runs out at about half this wall time): a 20-page scan
+# takes ~1-2 minutes of CPU (docs/benchmarks.md).
+OCR_TIMEOUT_SECONDS = env.float("OCR_TIMEOUT_SECONDS", default=600.0)
 VISION_MODEL = env("VISION_MODEL", default="")
 VISION_MAX_TOKENS = env.int("VISION_MAX_TOKENS", default=300)
 DOCUMENT_STALE_SECONDS = env.int("DOCUMENT_STALE_SECONDS", default=300)

@@ -31,6 +31,13 @@ def parse_memory_mb(kind: str) -> int:
     return settings.PARSE_MEMORY_MB
 
 
+def parse_timeout_s(kind: str) -> float:
+    """The parser sandbox's time limit (wall clock and CPU) for a document of `kind`."""
+    if kind in OCR_KINDS:
+        return max(settings.PARSE_TIMEOUT_SECONDS, settings.OCR_TIMEOUT_SECONDS)
+    return settings.PARSE_TIMEOUT_SECONDS
+
+
 def is_image(kind: str) -> bool:
     return kind in IMAGE_KIND_NAMES
 

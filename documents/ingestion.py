@@ -111,7 +111,7 @@ def _parse_and_chunk(document: Document):
     with account_context(account_id=document.account_id):
         ingest_credits_require(account=document.account_id, **_uploader(document))
     with local_copy(document.file.name) as path:
-        parsed = parse_in_sandbox(path, document.kind, timeout_s=settings.PARSE_TIMEOUT_SECONDS,
+        parsed = parse_in_sandbox(path, document.kind, timeout_s=images.parse_timeout_s(document.kind),
                                   memory_mb=images.parse_memory_mb(document.kind), filename=document.name,
                                   ocr_max_pages=settings.OCR_MAX_PAGES)
         parsed.sections += images.image_description_sections(document, path, payer=_uploader(document))

@@ -47,7 +47,7 @@ def _search(account, query):
 @pytest.mark.parametrize("kind", ["png", "jpeg", "webp", "tiff"])
 def test_each_image_type_is_read_by_ocr_in_the_sandbox(tmp_path, kind):
     path = write(tmp_path, "stored" + EXTENSIONS[kind], image_file(IMAGE_LINES, kind))
-    parsed = parse_in_sandbox(path, kind, timeout_s=60, filename="invoice" + EXTENSIONS[kind])
+    parsed = parse_in_sandbox(path, kind, timeout_s=300, filename="invoice" + EXTENSIONS[kind])
     assert [s.text_source for s in parsed.sections] == ["ocr"]
     assert {"invoice", "4471", "zebrafish", "feed", "total", "380", "euros"} <= _words(parsed.sections[0].text)
     assert parsed.title == "invoice"
@@ -55,7 +55,7 @@ def test_each_image_type_is_read_by_ocr_in_the_sandbox(tmp_path, kind):
 
 def test_a_scanned_pdf_is_read_page_by_page_by_ocr(tmp_path):
     path = write(tmp_path, "scan.pdf", scanned_pdf(SCANNED_PAGES))
-    parsed = parse_in_sandbox(path, "pdf", timeout_s=120)
+    parsed = parse_in_sandbox(path, "pdf", timeout_s=300)
     assert [(s.page_start, s.text_source) for s in parsed.sections] == [(1, "ocr"), (2, "ocr"), (3, "ocr")]
     for number, section in enumerate(parsed.sections, start=1):
         assert {"page", str(number), "scanned", "handbook", "pangolin", "policy", str(1000 + number)} <= _words(
@@ -72,7 +72,7 @@ def test_a_pdf_mixing_text_pages_and_scans_keeps_each_pages_source_and_chunks_ne
             writer.add_page(page)
     out = io.BytesIO()
     writer.write(out)
-    parsed = parse_in_sandbox(write(tmp_path, "mixed.pdf", out.getvalue()), "pdf", timeout_s=120)
+    parsed = parse_in_sandbox(write(tmp_path, "mixed.pdf", out.getvalue()), "pdf", timeout_s=300)
     assert [(s.page_start, s.text_source) for s in parsed.sections] == [(1, "text"), (2, "ocr")]
     drafts = chunk_document(parsed, size=800, overlap=200, count_tokens=count_tokens)
     assert [(d.page_start, d.page_end, d.text_source) for d in drafts] == [(1, 1, "text"), (2, 2, "ocr")]
@@ -80,7 +80,7 @@ def test_a_pdf_mixing_text_pages_and_scans_keeps_each_pages_source_and_chunks_ne
 
 def test_ocr_stops_at_the_page_limit_and_the_notes_say_which_pages_were_skipped(tmp_path):
     path = write(tmp_path, "scan.pdf", scanned_pdf(SCANNED_PAGES))
-    parsed = parse_in_sandbox(path, "pdf", timeout_s=120, ocr_max_pages=1)
+    parsed = parse_in_sandbox(path, "pdf", timeout_s=300, ocr_max_pages=1)
     assert [s.page_start for s in parsed.sections] == [1]
     assert parsed.notes == ["OCR reads at most 1 scanned pages a document; pages 2–3 not read."]
 
@@ -89,7 +89,7 @@ def test_an_image_over_the_pixel_limit_is_refused_before_it_is_decoded(tmp_path)
     out = io.BytesIO()
     Image.new("1", (8000, 6000)).save(out, format="PNG")  # 48 megapixels, a few kB of PNG
     with pytest.raises(IngestionError) as info:
-        parse_in_sandbox(write(tmp_path, "huge.png", out.getvalue()), "png", timeout_s=60)
+        parse_in_sandbox(write(tmp_path, "huge.png", out.getvalue()), "png", timeout_s=300)
     assert info.value.code == "image_too_large"
     assert "8000 × 6000 pixels (48 megapixels)" in info.value.message and "up to 40 megapixels" in info.value.message
 
@@ -97,7 +97,7 @@ def test_an_image_over_the_pixel_limit_is_refused_before_it_is_decoded(tmp_path)
 def test_a_damaged_image_is_a_clear_error(tmp_path):
     data = image_file(IMAGE_LINES, "png")
     with pytest.raises(IngestionError) as info:
-        parse_in_sandbox(write(tmp_path, "cut.png", data[:len(data) // 2]), "png", timeout_s=60)
+        parse_in_sandbox(write(tmp_path, "cut.png", data[:len(data) // 2]), "png", timeout_s=300)
     assert info.value.code == "corrupt_file"
     assert info.value.message.startswith("This image is damaged and could not be read.")
 
