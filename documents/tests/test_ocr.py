@@ -319,3 +319,13 @@ def test_a_document_that_is_no_image_has_no_image_view(client, account_a, owner_
     document = upload_and_ingest(account_a, "memo.txt", b"The walrus budget is approved.")
     client.force_login(owner_a)
     assert client.get(f"/documents/{document.pk}/image/").status_code == 404
+
+
+def test_the_chat_page_marks_an_ocr_citation():
+    from django.template.loader import render_to_string
+
+    source = {"n": 1, "document_id": 7, "document_name": "scan.pdf", "chunk_index": 2, "pages": [3, 3]}
+    assert "(OCR)" in render_to_string("chat/_source_item.html", {"s": {**source, "ocr": True}})
+    assert "(OCR)" not in render_to_string("chat/_source_item.html", {"s": source})
+    with open("static/js/chat.js", encoding="utf-8") as script:  # the live answer's sources say it too
+        assert script.read().count('(s.ocr ? " (OCR)" : "")') == 2
