@@ -232,3 +232,32 @@ def test_any_dimension_ingests(two_models, account_a, settings, upload_and_inges
     assert document.status == "ready", document.error
     query_model, compared, found, hits = _search(account_a, TOPICS[1], 1, two_models)
     assert query_model == NEW and {d for _m, d in compared} == {NEW_DIMS} and hits[0].document_id == document.pk
+
+
+def test_a_stale_migration_is_requeued_and_resumes_without_paying_twice(
+        library, account_a, owner_a, settings, two_models, run_jobs, django_capture_on_commit_callbacks):
+    """A migration whose worker died after two batches: the sweeper re-queues the run, which
+    embeds only the batches not written and charges each batch once."""
+    import datetime as dt
+
+    from documents.jobs import requeue_stale_work
+
+    settings.EMBEDDING_MODEL, settings.EMBEDDING_DIMENSIONS = NEW, NEW_DIMS
+    run = _start(account_a, owner_a, django_capture_on_commit_callbacks)
+    with account_context(account_a):
+        assert migration_step(account_id=account_a.pk, run_id=run.pk)
+        assert migration_step(account_id=account_a.pk, run_id=run.pk)
+        ReindexRun.objects.for_account(account_a).filter(pk=run.pk).update(
+            heartbeat_at=run.created_at - dt.timedelta(hours=1))
+    before = len(two_models.requests_to("/v1/embeddings"))
+    with django_capture_on_commit_callbacks(execute=True):
+        assert requeue_stale_work() == 1
+    run_jobs()
+    assert len(two_models.requests_to("/v1/embeddings")) - before == 3  # the three batches left
+    with account_context(account_a):
+        run.refresh_from_db()
+        assert run.status == "done" and run.progress_done == 5
+        keys = list(CreditLedgerEntry.objects.for_account(account_a).filter(
+            idempotency_key__startswith=f"embedding-migration:{run.pk}:").values_list("idempotency_key", flat=True))
+        assert len(keys) == len(set(keys)) == 5
+        assert active_embedding_model(account_id=account_a.pk).model == NEW
