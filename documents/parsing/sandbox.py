@@ -22,7 +22,7 @@ import traceback
 
 from documents.errors import IngestionError
 from documents.kinds import KIND_NAMES
-from documents.parsing import ocr
+import documents.parsing.ocr as ocr
 from documents.parsing.dispatch import PARSERS, parse_file
 from documents.parsing.sections import ParsedDocument
 
