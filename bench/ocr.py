@@ -56,7 +56,8 @@ def run() -> dict:
     ocr_pages = sum(1 for s in parsed.sections if s.text_source == "ocr")
     with FakeOpenAIServer() as server:
         settings.LLM_BASE_URL, settings.LLM_BUNDLED = server.base_url, False
-        account = make_account(name=f"ocr-bench-{time.time()}")
+        stamp = time.time()
+        account = make_account(name=f"ocr-bench-{stamp}", owner_email=f"ocr-bench-{stamp}@bench.test")
         with account_context(account):
             document, _ = document_upload(account=account, actor=None,
                                           upload=SimpleUploadedFile("scan.pdf", scan, content_type="application/pdf"))
