@@ -1,4 +1,4 @@
-"""ASGI entry point: HTTP and websockets on one daphne process."""
+"""ASGI entry point: HTTP and websockets, served by WEB_PROCESSES daphne processes."""
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -12,10 +12,13 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from config.routing import websocket_urlpatterns  # noqa: E402
 from core.limits import BodySizeLimit, install_daphne_body_limit  # noqa: E402
+from core.presence import served_by_daphne, start_heartbeat  # noqa: E402
 
 # Over-limit request bodies are refused as they arrive, before anything buffers them
 # (core/limits.py): on daphne's connections, and in ASGI for any other server.
 install_daphne_body_limit()
+if served_by_daphne():
+    start_heartbeat()  # /healthz counts the web processes that serve
 
 application = ProtocolTypeRouter({
     "http": BodySizeLimit(django_asgi_app),

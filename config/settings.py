@@ -3,6 +3,7 @@
 The OS environment wins over an optional `.env` file. No secret has a production
 default: with DEBUG off, SECRET_KEY must be set and cookies/HSTS/hosts are locked down.
 """
+import sys
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -120,9 +121,26 @@ _db["HOST"] = unquote(_db.get("HOST", ""))  # a Unix socket folder arrives perce
 _db.setdefault("OPTIONS", {})
 # Search relies on custom plans (see ARCHITECTURE.md); no server-side prepared statements.
 _db["OPTIONS"].setdefault("prepare_threshold", None)
-# Persistent connections: a new PostgreSQL connection costs ~25 ms of a chat turn.
-_db["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
-_db["CONN_HEALTH_CHECKS"] = True
+# A bounded pool of connections per process (psycopg_pool, Django 5.2): a new PostgreSQL
+# connection costs ~25 ms of a chat turn, and one persistent connection per thread left
+# dozens idle. The signed tenant context lives in the transaction (core/tenancy.py), so a
+# connection carries nothing from one borrower to the next. An rq worker forks a work horse
+# per job, which must not inherit the parent's pooled sockets: workers connect per job.
+DATABASE_POOL_MAX_SIZE = env.int("DATABASE_POOL_MAX_SIZE", default=8)
+_rq_worker = len(sys.argv) > 1 and sys.argv[1] == "rqworker"
+if DATABASE_POOL_MAX_SIZE > 0 and not _rq_worker:
+    _db["OPTIONS"]["pool"] = {
+        "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=1),
+        "max_size": DATABASE_POOL_MAX_SIZE,
+        # Waiting longer than this for a free connection is an error, not a hang.
+        "timeout": env.float("DATABASE_POOL_TIMEOUT_SECONDS", default=10.0),
+        # Idle connections beyond min_size close after this many seconds.
+        "max_idle": env.float("DATABASE_POOL_MAX_IDLE_SECONDS", default=300.0),
+    }
+    _db["CONN_MAX_AGE"] = 0  # the pool keeps connections; Django returns them after each request
+else:
+    _db["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0 if _rq_worker else 60)
+    _db["CONN_HEALTH_CHECKS"] = True
 _db["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default=f"test_{_db['NAME']}")}
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -335,7 +353,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"quiet_periodic_jobs": {"()": "core.logs.QuietPeriodicJobs"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
+                             "filters": ["quiet_periodic_jobs"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},

@@ -36,13 +36,21 @@ def login_as_owner(alias: str = "default"):
     if owner is None or conn.settings_dict["USER"] == owner["USER"]:
         return lambda: None
     saved = {key: conn.settings_dict.get(key) for key in ("USER", "PASSWORD")}
-    conn.close()
+    _close_with_pool(conn)
     conn.settings_dict.update(owner)
 
     def back_to_app():
-        conn.close()
+        _close_with_pool(conn)
         conn.settings_dict.update(saved)
     return back_to_app
+
+
+def _close_with_pool(conn) -> None:
+    """Close the connection and its process's pool (settings.DATABASE_POOL_MAX_SIZE): a pool
+    keeps the credentials it was opened with, so switching roles needs a new one."""
+    conn.close()
+    if conn.settings_dict["OPTIONS"].get("pool"):
+        conn.close_pool()
 
 
 @contextlib.contextmanager

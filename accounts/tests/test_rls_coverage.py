@@ -10,6 +10,13 @@ def test_connection_role_is_neither_superuser_nor_bypassrls(db):
     assert rolbypassrls is False, "tests connect with BYPASSRLS: RLS would be skipped and prove nothing"
 
 
+def test_tests_run_as_the_apps_role_not_the_owner(db, settings):
+    """The owner logs in to make the test database; the pool must not keep its connections."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT current_user")
+        assert cursor.fetchone()[0] == settings.DATABASE_APP_USER
+
+
 def test_every_table_with_account_id_has_forced_rls_and_a_policy(db):
     with connection.cursor() as cursor:
         cursor.execute("""

@@ -6,6 +6,7 @@ def test_healthz_reports_database_redis_and_workers(client, db):
     body = response.json()
     assert body["status"] == "ok" and body["database"] == "ok" and body["redis"] == "ok"
     assert isinstance(body["workers"], int)
+    assert "web_processes" not in body  # reported only when more than one serves (CONTRACT)
 
 
 def test_healthz_names_the_failing_part(client, db, settings):
