@@ -1,10 +1,13 @@
-"""Debit throughput: entries per second, single-threaded and with 8 spenders on one account.
+"""Debit throughput: entries per second, single-threaded, with 8 spenders on one account, and
+with 8 spenders on 8 accounts (one each).
 
-Each debit is a full service call: lock the balance row, check the idempotency key, insert
-the ledger entry, update the balance, commit.
+Each debit is a full service call: set the account context, lock the balance row, check the
+idempotency key, insert the ledger entry, update the balance, commit (synchronous_commit on:
+a debit is durable once acknowledged).
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 import uuid
@@ -31,20 +34,17 @@ def _debit_loop(account, n: int, prefix: str) -> None:
             credits_debit(account=account, tokens=1, key=f"{prefix}-{i}", kind="chat")
 
 
-def run() -> dict:
+def _spenders(accounts: list) -> float:
+    """SPENDERS threads, thread n spending DEBITS_EACH on accounts[n % len(accounts)], each on
+    its own connection. Debits per second over all of them."""
     from django.db import connection
 
-    account = _account(DEBITS_SINGLE)
-    started = time.perf_counter()
-    _debit_loop(account, DEBITS_SINGLE, "single")
-    single = DEBITS_SINGLE / (time.perf_counter() - started)
-
-    account = _account(SPENDERS * DEBITS_EACH)
     connection.close()
+    run = uuid.uuid4().hex[:6]
 
     def spender(n):
         try:
-            _debit_loop(account, DEBITS_EACH, f"s{n}")
+            _debit_loop(accounts[n % len(accounts)], DEBITS_EACH, f"{run}-s{n}")
         finally:
             connection.close()
 
@@ -54,14 +54,38 @@ def run() -> dict:
         t.start()
     for t in threads:
         t.join()
-    contended = SPENDERS * DEBITS_EACH / (time.perf_counter() - started)
+    return SPENDERS * DEBITS_EACH / (time.perf_counter() - started)
+
+
+def _assert_spent(accounts: list) -> None:
     from core.tenancy import account_context
     from billing.selectors import balance_get
 
-    with account_context(account):
-        assert balance_get(account=account) == 0, "every debit must have landed exactly once"
+    for account in accounts:
+        with account_context(account):
+            assert balance_get(account=account) == 0, "every debit must have landed exactly once"
+
+
+def run() -> dict:
+    load_before = os.getloadavg()
+    account = _account(DEBITS_SINGLE)
+    started = time.perf_counter()
+    _debit_loop(account, DEBITS_SINGLE, "single")
+    single = DEBITS_SINGLE / (time.perf_counter() - started)
+    _assert_spent([account])
+
+    one = [_account(SPENDERS * DEBITS_EACH)]
+    contended = _spenders(one)
+    _assert_spent(one)
+
+    eight = [_account(DEBITS_EACH) for _ in range(SPENDERS)]
+    spread = _spenders(eight)
+    _assert_spent(eight)
     return {
         "single_thread_debits_per_s": round(single),
         "contended_8_debits_per_s": round(contended),
-        "settings": f"{DEBITS_SINGLE} sequential debits; {SPENDERS} threads x {DEBITS_EACH} debits on one account",
+        "spread_8_on_8_accounts_debits_per_s": round(spread),
+        "load_average_before_after": [round(x, 2) for x in (*load_before, *os.getloadavg())],
+        "settings": f"{DEBITS_SINGLE} sequential debits; {SPENDERS} threads x {DEBITS_EACH} debits on one account; "
+                    f"{SPENDERS} threads x {DEBITS_EACH} debits, one account each",
     }
