@@ -21,7 +21,7 @@ from config.embedded import BASE_DIR, Started, ensure_services, load_dotenv, log
 PYTHON = sys.executable
 
 
-def _spawn(name: str, argv: list[str], env: dict) -> tuple[str, subprocess.Popen]:
+def spawn(name: str, argv: list[str], env: dict) -> tuple[str, subprocess.Popen]:
     # Each child leads its own process group, so stopping it stops its children too.
     return name, subprocess.Popen(argv, cwd=BASE_DIR, env=env, start_new_session=True)
 
@@ -94,7 +94,7 @@ def worker_argv() -> list[str]:
     return [PYTHON, "manage.py", "rqworker", "default", "--with-scheduler"]
 
 
-def _stop(children: list[tuple[str, subprocess.Popen]]) -> None:
+def stop_children(children: list[tuple[str, subprocess.Popen]]) -> None:
     for _, process in children:
         if process.poll() is None:
             try:
@@ -111,6 +111,15 @@ def _stop(children: list[tuple[str, subprocess.Popen]]) -> None:
             process.wait()
 
 
+def watch(children: list[tuple[str, subprocess.Popen]]) -> None:
+    """Until one of them exits (then RuntimeError: the caller stops the rest)."""
+    while True:
+        for name, process in children:
+            if process.poll() is not None:
+                raise RuntimeError(f"{name} exited with code {process.returncode}")
+        time.sleep(1)
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -124,7 +133,7 @@ def _start_model_server(env: dict, children: list) -> None:
     # A free port unless one is asked for: a second `make run` (another PORT) must not find
     # the first one's model server answering on a fixed port.
     port = env.get("LOCAL_LLM_PORT") or str(_free_port())
-    name, process = _spawn("models", [PYTHON, "-m", "llm.local_server", "--host", "127.0.0.1", "--port", port], env)
+    name, process = spawn("models", [PYTHON, "-m", "llm.local_server", "--host", "127.0.0.1", "--port", port], env)
     children.append((name, process))
     env["LLM_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
     env["GROUNDWORK_BUNDLED_MODELS"] = "1"
@@ -154,8 +163,8 @@ def main() -> int:
         _manage("migrate", "--no-input", "-v", "0", env=env)
         _manage("ensure_demo", env=env)
         for index in range(worker_processes):
-            children.append(_spawn(f"worker {index + 1}", worker_argv(), env))
-        children.append(_spawn("cron", [PYTHON, "manage.py", "rqcron", "config.cron"], env))
+            children.append(spawn(f"worker {index + 1}", worker_argv(), env))
+        children.append(spawn("cron", [PYTHON, "manage.py", "rqcron", "config.cron"], env))
         for index in range(web_processes):
             children.append((f"web {index + 1}", spawn_web(sock, env, index + 1)))
         sock.close()  # the web processes hold it now; a web process that dies stops the run
@@ -165,11 +174,7 @@ def main() -> int:
             raise RuntimeError("the web servers or the workers did not come up; see the output above")
         log(f"{web_processes} web and {worker_processes} worker processes (WEB_PROCESSES, WORKER_PROCESSES)")
         log(f"Groundwork is running at http://127.0.0.1:{port}/  (Ctrl-C stops everything)")
-        while True:
-            for name, process in children:
-                if process.poll() is not None:
-                    raise RuntimeError(f"{name} exited with code {process.returncode}")
-            time.sleep(1)
+        watch(children)
     except KeyboardInterrupt:
         stopping = True
         log("stopping…")
@@ -179,7 +184,7 @@ def main() -> int:
         return 1
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        _stop(children)
+        stop_children(children)
         stop_services(started)
         if stopping:
             log("stopped")

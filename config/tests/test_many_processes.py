@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -223,3 +224,38 @@ def test_each_job_is_taken_by_one_of_two_workers_exactly_once(cluster, account_a
     took = {w.name: w.successful_job_count - done_before.get(w.name, 0) for w in workers}
     assert all(count >= 1 for count in took.values()), f"one worker did all the jobs: {took}"
     assert django_rq.get_queue("default").failed_job_registry.count == 0
+
+
+def test_the_procfiles_web_line_runs_web_processes_on_one_port_and_stops_them(cluster, tmp_path):
+    """`web: python -m config.serve web` (Procfile): WEB_PROCESSES daphne processes share one
+    port; /healthz counts them beside this module's two; SIGTERM stops them all."""
+    import psutil
+
+    port = free_port()
+    env = dict(os.environ, HOST="127.0.0.1", PORT=str(port), WEB_PROCESSES="2",
+               DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"],
+               GROUNDWORK_TESTING="1", ALLOWED_HOSTS="127.0.0.1,localhost", PYTHONUNBUFFERED="1")
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    log = tmp_path / "serve.log"
+    serve = subprocess.Popen([sys.executable, "-m", "config.serve", "web"], cwd=BASE_DIR, env=env,
+                             start_new_session=True, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert serve.poll() is None, log.read_text()
+            try:
+                if _get_json(f"http://127.0.0.1:{port}/healthz").get("web_processes") == 4:
+                    break
+            except OSError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.3)
+        daphnes = psutil.Process(serve.pid).children()
+        assert len(daphnes) == 2
+        assert all(_get_json(f"http://127.0.0.1:{port}/healthz")["status"] == "ok" for _ in range(10))
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        assert serve.wait(30) == 0, log.read_text()
+    gone, alive = psutil.wait_procs(daphnes, timeout=10)
+    assert not alive
+    assert _get_json(cluster.url(0, "/healthz"))["web_processes"] == 2  # they said goodbye

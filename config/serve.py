@@ -1,0 +1,58 @@
+"""The Procfile's entry points for several processes of one kind in one container or dyno
+(issue 12): `python -m config.serve web` binds HOST:PORT once and runs WEB_PROCESSES daphne
+processes on that socket; `python -m config.serve worker` runs WORKER_PROCESSES rq workers.
+Both default to the number of cores. SIGTERM stops them all; if one exits, the rest are
+stopped and the exit code says so, so that the platform restarts the whole.
+
+Unlike `make run` (config/run.py), nothing embedded is started: DATABASE_URL and REDIS_URL
+name the deployment's own services, and `release` (migrate) has run before.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from config.embedded import log
+from config.run import listening_socket, process_count, spawn, spawn_web, stop_children, watch, worker_argv
+
+USAGE = "usage: python -m config.serve web|worker"
+
+
+def _start(role: str, env: dict) -> list[tuple[str, subprocess.Popen]]:
+    if role == "web":
+        sock = listening_socket(env.get("HOST", "0.0.0.0"), int(env.get("PORT", "8000")))
+        children = [(f"web {i + 1}", spawn_web(sock, env, i + 1)) for i in range(process_count("WEB_PROCESSES"))]
+        sock.close()  # the daphne processes hold it
+        return children
+    return [spawn(f"worker {i + 1}", worker_argv(), env) for i in range(process_count("WORKER_PROCESSES"))]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1 or argv[0] not in ("web", "worker"):
+        print(USAGE, file=sys.stderr)
+        return 2
+
+    def on_signal(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_signal)
+    children: list[tuple[str, subprocess.Popen]] = []
+    try:
+        children = _start(argv[0], dict(os.environ, PYTHONUNBUFFERED="1"))
+        log(f"{len(children)} {argv[0]} processes")
+        watch(children)
+    except KeyboardInterrupt:
+        return 0
+    except RuntimeError as exc:
+        log(f"error: {exc}")
+        return 1
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        stop_children(children)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
