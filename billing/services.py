@@ -4,11 +4,18 @@ Every operation is idempotent by its key (unique per account): the same call twi
 nothing the second time and returns the same result; the same key with a different amount
 is refused, because a key names one operation. Spenders of one account are serialised on
 its balance row (SELECT … FOR UPDATE), and a CHECK keeps the balance at or above zero.
+
+An ordinary debit (the hot path: every chat turn, search and ingestion) is one statement,
+the SQL function billing_debit (billing/migrations/0006), run as the app's role under RLS;
+holds, settles, grants and debits drawn from a hold go through the ORM.
 """
 from __future__ import annotations
 
+import contextlib
+import json
+
 from django.contrib.auth import get_user_model
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from accounts.models import Account, ApiKey, Membership
@@ -56,11 +63,7 @@ def _existing(account: Account, key: str, *, kind: str, delta: int | None = None
         return None
     same = entry.kind == kind and (delta is None or entry.delta == delta) and (tokens is None or entry.tokens == tokens)
     if not same:
-        raise IdempotencyConflict(
-            "idempotency_conflict",
-            f"The key “{key}” was already used for a different operation ({entry.kind} {entry.delta:+d}); "
-            "a key names one operation. Use a new key."
-        )
+        raise _key_conflict(key, entry.kind, entry.delta)
     return entry
 
 
@@ -95,13 +98,13 @@ def credits_grant(*, account: Account, amount: int, reason: str, key: str | None
     return entry
 
 
-@transaction.atomic
 def credits_debit(*, account: Account, tokens: int, key: str, kind: str, model: str = "", provider: str = "",
                   reference: str = "", metadata: dict | None = None, user=None, api_key=None,
                   hold: CreditHold | None = None) -> CreditLedgerEntry:
     """Charge provider-reported tokens 1:1 (at least MIN_CREDITS_PER_CALL per call), all or
     nothing: InsufficientCredits, or BudgetExceeded for the spender (`user` or `api_key`,
-    recorded on the entry), writes nothing.
+    recorded on the entry), writes nothing. Durable once it returns and the caller's
+    transaction commits (synchronous_commit stays on).
 
     With `hold` (an open hold that reserved these credits, e.g. a chat turn's, which covers
     the turn's query embedding), the charge is drawn from the hold: the hold shrinks by
@@ -114,19 +117,75 @@ def credits_debit(*, account: Account, tokens: int, key: str, kind: str, model: 
     if kind not in SPEND_KINDS:
         raise BillingError("invalid_kind", f"{kind} is not a kind of spending.")
     key = _key(key)
+    fields = dict(kind=kind, key=key, tokens=tokens, model=model, provider=provider, reference=reference,
+                  metadata=metadata or {})
+    if hold is not None:
+        return _debit_with_hold(account, hold, spender=Spender.of(user=user, api_key=api_key), **fields)
+    return _debit(account, spender=Spender.of(user=user, api_key=api_key), **fields)
+
+
+# One round trip: lock, key check, balance check, insert, update (billing/migrations/0006).
+_DEBIT_SQL = "SELECT * FROM public.billing_debit(%s, %s, %s, %s, %s, %s, %s, %s::jsonb, %s, %s, %s)"
+
+
+def _debit(account, *, spender: Spender, kind: str, key: str, tokens: int, model: str, provider: str,
+           reference: str, metadata: dict) -> CreditLedgerEntry:
+    """An ordinary debit in one statement (billing_debit), in the caller's transaction: no
+    savepoint, because the statement writes all or nothing by itself, and the answers that
+    refuse (insufficient, conflict, budget) have written nothing. A transaction of its own
+    only when the caller has none (the budget's second call and the alert's email need one)."""
+    account_id = getattr(account, "pk", account)
+    params = [account_id, key, kind, tokens, model, provider, reference, json.dumps(metadata),
+              spender.user_id, spender.api_key_id]
+    with contextlib.nullcontext() if connection.in_atomic_block else transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(_DEBIT_SQL, [*params, False])
+            row = cursor.fetchone()
+            if row[0] == "budgeted":
+                # Under the row lock the first call took: budget_require's sums are exact.
+                _budgets_check(account, spender, tokens)
+                cursor.execute(_DEBIT_SQL, [*params, True])
+                row = cursor.fetchone()
+        outcome, balance, alert_due, entry_id, created_at, entry_kind, entry_delta, entry_tokens = row
+        if outcome == "existing":
+            if entry_kind != kind or entry_tokens != tokens:
+                raise _key_conflict(key, entry_kind, entry_delta)
+            return CreditLedgerEntry.objects.for_account(account_id).get(pk=entry_id)
+        if outcome == "insufficient":
+            raise InsufficientCredits(needed=tokens, balance=balance)
+        if alert_due:
+            low_balance_check(AccountBalance(account_id=account_id, balance=balance))
+    entry = CreditLedgerEntry(id=entry_id, account_id=account_id, delta=-tokens, balance_after=balance, kind=kind,
+                              tokens=tokens, model=model, provider=provider, reference=reference,
+                              idempotency_key=key, created_at=created_at, metadata=metadata,
+                              **spender.entry_fields())
+    entry._state.adding, entry._state.db = False, connection.alias
+    return entry
+
+
+def _key_conflict(key: str, kind: str, delta: int) -> IdempotencyConflict:
+    return IdempotencyConflict(
+        "idempotency_conflict",
+        f"The key “{key}” was already used for a different operation ({kind} {delta:+d}); "
+        "a key names one operation. Use a new key."
+    )
+
+
+@transaction.atomic
+def _debit_with_hold(account, hold: CreditHold, *, spender: Spender, **fields) -> CreditLedgerEntry:
+    """A debit drawn from an open hold (a chat turn's rewrite and query embedding), or an
+    ordinary debit when the hold cannot cover it, through the ORM."""
+    tokens, key, kind = fields["tokens"], fields["key"], fields["kind"]
     balance = _lock_balance(account)
     existing = _existing(account, key, kind=kind, tokens=tokens)
     if existing:
         return existing
-    fields = dict(kind=kind, key=key, tokens=tokens, model=model, provider=provider, reference=reference,
-                  metadata=metadata or {})
-    drawn_from = _hold_draw(balance, hold, tokens=tokens, key=key) if hold is not None else None
+    drawn_from = _hold_draw(balance, hold, tokens=tokens, key=key)
     if drawn_from is not None:
         # Drawn from a hold: the balance does not move, so no low-balance check either.
         return _append(balance, delta=-tokens, **fields, **_hold_spender(drawn_from))
     if balance.balance < tokens:
         raise InsufficientCredits(needed=tokens, balance=balance.balance)
-    spender = Spender.of(user=user, api_key=api_key)
     _budgets_check(account, spender, tokens)
     entry = _append(balance, delta=-tokens, **fields, **spender.entry_fields())
     low_balance_check(balance)
