@@ -17,8 +17,11 @@ context (RLS on, the app role): p50/p95 over 40 queries per tenant, recall@10 of
 vector list against the exact ranking, for each vector path forced (exact; the account's
 own index, where it has one; the table-wide HNSW index) and for the path the product picks
 by itself ("auto"), full text through `chunk_fulltext_search()` (GIN usable) versus the
-same query under RLS directly, and hybrid on the auto path.
-SEARCH_SCALE_SIZES=100000,1000000 picks the sizes; SEARCH_SCALE_MEASURE=0 only loads.
+same query under RLS directly, and hybrid on the auto path; full text and hybrid also with the
+full-text pool unbounded (documents.search.query.FULLTEXT_POOL; migration 0012), query by
+query, for the latency before the bound and the share of the top 10 it keeps.
+SEARCH_SCALE_SIZES=100000,1000000 picks the sizes; SEARCH_SCALE_MEASURE=0 only loads;
+SEARCH_SCALE_FORCED_PATHS=0 measures only the paths the product takes.
 """
 from __future__ import annotations
 
@@ -39,6 +42,7 @@ CLUSTERS = 1000
 QUERIES = 40
 PREFIX = "bench-scale-"
 INSERT_BATCH = 2000
+UNBOUNDED_POOL = 2**31 - 1  # chunk_fulltext_search ranks every match (the pool never fills)
 
 
 def _shares(total: int) -> list[int]:
@@ -189,11 +193,15 @@ def _forced(path: str):
 
 def _measure(account_id: int, *, mode: str, path: str) -> dict:
     """Latency of hybrid_search for one tenant on a vector path, and recall@10 of vector mode
-    against the exact ranking."""
+    against the exact ranking. For full text and hybrid, each query also runs with the
+    full-text pool unbounded (every match ranked, as before migration 0012), interleaved
+    so both see the same machine load: its latency, and how many of the bounded search's
+    top 10 are the unbounded one's ("same_top10")."""
     from core.tenancy import account_context
     from documents import search
+    from documents.search import query as search_query
 
-    latencies, recalls = [], []
+    latencies, recalls, unbounded, same = [], [], [], []
     for query, vector in _queries(account_id, QUERIES):
         with account_context(account_id=account_id):
             with _forced(path):
@@ -201,6 +209,13 @@ def _measure(account_id: int, *, mode: str, path: str) -> dict:
                 hits = search.hybrid_search(account=account_id, query=query, query_vector=vector, top_k=10,
                                             mode=mode, threshold=-1.0)
                 latencies.append(time.perf_counter() - t0)
+                if mode != "vector":
+                    with mock.patch.object(search_query, "FULLTEXT_POOL", UNBOUNDED_POOL):
+                        t0 = time.perf_counter()
+                        truth = search.hybrid_search(account=account_id, query=query, query_vector=vector,
+                                                     top_k=10, mode=mode, threshold=-1.0)
+                        unbounded.append(time.perf_counter() - t0)
+                    same.append(len({h.chunk_id for h in hits} & {h.chunk_id for h in truth}) / max(1, len(truth)))
             if mode == "vector":
                 with _forced("exact"):
                     truth = search.hybrid_search(account=account_id, query=query, query_vector=vector, top_k=10,
@@ -209,6 +224,10 @@ def _measure(account_id: int, *, mode: str, path: str) -> dict:
     result = {"p50_ms": round(1000 * percentile(latencies, 50), 2), "p95_ms": round(1000 * percentile(latencies, 95), 2)}
     if recalls:
         result["recall@10"] = round(float(np.mean(recalls)), 3)
+    if unbounded:
+        result |= {"unbounded_p50_ms": round(1000 * percentile(unbounded, 50), 2),
+                   "unbounded_p95_ms": round(1000 * percentile(unbounded, 95), 2),
+                   "same_top10": round(float(np.mean(same)), 3)}
     return result
 
 
@@ -296,6 +315,8 @@ def run() -> dict:
         row["uptime_before"] = _uptime()
         for label, account_id in (("large", large), ("medium", medium), ("tiny", tiny)):
             paths = ["exact", "tenant_hnsw", "hnsw"] if _has_tenant_index(account_id) else ["exact", "hnsw"]
+            if os.environ.get("SEARCH_SCALE_FORCED_PATHS", "1") == "0":
+                paths = []  # only the path the product takes (the forced exact path is slow at 1M)
             row[label] = {f"vector_{path}": _measure(account_id, mode="vector", path=path) for path in paths}
             row[label]["auto_path"] = search_path_for(shares[account_ids.index(account_id)],
                                                       tenant_index=_has_tenant_index(account_id))
@@ -311,9 +332,11 @@ def run() -> dict:
     if os.environ.get("SEARCH_SCALE_KEEP", "1") == "0":
         _cleanup(account_ids)
     from django.conf import settings
+    from documents.search import query as search_query
 
     results["settings"] = ("top_k=10, candidates N=40, hnsw m=16 ef_construction=64, hnsw.ef_search=100, "
                            "iterative_scan=relaxed_order, max_scan_tuples default (20000); 40 queries per tenant; "
+                           f"full-text pool {search_query.FULLTEXT_POOL} (unbounded: {UNBOUNDED_POOL}); "
                            f"SEARCH_EXACT_MAX_CHUNKS={settings.SEARCH_EXACT_MAX_CHUNKS}, SEARCH_TENANT_INDEX_MIN_CHUNKS="
                            f"{settings.SEARCH_TENANT_INDEX_MIN_CHUNKS}; latency = the whole hybrid_search call (2 queries) "
                            "from Python; load average (1/5/15 min) before and after the measurements")

@@ -24,8 +24,10 @@ Paths, decided per search from the account's chunk count (see docs/benchmarks.md
 - larger, without one yet: the table-wide HNSW index with pgvector's iterative scan
   (relaxed order, re-sorted here) so a tenant filter still yields its k rows; the planner
   often prefers the btree and an exact sort there, which is correct but slow.
-Full text goes through `chunk_fulltext_search()` (migration 0003), which keeps the GIN
-index usable under RLS.
+Full text goes through `chunk_fulltext_search()` (migrations 0003, 0007, 0012), which keeps
+the GIN index usable under RLS and ranks a bounded pool of at most FULLTEXT_POOL matches
+(chunks with all the query's words first, then those with some), so its cost stays flat
+however many of a large account's chunks share a common word.
 """
 from __future__ import annotations
 
@@ -48,6 +50,12 @@ from llm import client as llm
 
 RRF_K = 60
 MIN_CANDIDATES = 40
+# Full text ranks at most this many matching chunks (migration 0012): ts_rank_cd costs a few
+# µs a chunk, and a common word can match a quarter of a large account (27,000 of 100,000
+# chunks in bench/search_scale.py: 100-180 ms). Results are the unbounded ones whenever
+# fewer chunks match; measured against them in docs/benchmarks.md ("Search at scale") and
+# with `bench retrieval_eval`.
+FULLTEXT_POOL = 1000
 # The settings that tune the paths (config/settings.py, read from the environment):
 # - SEARCH_EXACT_MAX_CHUNKS (5,000): exact scan costs ~4 µs a row through the btree (20 ms
 #   at 5,000 rows on 2 cores); past this an account is served by its own HNSW index (or
@@ -182,7 +190,7 @@ LIMIT %(candidates)s
 """
 
 _FULLTEXT = ("SELECT chunk_id AS id, rank FROM chunk_fulltext_search(%(account_id)s, %(query)s, %(candidates)s,"
-             " %(collections)s::bigint[])")
+             " %(collections)s::bigint[], %(fulltext_pool)s)")
 _NONE = "SELECT NULL::bigint AS id, NULL::float8 AS {column} WHERE false"
 
 # The candidates' rows are read by primary key (`id = ANY(ARRAY(...))`) behind a
@@ -249,6 +257,7 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
     threshold = settings.RAG_MATCH_THRESHOLD if threshold is None else threshold
     candidates = max(4 * top_k, MIN_CANDIDATES)
     params = {"account_id": account_id, "query": fulltext_query_text(query), "candidates": candidates,
+              "fulltext_pool": FULLTEXT_POOL,
               "ef_search": settings.SEARCH_EF_SEARCH,
               "ef_max": settings.SEARCH_EF_SEARCH_MAX, "ef_step": EF_SEARCH_CHUNKS_PER_STEP,
               "tenant_index": tenant_index_name(account_id, dims or DEFAULT_DIMENSIONS),
