@@ -17,7 +17,7 @@ from django.utils import timezone
 from rq import Retry
 
 from core.tenancy import account_context, dangerously_bypass_tenancy
-from documents import ingestion, purge
+from documents import ingestion, ingestion_queue, purge
 from documents.models import Document, ReindexRun, Status
 from documents.search.maintenance import tenant_vector_indexes_refresh
 
@@ -35,7 +35,10 @@ def _enqueue(func, **kwargs) -> None:
 
 
 def enqueue_ingest(document) -> None:
-    _enqueue(ingest_document, document_id=document.pk, revision=document.revision, account_id=document.account_id)
+    """One more document to ingest: one more "ingest the next document, fairly" job. Which
+    document it takes is decided when a worker starts it (documents/ingestion_queue.py), so
+    the queue's order is not the order documents are ingested in."""
+    _enqueue(ingest_next_document)
 
 
 def enqueue_delete(document) -> None:
@@ -50,8 +53,18 @@ def enqueue_account_purge(*, account_id: int) -> None:
     _enqueue(purge_account, account_id=account_id)
 
 
+def ingest_next_document() -> None:
+    """Ingest the pending document of the account with the fewest in flight, served least
+    recently (documents/ingestion_queue.py). Takes no ids: it claims one. Run twice, it
+    claims two documents or returns quietly when none is pending; a document is claimed once."""
+    ingestion_queue.ingest_next()
+
+
 def ingest_document(*, document_id: int, revision: int, account_id: int) -> None:
-    """Parse, chunk, embed and publish one revision of a document. Safe to run twice."""
+    """Parse, chunk, embed and publish one revision of a document. Safe to run twice.
+
+    Kept for jobs enqueued before fair ingestion (and for scripts that ingest one named
+    document): uploads enqueue ingest_next_document instead."""
     ingestion.ingest(account_id=account_id, document_id=document_id, revision=revision)
 
 
@@ -87,7 +100,14 @@ def requeue_stale_work() -> int:
     for document_id, revision, account_id in documents:
         logger.warning("re-queueing stale document %s rev %s", document_id, revision)
         with account_context(account_id=account_id):
-            Document.objects.for_account(account_id).filter(pk=document_id).update(heartbeat_at=timezone.now())
+            # Back to pending, where the fair claim (or the document's reindex run) takes it
+            # again; the attempts so far still count. NOTE: a slow, not dead, worker either
+            # finds it pending at its next staged batch and stops quietly, or carries on
+            # beside the new claim as before: batches are staged once (unique per revision
+            # and batch) and the charge has one key per revision.
+            Document.objects.for_account(account_id).filter(
+                pk=document_id, revision=revision, status__in=[Status.PENDING, Status.PROCESSING]).update(
+                status=Status.PENDING, heartbeat_at=timezone.now())
             enqueue_ingest(Document(pk=document_id, revision=revision, account_id=account_id))
     for run_id, account_id in runs:
         with account_context(account_id=account_id):
