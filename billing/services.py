@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from dataclasses import dataclass
 
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
@@ -211,14 +212,76 @@ def _hold_draw(balance: AccountBalance, hold: CreditHold, *, tokens: int, key: s
     return hold
 
 
-@transaction.atomic
+# One statement (the common case: a spender without budgets, a new key, enough credits):
+# the UPDATE takes the balance row lock and re-checks the balance on the row as it is once
+# the lock is granted (READ COMMITTED re-evaluates its WHERE on the latest version), and the
+# hold and its ledger entry are inserted only from the row it updated. So it writes all or
+# nothing, and when it writes nothing the ORM path below decides (and raises) as before, in
+# the same transaction, with nothing to undo. The key and budget checks read the statement's
+# snapshot: a same-key hold committed while this one waited for the lock is still refused
+# by the unique index (an IntegrityError, never a second hold), and a budget created in that
+# moment is missed exactly as it was when read after the lock (budget_set takes no lock).
+_HOLD_SQL = """
+WITH b AS (
+    UPDATE billing_accountbalance AS b SET balance = b.balance - %(amount)s, updated_at = clock_timestamp()
+     WHERE b.account_id = %(account_id)s AND b.balance >= %(amount)s
+       AND NOT EXISTS (SELECT 1 FROM billing_credithold AS h WHERE h.account_id = %(account_id)s AND h.key = %(key)s)
+       AND NOT EXISTS (SELECT 1 FROM billing_budget AS g WHERE g.account_id = %(account_id)s
+                          AND CASE WHEN %(api_key_id)s::bigint IS NOT NULL THEN g.api_key_id = %(api_key_id)s::bigint
+                                   WHEN %(user_id)s::bigint IS NOT NULL
+                                   THEN g.user_id = %(user_id)s::bigint AND g.api_key_id IS NULL
+                                   ELSE false END)
+    RETURNING b.balance, b.updated_at),
+h AS (
+    INSERT INTO billing_credithold (account_id, key, amount, status, reference, used_tokens, created_at, closed_at,
+                                    spent_by_user_id, spent_by_api_key_id)
+    SELECT %(account_id)s, %(key)s, %(amount)s, 'open', %(reference)s, NULL, b.updated_at, NULL, %(user_id)s,
+           %(api_key_id)s FROM b
+    RETURNING id, created_at),
+e AS (
+    INSERT INTO billing_creditledgerentry (account_id, delta, balance_after, kind, tokens, shortfall, model, provider,
+                                           reference, idempotency_key, created_by_id, created_at, metadata,
+                                           spent_by_user_id, spent_by_api_key_id)
+    SELECT %(account_id)s, -%(amount)s, b.balance, 'hold', 0, 0, '', '', %(reference)s, %(key)s, NULL, b.updated_at,
+           '{}'::jsonb, %(user_id)s, %(api_key_id)s FROM b
+    RETURNING id)
+SELECT h.id, h.created_at FROM h, e
+"""
+
+
 def credits_hold(*, account: Account, amount: int, key: str, reference: str = "", user=None,
                  api_key=None) -> CreditHold:
     """Reserve `amount` credits (the worst case of a model call) before making the call.
     The spender (`user` or `api_key`) is recorded on the hold, and the hold is refused with
-    BudgetExceeded when one of the spender's budgets cannot cover it."""
+    BudgetExceeded when one of the spender's budgets cannot cover it.
+
+    Usually one statement (_HOLD_SQL) in the caller's transaction, without a savepoint:
+    it writes all or nothing. A hold is short: it locks the account's balance row until the
+    transaction commits, so take it last in a short transaction of its own. The hold's
+    `budget_free` is True when the spender had no budget as it was taken (a chat turn then
+    skips reading budgets for its `chat.done`)."""
     amount = _positive(amount, "The amount to hold")
     key = _key(key)
+    spender = Spender.of(user=user, api_key=api_key)
+    account_id = getattr(account, "pk", account)
+    with contextlib.nullcontext() if connection.in_atomic_block else transaction.atomic():
+        with connection.cursor() as cursor:
+            cursor.execute(_HOLD_SQL, {"account_id": account_id, "amount": amount, "key": key,
+                                       "reference": reference, "user_id": spender.user_id,
+                                       "api_key_id": spender.api_key_id})
+            row = cursor.fetchone()
+        if row is None:  # budgets to check, a key already used, too few credits or no balance row yet
+            return _hold_orm(account, amount=amount, key=key, reference=reference, spender=spender)
+    hold = CreditHold(id=row[0], account_id=account_id, key=key, amount=amount, status=HoldStatus.OPEN,
+                      reference=reference, used_tokens=None, created_at=row[1], closed_at=None,
+                      **spender.entry_fields())
+    hold._state.adding, hold._state.db = False, connection.alias
+    hold.budget_free = True
+    return hold
+
+
+@transaction.atomic
+def _hold_orm(account, *, amount: int, key: str, reference: str, spender: Spender) -> CreditHold:
     balance = _lock_balance(account)
     hold = CreditHold.objects.for_account(account).filter(key=key).first()
     if hold is not None:
@@ -228,11 +291,11 @@ def credits_hold(*, account: Account, amount: int, key: str, reference: str = ""
         return hold
     if balance.balance < amount:
         raise InsufficientCredits(needed=amount, balance=balance.balance)
-    spender = Spender.of(user=user, api_key=api_key)
     _budgets_check(account, spender, amount)
     _append(balance, kind=Kind.HOLD, delta=-amount, key=key, reference=reference, **spender.entry_fields())
     return CreditHold.objects.for_account(account).create(
-        account=account, key=key, amount=amount, reference=reference, **spender.entry_fields())
+        account_id=getattr(account, "pk", account), key=key, amount=amount, reference=reference,
+        **spender.entry_fields())
 
 
 def _budgets_check(account, spender: Spender, amount: int) -> None:
@@ -252,20 +315,144 @@ def _lock_hold(hold: CreditHold) -> CreditHold:
     return CreditHold.objects.for_account(hold.account_id).select_for_update().get(pk=hold.pk)
 
 
-@transaction.atomic
+@dataclass(frozen=True)
+class HoldDraw:
+    """A charge made in a hold's name (a chat turn's query embedding or follow-up rewrite),
+    recorded when the hold is settled or released: the hold reserved it, so it is never
+    refused, and the turn takes the balance row lock twice (hold, settle) instead of once
+    more for each charge. Written as credits_debit(hold=…) writes it: a `:from-hold` release
+    of the tokens, then the charge, both spent by the hold's spender."""
+    key: str
+    kind: str
+    tokens: int
+    model: str = ""
+    provider: str = ""
+    reference: str = ""
+    metadata: dict | None = None
+
+
+# Settle (or release) in one statement: lock the balance row first (the order every spender
+# takes: balance, then hold), close the hold if it is still open and can cover its draws
+# (`h`), move the balance (`b`; RETURNING old/new is PostgreSQL 18's) and append the entries
+# in order (`e`): each draw's release and charge, the release of the rest, the charge. When
+# the hold is not open (settled twice, released, swept) or its draws do not fit, `h` and
+# everything after it write nothing and the ORM path answers as before.
+_CLOSE_SQL = """
+WITH lb AS (SELECT b.id FROM billing_accountbalance AS b WHERE b.account_id = %(account_id)s FOR UPDATE),
+h AS (
+    UPDATE billing_credithold AS h
+       SET status = %(status)s, used_tokens = %(used)s, closed_at = clock_timestamp(), amount = h.amount - %(drawn)s
+     WHERE h.id = %(hold_id)s AND h.account_id = %(account_id)s AND h.status = 'open' AND h.amount > %(drawn)s
+       AND EXISTS (SELECT 1 FROM lb)
+    RETURNING h.amount AS rest, h.key AS hold_key, h.reference AS hold_reference, h.spent_by_user_id,
+              h.spent_by_api_key_id),
+b AS (
+    UPDATE billing_accountbalance AS b
+       SET balance = b.balance + h.rest - LEAST(%(used)s::bigint, b.balance + h.rest), updated_at = clock_timestamp()
+      FROM h WHERE b.account_id = %(account_id)s
+    RETURNING old.balance AS before, new.balance AS after, h.rest, h.hold_key, h.hold_reference, h.spent_by_user_id,
+              h.spent_by_api_key_id),
+e AS (
+    INSERT INTO billing_creditledgerentry (account_id, delta, balance_after, kind, tokens, shortfall, model, provider,
+                                           reference, idempotency_key, created_by_id, created_at, metadata,
+                                           spent_by_user_id, spent_by_api_key_id)
+    SELECT %(account_id)s, v.delta, v.balance_after, v.kind, v.tokens, v.shortfall, v.model, v.provider, v.reference,
+           v.idempotency_key, NULL, clock_timestamp(), v.metadata, b.spent_by_user_id, b.spent_by_api_key_id
+      FROM b CROSS JOIN LATERAL (VALUES {rows}) AS v(ord, delta, balance_after, kind, tokens, shortfall, model,
+                                                     provider, reference, idempotency_key, metadata)
+     ORDER BY v.ord
+    RETURNING id, idempotency_key, delta, balance_after, tokens, shortfall, created_at)
+SELECT b.after, e.id, e.created_at, e.delta, e.shortfall,
+       EXISTS (SELECT 1 FROM billing_billingsettings AS s
+                WHERE s.account_id = %(account_id)s AND s.alert_armed AND s.low_balance_threshold > b.after
+                  AND s.contact_email <> '')
+  FROM b LEFT JOIN e ON e.idempotency_key = b.hold_key || ':charge'
+"""
+_DRAW_ROWS = (
+    "({n}, %(t{i})s::bigint, b.before + %(t{i})s::bigint, 'hold_release'::text, 0::bigint, 0::bigint, ''::text,"
+    " ''::text, b.hold_reference, %(k{i})s::text || ':from-hold', '{{}}'::jsonb),"
+    " ({n1}, -%(t{i})s::bigint, b.before, %(kind{i})s::text, %(t{i})s::bigint, 0::bigint, %(m{i})s::text,"
+    " %(p{i})s::text, %(r{i})s::text, %(k{i})s::text, %(md{i})s::jsonb)")
+_REST_ROW = ("(1000000, b.rest, b.before + b.rest, 'hold_release'::text, 0::bigint, 0::bigint, ''::text, ''::text,"
+             " b.hold_reference, b.hold_key || ':release', '{}'::jsonb)")
+_CHARGE_ROW = ("(1000001, b.after - b.before - b.rest, b.after, %(kind)s::text, %(used)s::bigint,"
+               " %(used)s::bigint - (b.before + b.rest - b.after), %(model)s::text, %(provider)s::text,"
+               " %(reference)s::text, b.hold_key || ':charge', %(metadata)s::jsonb)")
+
+
+def _close_in_one_statement(hold: CreditHold, *, status: str, used_tokens: int, draws: tuple[HoldDraw, ...],
+                            kind: str = Kind.CHAT, model: str = "", provider: str = "", reference: str = "",
+                            metadata: dict | None = None) -> tuple | None:
+    """(balance after, charge entry or None), or None when the hold was not closed here."""
+    params = {"account_id": hold.account_id, "hold_id": hold.pk, "status": status, "used": used_tokens,
+              "drawn": sum(d.tokens for d in draws), "kind": kind, "model": model, "provider": provider,
+              "reference": reference or hold.reference, "metadata": json.dumps(metadata or {})}
+    rows = []
+    for i, draw in enumerate(draws):
+        rows.append(_DRAW_ROWS.format(i=i, n=2 * i, n1=2 * i + 1))
+        params.update({f"t{i}": draw.tokens, f"k{i}": draw.key, f"kind{i}": draw.kind, f"m{i}": draw.model,
+                       f"p{i}": draw.provider, f"r{i}": draw.reference, f"md{i}": json.dumps(draw.metadata or {})})
+    rows.append(_REST_ROW)
+    if used_tokens:
+        rows.append(_CHARGE_ROW)
+    with connection.cursor() as cursor:
+        cursor.execute(_CLOSE_SQL.format(rows=", ".join(rows)), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    balance, entry_id, created_at, delta, shortfall, alert_due = row
+    hold.status, hold.used_tokens, hold.closed_at = status, used_tokens, timezone.now()
+    hold.amount -= params["drawn"]
+    if alert_due:
+        low_balance_check(AccountBalance(account_id=hold.account_id, balance=balance))
+    entry = None
+    if entry_id is not None:
+        entry = CreditLedgerEntry(id=entry_id, account_id=hold.account_id, delta=delta, balance_after=balance,
+                                  kind=kind, tokens=used_tokens, shortfall=shortfall, model=model, provider=provider,
+                                  reference=params["reference"], idempotency_key=f"{hold.key}:charge",
+                                  created_at=created_at, metadata=metadata or {}, **_hold_spender(hold))
+        entry._state.adding, entry._state.db = False, connection.alias
+    return balance, entry
+
+
+def _draws_orm(hold: CreditHold, draws: tuple[HoldDraw, ...]) -> None:
+    for draw in draws:
+        credits_debit(account=hold.account_id, tokens=draw.tokens, key=draw.key, kind=draw.kind, model=draw.model,
+                      provider=draw.provider, reference=draw.reference, metadata=draw.metadata,
+                      user=hold.spent_by_user_id, api_key=hold.spent_by_api_key_id, hold=hold)
+
+
 def hold_settle(*, hold: CreditHold, used_tokens: int, kind: str = Kind.CHAT, model: str = "", provider: str = "",
-                reference: str = "", metadata: dict | None = None) -> CreditLedgerEntry | None:
-    """Charge exactly what was used and release the rest.
+                reference: str = "", metadata: dict | None = None,
+                draws: tuple[HoldDraw, ...] = ()) -> CreditLedgerEntry | None:
+    """Charge exactly what was used and release the rest (and first record `draws`, the
+    charges made in the hold's name).
 
     If more was used than held, charge what the balance allows and record the shortfall on
-    the entry. Returns the charge entry (None when nothing was used). Settling twice returns
-    the first result; a released hold cannot be settled.
+    the entry. Returns the charge entry (None when nothing was used); its balance_after is
+    the balance once settled. Settling twice returns the first result; a released hold
+    cannot be settled. Usually one statement (_CLOSE_SQL), in the caller's transaction.
     """
     if isinstance(used_tokens, bool) or not isinstance(used_tokens, int) or used_tokens < 0:
         raise BillingError("invalid_amount", f"Used tokens must be a whole number, zero or more (got {used_tokens!r}).")
     if kind not in SPEND_KINDS:
         raise BillingError("invalid_kind", f"{kind} is not a kind of spending.")
-    balance = _lock_balance(hold.account)
+    draws = tuple(draws)
+    with contextlib.nullcontext() if connection.in_atomic_block else transaction.atomic():
+        closed = _close_in_one_statement(hold, status=HoldStatus.SETTLED, used_tokens=used_tokens, draws=draws,
+                                         kind=kind, model=model, provider=provider, reference=reference,
+                                         metadata=metadata)
+        if closed is not None:
+            return closed[1]
+        return _settle_orm(hold, used_tokens=used_tokens, kind=kind, model=model, provider=provider,
+                           reference=reference, metadata=metadata, draws=draws)
+
+
+@transaction.atomic
+def _settle_orm(hold: CreditHold, *, used_tokens: int, kind: str, model: str, provider: str, reference: str,
+                metadata: dict | None, draws: tuple[HoldDraw, ...]) -> CreditLedgerEntry | None:
+    _draws_orm(hold, draws)
+    balance = _lock_balance(hold.account_id)
     hold = _lock_hold(hold)
     charge_key = f"{hold.key}:charge"
     if hold.status == HoldStatus.SETTLED:
@@ -289,10 +476,20 @@ def hold_settle(*, hold: CreditHold, used_tokens: int, kind: str = Kind.CHAT, mo
     return entry
 
 
+def hold_release(*, hold: CreditHold, draws: tuple[HoldDraw, ...] = ()) -> CreditHold:
+    """Give back everything held (the call never happened), after recording `draws` (what
+    was spent in the hold's name before it failed). Idempotent."""
+    draws = tuple(draws)
+    with contextlib.nullcontext() if connection.in_atomic_block else transaction.atomic():
+        if _close_in_one_statement(hold, status=HoldStatus.RELEASED, used_tokens=0, draws=draws) is not None:
+            return hold
+        return _release_orm(hold, draws)
+
+
 @transaction.atomic
-def hold_release(*, hold: CreditHold) -> CreditHold:
-    """Give back everything held (the call never happened). Idempotent."""
-    balance = _lock_balance(hold.account)
+def _release_orm(hold: CreditHold, draws: tuple[HoldDraw, ...]) -> CreditHold:
+    _draws_orm(hold, draws)
+    balance = _lock_balance(hold.account_id)
     hold = _lock_hold(hold)
     if hold.status == HoldStatus.OPEN:
         _append(balance, kind=Kind.HOLD_RELEASE, delta=hold.amount, key=f"{hold.key}:release",
