@@ -19,7 +19,7 @@ from core.tenancy import account_context
 from billing import references
 from billing.models import Kind
 from billing.selectors import balance_get, budget_status_for
-from billing.services import credits_debit, credits_hold, hold_release, hold_settle
+from billing.services import MIN_CREDITS_PER_CALL, HoldDraw, credits_hold, hold_release, hold_settle
 from chat import answering
 from chat.errors import ChatError
 from chat.models import Conversation, Message, MessageStatus, Role
@@ -28,9 +28,10 @@ from chat.ratelimit import check_chat_rate
 from chat.selectors import conversation_get
 from chat.router import GENERAL, LOOKUP, SUMMARY, is_followup, match_document, route, standalone_query
 from documents.chunking import embedding_tokens
+from documents import embedding_models
 from documents.models import Document, Status
 from documents.selectors import collection_ids_requested
-from documents.search import expand_passages, first_chunks, hit_passages, ocr_chunk_ids, search_for_query
+from documents.search import expand_passages, first_chunks, hit_passages, hybrid_search, ocr_chunk_ids
 from llm import client as llm
 from llm.tokens import count_tokens
 
@@ -116,6 +117,9 @@ class ChatTurn:
     answer_parts: list[str] = field(default_factory=list)
     llm_stream: object = None
     spender: dict = field(default_factory=dict)  # {"user": …, "api_key": …}: whose budgets the turn spends
+    # What the turn spent in its hold's name before the answer (the follow-up rewrite, the
+    # query embedding): recorded when the hold is settled or released (billing.HoldDraw).
+    draws: list = field(default_factory=list)
 
 
     @property
@@ -227,10 +231,12 @@ def _retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: s
     return rewrite + max(query, REWRITE_MAX_TOKENS + 2)
 
 
-def _retrieve(account, kind: str, target: str, query: str, key: str, chosen: Profile, spender: dict,
-              collection_ids: list[int] | None = None, hold=None):
+def _retrieve(account, kind: str, target: str, query: str, embedded, chosen: Profile,
+              collection_ids: list[int] | None = None):
     """(route, passages the model reads). A lookup whose best passage is not near enough to
-    answer from (answering.relevance under RAG_MIN_RELEVANCE) comes back as GENERAL with none."""
+    answer from (answering.relevance under RAG_MIN_RELEVANCE) comes back as GENERAL with none.
+    `embedded` is `_embed(query)`, made before this transaction (None: not embedded yet, for
+    a summary of a document that is not there, which looks the words up instead)."""
     if kind == SUMMARY:
         # Only documents the principal may read, in the collections asked for.
         documents = Document.objects.for_account(account).readable().filter(status=Status.READY)
@@ -242,13 +248,31 @@ def _retrieve(account, kind: str, target: str, query: str, key: str, chosen: Pro
             return SUMMARY, first_chunks(account=account, document=document, limit=SUMMARY_CHUNKS)
         kind = LOOKUP  # no such document: look the words up instead
     if kind == LOOKUP:
-        hits = search_for_query(account=account, query=query, key=key, collection_ids=collection_ids, hold=hold,
-                                **spender)
+        if embedded is None:
+            raise _NeedsEmbedding()
+        hits = hybrid_search(account=account, query=query, query_vector=embedded.vectors[0],
+                             collection_ids=collection_ids, embedding_model=embedded.model)
         passages = expand_passages(account=account, hits=hits)
         if not passages or answering.relevance(query, hits, passages) < min_relevance():
             return GENERAL, []
         return LOOKUP, hit_passages(hits[:chosen.passages]) if chosen.passages else passages
     return GENERAL, []
+
+
+class _NeedsEmbedding(Exception):
+    """A summary of a document that is not there falls back to a lookup, which needs the
+    query's embedding (made then, inside the retrieval transaction: a rare path)."""
+
+
+def _embed(query: str, active, key: str):
+    """The query's embedding and what it costs, drawn from the turn's hold (the hold covered
+    it: never refused). Made outside any transaction: no row lock or snapshot is held across
+    the provider call. Like every provider call it costs at least one credit."""
+    embedding = llm.with_retries(lambda: llm.embed([query], model=active.model, dimensions=active.dimensions),
+                                 tries=2, first_delay=0.2)
+    draw = HoldDraw(key=key, kind=Kind.EMBEDDING, tokens=max(embedding.total_tokens, MIN_CREDITS_PER_CALL),
+                    model=embedding.model, provider=embedding.provider, reference=references.SEARCH)
+    return embedding, draw
 
 
 def min_relevance() -> float:
@@ -258,10 +282,9 @@ def min_relevance() -> float:
     return BUNDLED_MIN_RELEVANCE if settings.LLM_BUNDLED else 0.0
 
 
-def _rewrite_followup(account, question: str, history: list[tuple[str, str]], key: str, spender: dict,
-                      hold=None) -> str:
-    """A follow-up made standalone by the chat model (charged like a chat call); the
-    deterministic rewrite when the model fails."""
+def _rewrite_followup(question: str, history: list[tuple[str, str]], key: str, draws: list) -> str:
+    """A follow-up made standalone by the chat model (charged like a chat call, drawn from
+    the turn's hold: appended to `draws`); the deterministic rewrite when the model fails."""
     recent = "\n".join(f"{role}: {text[:600]}" for role, text in history[-4:])
     messages = [{"role": "system", "content": (
                     "Rewrite the user's last question as one standalone search query that names what it refers "
@@ -274,8 +297,8 @@ def _rewrite_followup(account, question: str, history: list[tuple[str, str]], ke
         return standalone_query(question, history)
     usage = stream.final_usage()
     if usage.total_tokens:
-        credits_debit(account=account, tokens=usage.total_tokens, key=key, kind=Kind.CHAT, model=stream.model,
-                      provider=stream.provider, reference="", hold=hold, **spender)
+        draws.append(HoldDraw(key=key, kind=Kind.CHAT, tokens=max(usage.total_tokens, MIN_CREDITS_PER_CALL),
+                              model=stream.model, provider=stream.provider))
     return text.splitlines()[0][:MAX_QUESTION_CHARS] if text else standalone_query(question, history)
 
 
@@ -290,26 +313,42 @@ def _sources(passages, ocr_ids: set[int] = frozenset()) -> list[dict]:
 
 def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=None,
                  history: list[tuple[str, str]] | None = None, request_id: str | None = None,
-                 cancelled: threading.Event | None = None, options: TurnOptions | None = None) -> ChatTurn:
+                 cancelled: threading.Event | None = None, options: TurnOptions | None = None,
+                 authorize=None) -> ChatTurn:
     """Everything before the model call. Raises ChatError / InsufficientCredits /
     ProviderError with nothing held, charged or left half-written.
 
     `history` (role, text) replaces the stored conversation's (the OpenAI-compatible
-    endpoint, whose clients send the whole conversation each time)."""
+    endpoint, whose clients send the whole conversation each time). `authorize()`, when
+    given, runs first in the turn's first transaction and raises to refuse the turn (the
+    websocket's re-check of its principal).
+
+    Two transactions before the first token (docs/benchmarks.md, Chat): the first reads what
+    the turn needs and takes the hold last, so the account's balance row stays locked only
+    for that statement and the commit; the provider calls (follow-up rewrite, query
+    embedding) run outside any transaction; the second retrieves and stores the question.
+    What the turn spends before the answer is drawn from the hold and written when the hold
+    is settled (`ChatTurn.draws`), so the balance row is locked twice a turn, not four times."""
     question = _question(question)
     options = options or TurnOptions()
     chosen = profile()
     check_chat_rate(account_id=account.pk, user_id=getattr(user, "pk", None),
                     api_key_id=getattr(api_key, "pk", None))
     request_id = request_id or uuid.uuid4().hex
+    decision = route(question)
+    # The principal spends (its budgets apply): the key on key surfaces, else the member.
+    spender = {"user": user, "api_key": api_key}
     # The principal (user or key) is part of every context that reads documents: the
     # collections it may see follow from it, in the queries and in row-level security.
     with account_context(account, user=user, api_key=api_key):
+        if authorize is not None:
+            authorize()
+        new_conversation = conversation_id in (None, "")
         conversation = _conversation(account, conversation_id=conversation_id, user=user, api_key=api_key,
                                      question=question)
-        history = _history(conversation) if history is None else history
+        if history is None:
+            history = [] if new_conversation else _history(conversation)
         collection_ids = collection_ids_requested(account=account, requested=options.collection)
-        decision = route(question)
         if decision.reply:  # small talk: no search, no model, nothing held or charged
             user_message = Message.objects.for_account(account).create(
                 account=account, conversation=conversation, role=Role.USER, content=question, route=GENERAL,
@@ -317,21 +356,32 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
             return ChatTurn(account_id=account.pk, conversation=conversation, user_message=user_message,
                             route=GENERAL, passages=[], sources=[], messages=[], temperature=0.0, hold=None,
                             request_id=request_id, reply=decision.reply, profile=chosen,
-                            cancelled=cancelled or threading.Event(), spender={"user": user, "api_key": api_key})
-        # The principal spends (its budgets apply): the key on key surfaces, else the member.
-        spender = {"user": user, "api_key": api_key}
+                            cancelled=cancelled or threading.Event(), spender=spender)
+        # The query is embedded with the model the account's chunks are searched by.
+        active = embedding_models.active_embedding_model(account_id=account.pk) \
+            if decision.kind == LOOKUP else None
         hold = credits_hold(account=account, amount=_worst_case(question, history, decision.kind, options, chosen),
                             key=f"chat:{request_id}", reference=references.conversation(conversation.pk), **spender)
+    draws: list[HoldDraw] = []
     try:
+        query = question
+        if decision.kind == LOOKUP and history and is_followup(question):
+            query = (_rewrite_followup(question, history, key=f"chat:{request_id}:rewrite", draws=draws)
+                     if chosen.rewrite else standalone_query(question, history))
+        embedded = None
+        if active is not None:
+            embedded, draw = _embed(query, active, key=f"chat:{request_id}:query")
+            draws.append(draw)
         with account_context(account, user=user, api_key=api_key):
-            query = question
-            if decision.kind == LOOKUP and history and is_followup(question):
-                query = (_rewrite_followup(account, question, history, key=f"chat:{request_id}:rewrite",
-                                           spender=spender, hold=hold)
-                         if chosen.rewrite else standalone_query(question, history))
-            kind, passages = _retrieve(account, decision.kind, decision.summary_target, query,
-                                       key=f"chat:{request_id}:query", chosen=chosen, spender=spender,
-                                       collection_ids=collection_ids, hold=hold)
+            try:
+                kind, passages = _retrieve(account, decision.kind, decision.summary_target, query, embedded,
+                                           chosen=chosen, collection_ids=collection_ids)
+            except _NeedsEmbedding:  # a summary of no such document: the words are looked up
+                active = embedding_models.active_embedding_model(account_id=account.pk)
+                embedded, draw = _embed(query, active, key=f"chat:{request_id}:query")
+                draws.append(draw)
+                kind, passages = _retrieve(account, LOOKUP, "", query, embedded, chosen=chosen,
+                                           collection_ids=collection_ids)
             note = NOT_IN_DOCUMENTS if decision.kind != GENERAL and kind == GENERAL else ""
             messages = build_messages(question=question, passages=passages, history=history,
                                       grounded=bool(passages), history_budget=settings.CHAT_HISTORY_TOKENS,
@@ -342,14 +392,14 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
                 sources=sources, end_user=options.end_user[:256], query=query if decision.kind != GENERAL else "")
     except Exception:
         with account_context(account):
-            hold_release(hold=hold)
+            hold_release(hold=hold, draws=draws)
         raise
     return ChatTurn(account_id=account.pk, conversation=conversation, user_message=user_message, route=kind,
                     passages=passages, sources=sources, messages=messages,
                     temperature=options.bounded_temperature(0.2 if passages else 0.7),
                     hold=hold, request_id=request_id, max_tokens=options.bounded_max_tokens(chosen.max_tokens),
                     query=user_message.query, note=note, profile=chosen, cancelled=cancelled or threading.Event(),
-                    spender=spender)
+                    spender=spender, draws=draws)
 
 
 def _citations(answer: str, sources: list[dict]) -> list[dict]:
@@ -366,10 +416,11 @@ def _citations(answer: str, sources: list[dict]) -> list[dict]:
 
 
 def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
-    """Settle the hold to the provider-reported usage and persist the answer.
+    """Settle the hold to the provider-reported usage (with what the turn drew from it before
+    the answer) and persist the answer, in one transaction.
 
     Returns what `chat.done` carries. On a failed generation with nothing used, the hold
-    is released and no answer is stored.
+    is released (its draws still charged) and no answer is stored.
     """
     usage = turn.llm_stream.final_usage() if turn.llm_stream else llm.ChatUsage()
     used = usage.total_tokens if (turn.llm_stream and turn.llm_stream.generated or usage.reported) else 0
@@ -377,28 +428,34 @@ def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
     with account_context(account_id=account_id):
         if failed is not None and not used:
             if turn.hold is not None:
-                hold_release(hold=turn.hold)
+                hold_release(hold=turn.hold, draws=turn.draws)
             return {}
         status = (MessageStatus.FAILED if failed is not None else
                   MessageStatus.CANCELLED if turn.cancelled.is_set() else MessageStatus.COMPLETE)
+        # Stored with the charge it will have unless the balance falls short (corrected below).
+        expected = used if turn.hold is not None else 0
         answer = Message.objects.for_account(account_id).create(
             account_id=account_id, conversation=turn.conversation, role=Role.ASSISTANT, content=turn.answer,
             status=status, route=turn.route, sources=turn.sources, citations=_citations(turn.answer, turn.sources),
             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             total_tokens=usage.total_tokens, model=turn.llm_stream.model if turn.llm_stream else "",
-            provider=turn.llm_stream.provider if turn.llm_stream else "",
+            provider=turn.llm_stream.provider if turn.llm_stream else "", credits_charged=expected,
             latency_ms=int((time.monotonic() - turn.started) * 1000),
             first_token_ms=int((turn.first_token_at - turn.started) * 1000) if turn.first_token_at else None,
             error_code=getattr(failed, "code", "") if failed else "")
         entry = None if turn.hold is None else hold_settle(
             hold=turn.hold, used_tokens=used, kind=Kind.CHAT, model=answer.model, provider=answer.provider,
-            reference=references.message(answer.pk),
+            reference=references.message(answer.pk), draws=turn.draws,
             metadata={"estimated": not usage.reported} if not usage.reported else None)
-        answer.credits_charged = -entry.delta if entry else 0
-        answer.save(update_fields=["credits_charged"])
+        charged = -entry.delta if entry else 0
+        if charged != expected:
+            answer.credits_charged = charged
+            answer.save(update_fields=["credits_charged"])
         Conversation.objects.for_account(account_id).filter(pk=turn.conversation.pk).update(updated_at=timezone.now())
-        remaining = balance_get(account=account_id)
-        budget = _tightest_budget(account_id, turn.spender)
+        # The charge is the last entry the settle wrote: its balance_after is the balance.
+        remaining = entry.balance_after if entry else balance_get(account=account_id)
+        # No budget when the hold was taken: nothing to read (billing.services.credits_hold).
+        budget = None if getattr(turn.hold, "budget_free", False) else _tightest_budget(account_id, turn.spender)
     finish_reason = turn.finish_reason or (turn.llm_stream.finish_reason if turn.llm_stream else "") or "stop"
     return {"message_id": answer.pk, "conversation_id": turn.conversation.pk, "answer": answer.content,
             "citations": answer.citations, "status": answer.status, "finish_reason": finish_reason,

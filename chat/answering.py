@@ -180,7 +180,8 @@ class Guard:
     def __post_init__(self):
         self.loop_words = self.loop_words or (4 if self.strict else 8)
         self.by_sentence = self.strict if self.by_sentence is None else self.by_sentence
-        lists = [terms(p.text) for p in self.passages]
+        # The passages' terms serve the strict checks and citations only.
+        lists = [terms(p.text) for p in self.passages] if self.strict else []
         self._passage_terms = [set(t) for t in lists]
         self._all_terms = set().union(*self._passage_terms) if lists else set()
         self._all_pairs = {pair for t in lists for pair in zip(t, t[1:])}
@@ -227,13 +228,15 @@ class Guard:
             if in_code or "```" in body:
                 words = []
         n = self.loop_words
-        grams = [tuple((self._words + words)[i - n + 1:i + 1])
-                 for i in range(len(self._words), len(self._words) + len(words)) if i >= n - 1]
+        # The runs of n words that end in this piece: only the last n - 1 words before it
+        # take part (not a copy of the whole answer per word: this runs for every token).
+        window = (self._words[-(n - 1):] if n > 1 else []) + words
+        grams = [tuple(window[j - n + 1:j + 1]) for j in range(len(window) - len(words), len(window)) if j >= n - 1]
         if any(self._seen[g] + grams.count(g) >= 3 for g in grams):
             self.stopped = "repeat"
             return ""
-        found = terms(body)
         if self.strict:
+            found = terms(body)
             key = " ".join(words)
             if len(words) >= 3 and key in self._sentences:
                 self.stopped = "repeat"

@@ -160,20 +160,24 @@ def principal_refusal(principal: Principal) -> GroundworkError | None:
     """Whether the principal may still chat: None, or the error that says why not. Read
     fresh from the database (a revoked key, a removed member, a deleted account, a role
     that may no longer chat)."""
+    with account_context(principal.account):
+        return principal_refusal_here(principal)
+
+
+def principal_refusal_here(principal: Principal) -> GroundworkError | None:
+    """principal_refusal() inside the caller's context of the principal's account (a turn's
+    first transaction): one query, the key or the membership joined with its account."""
     gone = ChatError("unauthenticated", "Your access has ended: the API key was revoked or you are no longer a "
                                         "member of this account. Sign in again.", status=401)
-    with account_context(principal.account):
-        if not Account.objects.filter(pk=principal.account.pk, deleted_at__isnull=True).exists():
+    if principal.api_key is not None:
+        key = ApiKey.objects.for_account(principal.account).filter(
+            pk=principal.api_key.pk, revoked_at__isnull=True, account__deleted_at__isnull=True).first()
+        if key is None:
             return gone
-        if principal.api_key is not None:
-            key = ApiKey.objects.for_account(principal.account).filter(
-                pk=principal.api_key.pk, revoked_at__isnull=True).first()
-            if key is None:
-                return gone
-            principal.api_key = key
-            return None if _may_chat(key) else ChatError("forbidden", refusal_message(key, Action.CHAT), status=403)
-        membership = (Membership.objects.for_account(principal.account).select_related("user")
-                      .filter(user_id=principal.user.pk).first())
+        principal.api_key = key
+        return None if _may_chat(key) else ChatError("forbidden", refusal_message(key, Action.CHAT), status=403)
+    membership = (Membership.objects.for_account(principal.account).select_related("user")
+                  .filter(user_id=principal.user.pk, account__deleted_at__isnull=True).first())
     if membership is None or not membership.user.is_active:
         return gone
     principal.membership = membership
@@ -183,20 +187,19 @@ def principal_refusal(principal: Principal) -> GroundworkError | None:
 
 
 class _SocketTurn(TurnRun):
-    """A turn that re-checks its principal, in the turn's own thread, right before it
-    routes, retrieves or holds credits: a key revoked (or a member removed) a moment ago
-    is refused even if the notice has not reached the socket yet."""
+    """A turn that re-checks its principal right before it routes, retrieves or holds
+    credits, in the turn's first transaction: a key revoked (or a member removed) a moment
+    ago is refused even if the notice has not reached the socket yet."""
 
     def __init__(self, *, principal: Principal, **kwargs):
-        super().__init__(**kwargs)
+        super().__init__(authorize=lambda: self._authorize(principal), **kwargs)
         self.principal = principal
 
-    def prepare(self) -> None:
-        if self.turn is None:
-            refusal = principal_refusal(self.principal)
-            if refusal is not None:
-                raise refusal
-        super().prepare()
+    @staticmethod
+    def _authorize(principal: Principal) -> None:
+        refusal = principal_refusal_here(principal)
+        if refusal is not None:
+            raise refusal
 
 
 # --- frames -----------------------------------------------------------------------------------

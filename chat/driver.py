@@ -32,14 +32,16 @@ class TurnRun:
     retrieval), during the answer it stops generation and pays for what was generated."""
 
     def __init__(self, *, account, user=None, api_key=None, question, conversation_id=None,
-                 history: list[tuple[str, str]] | None = None, options: TurnOptions | None = None):
+                 history: list[tuple[str, str]] | None = None, options: TurnOptions | None = None,
+                 authorize=None):
         self.id = uuid.uuid4().hex
         self.cancelled = threading.Event()
         self.error: GroundworkError | None = None
         self.done: dict | None = None
         self.turn = None
         self._prepare = dict(account=account, user=user, api_key=api_key, question=question,
-                             conversation_id=conversation_id, history=history, options=options)
+                             conversation_id=conversation_id, history=history, options=options,
+                             authorize=authorize)
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -95,36 +97,50 @@ class TurnRun:
         """`frames()` in a worker thread, relayed to the event loop. Tokens that arrive
         while the consumer is busy are joined into one `chat.token` frame. If the consumer
         stops listening (a closed socket or HTTP client), the turn is cancelled and still
-        settled in its thread."""
+        settled in its thread.
+
+        The thread wakes the loop once per batch, not once per frame: frames produced while
+        a wake-up is on its way, or while the consumer is still sending the last batch, join
+        the next one (a fast model's tokens cost one loop iteration and one websocket frame
+        per batch instead of per token; measured in docs/benchmarks.md, Chat)."""
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
+        ready = asyncio.Event()
+        pending: list = []
+        lock = threading.Lock()
+        waking = False  # a wake-up is scheduled on the loop and has not been taken yet
         end = object()
+
+        def hand_over(frame) -> None:
+            nonlocal waking
+            with lock:
+                pending.append(frame)
+                if waking:
+                    return
+                waking = True
+            loop.call_soon_threadsafe(ready.set)
 
         def produce():
             close_old_connections()
             try:
                 for frame in self.frames():
-                    loop.call_soon_threadsafe(queue.put_nowait, frame)
+                    hand_over(frame)
             finally:
                 close_old_connections()
-                loop.call_soon_threadsafe(queue.put_nowait, end)
+                hand_over(end)
 
         producer = loop.run_in_executor(None, produce)
         try:
             while True:
-                frame = await queue.get()
-                if frame is end:
-                    break
-                while frame["type"] == "chat.token" and not queue.empty():
-                    following = queue.get_nowait()
-                    if following is end or following["type"] != "chat.token":
-                        yield frame
-                        frame = following
-                        break
-                    frame = {"type": "chat.token", "text": frame["text"] + following["text"]}
-                if frame is end:
-                    break
-                yield frame
+                await ready.wait()
+                with lock:
+                    ready.clear()
+                    waking = False
+                    batch = pending[:]
+                    pending.clear()
+                for frame in _joined(batch):
+                    if frame is end:
+                        return
+                    yield frame
         finally:
             if not producer.done():
                 self.cancel()
@@ -161,6 +177,26 @@ class TurnRun:
     def _fail(self, exc: Exception) -> dict:
         self.error = as_groundwork_error(exc)
         return error_frame(self.error)
+
+
+def _joined(frames: list) -> list:
+    """Consecutive `chat.token` frames joined into one."""
+    joined: list = []
+    texts: list[str] = []  # the run of tokens being joined
+
+    def close_run():
+        if texts:
+            joined.append({"type": "chat.token", "text": "".join(texts)})
+            texts.clear()
+
+    for frame in frames:
+        if isinstance(frame, dict) and frame["type"] == "chat.token":
+            texts.append(frame["text"])
+        else:
+            close_run()
+            joined.append(frame)
+    close_run()
+    return joined
 
 
 def sse(data: dict | str) -> str:
