@@ -1,10 +1,12 @@
 """50 concurrent websocket chats against a zero-latency model server: the app's own time to
-first token (p50/p95) and tokens per second relayed.
+first token (p50/p95) and tokens per second relayed, with 1 and with 2 web processes
+(CHAT_WS_PROCESSES, "1,2"; daphne on one listening socket bound here and passed with
+`--fd`, as `make run` starts WEB_PROCESSES of them), and the web processes' CPU per chat.
 
-A real daphne serves the app (one process, as `make run` does); the model server is the
-deterministic fake in its own process (answers at once, 100 words a reply, one word per
-chunk), so what is measured is Groundwork: auth, routing, credit hold, query embedding +
-debit, hybrid search, prompt building, relaying, settling and persisting.
+The model server is the deterministic fake in its own process (answers at once, 100 words
+a reply, one word per chunk), so what is measured is Groundwork: the socket's handshake
+(each chat opens its own), auth, routing, credit hold, query embedding, hybrid search,
+prompt building, relaying, settling and persisting.
 """
 from __future__ import annotations
 
@@ -42,6 +44,37 @@ def _wait(url: str, process: subprocess.Popen, timeout: float = 60) -> None:
         except OSError:
             time.sleep(0.2)
     raise RuntimeError(f"{url} did not come up")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far (/proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _start_web(processes: int, llm_url: str) -> tuple[str, list[subprocess.Popen]]:
+    """`processes` daphne processes on one listening socket (config.run's helpers); limits
+    that would refuse a benchmark's load (rates, sockets per key) raised."""
+    from config.run import listening_socket, spawn_web
+
+    port = _free_port()
+    env = dict(os.environ, LLM_BASE_URL=llm_url, CHAT_RATE_PER_USER="1000000/min",
+               CHAT_RATE_PER_ACCOUNT="1000000/min", WS_MAX_SOCKETS_PER_PRINCIPAL="10000", LOG_LEVEL="WARNING",
+               GROUNDWORK_LOCAL="1")
+    sock = listening_socket("127.0.0.1", port)
+    web = [spawn_web(sock, env, i + 1, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+           for i in range(processes)]
+    sock.close()
+    for process in web:
+        _wait(f"http://127.0.0.1:{port}/healthz", process)
+    return f"ws://127.0.0.1:{port}/ws/chat/", web
+
+
+def _stop(processes: list[subprocess.Popen]) -> None:
+    from config.run import stop_children
+
+    stop_children([("web", p) for p in processes])
 
 
 def _prepare_account(llm_url: str) -> str:
@@ -95,36 +128,16 @@ async def _round(url: str, key: str) -> tuple[list[dict], float]:
     return results, time.perf_counter() - started
 
 
-def run() -> dict:
+def _measure(url: str, key: str, pids: list[int]) -> dict:
     from bench.common import percentile
 
-    llm_port, web_port = _free_port(), _free_port()
-    answer = " ".join(f"word{i}" for i in range(ANSWER_WORDS))
-    fake = subprocess.Popen([sys.executable, "-m", "llm.fake_server", "--port", str(llm_port), "--answer", answer],
-                            cwd=BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    llm_url = f"http://127.0.0.1:{llm_port}/v1"
-    web = None
-    try:
-        _wait(f"{llm_url}/models", fake)
-        key = _prepare_account(llm_url)
-        env = dict(os.environ, LLM_BASE_URL=llm_url, CHAT_RATE_PER_USER="100000/min",
-                   CHAT_RATE_PER_ACCOUNT="100000/min", WS_MAX_SOCKETS_PER_PRINCIPAL="1000", LOG_LEVEL="WARNING",
-                   GROUNDWORK_LOCAL="1")
-        web = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(web_port),
-                                "config.asgi:application"], cwd=BASE_DIR, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        _wait(f"http://127.0.0.1:{web_port}/healthz", web)
-        url = f"ws://127.0.0.1:{web_port}/ws/chat/"
-        single = [asyncio.run(_one_chat(url, key, "What does our policy 3 say?")) for _ in range(5)]
-        rounds = [asyncio.run(_round(url, key)) for _ in range(ROUNDS)]
-    finally:
-        for process in (web, fake):
-            if process is not None:
-                process.terminate()
-                process.wait(10)
+    single = [asyncio.run(_one_chat(url, key, "What does our policy 3 say?")) for _ in range(5)]
+    cpu_before = sum(_cpu_seconds(p) for p in pids)
+    rounds = [asyncio.run(_round(url, key)) for _ in range(ROUNDS)]
+    cpu = sum(_cpu_seconds(p) for p in pids) - cpu_before
     results = [r for round_results, _ in rounds for r in round_results]
     first = [r["first_token_ms"] for r in results]
-    tokens = sum(r["tokens"] for round_results, _ in rounds for r in round_results)
+    tokens = sum(r["tokens"] for r in results)
     wall = sum(seconds for _, seconds in rounds)
     return {
         "single_client_first_token_ms_p50": round(percentile([r["first_token_ms"] for r in single], 50), 1),
@@ -132,6 +145,31 @@ def run() -> dict:
                                       "max": round(max(first), 1)},
         "tokens_relayed_per_s": round(tokens / wall),
         "chats_per_s": round(len(results) / wall, 1),
-        "settings": f"{CLIENTS} concurrent websocket chats x {ROUNDS} rounds, one daphne process, fake model server "
-                    f"(zero latency, {ANSWER_WORDS}-word answers), lookup route (query embedding + hybrid search)",
+        "server_cpu_ms_per_chat": round(cpu * 1000 / len(results), 1),
+        "load_average": os.getloadavg()[0],
     }
+
+
+def run() -> dict:
+    llm_port = _free_port()
+    answer = " ".join(f"word{i}" for i in range(ANSWER_WORDS))
+    fake = subprocess.Popen([sys.executable, "-m", "llm.fake_server", "--port", str(llm_port), "--answer", answer],
+                            cwd=BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    llm_url = f"http://127.0.0.1:{llm_port}/v1"
+    report = {}
+    try:
+        _wait(f"{llm_url}/models", fake)
+        key = _prepare_account(llm_url)
+        for processes in [int(n) for n in os.environ.get("CHAT_WS_PROCESSES", "1,2").split(",")]:
+            url, web = _start_web(processes, llm_url)
+            try:
+                report[f"{processes}_web_processes"] = _measure(url, key, [p.pid for p in web])
+            finally:
+                _stop(web)
+    finally:
+        fake.terminate()
+        fake.wait(10)
+    report["settings"] = (f"{CLIENTS} concurrent websocket chats (a new socket each) x {ROUNDS} rounds, daphne "
+                          f"processes on one socket, fake model server (zero latency, {ANSWER_WORDS}-word answers), "
+                          "lookup route (query embedding + hybrid search)")
+    return report
