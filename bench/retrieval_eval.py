@@ -163,16 +163,26 @@ def run() -> dict:
                 "reworded": _evaluate(account, questions, [reword(q["question"]) for q in questions],
                                       modes=("hybrid",))["hybrid"]}
         search.RRF_K = base_k
+        # The same questions with every full-text match ranked (no pool, as before
+        # migration 0012), to show what the bound changes on real text.
+        base_pool, search.FULLTEXT_POOL = search.FULLTEXT_POOL, 2**31 - 1
+        unbounded = {
+            "original": _evaluate(account, questions, [q["question"] for q in questions], modes=("fulltext", "hybrid")),
+            "reworded": _evaluate(account, questions, [reword(q["question"]) for q in questions],
+                                  modes=("fulltext", "hybrid"))}
+        search.FULLTEXT_POOL = base_pool
     return {
         "corpus": {"files": len(files), **corpus},
         "questions": len(questions),
         "original_questions": original,
         "reworded_questions (first word dropped, lower-cased)": reworded,
         "hybrid_rrf_k_sweep": knobs,
+        "fulltext_pool_unbounded": unbounded,
         "settings": f"embedding all-MiniLM-L6-v2 (local, int8 ONNX); CHUNK_SIZE={settings.CHUNK_SIZE}, "
                     f"CHUNK_OVERLAP={settings.CHUNK_OVERLAP}; top {TOP}; candidates N=max(4*top_k, "
                     f"{search.MIN_CANDIDATES}); RRF k={search.RRF_K}; threshold={settings.RAG_MATCH_THRESHOLD}; "
-                    f"full text: websearch_to_tsquery('english') any-term, all-terms first, ts_rank_cd; "
+                    f"full text: websearch_to_tsquery('english') any-term, all-terms first, ts_rank_cd over a pool of "
+                    f"at most {search.FULLTEXT_POOL} matches (all-terms tier first); "
                     f"relevance: same document and a shared {SPAN}-char span of the answer",
     }
 

@@ -47,18 +47,20 @@ ALL_TERMS = "websearch_to_tsquery('english', p_query)"
 ANY_TERM = (f"(CASE WHEN strpos({ALL_TERMS}::text, '!') > 0 THEN {ALL_TERMS}"
             f" ELSE replace({ALL_TERMS}::text, ' & ', ' | ')::tsquery END)")
 
-# One tier of the pool: the account's visible chunks matching `{match}`, at most the pool.
+# One tier: the account's visible chunks matching `{match}`, in the order the scan meets them.
+# `collection_id + 0`: the planner cannot know the visible collections (an InitPlan), takes
+# them for 1 % of the table and walked the collection_id btree with `@@` as a filter
+# (52,000 rows read for 1,000 matches); the account's size it knows from its statistics.
 _TIER = """
-        (SELECT c.id, c.search_vector, {bonus} AS bonus
-         FROM public.documents_chunk AS c
-         WHERE p_account_id = {ctx}
-           AND c.account_id = p_account_id
-           AND c.search_vector @@ {match}
-           AND c.collection_id = ANY ((SELECT public.visible_collection_ids())::bigint[])
-           AND (p_collection_ids IS NULL OR c.collection_id = ANY (p_collection_ids))
-           AND NOT EXISTS (SELECT 1 FROM public.documents_document AS d
-                           WHERE d.id = c.document_id AND d.status = 'deleting')
-         LIMIT GREATEST(p_pool, p_limit))"""
+        SELECT c.id, c.search_vector
+        FROM public.documents_chunk AS c
+        WHERE p_account_id = {ctx}
+          AND c.account_id = p_account_id
+          AND c.search_vector @@ {match}
+          AND (c.collection_id + 0) = ANY ((SELECT public.visible_collection_ids())::bigint[])
+          AND (p_collection_ids IS NULL OR (c.collection_id + 0) = ANY (p_collection_ids))
+          AND NOT EXISTS (SELECT 1 FROM public.documents_document AS d
+                          WHERE d.id = c.document_id AND d.status = 'deleting')"""
 
 CREATE_FUNCTION = f"""
 DROP FUNCTION IF EXISTS {OLD_SIGNATURE};
@@ -70,12 +72,21 @@ LANGUAGE sql STABLE SECURITY DEFINER PARALLEL SAFE
 SET search_path = pg_catalog, public
 SET plan_cache_mode = force_custom_plan
 AS $fn$
+    -- Each tier is a MATERIALIZED CTE, which PostgreSQL plans as if all its rows were read
+    -- (so a LIMIT cannot lure the planner into walking a large account's btree with `@@` as
+    -- a filter, hoping to stop early: measured 90 ms for a word in 2 % of 100,000 chunks)
+    -- but runs only as far as the pool below reads it: the bitmap of matches is built from
+    -- the indexes, and only the rows that enter the pool are read from the table.
+    WITH all_words AS MATERIALIZED ({_TIER.format(match=ALL_TERMS, ctx=CTX_ACCOUNT_ID)}
+    ),
+    some_words AS MATERIALIZED ({_TIER.format(match=f"({ANY_TERM} && !! {ALL_TERMS})", ctx=CTX_ACCOUNT_ID)}
+    ),
     -- The tiers in order: the outer LIMIT stops reading as soon as the pool is full, so the
     -- second tier is not read at all when the first fills it.
-    WITH pool AS MATERIALIZED (
-        {_TIER.format(bonus=1, match=ALL_TERMS, ctx=CTX_ACCOUNT_ID)}
+    pool AS MATERIALIZED (
+        (SELECT id, search_vector, 1 AS bonus FROM all_words LIMIT GREATEST(p_pool, p_limit))
         UNION ALL
-        {_TIER.format(bonus=0, match=f"({ANY_TERM} && !! {ALL_TERMS})", ctx=CTX_ACCOUNT_ID)}
+        (SELECT id, search_vector, 0 AS bonus FROM some_words LIMIT GREATEST(p_pool, p_limit))
         LIMIT GREATEST(p_pool, p_limit)
     )
     SELECT pool.id, (ts_rank_cd(pool.search_vector, {ANY_TERM}) + pool.bonus)::real AS rank
