@@ -10,7 +10,7 @@ import sys
 
 from bench.common import machine, setup_django
 
-BENCHMARKS = ["billing_debits", "ingestion", "chat_ws", "search_scale", "retrieval_eval", "answer_eval",
+BENCHMARKS = ["billing_debits", "ingestion", "chat_ws", "search_scale", "retrieval_eval", "answer_eval", "connections",
               "rls_context", "ocr", "chat_open_loop"]
 
 
