@@ -156,12 +156,14 @@ def _debit(account, *, spender: Spender, kind: str, key: str, tokens: int, model
             raise InsufficientCredits(needed=tokens, balance=balance)
         if alert_due:
             low_balance_check(AccountBalance(account_id=account_id, balance=balance))
-    entry = CreditLedgerEntry(id=entry_id, account_id=account_id, delta=-tokens, balance_after=balance, kind=kind,
-                              tokens=tokens, model=model, provider=provider, reference=reference,
-                              idempotency_key=key, created_at=created_at, metadata=metadata,
-                              **spender.entry_fields())
-    entry._state.adding, entry._state.db = False, connection.alias
-    return entry
+    # The row it wrote, built from what was sent and what came back (no read-back query).
+    written = dict(id=entry_id, account_id=account_id, delta=-tokens, balance_after=balance, kind=kind, tokens=tokens,
+                   shortfall=0, model=model, provider=provider, reference=reference, idempotency_key=key,
+                   created_by_id=None, created_at=created_at, metadata=metadata, **spender.entry_fields())
+    return CreditLedgerEntry.from_db(connection.alias, None, [written[name] for name in _ENTRY_COLUMNS])
+
+
+_ENTRY_COLUMNS = [field.attname for field in CreditLedgerEntry._meta.concrete_fields]
 
 
 def _key_conflict(key: str, kind: str, delta: int) -> IdempotencyConflict:
