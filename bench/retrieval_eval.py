@@ -142,6 +142,7 @@ def _evaluate(account, questions: list[dict], texts: list[str], *, modes=("vecto
 
 def run() -> dict:
     from bench.ingestion import LocalModels
+    from documents.search import ensure_tenant_vector_index
     from documents.search import query as search
 
     questions = [json.loads(line) for line in (EVAL_DIR / "python_faq.jsonl").read_text().splitlines() if line.strip()]
@@ -151,7 +152,7 @@ def run() -> dict:
         settings.LLM_BASE_URL = local.base_url
         corpus = _ingest(account, files)
         # As the product's publish step does: an account this size gets its own HNSW index.
-        corpus["vector_index"] = search.ensure_tenant_vector_index(account.pk)
+        corpus["vector_index"] = ensure_tenant_vector_index(account.pk)
         original = _evaluate(account, questions, [q["question"] for q in questions])
         reworded = _evaluate(account, questions, [reword(q["question"]) for q in questions])
         knobs = {}

@@ -102,3 +102,19 @@ def test_a_deleting_document_takes_no_room_in_the_pool(account_a):
     hits = _fulltext(account_a, QUESTION, top_k=10)
     assert hits[0].chunk_id == _ids(account_a, live)[-1]
     assert not {h.document_id for h in hits} & {deleting.pk}
+
+
+@pytest.mark.django_db(transaction=True)  # ANALYZE (the owner's own connection) sees committed rows only
+def test_a_pool_too_small_for_the_matches_keeps_the_chunks_with_the_rarer_words(account_a):
+    # No chunk has all three words; 6 × POOL have the common one, and one, last on disk, has
+    # the two rare ones, twice (the best rank of all). The pool fills with the chunks of the
+    # rarest words first (rarity from the column's statistics), so that chunk is ranked, and
+    # first; read in disk order, the pool would have held only "holiday" chunks.
+    from core.db_owner import owner_connection
+
+    document = _document(account_a, "rota.txt", [f"{COMMON} Week {i}." for i in range(6 * POOL)]
+                         + ["The espresso machine needs descaling: espresso descaling is monthly."])
+    with owner_connection() as conn:
+        conn.execute("ANALYZE documents_chunk")
+    hits = _fulltext(account_a, QUESTION)
+    assert hits[0].chunk_id == _ids(account_a, document)[-1]
