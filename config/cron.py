@@ -1,5 +1,5 @@
 """Periodic jobs, run by `manage.py rqcron config.cron` (the `cron` process). Their routine
-INFO lines are filtered out (core/logs.py): an idle installation prints nothing."""
+INFO lines are filtered out (config/logs.py): an idle installation prints nothing."""
 from rq import cron
 
 from billing.jobs import release_stale_holds

@@ -28,6 +28,9 @@ def pytest_load_initial_conftests(early_config, parser, args):
     # (README, Credits): their expected balances and "needs about N credits" messages name it.
     os.environ.setdefault("SIGNUP_CREDITS", "10000")
     os.environ.setdefault("CACHE_PREFIX", "groundwork-test")
+    # Race tests run 16+ threads that each hold a connection until they finish; a web
+    # process's threads give theirs back after every request (settings, the pool).
+    os.environ.setdefault("DATABASE_POOL_MAX_SIZE", "32")
 
 
 def pytest_unconfigure(config):

@@ -353,7 +353,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "filters": {"quiet_periodic_jobs": {"()": "core.logs.QuietPeriodicJobs"}},
+    "filters": {"quiet_periodic_jobs": {"()": "config.logs.QuietPeriodicJobs"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
                              "filters": ["quiet_periodic_jobs"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
