@@ -17,10 +17,10 @@ import datetime as dt
 import logging
 
 from django.conf import settings
-from django.db import connection
+from django.db import DatabaseError, InterfaceError, OperationalError, connection
 from django.utils import timezone
 
-from core.tenancy import dangerously_bypass_tenancy
+from core.tenancy import account_context, dangerously_bypass_tenancy
 from documents import ingestion
 from documents.models import Document, ReindexRun, Status
 
@@ -54,8 +54,26 @@ def ingest_next() -> int | None:
     document = claim_next()
     if document is None:
         return None
-    ingestion.process(document)
+    try:
+        ingestion.process(document)
+    except (OperationalError, InterfaceError):
+        # The database went away mid-document (ingestion re-raises these for rq's retry).
+        # A retry of this job claims afresh, so hand the document back for it (or any job)
+        # to take, with the batches staged so far; if the database is still unreachable,
+        # the sweeper hands it back once its heartbeat is stale.
+        _release(document)
+        raise
     return document.pk
+
+
+def _release(document: Document) -> None:
+    try:
+        connection.close_if_unusable_or_obsolete()
+        with account_context(account_id=document.account_id):
+            Document.objects.for_account(document.account_id).filter(
+                pk=document.pk, revision=document.revision, status=Status.PROCESSING).update(status=Status.PENDING)
+    except DatabaseError:
+        logger.warning("could not hand document %s back after a database error; the sweeper will", document.pk)
 
 
 def claim_next() -> Document | None:
