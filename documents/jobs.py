@@ -85,7 +85,8 @@ def reindex_account(*, run_id: int, account_id: int) -> None:
 
 
 def requeue_stale_work() -> int:
-    """Cron: re-queue documents and reindex runs whose worker died (stale heartbeat).
+    """Cron: re-queue documents and reindex runs whose worker died (stale heartbeat), and
+    make sure every document still waiting has a job to take it.
 
     Returns how many were re-queued. A re-queued job that finds its work done or
     superseded returns quietly, so re-queueing a slow (not dead) worker's job is harmless.
@@ -93,8 +94,11 @@ def requeue_stale_work() -> int:
     stale_before = timezone.now() - dt.timedelta(seconds=settings.DOCUMENT_STALE_SECONDS)
     with dangerously_bypass_tenancy(reason="documents sweep: find stale ingestion work"):
         stale = Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True, created_at__lt=stale_before)
-        documents = list(Document.all_accounts.filter(stale, status__in=[Status.PENDING, Status.PROCESSING])
+        documents = list(Document.all_accounts.filter(stale, status=Status.PROCESSING)
                          .values_list("pk", "revision", "account_id"))
+        # A running reindex run's current document is the run's to ingest, not a job's.
+        runs_current = ReindexRun.all_accounts.filter(status=ReindexRun.RunStatus.RUNNING).values("current_document_id")
+        waiting = Document.all_accounts.filter(stale, status=Status.PENDING).exclude(pk__in=runs_current).count()
         runs = list(ReindexRun.all_accounts.filter(status=ReindexRun.RunStatus.RUNNING, heartbeat_at__lt=stale_before)
                     .values_list("pk", "account_id"))
     for document_id, revision, account_id in documents:
@@ -106,14 +110,39 @@ def requeue_stale_work() -> int:
             # beside the new claim as before: batches are staged once (unique per revision
             # and batch) and the charge has one key per revision.
             Document.objects.for_account(account_id).filter(
-                pk=document_id, revision=revision, status__in=[Status.PENDING, Status.PROCESSING]).update(
+                pk=document_id, revision=revision, status=Status.PROCESSING).update(
                 status=Status.PENDING, heartbeat_at=timezone.now())
             enqueue_ingest(Document(pk=document_id, revision=revision, account_id=account_id))
+    missing = _top_up_ingestion_jobs(waiting)
     for run_id, account_id in runs:
         with account_context(account_id=account_id):
             ReindexRun.objects.for_account(account_id).filter(pk=run_id).update(heartbeat_at=timezone.now())
             enqueue_reindex_run(ReindexRun(pk=run_id, account_id=account_id))
-    return len(documents) + len(runs)
+    return len(documents) + missing + len(runs)
+
+
+INGESTION_JOBS = ("documents.jobs.ingest_next_document", "documents.jobs.ingest_document")
+
+
+def _top_up_ingestion_jobs(waiting: int) -> int:
+    """Pending documents that have waited past DOCUMENT_STALE_SECONDS are usually just
+    behind a backlog (ingestion is fair, not first come first served): as long as the queue
+    holds a job for each, nothing is wrong and nothing is logged. Fewer jobs than documents
+    (a lost Redis, a job that ran out of retries) get the difference queued again."""
+    if not waiting:
+        return 0
+    from rq.job import Job
+
+    queue = django_rq.get_queue("default")
+    job_ids = queue.get_job_ids() + queue.scheduled_job_registry.get_job_ids()
+    queued = sum(1 for job in Job.fetch_many(job_ids, connection=queue.connection)
+                 if job is not None and job.func_name in INGESTION_JOBS)
+    missing = max(0, waiting - queued)
+    if missing:
+        logger.warning("%s pending documents had no job to take them; queued %s", missing, missing)
+        for _ in range(missing):
+            enqueue_ingest(None)
+    return missing
 
 
 def refresh_search_indexes() -> dict[int, str]:
