@@ -55,8 +55,9 @@ MIN_CANDIDATES = 40
 # chunks in bench/search_scale.py: 100-180 ms). Results are the unbounded ones whenever
 # fewer chunks match; past that the pool keeps the chunks with the rarest words, which
 # retrieved better than ranking every match (docs/benchmarks.md, "Full text bounded" and
-# "Full-text pool": hybrid recall@5 0.908 -> 0.931 on the Python FAQ).
-FULLTEXT_POOL = 1000
+# "Full-text pool": hybrid recall@5 on the Python FAQ 0.908 unbounded, 0.931 with a pool of
+# 1,000, 0.943 with 500, 0.931 with 250).
+FULLTEXT_POOL = 500
 # The settings that tune the paths (config/settings.py, read from the environment):
 # - SEARCH_EXACT_MAX_CHUNKS (5,000): exact scan costs ~4 µs a row through the btree (20 ms
 #   at 5,000 rows on 2 cores); past this an account is served by its own HNSW index (or
