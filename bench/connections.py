@@ -29,28 +29,6 @@ IDLE_WAIT_SECONDS = 15
 APP_NAME = "bench-connections-web"
 
 
-def _prepare(llm_url: str) -> str:
-    from django.conf import settings
-    from django.core.files.uploadedfile import SimpleUploadedFile
-
-    from accounts.models import User
-    from accounts.services import account_create, api_key_create
-    from core.tenancy import account_context
-    from documents.ingestion import ingest
-    from documents.services import document_upload
-
-    settings.LLM_BASE_URL = llm_url
-    owner = User.objects.create_user(email=f"bench-conn-{time.time_ns()}@bench.test", password=None)
-    account = account_create(name="bench connections", owner=owner, initial_credits=50_000_000)
-    text = "\n\n".join(f"# Room {i}\n\nMeeting room {i} seats {i + 2} people on floor {i % 5}." for i in range(60))
-    with account_context(account):
-        document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
-            f"rooms-{time.time_ns()}.md", text.encode(), content_type="text/markdown"))
-        _, raw = api_key_create(account=account, actor=None, name="bench")
-    ingest(account_id=account.pk, document_id=document.pk, revision=document.revision)
-    return raw
-
-
 def _app_connections() -> tuple[int, int]:
     """(all, idle) connections of the web processes (their libpq application name) to this database."""
     from django.db import connection
@@ -70,10 +48,10 @@ def _request(base: str, key: str, i: int) -> int:
     elif kind == 1:
         request = urllib.request.Request(f"{base}/api/v1/credits/", headers=headers)
     elif kind in (2, 3):
-        body = json.dumps({"query": f"Which floor is room {i % 60} on?"}).encode()
+        body = json.dumps({"query": f"What does our policy {i % 40} say?"}).encode()
         request = urllib.request.Request(f"{base}/api/v1/search/", data=body, headers=headers, method="POST")
     elif kind == 4:
-        body = json.dumps({"message": f"How many people does room {i % 60} seat?"}).encode()
+        body = json.dumps({"message": f"How many extra days does policy {i % 40} give?"}).encode()
         request = urllib.request.Request(f"{base}/api/v1/chat/", data=body, headers=headers, method="POST")
     else:
         request = urllib.request.Request(f"{base}/api/v1/conversations/", headers=headers)
@@ -90,7 +68,7 @@ async def _websocket_chats(url: str, key: str, n: int) -> None:
 
     async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {key}"}) as ws:
         for i in range(n):
-            await ws.send(json.dumps({"type": "chat.message", "message": f"What about room {i}?"}))
+            await ws.send(json.dumps({"type": "chat.message", "message": f"What about policy {i % 40}?"}))
             while json.loads(await ws.recv())["type"] not in ("chat.done", "chat.error"):
                 pass
 
@@ -157,10 +135,11 @@ def _max_connections() -> int:
 
 
 def run() -> dict:
+    from bench.chat_ws import _prepare_account
     from llm.fake_server import FakeOpenAIServer
 
     with FakeOpenAIServer(answer=" ".join(f"word{i}" for i in range(30))) as model:
-        key = _prepare(model.base_url)
+        key = _prepare_account(model.base_url)
         from django.db import connection
 
         connection.close()  # count the web processes' connections only
