@@ -15,7 +15,15 @@ def setup_django() -> None:
     from config.embedded import ensure_services, load_dotenv
 
     load_dotenv()
+    redis_configured = bool(os.environ.get("REDIS_URL"))
     ensure_services()
+    if not redis_configured:
+        # Benchmarks get their own Redis database, away from a `make run` of this checkout:
+        # its queue, channel layer and web-process count (the tests use db 15).
+        url = os.environ["REDIS_URL"]
+        os.environ["REDIS_URL"] = url.replace("db=0", "db=14") if "db=0" in url else url.rsplit("/", 1)[0] + "/14"
+    os.environ.setdefault("CHANNELS_PREFIX", "groundwork-bench")
+    os.environ.setdefault("CACHE_PREFIX", "groundwork-bench")
     import environ
     import psycopg
 

@@ -143,6 +143,11 @@ def _start_model_server(env: dict, children: list) -> None:
         raise RuntimeError("the local model server did not become healthy; see its output above")
 
 
+def _ignore_further_signals() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def main() -> int:
     load_dotenv()
     started = Started()
@@ -176,6 +181,7 @@ def main() -> int:
         log(f"Groundwork is running at http://127.0.0.1:{port}/  (Ctrl-C stops everything)")
         watch(children)
     except KeyboardInterrupt:
+        _ignore_further_signals()  # a second Ctrl-C (or SIGTERM) must not cut the cleanup short
         stopping = True
         log("stopping…")
         return 0
@@ -183,7 +189,7 @@ def main() -> int:
         log(f"error: {exc}")
         return 1
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        _ignore_further_signals()
         stop_children(children)
         stop_services(started)
         if stopping:

@@ -50,6 +50,7 @@ def main(argv: list[str]) -> int:
         return 1
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         stop_children(children)
     return 0
 
