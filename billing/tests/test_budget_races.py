@@ -5,7 +5,6 @@ import random
 import threading
 
 import pytest
-from django.db import connection
 from django.db.models import Sum
 
 from accounts.models import Role
@@ -14,6 +13,7 @@ from accounts.tests.factories import add_member, make_user
 from billing.errors import BudgetExceeded
 from billing.models import CreditHold, CreditLedgerEntry, HoldStatus
 from billing.selectors import budget_status_for
+from billing.tests.threads import run_at_once
 from billing.services import budget_set, credits_debit, credits_hold, hold_release, hold_settle
 from core.tenancy import account_context
 
@@ -27,33 +27,21 @@ def _race(spend, spenders=SPENDERS):
     successes (credits) and refusals."""
     results = {"credits": 0, "refused": 0}
     lock = threading.Lock()
-    errors = []
-    barrier = threading.Barrier(spenders)
 
     def spender(n):
         rng = random.Random(n)
-        try:
-            barrier.wait()
-            for i in range(OPS):
-                amount = rng.randint(5, 60)
-                try:
-                    spent = spend(n, i, amount)
-                except BudgetExceeded:
-                    with lock:
-                        results["refused"] += 1
-                else:
-                    with lock:
-                        results["credits"] += spent
-        except Exception as exc:  # surfaced below; a thread's exception is otherwise lost
-            errors.append(exc)
-        finally:
-            connection.close()
+        for i in range(OPS):
+            amount = rng.randint(5, 60)
+            try:
+                spent = spend(n, i, amount)
+            except BudgetExceeded:
+                with lock:
+                    results["refused"] += 1
+            else:
+                with lock:
+                    results["credits"] += spent
 
-    threads = [threading.Thread(target=spender, args=(n,)) for n in range(spenders)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_at_once(spender, spenders)
     assert errors == []
     return results
 

@@ -2,13 +2,13 @@
 import threading
 
 import pytest
-from django.db import connection
 from django.db.models import Sum
 
 from core.tenancy import account_context
 from billing.errors import InsufficientCredits
 from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get
+from billing.tests.threads import run_at_once
 from billing.services import credits_debit, credits_hold, hold_settle
 
 SPENDERS = 8
@@ -23,44 +23,32 @@ def test_eight_concurrent_spenders_never_overdraw_or_lose_an_update():
     account = account_create(name="Busy", owner=make_user(), initial_credits=1500)
     results = {"ok": 0, "refused": 0, "tokens": 0}
     lock = threading.Lock()
-    errors = []
-    barrier = threading.Barrier(SPENDERS)
 
     def spender(n):
-        try:
-            barrier.wait()
-            for i in range(OPS):
-                tokens = 7 + (n + i) % 11
-                try:
-                    with account_context(account):
-                        if i % 3 == 0:
-                            hold = credits_hold(account=account, amount=tokens * 2, key=f"h-{n}-{i}")
-                            hold_settle(hold=hold, used_tokens=tokens)
-                        else:
-                            credits_debit(account=account, tokens=tokens, key=f"d-{n}-{i}", kind="chat")
-                except InsufficientCredits:
-                    with lock:
-                        results["refused"] += 1
-                else:
-                    with lock:
-                        results["ok"] += 1
-                        results["tokens"] += tokens
-                try:
-                    # A retried call (same key) must change nothing after its first success.
-                    with account_context(account):
-                        credits_debit(account=account, tokens=3, key=f"retry-{n}", kind="chat")
-                except InsufficientCredits:
-                    pass
-        except Exception as exc:  # surfaced below; a thread's exception is otherwise lost
-            errors.append(exc)
-        finally:
-            connection.close()
+        for i in range(OPS):
+            tokens = 7 + (n + i) % 11
+            try:
+                with account_context(account):
+                    if i % 3 == 0:
+                        hold = credits_hold(account=account, amount=tokens * 2, key=f"h-{n}-{i}")
+                        hold_settle(hold=hold, used_tokens=tokens)
+                    else:
+                        credits_debit(account=account, tokens=tokens, key=f"d-{n}-{i}", kind="chat")
+            except InsufficientCredits:
+                with lock:
+                    results["refused"] += 1
+            else:
+                with lock:
+                    results["ok"] += 1
+                    results["tokens"] += tokens
+            try:
+                # A retried call (same key) must change nothing after its first success.
+                with account_context(account):
+                    credits_debit(account=account, tokens=3, key=f"retry-{n}", kind="chat")
+            except InsufficientCredits:
+                pass
 
-    threads = [threading.Thread(target=spender, args=(n,)) for n in range(SPENDERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    errors = run_at_once(spender, SPENDERS)
     assert errors == []
     with account_context(account):
         balance = balance_get(account=account)

@@ -4,7 +4,7 @@ only in the context's own account, and the entry it returns is the row that was 
 import threading
 
 import pytest
-from django.db import ProgrammingError, connection, transaction
+from django.db import ProgrammingError, transaction
 from django.db.models import Sum
 
 from accounts.services import account_create
@@ -13,32 +13,15 @@ from billing.errors import InsufficientCredits
 from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get
 from billing.services import credits_debit
+from billing.tests.threads import run_at_once
 from core.tenancy import account_context
 
 SPENDERS = 8
 
 
 def _in_threads(work) -> list:
-    """Run work(n) in SPENDERS threads started together, each on its own connection;
-    the exceptions they raised (none expected)."""
-    errors = []
-    barrier = threading.Barrier(SPENDERS)
-
-    def spender(n):
-        try:
-            barrier.wait()
-            work(n)
-        except Exception as exc:  # a thread's exception is otherwise lost
-            errors.append(exc)
-        finally:
-            connection.close()
-
-    threads = [threading.Thread(target=spender, args=(n,)) for n in range(SPENDERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return errors
+    """Run work(n) in SPENDERS threads started together; the exceptions they raised."""
+    return run_at_once(work, SPENDERS)
 
 
 def _ledger(account):
