@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.utils import timezone
 
+from core import rows
 from core.tenancy import account_context
 from billing import references
 from billing.models import Kind
@@ -186,8 +187,8 @@ def _question(text) -> str:
 
 def _conversation(account, *, conversation_id, user, api_key, question: str) -> Conversation:
     if conversation_id in (None, ""):
-        return Conversation.objects.for_account(account).create(
-            account=account, user=user if getattr(user, "pk", None) else None, api_key=api_key, title=question[:80])
+        return rows.insert(Conversation, account_id=account.pk, user=user if getattr(user, "pk", None) else None,
+                           api_key=api_key, title=question[:80])
     # Another person's conversation, in this account too, answers like a missing one.
     found = conversation_get(account=account, conversation_id=conversation_id, user=user, api_key=api_key)
     if found is None:
@@ -350,9 +351,8 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
             history = [] if new_conversation else _history(conversation)
         collection_ids = collection_ids_requested(account=account, requested=options.collection)
         if decision.reply:  # small talk: no search, no model, nothing held or charged
-            user_message = Message.objects.for_account(account).create(
-                account=account, conversation=conversation, role=Role.USER, content=question, route=GENERAL,
-                end_user=options.end_user[:256])
+            user_message = rows.insert(Message, account_id=account.pk, conversation=conversation, role=Role.USER,
+                                       content=question, route=GENERAL, end_user=options.end_user[:256])
             return ChatTurn(account_id=account.pk, conversation=conversation, user_message=user_message,
                             route=GENERAL, passages=[], sources=[], messages=[], temperature=0.0, hold=None,
                             request_id=request_id, reply=decision.reply, profile=chosen,
@@ -387,9 +387,10 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
                                       grounded=bool(passages), history_budget=settings.CHAT_HISTORY_TOKENS,
                                       instructions=options.system)
             sources = _sources(passages, ocr_chunk_ids(account=account, passages=passages))
-            user_message = Message.objects.for_account(account).create(
-                account=account, conversation=conversation, role=Role.USER, content=question, route=kind,
-                sources=sources, end_user=options.end_user[:256], query=query if decision.kind != GENERAL else "")
+            user_message = rows.insert(
+                Message, account_id=account.pk, conversation=conversation, role=Role.USER, content=question,
+                route=kind, sources=sources, end_user=options.end_user[:256],
+                query=query if decision.kind != GENERAL else "")
     except Exception:
         with account_context(account):
             hold_release(hold=hold, draws=draws)
@@ -434,8 +435,8 @@ def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
                   MessageStatus.CANCELLED if turn.cancelled.is_set() else MessageStatus.COMPLETE)
         # Stored with the charge it will have unless the balance falls short (corrected below).
         expected = used if turn.hold is not None else 0
-        answer = Message.objects.for_account(account_id).create(
-            account_id=account_id, conversation=turn.conversation, role=Role.ASSISTANT, content=turn.answer,
+        answer = rows.insert(
+            Message, account_id=account_id, conversation=turn.conversation, role=Role.ASSISTANT, content=turn.answer,
             status=status, route=turn.route, sources=turn.sources, citations=_citations(turn.answer, turn.sources),
             prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
             total_tokens=usage.total_tokens, model=turn.llm_stream.model if turn.llm_stream else "",
@@ -450,8 +451,8 @@ def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
         charged = -entry.delta if entry else 0
         if charged != expected:
             answer.credits_charged = charged
-            answer.save(update_fields=["credits_charged"])
-        Conversation.objects.for_account(account_id).filter(pk=turn.conversation.pk).update(updated_at=timezone.now())
+            rows.update(Message, pk=answer.pk, account_id=account_id, credits_charged=charged)
+        rows.update(Conversation, pk=turn.conversation.pk, account_id=account_id, updated_at=timezone.now())
         # The charge is the last entry the settle wrote: its balance_after is the balance.
         remaining = entry.balance_after if entry else balance_get(account=account_id)
         # No budget when the hold was taken: nothing to read (billing.services.credits_hold).

@@ -7,6 +7,7 @@ what the model streams.
 """
 from __future__ import annotations
 
+import functools
 import math
 import re
 import textwrap
@@ -37,6 +38,7 @@ MIN_PAIR_SUPPORT = 0.5
 COVERAGE_WEIGHT = 0.35  # in relevance(): lexical coverage next to vector similarity
 
 
+@functools.lru_cache(maxsize=65536)
 def stem(word: str) -> str:
     """A light suffix strip, so "grouping"/"grouped"/"groups" and "group" meet."""
     word = word.strip("'-")

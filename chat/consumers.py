@@ -29,7 +29,7 @@ from accounts.resolution import bearer_token, resolve_api_key, resolve_session
 from chat.agent import TurnOptions
 from chat.driver import TurnRun
 from chat.errors import ChatError
-from core import sockets
+from core import rows, sockets
 from core.errors import GroundworkError, error_frame
 from core.tenancy import account_context
 
@@ -170,8 +170,9 @@ def principal_refusal_here(principal: Principal) -> GroundworkError | None:
     gone = ChatError("unauthenticated", "Your access has ended: the API key was revoked or you are no longer a "
                                         "member of this account. Sign in again.", status=401)
     if principal.api_key is not None:
-        key = ApiKey.objects.for_account(principal.account).filter(
-            pk=principal.api_key.pk, revoked_at__isnull=True, account__deleted_at__isnull=True).first()
+        key = rows.select_one(ApiKey, "JOIN accounts_account a ON a.id = t.account_id WHERE t.id = %s AND "
+                                      "t.account_id = %s AND t.revoked_at IS NULL AND a.deleted_at IS NULL",
+                              [principal.api_key.pk, principal.account.pk])
         if key is None:
             return gone
         principal.api_key = key

@@ -21,6 +21,10 @@ from django.db import close_old_connections
 from chat.agent import TurnOptions, turn_finish, turn_prepare
 from core.errors import GroundworkError, as_groundwork_error, error_frame
 
+# Token frames after the first go out at most this often (seconds): a person reads no
+# faster, and every websocket or SSE frame costs the web process CPU (docs/benchmarks.md, Chat).
+TOKEN_FRAME_INTERVAL = 0.03
+
 # What `chat.done` carries, written once for every surface.
 DONE_KEYS = ("message_id", "conversation_id", "answer", "citations", "usage", "credits_remaining", "status",
              "finish_reason", "budget_remaining", "budget_period")
@@ -102,7 +106,10 @@ class TurnRun:
         The thread wakes the loop once per batch, not once per frame: frames produced while
         a wake-up is on its way, or while the consumer is still sending the last batch, join
         the next one (a fast model's tokens cost one loop iteration and one websocket frame
-        per batch instead of per token; measured in docs/benchmarks.md, Chat)."""
+        per batch instead of per token; measured in docs/benchmarks.md, Chat). After the
+        first token, token frames go out at most every TOKEN_FRAME_INTERVAL: the tokens of a
+        fast model that arrive in between join one frame (the first token, and the end of
+        the answer, are never held back)."""
         loop = asyncio.get_running_loop()
         ready = asyncio.Event()
         pending: list = []
@@ -110,14 +117,21 @@ class TurnRun:
         waking = False  # a wake-up is scheduled on the loop and has not been taken yet
         end = object()
 
+        pause: asyncio.Future | None = None  # set while token frames are held back
+
+        def cut_pause() -> None:
+            if pause is not None and not pause.done():
+                pause.set_result(None)
+
         def hand_over(frame) -> None:
             nonlocal waking
             with lock:
                 pending.append(frame)
-                if waking:
-                    return
-                waking = True
-            loop.call_soon_threadsafe(ready.set)
+                wake, waking = not waking, True
+            if wake:
+                loop.call_soon_threadsafe(ready.set)
+            elif not _is_token(frame):  # the end of the answer (or an error) is not held back
+                loop.call_soon_threadsafe(cut_pause)
 
         def produce():
             close_old_connections()
@@ -129,9 +143,22 @@ class TurnRun:
                 hand_over(end)
 
         producer = loop.run_in_executor(None, produce)
+        tokens_sent_at = None  # when the last chat.token frame went out (loop time)
         try:
             while True:
                 await ready.wait()
+                if tokens_sent_at is not None:
+                    with lock:
+                        only_tokens = all(_is_token(frame) for frame in pending)
+                    wait = tokens_sent_at + TOKEN_FRAME_INTERVAL - loop.time()
+                    if only_tokens and wait > 0:  # more tokens join this frame meanwhile
+                        pause = loop.create_future()
+                        timer = loop.call_later(wait, cut_pause)
+                        try:
+                            await pause
+                        finally:
+                            timer.cancel()
+                            pause = None
                 with lock:
                     ready.clear()
                     waking = False
@@ -141,6 +168,8 @@ class TurnRun:
                     if frame is end:
                         return
                     yield frame
+                    if _is_token(frame):
+                        tokens_sent_at = loop.time()
         finally:
             if not producer.done():
                 self.cancel()
@@ -179,6 +208,10 @@ class TurnRun:
         return error_frame(self.error)
 
 
+def _is_token(frame) -> bool:
+    return isinstance(frame, dict) and frame["type"] == "chat.token"
+
+
 def _joined(frames: list) -> list:
     """Consecutive `chat.token` frames joined into one."""
     joined: list = []
@@ -190,7 +223,7 @@ def _joined(frames: list) -> list:
             texts.clear()
 
     for frame in frames:
-        if isinstance(frame, dict) and frame["type"] == "chat.token":
+        if _is_token(frame):
             texts.append(frame["text"])
         else:
             close_run()

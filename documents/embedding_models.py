@@ -31,6 +31,7 @@ from billing import references
 from billing.errors import BudgetExceeded, InsufficientCredits
 from billing.models import Kind
 from billing.services import credits_debit
+from core import rows
 from core.tenancy import account_context
 from documents.chunking import embedding_text
 from documents.models import ActiveEmbeddingModel, Chunk, ChunkEmbedding, Document, ReindexRun, Status
@@ -60,7 +61,8 @@ def active_embedding_model(*, account_id: int) -> ActiveEmbeddingModel:
     have (an install that changes EMBEDDING_MODEL keeps searching with the model its chunks
     were made with), or from the settings for an account without chunks."""
     account_id = int(getattr(account_id, "pk", account_id))
-    found = ActiveEmbeddingModel.objects.for_account(account_id).first()
+    # One row per account (unique): read on every chat turn, so without the ORM's compiling.
+    found = rows.select_one(ActiveEmbeddingModel, "WHERE t.account_id = %s", [account_id])
     if found is not None:
         return found
     with connection.cursor() as cursor:

@@ -69,6 +69,18 @@ def _classify(exc: Exception) -> ProviderError:
     return ProviderError("provider_error", f"Unexpected answer from the model provider: {exc}", transient=False)
 
 
+def _post(path: str, body: dict):
+    """POST `body` through the openai client (its base URL, key, timeout, and failures raised
+    as the SDK's exceptions) and return the SDK's unparsed response, its body not yet read.
+    The typed path cost more CPU than the rest of a chat turn's model calls together: the
+    request is walked against the SDK's parameter types and every float of an embedding and
+    every chunk of a stream become an object (docs/benchmarks.md, Chat). Close it when done."""
+    return client().post(path, body=body, cast_to=object, options={"headers": {RAW_RESPONSE_HEADER: "stream"}})
+
+
+RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"  # the SDK's own switch: "stream" = hand back unread
+
+
 def embed(texts: list[str], *, model: str | None = None, dimensions: int | None = None) -> Embeddings:
     """Embed up to EMBEDDING_BATCH_LIMIT texts in one request with `model` (EMBEDDING_MODEL
     by default). Checks count and dimension of what comes back: `dimensions`, by default
@@ -77,19 +89,29 @@ def embed(texts: list[str], *, model: str | None = None, dimensions: int | None 
         raise ValueError(f"embed() takes 1-{EMBEDDING_BATCH_LIMIT} texts, got {len(texts)}")
     model = model or settings.EMBEDDING_MODEL
     try:
-        response = client().embeddings.create(model=model, input=texts, encoding_format="float")
+        response = _post("/embeddings", {"model": model, "input": texts, "encoding_format": "float"})
+        try:
+            content = response.read()
+        finally:
+            response.close()
     except openai.OpenAIError as exc:
         raise _classify(exc) from exc
-    data = sorted(response.data, key=lambda item: item.index)
-    vectors = np.asarray([item.embedding for item in data], dtype=np.float32)
+    try:
+        body = json.loads(content)
+        data = sorted(body["data"], key=lambda item: item["index"])
+        vectors = np.asarray([item["embedding"] for item in data], dtype=np.float32)
+        usage = body.get("usage") or {}
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ProviderError("provider_error", f"Unexpected answer from the model provider: {exc!r}",
+                            transient=False) from exc
     expected = (len(texts), int(dimensions or settings.EMBEDDING_DIMENSIONS))
     if vectors.shape != expected:
         raise ProviderError(
             "embedding_dimension",
             f"The embedding model returned vectors of shape {vectors.shape}, expected {expected}: "
             "check EMBEDDING_MODEL and EMBEDDING_DIMENSIONS.", transient=False)
-    tokens = response.usage.total_tokens if response.usage else 0
-    return Embeddings(vectors=vectors, total_tokens=int(tokens), model=model, provider=provider_name())
+    return Embeddings(vectors=vectors, total_tokens=int(usage.get("total_tokens") or 0), model=model,
+                      provider=provider_name())
 
 
 def with_retries(call, *, tries: int = 3, first_delay: float = 1.0):
@@ -158,12 +180,11 @@ class ChatStream:
     def _stream(self, model: str):
         self.model, self.provider = model, provider_name()
         self.generated = []
-        # The raw server-sent events, parsed with json: building the SDK's typed objects for
-        # every chunk cost about 0.6 ms a token, the largest share of relaying an answer.
-        with client().chat.completions.with_streaming_response.create(
-                model=model, messages=self.messages, temperature=self.temperature, max_tokens=self.max_tokens,
-                stream=True, stream_options={"include_usage": True},
-                extra_body=self.sampling or None) as response:
+        body = {"model": model, "messages": self.messages, "temperature": self.temperature,
+                "max_tokens": self.max_tokens, "stream": True, "stream_options": {"include_usage": True},
+                **(self.sampling or {})}
+        response = _post("/chat/completions", body)
+        try:
             for chunk in _events(response):
                 usage = chunk.get("usage")
                 if usage:
@@ -177,6 +198,8 @@ class ChatStream:
                         yield text
                 if self.cancelled is not None and self.cancelled.is_set():
                     break
+        finally:
+            response.close()
 
     def final_usage(self) -> ChatUsage:
         """The provider's usage, or, when the stream ended without one (cancelled, or stopped
@@ -192,22 +215,31 @@ class ChatStream:
 
 
 def _events(response):
-    """The JSON payloads of an OpenAI-style SSE stream, up to `data: [DONE]`."""
-    for line in response.iter_lines():
-        if not line.startswith("data:"):
-            continue
-        data = line[5:].strip()
-        if data == "[DONE]":
-            return
-        try:
-            event = json.loads(data)
-        except ValueError:
-            raise ProviderError("provider_unavailable", "The model provider sent a malformed stream.", transient=True)
-        if isinstance(event, dict) and event.get("error"):
-            error = event["error"]
-            raise ProviderError("provider_unavailable", f"The model provider failed mid-answer: {error.get('message', error)}",
-                                transient=True)
-        yield event
+    """The JSON payloads of an OpenAI-style SSE stream, up to `data: [DONE]` (one JSON
+    document per `data:` line, as OpenAI and compatible servers send them). The bytes are
+    split into lines here: the HTTP client's line iterator decoded and re-split every chunk."""
+    rest = b""
+    for block in response.iter_bytes():
+        lines = (rest + block).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                return
+            try:
+                event = json.loads(data)
+            except ValueError:
+                raise ProviderError("provider_unavailable", "The model provider sent a malformed stream.",
+                                    transient=True)
+            if isinstance(event, dict) and event.get("error"):
+                error = event["error"]
+                message = error.get("message", error) if isinstance(error, dict) else error
+                raise ProviderError("provider_unavailable", f"The model provider failed mid-answer: {message}",
+                                    transient=True)
+            if isinstance(event, dict):
+                yield event
 
 
 def chat(messages: list[dict], *, temperature: float, max_tokens: int, cancelled=None,

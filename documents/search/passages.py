@@ -78,9 +78,14 @@ def merge_overlap(left: str, right: str, *, max_overlap: int | None = None) -> s
     to CHUNK_OVERLAP characters of `left`'s end at `right`'s start. With no such overlap
     (the chunker started fresh at a section break) they are joined by a newline."""
     limit = min(len(left), len(right), (max_overlap or settings.CHUNK_OVERLAP) * 2)
-    for size in range(limit, MIN_OVERLAP - 1, -1):
-        if left.endswith(right[:size]):
-            return left + right[size:]
+    # The longest overlap first: a suffix of `left` that `right` starts with begins with
+    # right's first MIN_OVERLAP characters, so only where those occur is compared.
+    tail, probe = left[len(left) - limit:], right[:MIN_OVERLAP]
+    at = tail.find(probe) if limit >= MIN_OVERLAP else -1
+    while at != -1 and len(tail) - at >= MIN_OVERLAP:
+        if right.startswith(tail[at:]):
+            return left + right[len(tail) - at:]
+        at = tail.find(probe, at + 1)
     return left.rstrip() + "\n" + right.lstrip()
 
 
