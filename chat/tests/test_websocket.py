@@ -326,3 +326,20 @@ def test_an_idle_socket_stays_open_past_the_redis_read_timeout(account_a, handbo
     time.sleep(7)
     assert socket.ask("What is our holiday policy?")[-1]["type"] == "chat.done"
     socket.close()
+
+
+def test_a_fast_models_tokens_share_frames_and_arrive_whole(account_a, handbook, fake_llm):
+    """Token frames after the first go out at most every TOKEN_FRAME_INTERVAL (chat.driver):
+    200 tokens streamed at once come in a handful of frames, not 200, with nothing lost or
+    reordered; tokens slower than the interval still get a frame each."""
+    fake_llm.answer = " ".join(f"w{i}" for i in range(200))
+    socket = _key_socket(account_a)
+    frames = socket.ask("How many holiday days do we get?")
+    tokens = [f["text"] for f in frames if f["type"] == "chat.token"]
+    assert "".join(tokens) == fake_llm.answer and frames[-1]["answer"] == fake_llm.answer
+    assert len(tokens) < 20
+    fake_llm.answer, fake_llm.backend.chunk_delay = "one two three four", 0.12  # slower than the interval
+    frames = socket.ask("And the holiday days again?")
+    tokens = [f["text"] for f in frames if f["type"] == "chat.token"]
+    assert "".join(tokens) == "one two three four" and len(tokens) >= 3
+    socket.close()
