@@ -341,7 +341,11 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
     spender = {"user": user, "api_key": api_key}
     # The principal (user or key) is part of every context that reads documents: the
     # collections it may see follow from it, in the queries and in row-level security.
-    with account_context(account, user=user, api_key=api_key):
+    # flush=False: these two commits do not wait for the disk. What they write (the question,
+    # the conversation, the hold) is made durable by the settle's ordinary commit at the end
+    # of the turn, before anything is acknowledged; a database crash in between fails the
+    # turn with nothing charged (docs/benchmarks.md, Chat: a few ms of each turn's wait).
+    with account_context(account, user=user, api_key=api_key, flush=False):
         if authorize is not None:
             authorize()
         new_conversation = conversation_id in (None, "")
@@ -372,7 +376,7 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
         if active is not None:
             embedded, draw = _embed(query, active, key=f"chat:{request_id}:query")
             draws.append(draw)
-        with account_context(account, user=user, api_key=api_key):
+        with account_context(account, user=user, api_key=api_key, flush=False):
             try:
                 kind, passages = _retrieve(account, decision.kind, decision.summary_target, query, embedded,
                                            chosen=chosen, collection_ids=collection_ids)

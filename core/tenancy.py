@@ -80,7 +80,11 @@ def _sign(values: list[str]) -> str:
     return hashlib.sha256(key + inner).hexdigest()
 
 
-def _apply(ctx: TenantContext) -> None:
+# A transaction whose commit need not wait for the disk (account_context(flush=False)).
+_NO_FLUSH_SQL = _SETTINGS_SQL + ", set_config('synchronous_commit', 'off', true)"
+
+
+def _apply(ctx: TenantContext, *, flush: bool = True) -> None:
     """Write the signed context into the current transaction's settings: `set_config(...,
     true)` is transaction-local, never a session-level SET that would leak across a pooled
     connection. Rolled back with its transaction or savepoint.
@@ -92,18 +96,19 @@ def _apply(ctx: TenantContext) -> None:
     values = _settings_values(ctx)
     connection.ensure_connection()
     with psycopg.Cursor(connection.connection) as cursor:
-        cursor.execute(_SETTINGS_SQL, [*values, _sign(values)], prepare=False)
+        cursor.execute(_SETTINGS_SQL if flush else _NO_FLUSH_SQL, [*values, _sign(values)], prepare=False)
 
 
 @contextlib.contextmanager
-def _enter(ctx: TenantContext):
+def _enter(ctx: TenantContext, *, flush: bool = True):
     """Run the block in a transaction (or a savepoint) scoped to `ctx`."""
     outer = _context.get()
     nested = connection.in_atomic_block
     token = _context.set(ctx)
     try:
         with transaction.atomic():
-            _apply(ctx)
+            # A nested context is part of its outer transaction, whose commit it is.
+            _apply(ctx, flush=flush or nested)
             yield ctx
             # NOTE: a nested context shares the outer transaction, so the outer settings
             # are put back on success. On an exception, or a block marked for rollback, the
@@ -115,19 +120,26 @@ def _enter(ctx: TenantContext):
         _context.reset(token)
 
 
-def account_context(account=None, *, account_id: int | None = None, user=None, api_key=None):
+def account_context(account=None, *, account_id: int | None = None, user=None, api_key=None,
+                    flush: bool = True):
     """The unit of work for one account: ContextVar + transaction-local `app.account_id`.
 
     `user` / `api_key` name the principal acting (a member's session, or an integration's
     key): policies that narrow an account further (restricted collections) read them.
     Use around a request, a job or a websocket message. Nesting is allowed (a savepoint);
     the outer context is restored on exit.
+
+    `flush=False`: the commit does not wait for the transaction's WAL to reach the disk
+    (`synchronous_commit` off for this transaction only; a few ms a commit here). Only for
+    rows whose loss in a database crash harms nobody and that a later commit of the same
+    unit of work makes durable anyway: the WAL is flushed in order, so any later ordinary
+    commit flushes this one too (a chat turn's question and hold, before its settle).
     """
     acct_id = account_id if account_id is not None else getattr(account, "pk", None)
     if not acct_id:
         raise UnscopedQueryError("account_context() needs an account")
     return _enter(TenantContext(account_id=int(acct_id), user_id=getattr(user, "pk", None),
-                                api_key_id=getattr(api_key, "pk", None)))
+                                api_key_id=getattr(api_key, "pk", None)), flush=flush)
 
 
 def user_context(user):
