@@ -7,10 +7,9 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.routing import ProtocolTypeRouter  # noqa: E402
 
-from config.routing import websocket_urlpatterns  # noqa: E402
+from config.routing import websocket_application  # noqa: E402
 from core.limits import BodySizeLimit, install_daphne_body_limit  # noqa: E402
 from core.presence import served_by_daphne, start_heartbeat  # noqa: E402
 
@@ -23,5 +22,5 @@ if served_by_daphne():
 application = ProtocolTypeRouter({
     "http": BodySizeLimit(django_asgi_app),
     # Session auth (with an Origin check in the consumer) or an API key on the handshake.
-    "websocket": AuthMiddlewareStack(URLRouter(websocket_urlpatterns)),
+    "websocket": websocket_application,
 })

@@ -49,16 +49,49 @@ def _columns(model) -> tuple[str, tuple[str, ...]]:
     return ", ".join(f"t.{quote(f.column)}" for f in fields), tuple(f.attname for f in fields)
 
 
-def select_one(model, where: str, params: list):
-    """The first row of `model` (table alias `t`) that `where` selects ("JOIN … WHERE …",
-    with %s placeholders), as an instance loaded like a queryset's (`from_db`), or None.
-    For a hot path's fixed lookup; the caller's account context applies (row-level security)."""
+@functools.lru_cache(maxsize=None)
+def _select_plan(model, related: tuple[str, ...]) -> tuple[str, list]:
+    """SELECT … FROM the model's table `t` LEFT JOIN each related table under the foreign
+    key's own name, and how to cut a row into instances: [(field or None, model, names, width)]."""
+    quote = connection.ops.quote_name
     columns, names = _columns(model)
+    parts, joins = [columns], []
+    plan = [(None, model, names, len(names))]
+    for name in related:
+        field = model._meta.get_field(name)
+        target = field.related_model
+        fields = target._meta.concrete_fields
+        parts.append(", ".join(f"{quote(name)}.{quote(f.column)}" for f in fields))
+        joins.append(f"LEFT JOIN {quote(target._meta.db_table)} {quote(name)} "
+                     f"ON {quote(name)}.{quote(target._meta.pk.column)} = t.{quote(field.column)}")
+        plan.append((field, target, tuple(f.attname for f in fields), len(fields)))
+    sql = f"SELECT {', '.join(parts)} FROM {quote(model._meta.db_table)} t {' '.join(joins)}"
+    return sql, plan
+
+
+def select_one(model, where: str, params: list, *, related: tuple[str, ...] = ()):
+    """The first row of `model` (table alias `t`) that `where` selects ("WHERE …", or
+    "JOIN … WHERE …", with %s placeholders), as an instance loaded like a queryset's
+    (`from_db`), or None. `related`: foreign keys loaded with it, as `select_related` does
+    (each joined under its own name, so `where` may test `account.deleted_at`). For a hot
+    path's fixed lookup; the caller's account context applies (row-level security)."""
+    sql, plan = _select_plan(model, tuple(related))
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {columns} FROM {connection.ops.quote_name(model._meta.db_table)} t {where} LIMIT 1",
-                       params)
+        cursor.execute(f"{sql} {where} LIMIT 1", params)
         row = cursor.fetchone()
-    return None if row is None else model.from_db(DEFAULT_DB_ALIAS, names, row)
+    if row is None:
+        return None
+    obj, start = None, 0
+    for field, target, names, width in plan:
+        values = row[start:start + width]
+        start += width
+        if field is None:
+            obj = target.from_db(DEFAULT_DB_ALIAS, names, values)
+        else:  # a null foreign key joins nothing: cached as None, like select_related
+            pk_at = names.index(target._meta.pk.attname)
+            field.set_cached_value(obj, None if values[pk_at] is None else
+                                   target.from_db(DEFAULT_DB_ALIAS, names, values))
+    return obj
 
 
 @functools.lru_cache(maxsize=None)

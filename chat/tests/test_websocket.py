@@ -343,3 +343,24 @@ def test_a_fast_models_tokens_share_frames_and_arrive_whole(account_a, handbook,
     tokens = [f["text"] for f in frames if f["type"] == "chat.token"]
     assert "".join(tokens) == "one two three four" and len(tokens) >= 3
     socket.close()
+
+
+def test_the_session_stack_is_skipped_only_for_a_bearer_key(client, account_a, owner_a, handbook, fake_llm):
+    """config.routing.SessionUnlessBearer: a key handshake does not load a session; a session
+    handshake that also carries some other Authorization header still signs in by session,
+    and a key with a member's cookie beside it chats as the key."""
+    headers = _session_headers(client, owner_a, "http://localhost:8000")
+    basic = Socket(headers + [(b"authorization", b"Basic Zm9vOmJhcg==")])
+    assert basic.connect()[0]
+    assert basic.ask("What is our holiday policy?")[-1]["type"] == "chat.done"
+    basic.close()
+    keyed = Socket(headers + [(b"authorization", f"Bearer {make_api_key(account_a)}".encode())])
+    assert keyed.connect()[0]
+    done = keyed.ask("What is our holiday policy?")[-1]
+    with account_context(account_a):
+        message = Message.objects.for_account(account_a).get(pk=done["message_id"])
+        assert message.conversation.api_key_id is not None and message.conversation.user_id is None
+    keyed.close()
+    wrong = Socket(headers + [(b"authorization", b"Bearer gw_wrong")])  # a bad key is not saved by the cookie
+    wrong.connect()
+    assert wrong.closed_with()["code"] == 4401

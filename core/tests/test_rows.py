@@ -67,3 +67,20 @@ def test_models_written_by_rows_have_no_signal_receivers(model):
     """rows.insert/update send no signals; a receiver added later would silently miss rows."""
     for signal in (signals.pre_save, signals.post_save):
         assert not signal.has_listeners(model), f"{model.__name__} has a {signal} receiver: core.rows skips it"
+
+
+def test_select_one_loads_related_rows_like_select_related(account_a, owner_a, django_assert_num_queries):
+    from accounts.selectors import api_key_for_secret
+
+    with account_context(account_a):
+        _, with_creator = api_key_create(account=account_a, actor=owner_a, name="made by a person")
+        _, without = api_key_create(account=account_a, actor=None, name="made by a script")
+    for raw, creator in ((with_creator, owner_a), (without, None)):
+        key = api_key_for_secret(raw=raw)
+        with django_assert_num_queries(0):  # joined, as select_related would have
+            assert key.account == account_a and key.account.name == account_a.name
+            assert key.created_by == creator
+            assert creator is None or key.created_by.email == owner_a.email
+    with account_context(account_a):
+        ApiKey.objects.for_account(account_a).update(revoked_at=account_a.created_at)
+    assert api_key_for_secret(raw=with_creator) is None
