@@ -23,7 +23,10 @@ model_answers (the share answered in the model's words rather than the passages'
 
 ANSWER_EVAL_LIMIT=N runs the first N questions of each group (a quick look);
 ANSWER_EVAL_GROUPS=faq,short runs only those groups; ANSWER_EVAL_PROFILE='{"max_tokens": 300}'
-measures a variant of the chat profile in use (CHAT_PROFILE picks the profile).
+measures a variant of the chat profile in use (CHAT_PROFILE picks the profile);
+ANSWER_EVAL_VERBOSE=1 prints every question's answer; ANSWER_EVAL_SEED (1 by default; "none" for the product's unseeded sampling) fixes the chat
+model's sampling seed, so two commits are compared on the same draws: unseeded, one run's
+faq model_answers moved between 0 and 0.25 at one commit (docs/benchmarks.md, Answers).
 """
 from __future__ import annotations
 
@@ -175,6 +178,9 @@ def evaluate(account, user, limit: int | None = None, *, log=print) -> dict:
             result = _ask(account, user, question, conversation_id)
             result["scores"] = _score(result, row)
             results.append(result)
+            if os.environ.get("ANSWER_EVAL_VERBOSE"):
+                log(f"    [{group}] {question!r} ({result['answered_by']}, support "
+                    f"{result['scores'].get('support')}): {result['answer']!r}", flush=True)
         report[group] = _summary(results)
         examples[group] = [{k: r[k] for k in ("question", "query", "route", "answer", "finish_reason", "credits")}
                            | {"cited": [c["n"] for c in r["citations"]]} for r in results[:2]]
@@ -191,6 +197,9 @@ def _profile() -> str:
 
     chosen = agent.profile()
     override = json.loads(os.environ.get("ANSWER_EVAL_PROFILE") or "{}")
+    seed = os.environ.get("ANSWER_EVAL_SEED", "1").strip().lower()
+    if seed not in ("", "none"):
+        override["sampling"] = {**override.get("sampling", chosen.sampling), "seed": int(seed)}
     if override:
         agent.PROFILES[chosen.name] = chosen = dataclasses.replace(chosen, **override)
     return repr(chosen)

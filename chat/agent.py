@@ -167,13 +167,25 @@ class ChatTurn:
             tokens.close()  # a guard's stop ends the provider's generation too
         self.finish_reason = "stop" if guard.stopped else (self.llm_stream.finish_reason or "stop")
         self.answered_by = "model"
-        if self.passages and not guard.answered and not self.cancelled.is_set():
-            # The question's own words pick the sentences: a follow-up was searched together
-            # with the question before it, but asks something else (0.95 of the two-turn set
-            # quoted the answer this way, 0.65 with the search query).
-            question = self.user_message.content
+        if not self.passages or self.cancelled.is_set():
+            return
+        # The question's own words pick the sentences: a follow-up was searched together
+        # with the question before it, but asks something else (0.95 of the two-turn set
+        # quoted the answer this way, 0.65 with the search query).
+        question = self.user_message.content
+        if not guard.answered:
             self.answered_by = "passages"
             yield self._emit(answering.extractive_answer(question, self.passages) or NOTHING_TO_QUOTE)
+        elif guard.stopped in ("unsupported", "off_topic") and len(guard.released) == 1:
+            # The model's first sentence held and its second did not: one sentence rarely
+            # answers ("You can tell incomplete input from invalid input."), so the sentences of
+            # the passage it cites say the rest, without what it already said.
+            cited = answering.CITATION.search(self.answer)
+            rest = answering.extractive_answer(question, self.passages, said=self.answer,
+                                               within=int(cited.group(1)) if cited else None)
+            if rest:
+                self.answered_by = "model+passages"
+                yield self._emit(("" if self.answer.endswith((" ", "\n")) else " ") + rest)
 
 
 def _question(text) -> str:

@@ -109,13 +109,16 @@ def relevance(question: str, hits: list, passages: list) -> float:
 
 # --- the passages' own sentences -------------------------------------------------------------
 
-def extractive_answer(question: str, passages: list, *, max_words: int = 90, min_match: float = 0.0) -> str:
+def extractive_answer(question: str, passages: list, *, max_words: int = 90, min_match: float = 0.0,
+                      said: str = "", within: int | None = None) -> str:
     """The sentences of the best passages that answer the question, each with its
     [Document N]: from the best-matching sentence on (after it, when it is a heading or a
     question), up to `max_words`. "" when no sentence matches at least `min_match` of the
-    question's topic words (weighted by rarity)."""
+    question's topic words (weighted by rarity). `said`: what the answer already says; a
+    sentence whose content words it mostly holds (MIN_SUPPORT) is left out. `within`: only
+    passage number `within` (the one the answer so far cites)."""
     wanted = set(terms(question))
-    candidates = [(n, i, s, kind) for n, p in enumerate(passages, start=1)
+    candidates = [(n, i, s, kind) for n, p in enumerate(passages, start=1) if within in (None, n)
                   for i, (s, kind) in enumerate(sentences(plain(p.text)))]
     if not wanted or not candidates:
         return ""
@@ -135,6 +138,10 @@ def extractive_answer(question: str, passages: list, *, max_words: int = 90, min
                  if n == best_n and i >= best_i and kind != "heading" and not s.endswith("?")]
     while following and following[0][2] == "code":
         following.pop(0)
+    if said:
+        known = set(terms(said))
+        following = [(n, s, kind) for n, s, kind in following
+                     if kind == "code" or not _mostly_in(terms(s), known)]
     words, answer = 0, ""
     for n, s, kind in following:
         if words and words + len(s.split()) > max_words:
@@ -145,6 +152,10 @@ def extractive_answer(question: str, passages: list, *, max_words: int = 90, min
             answer += cite(s, n) + " "
         words += len(s.split())
     return answer.strip()
+
+
+def _mostly_in(words: list[str], known: set[str]) -> bool:
+    return bool(words) and sum(1 for w in words if w in known) / len(words) >= MIN_SUPPORT
 
 
 # --- the model's answer, sentence by sentence ------------------------------------------------

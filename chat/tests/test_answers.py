@@ -115,6 +115,21 @@ def test_extractive_answer_quotes_the_sentences_after_the_matching_heading_each_
     assert "`x++`" in answer and "``" not in answer.replace("```", "")
 
 
+def test_extractive_answer_leaves_out_what_was_already_said():
+    passages = [P(text="Everyone has twenty-eight days of paid holiday a year. Unused holiday carries over "
+                       "until March.")]
+    full = answering.extractive_answer("How much paid holiday do we get?", passages)
+    assert full.startswith("Everyone has twenty-eight days") and "carries over" in full
+    rest = answering.extractive_answer("How much paid holiday do we get?", passages,
+                                       said="Everyone has twenty-eight days of paid holiday [Document 1].")
+    assert rest == "Unused holiday carries over until March [Document 1]."
+    other = [P(text="Paid holiday for contractors is agreed per contract.")] + passages
+    assert "contract" in answering.extractive_answer("How much paid holiday do we get?", other)
+    assert answering.extractive_answer("How much paid holiday do we get?", other, within=2,
+                                       said="Everyone has twenty-eight days of paid holiday [Document 2].") == \
+        "Unused holiday carries over until March [Document 2]."
+
+
 def test_relevance_adds_similarity_and_topic_coverage():
     hits = [P(similarity=0.3)]
     assert answering.relevance("refund policy", hits, [P(text="Our refund policy: 30 days.")]) == pytest.approx(0.65)
@@ -192,6 +207,19 @@ def test_small_profile_keeps_a_supported_model_answer_and_cites_it(api, account_
     fake_llm.answer = "Everyone at Acme has twenty-eight days of paid holiday a year."
     body = _ask(api, "How much paid holiday do we get?")
     assert body["answer"] == "Everyone at Acme has twenty-eight days of paid holiday a year [Document 1]."
+    assert [c["n"] for c in body["citations"]] == [1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_small_profile_completes_a_one_sentence_answer_with_the_passages(api, account_a, handbook, fake_llm,
+                                                                         settings):
+    """The model's first sentence holds, its second strays: the answer keeps the first and
+    the passages' own sentences say the rest, without repeating it."""
+    settings.CHAT_PROFILE = "small"
+    fake_llm.answer = "Everyone at Acme gets paid holiday. Bananas grow on enormous tropical plantations."
+    body = _ask(api, "How many days of paid holiday does everyone get?")
+    assert body["answer"].startswith("Everyone at Acme gets paid holiday [Document 1]. ")
+    assert "twenty-eight days of paid holiday" in body["answer"] and "Bananas" not in body["answer"]
     assert [c["n"] for c in body["citations"]] == [1]
 
 
