@@ -18,8 +18,9 @@ the answer section: same file and a shared 60-character span), citation_precisio
 chunks that hold it / cited chunks), support (share of the answer's content words found in
 the answer section), abstained (unanswerable: says the documents do not cover it and cites
 nothing), degenerate (a 4-word run repeated 3 times, or cut at the token cap), time to first
-token, credits per answer (balance before minus after: query embedding + chat), and
-model_answers (the share answered in the model's words rather than the passages' own).
+token, credits per answer (balance before minus after: query embedding + chat),
+model_answers (the share answered in the model's words rather than the passages' own) and
+completed_answers (the model's first sentence followed by its passage's own sentences).
 
 ANSWER_EVAL_LIMIT=N runs the first N questions of each group (a quick look);
 ANSWER_EVAL_GROUPS=faq,short runs only those groups; ANSWER_EVAL_PROFILE='{"max_tokens": 300}'
@@ -140,6 +141,8 @@ def _summary(results: list[dict]) -> dict:
         if value is not None:
             out[key] = value
     out |= {"model_answers": round(sum(r["answered_by"] == "model" for r in results) / len(results), 3),
+            # The model's first sentence, completed with its passage's own (chat.agent.ChatTurn.stream).
+            "completed_answers": round(sum(r["answered_by"] == "model+passages" for r in results) / len(results), 3),
             "errors": sum(1 for r in results if r["error"]),
             "median_ttft_s": round(statistics.median(ttft), 2) if ttft else None,
             "median_seconds": round(statistics.median(r["seconds"] for r in results), 2),
