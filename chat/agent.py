@@ -402,7 +402,7 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
             messages = build_messages(question=question, passages=passages, history=history,
                                       grounded=bool(passages), history_budget=settings.CHAT_HISTORY_TOKENS,
                                       instructions=options.system)
-            sources = _sources(passages, ocr_chunk_ids(account=account, passages=passages))
+            sources = _sources(passages, ocr_chunk_ids(passages))
             user_message = rows.insert(
                 Message, account_id=account.pk, conversation=conversation, role=Role.USER, content=question,
                 route=kind, sources=sources, end_user=options.end_user[:256],

@@ -32,10 +32,12 @@ class Passage:
     score: float
     text: str
     chunk_ids: tuple[int, ...]
+    ocr_ids: tuple[int, ...] = ()  # those of its chunks whose text was (partly) read by OCR
 
 
 _NEIGHBOURS_SQL = f"""
-SELECT DISTINCT n.id, n.document_id, d.name, n.chunk_index, n.page_start, n.page_end, n.content
+SELECT DISTINCT n.id, n.document_id, d.name, n.chunk_index, n.page_start, n.page_end, n.content,
+       n.text_source = 'ocr'
 FROM documents_chunk AS h
 JOIN documents_chunk AS n
   ON n.document_id = h.document_id AND n.revision = h.revision AND n.account_id = %(account_id)s
@@ -46,7 +48,7 @@ WHERE h.id = ANY(%(ids)s::bigint[]) AND h.account_id = %(account_id)s AND {VISIB
 """
 
 _FIRST_SQL = f"""
-SELECT c.id, c.document_id, d.name, c.chunk_index, c.page_start, c.page_end, c.content
+SELECT c.id, c.document_id, d.name, c.chunk_index, c.page_start, c.page_end, c.content, c.text_source = 'ocr'
 FROM documents_chunk AS c
 JOIN documents_document AS d ON d.id = c.document_id AND d.account_id = %(account_id)s
 WHERE c.document_id = %(document_id)s AND c.account_id = %(account_id)s AND {VISIBLE_DOCUMENT_SQL}
@@ -56,21 +58,10 @@ LIMIT %(limit)s
 """
 
 
-_OCR_SQL = """
-SELECT id FROM documents_chunk
-WHERE id = ANY(%(ids)s::bigint[]) AND account_id = %(account_id)s AND text_source = 'ocr'
-"""
-
-
-def ocr_chunk_ids(*, account, passages: list[Passage]) -> set[int]:
-    """The ids of the passages' chunks whose text was read by OCR (their citations say so).
-    One query; none without passages."""
-    ids = [chunk_id for passage in passages for chunk_id in passage.chunk_ids]
-    if not ids:
-        return set()
-    with connection.cursor() as cursor:
-        cursor.execute(_OCR_SQL, {"account_id": account_id_in_context(account), "ids": ids})
-        return {row[0] for row in cursor.fetchall()}
+def ocr_chunk_ids(passages: list[Passage]) -> set[int]:
+    """The ids of the passages' chunks whose text was read by OCR (their citations say so):
+    read with the chunks themselves, no query."""
+    return {chunk_id for passage in passages for chunk_id in passage.ocr_ids}
 
 
 def merge_overlap(left: str, right: str, *, max_overlap: int | None = None) -> str:
@@ -115,7 +106,7 @@ def _passage(run, scores: dict[int, float]) -> Passage:
     return Passage(document_id=run[0][1], document_name=run[0][2], chunk_start=run[0][3], chunk_end=run[-1][3],
                    pages=(min(starts), max(ends)) if starts and ends else None,
                    score=max((scores.get(r[0], 0.0) for r in run), default=0.0),
-                   text=text, chunk_ids=tuple(r[0] for r in run))
+                   text=text, chunk_ids=tuple(r[0] for r in run), ocr_ids=tuple(r[0] for r in run if r[7]))
 
 
 def hit_passages(hits: list[Hit]) -> list[Passage]:
@@ -124,7 +115,8 @@ def hit_passages(hits: list[Hit]) -> list[Passage]:
     return [Passage(document_id=h.document_id, document_name=h.document_name, chunk_start=h.chunk_index,
                     chunk_end=h.chunk_index,
                     pages=(h.page_start, h.page_end) if h.page_start is not None and h.page_end is not None else None,
-                    score=h.score, text=h.text, chunk_ids=(h.chunk_id,)) for h in hits]
+                    score=h.score, text=h.text, chunk_ids=(h.chunk_id,), ocr_ids=(h.chunk_id,) if h.ocr else ())
+            for h in hits]
 
 
 def expand_passages(*, account, hits: list[Hit]) -> list[Passage]:

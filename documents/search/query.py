@@ -91,6 +91,7 @@ class Hit:
     score: float  # fused RRF score
     similarity: float | None  # cosine similarity of the vector match; None if only full text matched
     text: str
+    ocr: bool = False  # its text was (partly) read by OCR: its citation says so
 
 
 # --- guards -------------------------------------------------------------------------------
@@ -204,11 +205,11 @@ _SEARCH_SQL = f"""
 WITH v AS MATERIALIZED ({{vector}}),
      f AS MATERIALIZED ({{fulltext}}),
      hits AS MATERIALIZED (
-        SELECT c.id, c.document_id, c.chunk_index, c.page_start, c.page_end, c.content
+        SELECT c.id, c.document_id, c.chunk_index, c.page_start, c.page_end, c.content, c.text_source = 'ocr' AS ocr
         FROM documents_chunk AS c
         WHERE c.id = ANY(ARRAY(SELECT id FROM v UNION SELECT id FROM f)) AND c.account_id = %(account_id)s
           AND c.collection_id = ANY(%(collections)s::bigint[]))
-SELECT h.id, h.document_id, d.name, h.chunk_index, h.page_start, h.page_end, v.distance, f.rank, h.content
+SELECT h.id, h.document_id, d.name, h.chunk_index, h.page_start, h.page_end, v.distance, f.rank, h.content, h.ocr
 FROM hits AS h
 JOIN documents_document AS d ON d.id = h.document_id AND d.account_id = %(account_id)s
  AND d.collection_id = ANY(%(collections)s::bigint[])
@@ -293,7 +294,7 @@ def _fuse(rows, *, top_k: int, threshold: float) -> list[Hit]:
     vector_rank = {r[0]: i for i, r in enumerate(by_distance, start=1)}
     text_rank = {r[0]: i for i, r in enumerate(by_rank, start=1)}
     hits = []
-    for chunk_id, document_id, name, index, page_start, page_end, distance, _rank, content in rows:
+    for chunk_id, document_id, name, index, page_start, page_end, distance, _rank, content, ocr in rows:
         similarity = None if distance is None else 1.0 - float(distance)
         score = 0.0
         if similarity is not None and similarity >= threshold:
@@ -305,7 +306,7 @@ def _fuse(rows, *, top_k: int, threshold: float) -> list[Hit]:
         if score > 0:
             hits.append(Hit(chunk_id=chunk_id, document_id=document_id, document_name=name, chunk_index=index,
                             page_start=page_start, page_end=page_end, score=score, similarity=similarity,
-                            text=content))
+                            text=content, ocr=bool(ocr)))
     hits.sort(key=lambda h: (-h.score, -(h.similarity or 0.0), h.chunk_id))
     return hits[:top_k]
 
