@@ -11,7 +11,8 @@ import sys
 from bench.common import machine, setup_django
 
 BENCHMARKS = ["billing_debits", "ingestion", "chat_ws", "search_scale", "retrieval_eval", "answer_eval", "connections",
-              "rls_context", "ocr", "chat_open_loop", "ingestion_fairness", "chat_turn_cpu"]
+              "rls_context", "ocr", "chat_open_loop", "ingestion_fairness", "chat_turn_cpu",
+              "ingestion_claim_scale"]
 
 
 def main(names: list[str]) -> int:
