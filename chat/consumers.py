@@ -55,7 +55,7 @@ def _in_thread(func):
     return sync_to_async(call, thread_sensitive=False)
 
 
-def _header(scope, name: bytes) -> str | None:
+def handshake_header(scope, name: bytes) -> str | None:
     for key, value in scope.get("headers", []):
         if key.lower() == name:
             return value.decode("latin-1")
@@ -98,7 +98,7 @@ def _own_origin(scope) -> tuple[str, str, int] | None:
     """The origin the page was served from: the handshake's Host (if the site serves it)
     with the scheme the browser used (wss: https; a TLS proxy says so in the header named
     by SECURE_PROXY_SSL_HEADER)."""
-    host = _header(scope, b"host")
+    host = handshake_header(scope, b"host")
     if not host:
         return None
     domain, _ = split_domain_port(host)
@@ -109,7 +109,7 @@ def _own_origin(scope) -> tuple[str, str, int] | None:
     if proxy:
         header, value = proxy
         name = header.removeprefix("HTTP_").replace("_", "-").lower().encode()
-        forwarded = _header(scope, name)
+        forwarded = handshake_header(scope, name)
         if forwarded is not None:
             secure = forwarded.split(",")[0].strip() == value
     return _origin(f"{'https' if secure else 'http'}://{host}")
@@ -118,7 +118,7 @@ def _own_origin(scope) -> tuple[str, str, int] | None:
 def origin_allowed(scope) -> bool:
     """Cross-site websocket hijacking: a session cookie alone does not prove the page is
     ours. The Origin must be the site's own, or a trusted one, by scheme, host and port."""
-    origin = _origin(_header(scope, b"origin") or "")
+    origin = _origin(handshake_header(scope, b"origin") or "")
     if origin is None:
         return False
     if origin == _own_origin(scope):
@@ -251,7 +251,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.lease: sockets.SocketLease | None = None
         self.closing = False
         self.frames = sockets.FrameBucket(settings.WS_FRAMES_PER_SECOND, settings.WS_FRAME_BURST)
-        token = bearer_token(_header(self.scope, b"authorization"))
+        token = bearer_token(handshake_header(self.scope, b"authorization"))
         if token is not None:
             resolution = await _in_thread(resolve_api_key)(token)
         else:

@@ -4,7 +4,7 @@ from channels.routing import URLRouter
 from django.urls import path
 
 from accounts.resolution import bearer_token
-from chat.consumers import ChatConsumer
+from chat.consumers import ChatConsumer, handshake_header
 
 websocket_urlpatterns = [
     path("ws/chat/", ChatConsumer.as_asgi()),
@@ -22,9 +22,8 @@ class SessionUnlessBearer:
         self.with_session = AuthMiddlewareStack(inner)
 
     async def __call__(self, scope, receive, send):
-        authorization = next((value for key, value in scope.get("headers", ()) if key.lower() == b"authorization"),
-                             None)
-        if authorization is not None and bearer_token(authorization.decode("latin-1")) is not None:
+        # The header the consumer reads, read the same way (its first Authorization header).
+        if bearer_token(handshake_header(scope, b"authorization")) is not None:
             return await self.inner(scope, receive, send)
         return await self.with_session(scope, receive, send)
 

@@ -69,6 +69,9 @@ def _classify(exc: Exception) -> ProviderError:
     return ProviderError("provider_error", f"Unexpected answer from the model provider: {exc}", transient=False)
 
 
+RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"  # the SDK's own switch: "stream" = hand back unread
+
+
 def _post(path: str, body: dict):
     """POST `body` through the openai client (its base URL, key, timeout, and failures raised
     as the SDK's exceptions) and return the SDK's unparsed response, its body not yet read.
@@ -77,8 +80,6 @@ def _post(path: str, body: dict):
     every chunk of a stream become an object (docs/benchmarks.md, Chat). Close it when done."""
     return client().post(path, body=body, cast_to=object, options={"headers": {RAW_RESPONSE_HEADER: "stream"}})
 
-
-RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"  # the SDK's own switch: "stream" = hand back unread
 
 
 def embed(texts: list[str], *, model: str | None = None, dimensions: int | None = None) -> Embeddings:
