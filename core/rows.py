@@ -5,8 +5,8 @@ INSERT from scratch every time: about 0.8 ms of a web process's CPU for one chat
 several times what PostgreSQL spends storing it (docs/benchmarks.md, Chat). `insert()` writes
 the same row with an INSERT built once per model from the model's own fields, and each value
 converted by its field (`pre_save` for auto_now dates, `get_db_prep_save` for JSON and
-dates), so the row is what `create()` would have written. No signals are sent: the models
-written here have no receivers (a test says so).
+dates), so the row is what `create()` would have written. Neither signals nor `save()` run:
+the models written here have no receivers and no save() of their own (a test says so).
 """
 from __future__ import annotations
 

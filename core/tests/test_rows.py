@@ -63,10 +63,14 @@ def test_select_one_and_update_stay_in_their_account(account_a, account_b):
 
 
 @pytest.mark.parametrize("model", [Conversation, Message])
-def test_models_written_by_rows_have_no_signal_receivers(model):
-    """rows.insert/update send no signals; a receiver added later would silently miss rows."""
+def test_models_written_by_rows_have_no_signal_receivers_or_save_of_their_own(model):
+    """rows.insert/update neither send signals nor call save(): a receiver or a save()
+    override added later would silently miss these rows, so this fails first."""
+    from django.db import models
+
     for signal in (signals.pre_save, signals.post_save):
         assert not signal.has_listeners(model), f"{model.__name__} has a {signal} receiver: core.rows skips it"
+    assert model.save is models.Model.save, f"{model.__name__}.save() is overridden: core.rows skips it"
 
 
 def test_select_one_loads_related_rows_like_select_related(account_a, owner_a, django_assert_num_queries):
