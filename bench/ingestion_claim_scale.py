@@ -1,10 +1,11 @@
 """Fair ingestion at scale (issue 12, item 4): how long does a worker take to claim the next
 document when thousands of accounts have documents waiting?
 
-`documents.ingestion_queue.claim_next()` ranks every account with a pending document (the
-fewest in flight first, then the least recently served) under one advisory lock, so its
-cost grows with the number of waiting accounts, and every worker's claim waits for the one
-before it. This bench makes CLAIM_SCALE_ACCOUNTS accounts (2,000) with CLAIM_SCALE_PENDING
+`documents.ingestion_queue.claim_next()` runs under one advisory lock, so every worker's
+claim waits for the one before it. It ranked every account with a pending document (the
+fewest in flight first, then the least recently served), so its cost grew with the number of
+waiting accounts; it now reads the fairest accounts' lanes through an index
+(documents.models.IngestionLane). This bench makes CLAIM_SCALE_ACCOUNTS accounts (2,000) with CLAIM_SCALE_PENDING
 pending documents each (5; rows only, no files: nothing is ingested) and a tenth of them
 with a document in flight, then times CLAIM_SCALE_CLAIMS (300) real claims one after
 another, and hands the claimed documents back (pending) so the next run starts the same.

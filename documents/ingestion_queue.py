@@ -3,10 +3,16 @@
 rq's queue is first in, first out, so a job per document let one account's backlog hold
 every other account's uploads behind it. Instead, every upload (reindex, retry, sweep)
 enqueues the same job, "ingest the next document, fairly", and the job claims a document
-from PostgreSQL when it starts: a pending document of the account with the fewest documents
-in flight, then the one served least recently (its last claim), then the oldest. So a small
-document from account B waits at most for the jobs already running, whatever account A has
-queued, and the queue holds as many jobs as there are documents to ingest.
+from PostgreSQL when it starts: the oldest pending document of the account with the fewest
+documents in flight, then never or least recently served (its last fair claim), then waiting
+longest. So a small document from account B waits at most for the jobs already running,
+whatever account A has queued, and the queue holds as many jobs as there are documents to
+ingest.
+
+Each account has a lane (documents.models.IngestionLane): a trigger marks it waiting when a
+document becomes pending, the claim marks it idle when nothing is left, and the claim reads
+the fairest waiting lanes through an index, so its cost does not grow with the number of
+accounts waiting (docs/benchmarks.md, "The claim with thousands of accounts waiting").
 
 Durable: the pending documents are the queue; a lost job is made up by the sweeper
 (documents.jobs.requeue_stale_work), and a job that finds nothing to claim returns quietly.
@@ -31,21 +37,60 @@ logger = logging.getLogger("groundwork.documents")
 # it already counted. The number is arbitrary; it only has to be this lock's own.
 CLAIM_LOCK = 0x67776E6471  # "gwndq"
 
-# Accounts with pending documents, fairest first. Every subquery is per candidate account
-# and served by an index: (status) for pending and processing, (account_id, claimed_at) for
-# the last claim. Documents of a running reindex run are the run's to ingest (it claims them
-# itself, one after another), so they make no account a candidate.
-_ACCOUNTS_SQL = """
-SELECT p.account_id
-FROM (SELECT DISTINCT d.account_id FROM documents_document AS d
-      WHERE d.status = %(pending)s AND NOT EXISTS (
-          SELECT 1 FROM documents_reindexrun AS r
-          WHERE r.account_id = d.account_id AND r.status = %(running)s AND r.current_document_id = d.id)) AS p
-ORDER BY
-    (SELECT count(*) FROM documents_document AS f
-     WHERE f.account_id = p.account_id AND f.status = %(processing)s AND f.heartbeat_at >= %(fresh)s),
-    (SELECT max(s.claimed_at) FROM documents_document AS s WHERE s.account_id = p.account_id) NULLS FIRST,
-    (SELECT min(o.id) FROM documents_document AS o WHERE o.account_id = p.account_id AND o.status = %(pending)s)
+# Lanes read per query while looking for one with a document to take (a lane whose documents
+# are all locked by another transaction, or the running reindex run's, is passed over).
+LANE_BATCH = 32
+
+# Accounts with documents in flight, and how many: a document a worker holds (fresh heartbeat).
+# Bounded by the number of workers, and read through the (status) index.
+_BUSY_SQL = """
+SELECT account_id, count(*) FROM documents_document
+WHERE status = %(processing)s AND heartbeat_at >= %(fresh)s GROUP BY account_id
+"""
+
+# Waiting lanes of accounts with nothing in flight, fairest first, through the partial index
+# ingestion_lane_fairest: O(log n) however many accounts wait.
+_IDLE_LANES_SQL = """
+SELECT account_id FROM documents_ingestionlane
+WHERE waiting AND NOT (account_id = ANY(%(skip)s))
+ORDER BY served_at ASC NULLS FIRST, waiting_since, account_id
+LIMIT %(limit)s
+"""
+
+# Waiting lanes of accounts with documents in flight (at most one per busy account).
+_BUSY_LANES_SQL = """
+SELECT account_id, served_at, waiting_since FROM documents_ingestionlane
+WHERE waiting AND account_id = ANY(%(busy)s)
+"""
+
+# The lane's row lock, taken before its documents are looked at: a document that becomes
+# pending meanwhile marks the lane (the trigger) only after this claim has committed.
+_LOCK_LANE_SQL = "SELECT 1 FROM documents_ingestionlane WHERE account_id = %s AND waiting FOR UPDATE"
+
+_SERVED_SQL = "UPDATE documents_ingestionlane SET served_at = now() WHERE account_id = %s"
+
+# No document left to take: the lane stops waiting. A running reindex run's current document
+# is the run's, so it keeps no lane waiting (the sweeper marks the lane again if the run
+# stops and leaves it pending).
+_IDLE_SQL = """
+UPDATE documents_ingestionlane SET waiting = false, waiting_since = NULL
+WHERE account_id = %(account)s AND NOT EXISTS (
+    SELECT 1 FROM documents_document AS d
+    WHERE d.account_id = %(account)s AND d.status = %(pending)s AND NOT EXISTS (
+        SELECT 1 FROM documents_reindexrun AS r
+        WHERE r.account_id = d.account_id AND r.status = %(running)s AND r.current_document_id = d.id))
+"""
+
+# The sweeper's safety net: lanes of accounts with documents pending past the stale limit
+# that are not marked waiting (a running reindex run that stopped with its document pending).
+_MARK_STALE_WAITING_SQL = """
+INSERT INTO documents_ingestionlane AS lane (account_id, waiting, waiting_since)
+SELECT DISTINCT d.account_id, true, now() FROM documents_document AS d
+WHERE d.status = %(pending)s AND coalesce(d.heartbeat_at, d.created_at) < %(stale_before)s
+  AND NOT EXISTS (SELECT 1 FROM documents_reindexrun AS r
+                  WHERE r.account_id = d.account_id AND r.status = %(running)s AND r.current_document_id = d.id)
+ON CONFLICT (account_id) DO UPDATE SET waiting = true, waiting_since = now() WHERE NOT lane.waiting
+RETURNING account_id
 """
 
 
@@ -79,6 +124,10 @@ def _release(document: Document) -> None:
 def claim_next() -> Document | None:
     """Mark the fairest pending document `processing` and return it (None: nothing to take).
 
+    The fairest account: the fewest documents in flight, then never served or served least
+    recently, then waiting longest. Accounts with nothing in flight come from their lanes'
+    index; the few with documents in flight (at most one per worker) are ranked here.
+
     NOTE: two workers claiming at once are serialised by CLAIM_LOCK, and the document row is
     locked FOR UPDATE SKIP LOCKED too, so a document is claimed by one job only; a run of
     the same document's reindex (which claims through ingestion._claim, under the same row
@@ -88,21 +137,66 @@ def claim_next() -> Document | None:
     with dangerously_bypass_tenancy(reason="ingestion: claim the next document fairly across accounts"):
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [CLAIM_LOCK])
-            cursor.execute(_ACCOUNTS_SQL, {"pending": Status.PENDING, "processing": Status.PROCESSING,
-                                           "running": ReindexRun.RunStatus.RUNNING, "fresh": fresh})
-            accounts = [row[0] for row in cursor.fetchall()]
-        tried: set[int] = set()
-        for account_id in accounts:
-            while (candidate := _oldest_pending(account_id, exclude=tried)) is not None:
-                tried.add(candidate.pk)
-                # The claim itself is the pipeline's (attempts, heartbeat, a document that
-                # crashed too often fails there), in the document's account context.
-                document = ingestion.claim(account_id, candidate.pk, candidate.revision)
+            cursor.execute(_BUSY_SQL, {"processing": Status.PROCESSING, "fresh": fresh})
+            busy = dict(cursor.fetchall())
+            for account_id in _fairest_lanes(cursor, busy):
+                document = _claim_from(cursor, account_id)
                 if document is not None:
-                    logger.info("claimed document %s of account %s (%d accounts waiting)",
-                                document.pk, account_id, len(accounts))
+                    logger.info("claimed document %s of account %s (%d accounts with documents in flight)",
+                                document.pk, account_id, len(busy))
                     return document
     return None
+
+
+def _fairest_lanes(cursor, busy: dict[int, int]):
+    """Waiting accounts, fairest first: those with nothing in flight from the index, a batch
+    at a time (a lane that gave nothing is skipped by the next batch), then the busy ones by
+    how many they have in flight."""
+    skip = list(busy)
+    while True:
+        cursor.execute(_IDLE_LANES_SQL, {"skip": skip, "limit": LANE_BATCH})
+        lanes = [row[0] for row in cursor.fetchall()]
+        if not lanes:
+            break
+        for account_id in lanes:
+            yield account_id
+            skip.append(account_id)
+    if busy:
+        cursor.execute(_BUSY_LANES_SQL, {"busy": list(busy)})
+        never = dt.datetime.min.replace(tzinfo=dt.timezone.utc)
+        for account_id, _, _ in sorted(cursor.fetchall(), key=lambda lane: (
+                busy[lane[0]], lane[1] is not None, lane[1] or never, lane[2] or never, lane[0])):
+            yield account_id
+
+
+def _claim_from(cursor, account_id: int) -> Document | None:
+    """The account's oldest pending document, claimed; or None, and the lane marked idle when
+    the account has nothing pending left."""
+    cursor.execute(_LOCK_LANE_SQL, [account_id])
+    if cursor.fetchone() is None:  # marked idle by a claim that committed meanwhile
+        return None
+    tried: set[int] = set()
+    while (candidate := _oldest_pending(account_id, exclude=tried)) is not None:
+        tried.add(candidate.pk)
+        # The claim itself is the pipeline's (attempts, heartbeat, a document that
+        # crashed too often fails there), in the document's account context.
+        document = ingestion.claim(account_id, candidate.pk, candidate.revision)
+        if document is not None:
+            cursor.execute(_SERVED_SQL, [account_id])
+            return document
+    cursor.execute(_IDLE_SQL, {"account": account_id, "pending": Status.PENDING,
+                               "running": ReindexRun.RunStatus.RUNNING})
+    return None
+
+
+def mark_stale_waiting(stale_before) -> list[int]:
+    """The sweeper's safety net (documents.jobs.requeue_stale_work): mark waiting the lanes of
+    accounts whose documents have been pending since before `stale_before` without their lane
+    saying so. Returns those accounts (normally none). Runs inside the sweeper's bypass."""
+    with connection.cursor() as cursor:
+        cursor.execute(_MARK_STALE_WAITING_SQL, {"pending": Status.PENDING, "stale_before": stale_before,
+                                                 "running": ReindexRun.RunStatus.RUNNING})
+        return [row[0] for row in cursor.fetchall()]
 
 
 def _oldest_pending(account_id: int, *, exclude: set[int]) -> Document | None:

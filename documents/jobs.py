@@ -99,6 +99,10 @@ def requeue_stale_work() -> int:
         # A running reindex run's current document is the run's to ingest, not a job's.
         runs_current = ReindexRun.all_accounts.filter(status=ReindexRun.RunStatus.RUNNING).values("current_document_id")
         waiting = Document.all_accounts.filter(stale, status=Status.PENDING).exclude(pk__in=runs_current).count()
+        if waiting:  # every account with such a document has its lane waiting (normally so already)
+            marked = ingestion_queue.mark_stale_waiting(stale_before)
+            if marked:
+                logger.warning("ingestion lanes of accounts %s were not waiting; marked", marked)
         runs = list(ReindexRun.all_accounts.filter(status=ReindexRun.RunStatus.RUNNING, heartbeat_at__lt=stale_before)
                     .values_list("pk", "account_id"))
     for document_id, revision, account_id in documents:

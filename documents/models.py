@@ -219,6 +219,32 @@ class EmbeddingBatch(TenantModel):
         ]
 
 
+class IngestionLane(TenantModel):
+    """An account's place in the fair ingestion queue (documents/ingestion_queue.py), so a
+    claim finds the fairest account through one index instead of ranking every account that
+    has documents waiting (docs/benchmarks.md, "The claim with thousands of accounts waiting").
+
+    `waiting` is set by the database: a trigger (migration 0013) marks the lane waiting in the
+    same transaction as any document becoming pending, whatever wrote it. The claim clears it
+    once the account has no pending document left, under the lane's row lock, so a document
+    that becomes pending meanwhile waits for that lock and marks the lane again.
+    `served_at` is when a fair claim last took one of the account's documents."""
+
+    account = models.OneToOneField("accounts.Account", on_delete=models.CASCADE, primary_key=True,
+                                   related_name="+")
+    waiting = models.BooleanField(default=False)
+    waiting_since = models.DateTimeField(null=True, blank=True)
+    served_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # The claim's order among accounts with nothing in flight: never served first, then
+            # served least recently, then waiting longest.
+            models.Index(models.F("served_at").asc(nulls_first=True), "waiting_since", "account",
+                         condition=models.Q(waiting=True), name="ingestion_lane_fairest"),
+        ]
+
+
 class ReindexRun(TenantModel):
     """Re-embedding a whole account, with progress: a reindex (new revisions of every
     document) or an embedding-model migration (vectors of a new model built beside the old

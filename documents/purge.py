@@ -15,7 +15,8 @@ from django.core.files.storage import default_storage
 from accounts.models import Account
 from core.tenancy import account_context
 from documents import ingestion
-from documents.models import ActiveEmbeddingModel, Collection, CollectionAccess, Document, ReindexRun, Status
+from documents.models import (ActiveEmbeddingModel, Collection, CollectionAccess, Document, IngestionLane, ReindexRun,
+                              Status)
 from documents.search.maintenance import tenant_vector_index_drop
 from documents.storage import file_delete
 
@@ -52,6 +53,7 @@ def account_purge(*, account_id: int) -> int:
     _files_left_remove(account_id)
     with account_context(account_id=account_id):
         ReindexRun.objects.for_account(account_id).delete()
+        IngestionLane.objects.for_account(account_id).delete()
         ActiveEmbeddingModel.objects.for_account(account_id).delete()
         CollectionAccess.objects.for_account(account_id).delete()
         Collection.objects.for_account(account_id).delete()

@@ -19,7 +19,7 @@ from billing.models import AccountBalance, BillingSettings, Budget, CreditHold, 
 from billing.services import budget_set, credits_hold
 from chat.models import Conversation, Message
 from core.tenancy import account_context
-from documents.models import Chunk, Collection, Document, EmbeddingBatch
+from documents.models import Chunk, Collection, Document, EmbeddingBatch, IngestionLane
 
 NOTES = b"# Notes\n\nThe quarterly offsite is in Lisbon. Bring a passport and a warm jumper."
 
@@ -50,8 +50,9 @@ def team(account_a, owner_a, fake_llm, upload_and_ingest, django_capture_on_comm
 def _counts(account) -> dict:
     with account_context(account):
         return {model.__name__: model.objects.for_account(account).count()
-                for model in (Document, Chunk, EmbeddingBatch, Collection, Conversation, Message, Budget,
-                              BillingSettings, Membership, ApiKey, CreditLedgerEntry, AccountBalance, AuditEntry)}
+                for model in (Document, Chunk, EmbeddingBatch, IngestionLane, Collection, Conversation, Message,
+                              Budget, BillingSettings, Membership, ApiKey, CreditLedgerEntry, AccountBalance,
+                              AuditEntry)}
 
 
 def _delete_on_page(client, user, confirm, django_capture_on_commit_callbacks):
@@ -86,8 +87,8 @@ def test_owner_deletes_the_account_and_a_job_purges_it(client, team, account_b, 
 
     run_jobs()
     counts = _counts(account)
-    for purged in ("Document", "Chunk", "EmbeddingBatch", "Collection", "Conversation", "Message", "Budget",
-                   "BillingSettings", "Membership"):
+    for purged in ("Document", "Chunk", "EmbeddingBatch", "IngestionLane", "Collection", "Conversation", "Message",
+                   "Budget", "BillingSettings", "Membership"):
         assert counts[purged] == 0, purged
     assert not default_storage.exists(stored)
     assert not default_storage.exists(f"accounts/{account.pk}/documents/") or \

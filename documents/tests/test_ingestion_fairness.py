@@ -221,3 +221,162 @@ def test_a_reindex_runs_document_is_left_to_the_run(account_a, owner_a, fake_llm
     with account_context(account_a):
         done = Document.objects.for_account(account_a).get(pk=document.pk)
         assert done.status == "ready" and done.revision == 2 and done.attempts == 1
+
+
+# --- the lanes (documents.models.IngestionLane): the claim's order, kept by the database ---
+
+def _lane(account) -> dict | None:
+    from documents.models import IngestionLane
+
+    with account_context(account):
+        return IngestionLane.objects.for_account(account).values("waiting", "waiting_since", "served_at").first()
+
+
+def test_a_pending_document_marks_its_lane_waiting_and_a_claim_with_nothing_left_marks_it_idle(
+        account_a, account_b, owner_a, fake_llm, queued, django_capture_on_commit_callbacks):
+    from core.tenancy import dangerously_bypass_tenancy
+    from documents.ingestion_queue import claim_next
+    from documents.models import IngestionLane
+    from documents.services import document_reindex
+
+    assert _lane(account_a) is None
+    document = queued(account_a, "a.txt", "Account A's document.")
+    lane = _lane(account_a)
+    assert lane["waiting"] and lane["waiting_since"] and lane["served_at"] is None
+    # The trigger wrote the lane under the document's row-level security: B sees no lane.
+    assert _lane(account_b) is None
+    with account_context(account_b):
+        assert not IngestionLane.all_accounts.exists()
+    with dangerously_bypass_tenancy(reason="test: every lane"):
+        assert list(IngestionLane.all_accounts.values_list("account_id", flat=True)) == [account_a.pk]
+
+    assert claim_next().pk == document.pk
+    lane = _lane(account_a)
+    assert lane["waiting"] and lane["served_at"] is not None  # idle only once a claim finds nothing
+    assert claim_next() is None
+    assert _lane(account_a) == {"waiting": False, "waiting_since": None, "served_at": lane["served_at"]}
+    # Any way back to pending marks it again: here a reindex of the document in flight.
+    with account_context(account_a), django_capture_on_commit_callbacks(execute=True):
+        document_reindex(account=account_a, document=document)
+    assert _lane(account_a)["waiting"]
+    assert claim_next().pk == document.pk
+
+
+def test_the_fairest_lanes_are_read_in_the_index_order(db):
+    """The claim's order among idle accounts is the partial index's, so the claim reads a
+    few index entries however many accounts wait (no sort of every waiting lane)."""
+    from django.db import connection
+
+    from core.tenancy import dangerously_bypass_tenancy
+    from documents.ingestion_queue import _IDLE_LANES_SQL
+
+    with dangerously_bypass_tenancy(reason="test: the claim's plan"), connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute("EXPLAIN " + _IDLE_LANES_SQL, {"skip": [1, 2], "limit": 32})
+        plan = "\n".join(row[0] for row in cursor.fetchall())
+    assert "ingestion_lane_fairest" in plan and "Sort" not in plan, plan
+
+
+def test_the_fair_order_holds_across_many_waiting_accounts(db, fake_llm, queued):
+    """Never served first (oldest waiting first among them), then least recently served, and
+    an account with a document in flight after every account without."""
+    from accounts.tests.factories import make_account
+    from documents.ingestion_queue import claim_next
+
+    accounts = [make_account(f"Lane {i}", owner_email=f"lane{i}@lanes.test") for i in range(5)]
+    for account in accounts:
+        for n in range(2):
+            queued(account, f"{account.pk}-{n}.txt", f"Account {account.pk}'s document {n}.")
+    first_round = [claim_next().account_id for _ in accounts]
+    assert first_round == [a.pk for a in accounts]  # in the order they started waiting
+    # Everyone has one in flight now, all equal: the least recently served goes first.
+    assert [claim_next().account_id for _ in accounts] == first_round
+    assert claim_next() is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_document_that_becomes_pending_while_a_claim_marks_the_lane_idle_keeps_it_waiting(
+        account_a, fake_llm, queued):
+    """The lost wake-up: a claim finds nothing pending and marks the lane idle while an upload
+    of the same account is committing. The upload's trigger waits for the claim's lane lock
+    and marks the lane waiting after it, so the new document is taken."""
+    from django.db import connection, connections
+
+    from core.tenancy import dangerously_bypass_tenancy
+    from documents.ingestion_queue import _IDLE_SQL, _LOCK_LANE_SQL, claim_next
+    from documents.models import ReindexRun, Status
+
+    first = queued(account_a, "first.txt", "The document taken first.")
+    assert claim_next().pk == first.pk  # the lane still waits; nothing else is pending
+    locked, go_on = threading.Event(), threading.Event()
+    errors: list = []
+
+    def claimer():
+        try:
+            with dangerously_bypass_tenancy(reason="test: a claim holding the lane"), connection.cursor() as cursor:
+                cursor.execute(_LOCK_LANE_SQL, [account_a.pk])
+                assert cursor.fetchone() is not None
+                locked.set()
+                assert go_on.wait(60)
+                cursor.execute(_IDLE_SQL, {"account": account_a.pk, "pending": Status.PENDING,
+                                           "running": ReindexRun.RunStatus.RUNNING})
+                assert cursor.rowcount == 1  # it saw nothing pending: the upload is not committed
+        except Exception as exc:  # reported by the test thread
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    uploaded: list = []
+
+    def uploader():
+        try:
+            uploaded.append(_upload(account_a, "second.txt", "The document uploaded meanwhile."))
+        except Exception as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    claim_thread = threading.Thread(target=claimer)
+    claim_thread.start()
+    assert locked.wait(60)
+    upload_thread = threading.Thread(target=uploader)
+    upload_thread.start()
+    # The upload's trigger is waiting for the claim's lane lock (a lock wait, seen from here).
+    with connection.cursor() as cursor:
+        for _ in range(600):
+            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                           "AND datname = current_database() AND query LIKE 'INSERT INTO \"documents_document\"%%'")
+            if cursor.fetchone()[0]:
+                break
+            threading.Event().wait(0.05)
+        else:
+            pytest.fail("the upload never waited for the lane")
+    go_on.set()
+    claim_thread.join(60)
+    upload_thread.join(60)
+    assert not errors, errors
+    assert _lane(account_a)["waiting"]
+    assert claim_next().pk == uploaded[0].pk
+
+
+def test_the_sweeper_marks_waiting_a_lane_left_idle_with_a_document_pending(account_a, fake_llm, queued, queue):
+    """The safety net for a lane the trigger could not keep right (a reindex run that stopped
+    while its document was pending: that document kept no lane waiting)."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from core.tenancy import dangerously_bypass_tenancy
+    from documents.ingestion_queue import claim_next
+    from documents.jobs import requeue_stale_work
+    from documents.models import IngestionLane
+
+    document = queued(account_a, "left.txt", "A document whose lane was left idle.")
+    long_ago = timezone.now() - dt.timedelta(hours=1)
+    with dangerously_bypass_tenancy(reason="test: a lane left idle"):
+        IngestionLane.all_accounts.filter(account_id=account_a.pk).update(waiting=False, waiting_since=None)
+        Document.all_accounts.filter(pk=document.pk).update(created_at=long_ago)
+    assert claim_next() is None  # not waiting: not found
+    requeue_stale_work()
+    assert _lane(account_a)["waiting"]
+    assert claim_next().pk == document.pk
