@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import uuid
 
 import django_rq
 from django.conf import settings
@@ -26,19 +27,25 @@ logger = logging.getLogger("groundwork.documents")
 JOB_TIMEOUT = 60 * 60
 
 
-def _enqueue(func, **kwargs) -> None:
+# The job id of every "ingest the next document" job starts with this, so the sweeper counts
+# them from the queue's list of ids alone (no job is loaded: docs/benchmarks.md, "Ingestion
+# fairness"). A retry keeps its job's id.
+INGESTION_JOB_PREFIX = "ingest-next-"
+
+
+def _enqueue(func, *, job_id: str | None = None, **kwargs) -> None:
     # Retries cover a database that is briefly unreachable; everything else is handled
     # (and reported on the document) inside the job.
     retry = Retry(max=3, interval=[10, 30, 90])
     transaction.on_commit(lambda: django_rq.get_queue("default").enqueue(
-        func, job_timeout=JOB_TIMEOUT, retry=retry, **kwargs))
+        func, job_timeout=JOB_TIMEOUT, retry=retry, job_id=job_id, kwargs=kwargs))
 
 
 def enqueue_ingest(document) -> None:
     """One more document to ingest: one more "ingest the next document, fairly" job. Which
     document it takes is decided when a worker starts it (documents/ingestion_queue.py), so
     the queue's order is not the order documents are ingested in."""
-    _enqueue(ingest_next_document)
+    _enqueue(ingest_next_document, job_id=f"{INGESTION_JOB_PREFIX}{uuid.uuid4().hex}")
 
 
 def enqueue_delete(document) -> None:
@@ -128,19 +135,20 @@ def requeue_stale_work() -> int:
 INGESTION_JOBS = ("documents.jobs.ingest_next_document", "documents.jobs.ingest_document")
 
 
-def _top_up_ingestion_jobs(waiting: int) -> int:
+def _top_up_ingestion_jobs(waiting: int, queue=None) -> int:
     """Pending documents that have waited past DOCUMENT_STALE_SECONDS are usually just
     behind a backlog (ingestion is fair, not first come first served): as long as the queue
     holds a job for each, nothing is wrong and nothing is logged. Fewer jobs than documents
     (a lost Redis, a job that ran out of retries) get the difference queued again."""
     if not waiting:
         return 0
-    from rq.job import Job
-
-    queue = django_rq.get_queue("default")
+    queue = queue or django_rq.get_queue("default")
+    # Counted by id (a list of strings from Redis), not by loading every job: a backlog of
+    # 10,000 jobs took ~0.6 s of the scheduler's CPU a minute that way. (A job queued under
+    # an id of another form, before this prefix, is not counted: at worst one job too many
+    # is queued, and it returns quietly.)
     job_ids = queue.get_job_ids() + queue.scheduled_job_registry.get_job_ids()
-    queued = sum(1 for job in Job.fetch_many(job_ids, connection=queue.connection)
-                 if job is not None and job.func_name in INGESTION_JOBS)
+    queued = sum(1 for job_id in job_ids if job_id.startswith(INGESTION_JOB_PREFIX))
     missing = max(0, waiting - queued)
     if missing:
         logger.warning("%s pending documents had no job to take them; queued %s", missing, missing)

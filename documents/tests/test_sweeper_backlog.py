@@ -50,3 +50,19 @@ def test_lost_jobs_are_queued_again_once(account_a, queue, django_capture_on_com
     assert _queued_ingestion_jobs(queue) == 5
     assert [r.getMessage() for r in caplog.records if r.name == "groundwork.documents"] == [
         "5 pending documents had no job to take them; queued 5"]
+
+
+def test_other_jobs_in_the_queue_are_not_counted_as_ingestion_jobs(account_a, queue,
+                                                                    django_capture_on_commit_callbacks):
+    """The sweeper counts ingestion jobs by their id's prefix (without loading each job): the
+    jobs of other kinds queued beside them do not hide lost ones."""
+    from documents.jobs import INGESTION_JOB_PREFIX, purge_account
+
+    _waiting_documents(account_a, 3, django_capture_on_commit_callbacks)
+    assert all(job_id.startswith(INGESTION_JOB_PREFIX) for job_id in queue.get_job_ids())
+    queue.empty()
+    for _ in range(5):
+        queue.enqueue(purge_account, kwargs={"account_id": account_a.pk})
+    with django_capture_on_commit_callbacks(execute=True):
+        assert requeue_stale_work() == 3
+    assert _queued_ingestion_jobs(queue) == 3
