@@ -28,6 +28,8 @@ yours yourself yourselves tell explain describe know want need please thanks tha
 something anything thing things kind sort much many does say says said use used using""".split())
 _RST_ROLE = re.compile(r":[a-z:]+:`~?([^`<]+?)(?:\s*<[^>]*>)?`")
 _RST_LITERAL = re.compile(r"``([^`]+)``")
+# A number as written ("45", "12,500", "3.11"); compared without its separators.
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _HEADING_RULE = re.compile(r"^\s*([=\-~^\"'`#*+])\1{2,}\s*$")
 
 # A strict guard's sentence must take most of its content words, and half of its pairs of
@@ -154,6 +156,13 @@ def extractive_answer(question: str, passages: list, *, max_words: int = 90, min
     return answer.strip()
 
 
+def numbers(text: str) -> set[str]:
+    """The numbers of two or more digits in `text` ("12,500" and "12500" alike): a small
+    model's figures must come from the passages or the question (a list's "1." need not)."""
+    found = {re.sub(r"[.,]", "", n) for n in _NUMBER.findall(text)}
+    return {n for n in found if len(n) >= 2}
+
+
 def _mostly_in(words: list[str], known: set[str]) -> bool:
     return bool(words) and sum(1 for w in words if w in known) / len(words) >= MIN_SUPPORT
 
@@ -169,8 +178,9 @@ class Guard:
     ones (a loop, not a turn of phrase or a repetitive code line). Loose: text is released a
     word at a time. Strict (small models): a sentence at a time (or every MAX_HELD
     characters; `by_sentence` does that without the support check, and `max_sentences`
-    ends a small model's answer before it rambles to its token cap), and a sentence that repeats an earlier one, or whose content words are
-    mostly not in the passages, stops the answer; each released sentence is cited with the
+    ends a small model's answer before it rambles to its token cap), and a sentence that repeats an earlier one, whose content words are
+    mostly not in the passages, that has a number of two or more digits neither the passages
+    nor the question have, or that is a question, stops the answer; each released sentence is cited with the
     passage it overlaps most (a small model's own [Document N] markers are unreliable)."""
 
     passages: list
@@ -199,6 +209,8 @@ class Guard:
         self._all_terms = set().union(*self._passage_terms) if lists else set()
         self._all_pairs = {pair for t in lists for pair in zip(t, t[1:])}
         self._question_terms = set(terms(self.question))
+        self._numbers = set().union(numbers(self.question), *(numbers(p.text) for p in self.passages)) \
+            if self.strict else set()
 
     def feed(self, text: str) -> str:
         """Text that may be shown now ("" while a sentence or word is still being written)."""
@@ -232,8 +244,8 @@ class Guard:
 
     def _check(self, piece: str) -> str:
         body = piece.strip()
-        if not body:
-            return piece
+        if not body:  # (strict: no blank lines before the first sentence it released)
+            return piece if not self.strict or self.released else ""
         words = re.findall(r"\w+", CITATION.sub(" ", body).lower())
         if self.loop_words > 4:
             in_code = self._in_code
@@ -260,6 +272,12 @@ class Guard:
             pairs = list(zip(found, found[1:]))
             if (sum(1 for t in found if t in self._all_terms) / len(found) < MIN_SUPPORT
                     or sum(1 for p in pairs if p in self._all_pairs) / len(pairs) < MIN_PAIR_SUPPORT):
+                self.stopped = "unsupported"
+                return ""
+            claim = CITATION.sub("", body)
+            # A figure the passages do not have, or a question instead of an answer (a small
+            # model echoing a heading or asking back): the passages answer instead.
+            if numbers(claim) - self._numbers or claim.rstrip().endswith("?"):
                 self.stopped = "unsupported"
                 return ""
             if not self._sentences and self._question_terms and not self._question_terms & set(found):

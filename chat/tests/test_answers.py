@@ -99,6 +99,42 @@ def test_strict_guard_refuses_a_first_sentence_about_something_else():
     assert _stream(guard, "On Windows, associate .py files with Python.").startswith("On Windows")
 
 
+def test_strict_guard_stops_a_number_the_passages_do_not_have():
+    """A small model's figures are its least reliable words: a number of two or more digits
+    must be in the passages (or the question)."""
+    passages = [P(text="Meals are reimbursed up to 45 euros a day. The limit was 12,500 euros in 2024.")]
+    guard = answering.Guard(passages, strict=True, question="How much are meals reimbursed?")
+    assert (_stream(guard, "Meals are reimbursed up to 45 euros a day. The limit was 12,500 euros in 2024.")
+            == "Meals are reimbursed up to 45 euros a day [Document 1]. The limit was 12,500 euros in 2024 [Document 1].")
+    guard = answering.Guard(passages, strict=True, question="How much are meals reimbursed?")
+    out = _stream(guard, "Meals are reimbursed up to 45 euros a day. The limit was 13,500 euros in 2024.")
+    assert out == "Meals are reimbursed up to 45 euros a day [Document 1]. " and guard.stopped == "unsupported"
+    # The one seen from outside: a made-up number before words copied from the passages.
+    faq = [P(text="How do I iterate over a sequence in reverse order? Use the reversed() built-in function.")]
+    guard = answering.Guard(faq, strict=True, question="How do I iterate over a sequence in reverse order?")
+    assert _stream(guard, "1923045876 Use the reversed() built-in function to iterate over a sequence.") == ""
+    assert guard.stopped == "unsupported" and not guard.answered
+    # A number the question gave is fine, and so is a list's single-digit numbering.
+    how = [P(text="Use the reversed() built-in function to iterate over a sequence in reverse order.")]
+    guard = answering.Guard(how, strict=True, question="Can I go over 20 items backwards?")
+    answer = "1. For 20 items, use the reversed() built-in function to iterate over a sequence in reverse order."
+    assert _stream(guard, answer) == answer[:-1] + " [Document 1]."
+
+
+def test_strict_guard_does_not_answer_with_a_question():
+    """A small model that echoes a heading or asks back has not answered: the passages do."""
+    faq = [P(text="How do I iterate over a sequence in reverse order? Use the reversed() built-in function.")]
+    guard = answering.Guard(faq, strict=True, question="How do I go over a sequence backwards?")
+    assert _stream(guard, "How do I iterate over a sequence in reverse order [Document 1]?") == ""
+    assert guard.stopped == "unsupported" and not guard.answered
+    # Nor do blank lines before it reach the answer the passages then give.
+    guard = answering.Guard(faq, strict=True, question="How do I go over a sequence backwards?")
+    assert _stream(guard, "\n\n::\n\nHow do I iterate over a sequence in reverse order?") == ""
+    guard = answering.Guard(faq, strict=True, question="Which function goes over a sequence backwards?")
+    assert (_stream(guard, "\n\nUse the reversed() built-in function.\n\nIt iterates over a sequence in reverse order.")
+            == "Use the reversed() built-in function [Document 1].\n\nIt iterates over a sequence in reverse order [Document 1].")
+
+
 def test_strict_guard_stops_a_repeated_sentence():
     guard = answering.Guard([P(text="Everyone has twenty-eight days of paid holiday.")], strict=True)
     out = _stream(guard, "Everyone has twenty-eight days. Everyone has twenty-eight days. Again.")
