@@ -13,3 +13,13 @@ def ingest_text(fake_llm, upload_and_ingest):
 @pytest.fixture
 def handbook(account_a, ingest_text):
     return ingest_text(account_a, "handbook.md", HANDBOOK)
+
+
+@pytest.fixture(autouse=True)
+def _sockets_closed():
+    """Every test websocket still open when its test ends is disconnected then."""
+    yield
+    from chat.tests.test_websocket import Socket
+
+    Socket.close_all()
+

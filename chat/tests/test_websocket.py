@@ -33,9 +33,12 @@ class Socket:
     """A websocket client on the shared server loop, so the application task lives across
     calls: connect, send frames, collect frames until a final one."""
 
+    made: list["Socket"] = []  # every socket of the running test (closed after it: chat/tests/conftest.py)
+
     def __init__(self, headers):
         self.loop = _server_loop()
         self.communicator = WebsocketCommunicator(application, "/ws/chat/", headers=headers)
+        Socket.made.append(self)
 
     def _run(self, coroutine, timeout=30):
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(timeout)
@@ -69,6 +72,20 @@ class Socket:
 
     def close(self):
         self._run(self.communicator.disconnect())
+
+    @classmethod
+    def close_all(cls) -> None:
+        """Disconnect every socket of the test whose consumer is still running, so no consumer
+        task outlives its test (and the test run's Redis, which it would reach for at exit)."""
+        made, cls.made = cls.made, []
+        for socket in made:
+            future = socket.communicator._future  # (the property would start a never-connected one)
+            if future is None or future.done():
+                continue
+            try:
+                socket._run(socket.communicator.disconnect(timeout=5), timeout=10)
+            except Exception:  # the test already saw what it needed of this socket
+                pass
 
 
 def _key_socket(account):
