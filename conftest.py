@@ -91,7 +91,10 @@ def queue():
         # (Scheduled: retries that a test's failing job left behind, which the sweeper counts.)
         for registry in (q.failed_job_registry, q.finished_job_registry, q.scheduled_job_registry):
             for job_id in registry.get_job_ids():
-                registry.remove(job_id, delete_job=True)
+                try:
+                    registry.remove(job_id, delete_job=True)
+                except ValueError:  # rq: the job's execution record is gone already (it expires)
+                    registry.remove(job_id)
     clean()
     yield q
     clean()
