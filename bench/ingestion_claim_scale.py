@@ -58,7 +58,7 @@ def run() -> dict:
     from bench.common import percentile
     from core.tenancy import dangerously_bypass_tenancy
     from documents.ingestion_queue import claim_next
-    from documents.models import Document, Status
+    from documents.models import Document, IngestionLane, Status
 
     count = int(os.environ.get("CLAIM_SCALE_ACCOUNTS", "2000"))
     pending = int(os.environ.get("CLAIM_SCALE_PENDING", "5"))
@@ -79,9 +79,9 @@ def run() -> dict:
             order.append(document.account_id)
     finally:
         with dangerously_bypass_tenancy(reason="bench: hand the claimed documents back"):
-            Document.all_accounts.filter(pk__in=claimed).update(status=Status.PENDING, claimed_at=None,
-                                                                 heartbeat_at=None, attempts=0,
+            Document.all_accounts.filter(pk__in=claimed).update(status=Status.PENDING, heartbeat_at=None, attempts=0,
                                                                  updated_at=timezone.now())
+            IngestionLane.all_accounts.filter(account_id__in=order).update(served_at=None)
     return {"accounts": len(accounts), "accounts_waiting": waiting, "claims": len(timings),
             "claim_ms": {"p50": round(percentile(timings, 50), 2), "p95": round(percentile(timings, 95), 2),
                          "max": round(max(timings), 2)},

@@ -93,9 +93,8 @@ def claim(account_id, document_id, revision) -> Document | None:
             return None
         document.status = Status.PROCESSING
         document.attempts += 1
-        # claimed_at: when the account was last served, for the fair claim's order.
-        document.heartbeat_at = document.claimed_at = timezone.now()
-        document.save(update_fields=["status", "attempts", "heartbeat_at", "claimed_at", "updated_at"])
+        document.heartbeat_at = timezone.now()
+        document.save(update_fields=["status", "attempts", "heartbeat_at", "updated_at"])
         return document
 
 

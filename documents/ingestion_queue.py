@@ -67,7 +67,8 @@ WHERE waiting AND account_id = ANY(%(busy)s)
 # pending meanwhile marks the lane (the trigger) only after this claim has committed.
 _LOCK_LANE_SQL = "SELECT 1 FROM documents_ingestionlane WHERE account_id = %s AND waiting FOR UPDATE"
 
-_SERVED_SQL = "UPDATE documents_ingestionlane SET served_at = now() WHERE account_id = %s"
+# (The clock's time, not the transaction's: claims in one transaction still have an order.)
+_SERVED_SQL = "UPDATE documents_ingestionlane SET served_at = clock_timestamp() WHERE account_id = %s"
 
 # No document left to take: the lane stops waiting. A running reindex run's current document
 # is the run's, so it keeps no lane waiting (the sweeper marks the lane again if the run
@@ -85,11 +86,11 @@ WHERE account_id = %(account)s AND NOT EXISTS (
 # that are not marked waiting (a running reindex run that stopped with its document pending).
 _MARK_STALE_WAITING_SQL = """
 INSERT INTO documents_ingestionlane AS lane (account_id, waiting, waiting_since)
-SELECT DISTINCT d.account_id, true, now() FROM documents_document AS d
+SELECT DISTINCT d.account_id, true, clock_timestamp() FROM documents_document AS d
 WHERE d.status = %(pending)s AND coalesce(d.heartbeat_at, d.created_at) < %(stale_before)s
   AND NOT EXISTS (SELECT 1 FROM documents_reindexrun AS r
                   WHERE r.account_id = d.account_id AND r.status = %(running)s AND r.current_document_id = d.id)
-ON CONFLICT (account_id) DO UPDATE SET waiting = true, waiting_since = now() WHERE NOT lane.waiting
+ON CONFLICT (account_id) DO UPDATE SET waiting = true, waiting_since = clock_timestamp() WHERE NOT lane.waiting
 RETURNING account_id
 """
 

@@ -123,9 +123,6 @@ class Document(TenantModel):
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    # When a worker last took this document: an account's latest is when it was last served,
-    # which orders the fair claim (documents/ingestion_queue.py).
-    claimed_at = models.DateTimeField(null=True, blank=True)
     uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
                                     related_name="+")
     # A document uploaded with an API key is the key's (never its creator's): the key's budgets
@@ -150,8 +147,7 @@ class Document(TenantModel):
             models.UniqueConstraint(fields=["collection", "sha256"], condition=~models.Q(status="deleting"),
                                     name="document_sha256_unique_per_collection"),
         ]
-        indexes = [models.Index(fields=["account", "-created_at"], name="document_account_recent"),
-                   models.Index(fields=["account", "claimed_at"], name="document_account_claimed")]
+        indexes = [models.Index(fields=["account", "-created_at"], name="document_account_recent")]
 
     def __str__(self):
         return self.name

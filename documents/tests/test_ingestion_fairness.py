@@ -278,18 +278,19 @@ def test_the_fairest_lanes_are_read_in_the_index_order(db):
 
 
 def test_the_fair_order_holds_across_many_waiting_accounts(db, fake_llm, queued):
-    """Never served first (oldest waiting first among them), then least recently served, and
-    an account with a document in flight after every account without."""
+    """Never served first, in the order they started waiting (here the reverse of the accounts'
+    ids, so the id is not what orders them); then, all with one in flight, least recently
+    served first. (An account with nothing in flight before one with some: the test above.)"""
     from accounts.tests.factories import make_account
     from documents.ingestion_queue import claim_next
 
     accounts = [make_account(f"Lane {i}", owner_email=f"lane{i}@lanes.test") for i in range(5)]
-    for account in accounts:
+    waiting_order = accounts[::-1]
+    for account in waiting_order:
         for n in range(2):
             queued(account, f"{account.pk}-{n}.txt", f"Account {account.pk}'s document {n}.")
     first_round = [claim_next().account_id for _ in accounts]
-    assert first_round == [a.pk for a in accounts]  # in the order they started waiting
-    # Everyone has one in flight now, all equal: the least recently served goes first.
+    assert first_round == [a.pk for a in waiting_order]
     assert [claim_next().account_id for _ in accounts] == first_round
     assert claim_next() is None
 
