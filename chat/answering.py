@@ -177,11 +177,12 @@ class Guard:
     times, and the answer stops there: 4 for small models, 8 outside code blocks for capable
     ones (a loop, not a turn of phrase or a repetitive code line). Loose: text is released a
     word at a time. Strict (small models): a sentence at a time (or every MAX_HELD
-    characters; `by_sentence` does that without the support check, and `max_sentences`
-    ends a small model's answer before it rambles to its token cap), and a sentence that repeats an earlier one, whose content words are
-    mostly not in the passages, that has a number of two or more digits neither the passages
-    nor the question have, or that is a question, stops the answer; each released sentence is cited with the
-    passage it overlaps most (a small model's own [Document N] markers are unreliable)."""
+    characters; `by_sentence` does that without the support check, and `max_sentences` ends
+    a small model's answer before it rambles to its token cap). A strict guard stops the
+    answer at a sentence that repeats an earlier one, whose content words are mostly not in
+    the passages, that has a number of two or more digits neither the passages nor the
+    question have, or that is a question; each released sentence is cited with the passage
+    it overlaps most (a small model's own [Document N] markers are unreliable)."""
 
     passages: list
     strict: bool = False
@@ -246,7 +247,8 @@ class Guard:
         body = piece.strip()
         if not body:  # (strict: no blank lines before the first sentence it released)
             return piece if not self.strict or self.released else ""
-        words = re.findall(r"\w+", CITATION.sub(" ", body).lower())
+        claim = CITATION.sub(" ", body)  # the sentence without its [Document N] markers
+        words = re.findall(r"\w+", claim.lower())
         if self.loop_words > 4:
             in_code = self._in_code
             self._in_code ^= body.count("```") % 2 == 1
@@ -274,7 +276,6 @@ class Guard:
                     or sum(1 for p in pairs if p in self._all_pairs) / len(pairs) < MIN_PAIR_SUPPORT):
                 self.stopped = "unsupported"
                 return ""
-            claim = CITATION.sub("", body)
             # A figure the passages do not have, or a question instead of an answer (a small
             # model echoing a heading or asking back): the passages answer instead.
             if numbers(claim) - self._numbers or claim.rstrip().endswith("?"):

@@ -81,7 +81,6 @@ def _post(path: str, body: dict):
     return client().post(path, body=body, cast_to=object, options={"headers": {RAW_RESPONSE_HEADER: "stream"}})
 
 
-
 def embed(texts: list[str], *, model: str | None = None, dimensions: int | None = None) -> Embeddings:
     """Embed up to EMBEDDING_BATCH_LIMIT texts in one request with `model` (EMBEDDING_MODEL
     by default). Checks count and dimension of what comes back: `dimensions`, by default

@@ -105,7 +105,8 @@ def test_strict_guard_stops_a_number_the_passages_do_not_have():
     passages = [P(text="Meals are reimbursed up to 45 euros a day. The limit was 12,500 euros in 2024.")]
     guard = answering.Guard(passages, strict=True, question="How much are meals reimbursed?")
     assert (_stream(guard, "Meals are reimbursed up to 45 euros a day. The limit was 12,500 euros in 2024.")
-            == "Meals are reimbursed up to 45 euros a day [Document 1]. The limit was 12,500 euros in 2024 [Document 1].")
+            == "Meals are reimbursed up to 45 euros a day [Document 1]. "
+               "The limit was 12,500 euros in 2024 [Document 1].")
     guard = answering.Guard(passages, strict=True, question="How much are meals reimbursed?")
     out = _stream(guard, "Meals are reimbursed up to 45 euros a day. The limit was 13,500 euros in 2024.")
     assert out == "Meals are reimbursed up to 45 euros a day [Document 1]. " and guard.stopped == "unsupported"
@@ -132,7 +133,8 @@ def test_strict_guard_does_not_answer_with_a_question():
     assert _stream(guard, "\n\n::\n\nHow do I iterate over a sequence in reverse order?") == ""
     guard = answering.Guard(faq, strict=True, question="Which function goes over a sequence backwards?")
     assert (_stream(guard, "\n\nUse the reversed() built-in function.\n\nIt iterates over a sequence in reverse order.")
-            == "Use the reversed() built-in function [Document 1].\n\nIt iterates over a sequence in reverse order [Document 1].")
+            == "Use the reversed() built-in function [Document 1].\n\n"
+               "It iterates over a sequence in reverse order [Document 1].")
 
 
 def test_strict_guard_stops_a_repeated_sentence():
