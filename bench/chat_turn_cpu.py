@@ -6,10 +6,17 @@ process's worker thread runs it. Reports the thread's CPU and the wall time per 
 change to the turn can be measured apart from daphne's relaying (bench/chat_open_loop.py
 measures the whole web process).
 
+Also where a turn's time goes, step by step (`steps`: wall and thread-CPU p50 of each of the
+turn's parts, timed by wrapping them in chat.agent for the measured turns; the wrappers'
+own cost is in the totals too, a few microseconds a step).
+
 Knobs: CHAT_TURN_CPU_TURNS (200; after 20 warm-up turns).
 """
 from __future__ import annotations
 
+import collections
+import contextlib
+import functools
 import os
 import statistics
 import subprocess
@@ -18,6 +25,38 @@ import time
 
 from bench.chat_ws import ANSWER_WORDS, _free_port, _prepare_account, _wait
 from config.embedded import BASE_DIR
+
+
+# The parts of a turn (chat.agent's own names), in the order they run.
+STEPS = ("check_chat_rate", "_conversation", "credits_hold", "_embed", "_retrieve", "build_messages", "turn_finish")
+
+
+@contextlib.contextmanager
+def _timed_steps(timings: dict):
+    """chat.agent's steps wrapped to record (wall ms, thread CPU ms) per call; unwrapped after."""
+    from chat import agent, driver
+
+    originals = {name: getattr(agent, name) for name in STEPS}
+
+    def wrap(name, func):
+        @functools.wraps(func)
+        def timed(*args, **kwargs):
+            wall, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return func(*args, **kwargs)
+            finally:
+                timings[name].append(((time.perf_counter() - wall) * 1000, (time.thread_time() - cpu) * 1000))
+        return timed
+
+    for name, func in originals.items():
+        setattr(agent, name, wrap(name, func))
+    driver.turn_finish = agent.turn_finish  # the driver imported it by name
+    try:
+        yield
+    finally:
+        for name, func in originals.items():
+            setattr(agent, name, func)
+        driver.turn_finish = originals["turn_finish"]
 
 
 def run() -> dict:
@@ -54,6 +93,10 @@ def run() -> dict:
         for i in range(20):
             one(i)
         measured = [one(i) for i in range(turns)]
+        timings: dict = collections.defaultdict(list)
+        with _timed_steps(timings):
+            for i in range(turns):
+                one(i)
     finally:
         fake.terminate()
         fake.wait(10)
@@ -62,6 +105,11 @@ def run() -> dict:
     return {"turns": turns, "cpu_ms_per_turn": {"mean": round(statistics.mean(cpu), 2),
                                                 "p50": round(statistics.median(cpu), 2)},
             "wall_ms_per_turn": {"mean": round(statistics.mean(wall), 2), "p50": round(statistics.median(wall), 2)},
+            # A second pass of as many turns, its steps timed (the totals above are unwrapped).
+            "steps": {name: {"calls_per_turn": round(len(timings[name]) / turns, 2),
+                             "wall_ms_p50": round(statistics.median(w for w, _ in timings[name]), 3),
+                             "cpu_ms_p50": round(statistics.median(c for _, c in timings[name]), 3)}
+                      for name in STEPS if timings[name]},
             "load_average": os.getloadavg()[0],
             "settings": f"API-key turn, lookup route, {profile().name} profile, fake model server "
                         f"({ANSWER_WORDS}-word answers), one turn at a time in this process"}
