@@ -3,7 +3,7 @@
 The corpus: the 174 answers of /work/shared/eval/python_faq.jsonl, grouped into one text
 document per FAQ file (`faq/design.rst.txt` ...), each answer under its question as a
 heading, ingested into one account with model A (384-d); then EMBEDDING_MODEL is changed to
-model B (256-d) and the migration runs as the worker runs it (documents.embedding_models).
+model B (256-d) and the migration runs as the worker runs it (retrieval.embedding_models).
 The provider is the fake OpenAI-compatible server (llm/fake_server.py) serving both models,
 so the times are the product's own work (batching, staging, charging, the switch), without
 model compute; credits are the provider-reported tokens (the bundled model's tokenizer).
@@ -36,7 +36,8 @@ def run() -> dict:
     from accounts.services import account_create
     from core.tenancy import account_context
     from documents import jobs, services
-    from documents.embedding_models import migration_run, model_change
+    from retrieval import services as retrieval_services
+    from retrieval.embedding_models import migration_run, model_change
     from documents.models import Document, ReindexRun
     from llm.fake_server import FakeOpenAIServer
 
@@ -57,7 +58,7 @@ def run() -> dict:
         settings.EMBEDDING_MODEL, settings.EMBEDDING_DIMENSIONS = NEW, NEW_DIMS
         with account_context(account):
             change = model_change(account=account)
-            run = services.embedding_migration_start(account=account, actor=owner)
+            run = retrieval_services.embedding_migration_start(account=account, actor=owner)
         started = time.perf_counter()
         migration_run(account_id=account.pk, run_id=run.pk)  # as the worker does (its job)
         migrate_s = time.perf_counter() - started

@@ -3,7 +3,7 @@
 The ~500 reStructuredText sources are ingested into one bench account through the real
 pipeline with the bundled local embedding model; the account is kept in the bench database
 (`groundwork_bench`), so a rerun only evaluates. Each question is embedded with the same
-model and searched with `documents.search.hybrid_search` in vector-only, full-text-only
+model and searched with `retrieval.search.hybrid_search` in vector-only, full-text-only
 and hybrid mode. Scoring as the eval README suggests: a retrieved chunk is relevant when it
 comes from the question's `document` and shares a whitespace-normalised span of at least
 60 characters with `answer_section`. Second run: every question reworded (first word
@@ -112,7 +112,7 @@ def _evaluate(account, questions: list[dict], texts: list[str], *, modes=("vecto
 
     from core.tenancy import account_context
     from documents.models import Chunk, Document
-    from documents.search import hybrid_search
+    from retrieval.search import hybrid_search
     from llm import client as llm
 
     step = llm.EMBEDDING_BATCH_LIMIT
@@ -142,8 +142,8 @@ def _evaluate(account, questions: list[dict], texts: list[str], *, modes=("vecto
 
 def run() -> dict:
     from bench.ingestion import LocalModels
-    from documents.search import ensure_tenant_vector_index
-    from documents.search import query as search
+    from retrieval.search import ensure_tenant_vector_index
+    from retrieval.search import query as search
 
     questions = [json.loads(line) for line in (EVAL_DIR / "python_faq.jsonl").read_text().splitlines() if line.strip()]
     files = _corpus()

@@ -8,17 +8,17 @@ matches too. Loaded with multi-row INSERTs into the real `documents_chunk` table
 database) with the HNSW and GIN indexes dropped, then rebuilt. The rows are kept for the
 next run (SEARCH_SCALE_KEEP=0 deletes them at the end); 1M is the 100k set grown in place.
 
-After loading, `documents.search.ensure_tenant_vector_index()` runs for every bench account
+After loading, `retrieval.search.ensure_tenant_vector_index()` runs for every bench account
 (as the product's publish step does), so accounts past SEARCH_TENANT_INDEX_MIN_CHUNKS get
 their own partial HNSW index (its build time is reported).
 
-Measured through the product's own `documents.search.hybrid_search` inside an account
+Measured through the product's own `retrieval.search.hybrid_search` inside an account
 context (RLS on, the app role): p50/p95 over 40 queries per tenant, recall@10 of the
 vector list against the exact ranking, for each vector path forced (exact; the account's
 own index, where it has one; the table-wide HNSW index) and for the path the product picks
 by itself ("auto"), full text through `chunk_fulltext_search()` (GIN usable) versus the
 same query under RLS directly, and hybrid on the auto path; full text and hybrid also with the
-full-text pool unbounded (documents.search.query.FULLTEXT_POOL; migration 0012), query by
+full-text pool unbounded (retrieval.search.query.FULLTEXT_POOL; migration 0012), query by
 query, for the latency before the bound and the share of the top 10 it keeps.
 SEARCH_SCALE_SIZES=100000,1000000 picks the sizes; SEARCH_SCALE_MEASURE=0 only loads;
 SEARCH_SCALE_FORCED_PATHS=0 measures only the paths the product takes.
@@ -34,7 +34,7 @@ from django.db import connection
 
 from bench.common import percentile
 from core.db_owner import owner_connection
-from documents.search import search_path_for, tenant_index_name
+from retrieval.search import search_path_for, tenant_index_name
 
 DIM = 384
 ACCOUNTS = 1000
@@ -159,7 +159,7 @@ def _load(total: int, account_ids: list[int]) -> dict:
 
 def _tenant_indexes(account_ids: list[int]) -> dict:
     """ensure_tenant_vector_index() for every bench account; seconds per index built."""
-    from documents.search import ensure_tenant_vector_index
+    from retrieval.search import ensure_tenant_vector_index
 
     built = {}
     for account_id in account_ids:
@@ -184,7 +184,7 @@ def _queries(account_id: int, n: int) -> list[tuple[str, np.ndarray]]:
 def _forced(path: str):
     """hybrid_search on one vector path ("exact", "tenant_hnsw", "hnsw"), or "auto": the
     product's own choice."""
-    from documents.search import query as search
+    from retrieval.search import query as search
 
     if path == "auto":
         return mock.patch.object(search, "search_path_for", search.search_path_for)
@@ -198,8 +198,8 @@ def _measure(account_id: int, *, mode: str, path: str) -> dict:
     so both see the same machine load: its latency, and how many of the bounded search's
     top 10 are the unbounded one's ("same_top10")."""
     from core.tenancy import account_context
-    from documents import search
-    from documents.search import query as search_query
+    from retrieval import search
+    from retrieval.search import query as search_query
 
     latencies, recalls, unbounded, same = [], [], [], []
     for query, vector in _queries(account_id, QUERIES):
@@ -332,7 +332,7 @@ def run() -> dict:
     if os.environ.get("SEARCH_SCALE_KEEP", "1") == "0":
         _cleanup(account_ids)
     from django.conf import settings
-    from documents.search import query as search_query
+    from retrieval.search import query as search_query
 
     results["settings"] = ("top_k=10, candidates N=40, hnsw m=16 ef_construction=64, hnsw.ef_search=100, "
                            "iterative_scan=relaxed_order, max_scan_tuples default (20000); 40 queries per tenant; "

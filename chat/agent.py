@@ -29,10 +29,10 @@ from chat.ratelimit import check_chat_rate
 from chat.selectors import conversation_get
 from chat.router import GENERAL, LOOKUP, SUMMARY, is_followup, match_document, route, standalone_query
 from documents.chunking import embedding_tokens
-from documents import embedding_models
+from documents.embedding import active_embedding_model
 from documents.models import Document, Status
 from documents.selectors import collection_ids_requested
-from documents.search import expand_passages, first_chunks, hit_passages, hybrid_search, ocr_chunk_ids
+from retrieval.search import expand_passages, first_chunks, hit_passages, hybrid_search, ocr_chunk_ids
 from llm import client as llm
 from llm.tokens import count_tokens
 
@@ -374,7 +374,7 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
                             request_id=request_id, reply=decision.reply, profile=chosen,
                             cancelled=cancelled or threading.Event(), spender=spender)
         # The query is embedded with the model the account's chunks are searched by.
-        active = embedding_models.active_embedding_model(account_id=account.pk) \
+        active = active_embedding_model(account_id=account.pk) \
             if decision.kind == LOOKUP else None
         hold = credits_hold(account=account, amount=_worst_case(question, history, decision.kind, options, chosen),
                             key=f"chat:{request_id}", reference=references.conversation(conversation.pk), **spender)
@@ -393,7 +393,7 @@ def turn_prepare(*, account, user=None, api_key=None, question, conversation_id=
                 kind, passages = _retrieve(account, decision.kind, decision.summary_target, query, embedded,
                                            chosen=chosen, collection_ids=collection_ids)
             except _NeedsEmbedding:  # a summary of no such document: the words are looked up
-                active = embedding_models.active_embedding_model(account_id=account.pk)
+                active = active_embedding_model(account_id=account.pk)
                 embedded, draw = _embed(query, active, key=f"chat:{request_id}:query")
                 draws.append(draw)
                 kind, passages = _retrieve(account, LOOKUP, "", query, embedded, chosen=chosen,

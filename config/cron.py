@@ -3,8 +3,9 @@ INFO lines are filtered out (config/logs.py): an idle installation prints nothin
 from rq import cron
 
 from billing.jobs import release_stale_holds
-from documents.jobs import refresh_search_indexes, requeue_stale_work
+from documents.jobs import requeue_stale_work
 from exports.jobs import cleanup_exports
+from retrieval.jobs import refresh_search_indexes
 
 # (job, every N seconds, name)
 PERIODIC_JOBS = [

@@ -56,6 +56,7 @@ INSTALLED_APPS = [
     "accounts",
     "billing",
     "documents",
+    "retrieval",
     "chat",
     "exports",
     "config",
@@ -277,7 +278,7 @@ EMBEDDING_MODEL = env("EMBEDDING_MODEL", default="all-minilm-l6-v2")
 EMBEDDING_DIMENSIONS = env.int("EMBEDDING_DIMENSIONS", default=384)
 RAG_MATCH_THRESHOLD = env.float("RAG_MATCH_THRESHOLD", default=0.1)
 RAG_TOP_K = env.int("RAG_TOP_K", default=5)
-# Search paths and per-account HNSW indexes (documents/search/, docs/benchmarks.md).
+# Search paths and per-account HNSW indexes (retrieval/search/, docs/benchmarks.md).
 SEARCH_EXACT_MAX_CHUNKS = env.int("SEARCH_EXACT_MAX_CHUNKS", default=5000)
 SEARCH_EF_SEARCH = env.int("SEARCH_EF_SEARCH", default=100)
 SEARCH_EF_SEARCH_MAX = env.int("SEARCH_EF_SEARCH_MAX", default=1000)

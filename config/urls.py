@@ -10,6 +10,7 @@ api_v1 = [
     path("", include("audit.api_urls")),
     path("", include("billing.api_urls")),
     path("", include("documents.api_urls")),
+    path("", include("retrieval.api_urls")),
     path("", include("chat.api_urls")),
     path("", include("exports.api_urls")),
 ]
@@ -25,6 +26,7 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     path("v1/", include("chat.openai_urls")),
     path("documents/", include((("documents.urls"), "documents"))),
+    path("documents/", include(("retrieval.urls", "retrieval"))),
     path("chat/", include(("chat.urls", "chat"))),
     path("credits/", include(("billing.urls", "billing"))),
     path("exports/", include("exports.urls")),

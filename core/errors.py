@@ -44,6 +44,31 @@ class GroundworkError(Exception):
         return _rebuild, (type(self), dict(self.__dict__))
 
 
+class NotFound(GroundworkError):
+    """Missing, another account's, malformed or not visible to this principal: one answer
+    for all, so an id reveals nothing (404 `not_found`). Every `<thing>_access_by_id`
+    selector raises a subclass naming its thing; pages turn it into the 404 page."""
+
+    status = 404
+    default_message = "Not found."
+
+    def __init__(self, message: str | None = None):
+        super().__init__("not_found", message or self.default_message)
+
+
+def object_id(value) -> int | None:
+    """An id from a URL or a body as the database can hold it, or None (malformed, not
+    positive, past bigint): the `*_access_by_id` selectors answer None as not found, never
+    as a database error."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if 0 < number < 2**63 else None
+
+
 def as_groundwork_error(exc: BaseException) -> GroundworkError:
     """Any exception as the error a client may see: domain errors as they are, anything
     else logged with its traceback and answered as a 500 `server_error`."""

@@ -1,7 +1,6 @@
 from django.urls import path
 
 from documents import api, collections_api
-from documents.search_api import SearchView
 
 urlpatterns = [
     path("documents/", api.DocumentListView.as_view(), name="api-documents"),
@@ -12,7 +11,6 @@ urlpatterns = [
     path("documents/<int:document_id>/move/", collections_api.DocumentMoveView.as_view(), name="api-document-move"),
     path("collections/", collections_api.CollectionListView.as_view(), name="api-collections"),
     path("collections/<int:collection_id>/", collections_api.CollectionDetailView.as_view(), name="api-collection"),
-    path("search/", SearchView.as_view(), name="api-search"),
     path("reindex/", api.AccountReindexView.as_view(), name="api-reindex"),
     path("reindex/<int:run_id>/cancel/", api.AccountReindexCancelView.as_view(), name="api-reindex-cancel"),
 ]

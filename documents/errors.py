@@ -2,6 +2,7 @@
 `message` a person can act on. They cross the parser sandbox's process boundary unchanged
 (GroundworkError pickles with every attribute)."""
 from core.errors import GroundworkError
+from core.errors import NotFound as _NotFound
 
 
 class UploadRejected(GroundworkError):
@@ -12,17 +13,9 @@ class IngestionError(GroundworkError):
     """A stored file could not be turned into text; `message` is shown to the uploader."""
 
 
-class NotFound(GroundworkError):
-    """Missing, another account's, or (for a document) being deleted: one answer for all,
-    so an id reveals nothing. The API answers with its JSON (404); pages turn it into the
-    404 page (documents/views.py). No Django import here: the parser sandbox imports this
-    module without Django."""
-
-    status = 404
-    default_message = "Not found."
-
-    def __init__(self, message: str | None = None):
-        super().__init__("not_found", message or self.default_message)
+class NotFound(_NotFound):
+    """Missing, another account's, or (for a document) being deleted (core.errors.NotFound).
+    No Django import here: the parser sandbox imports this module without Django."""
 
 
 class DocumentNotFound(NotFound):

@@ -20,7 +20,8 @@ from billing.services import credits_debit
 from documents.chunking import chunk_document, embedding_text, embedding_tokens
 from documents import images
 from documents.errors import IngestionError
-from documents.embedding_models import active_embedding_model, active_embedding_model_lock, migration_run
+from documents.embedding import active_embedding_model, active_embedding_model_lock
+from documents.run_kinds import run_kind_for
 from documents.models import Chunk, Document, EmbeddingBatch, ReindexRun, Status
 from documents.parsing import parse_in_sandbox
 from documents.storage import file_delete, local_copy
@@ -324,8 +325,9 @@ def reindex_run(*, account_id: int, run_id: int) -> None:
     """
     with account_context(account_id=account_id):
         run = ReindexRun.objects.for_account(account_id).filter(pk=run_id).first()
-    if run is not None and run.kind == ReindexRun.RunKind.MIGRATION:
-        migration_run(account_id=account_id, run_id=run_id)
+    owner = run_kind_for(run.kind) if run is not None else None
+    if owner is not None:  # an embedding-model migration: retrieval's (documents/run_kinds.py)
+        owner.run(account_id=account_id, run_id=run_id)
         return
     while True:
         with account_context(account_id=account_id):

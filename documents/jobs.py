@@ -1,5 +1,5 @@
 """django-rq entry points for documents: thin, take ids, re-fetch, call the pipeline; and
-the cron jobs (the stale-work sweeper, the search index refresh).
+the stale-work sweeper's cron job (the search index refresh is retrieval's: retrieval/jobs.py).
 
 Enqueued with transaction.on_commit, never inside an open transaction. Imports go one
 way: services -> jobs -> ingestion and search; neither of those imports this module.
@@ -20,7 +20,6 @@ from rq import Retry
 from core.tenancy import account_context, dangerously_bypass_tenancy
 from documents import ingestion, ingestion_queue, purge
 from documents.models import Document, ReindexRun, Status
-from documents.search.maintenance import tenant_vector_indexes_refresh
 
 logger = logging.getLogger("groundwork.documents")
 
@@ -155,8 +154,3 @@ def _top_up_ingestion_jobs(waiting: int, queue=None) -> int:
         for _ in range(missing):
             enqueue_ingest(None)
     return missing
-
-
-def refresh_search_indexes() -> dict[int, str]:
-    """Cron: give each large account its own HNSW index, drop those of accounts that shrank."""
-    return tenant_vector_indexes_refresh()

@@ -14,7 +14,7 @@ from core.tenancy import AllAccountsManager, TenantManager, TenantModel, TenantQ
 # `embedding_model`, and search compares only vectors of the account's active model
 # (ActiveEmbeddingModel). HNSW indexes are per dimension, on the expression
 # `(embedding::vector(N))` with the predicate `vector_dims(embedding) = N` (migration 0010,
-# documents/search/maintenance.py); 384 is the dimension of the bundled model.
+# retrieval/search/maintenance.py); 384 is the dimension of the bundled model.
 EMBEDDING_DIMENSIONS = 384
 
 
@@ -244,7 +244,7 @@ class IngestionLane(TenantModel):
 class ReindexRun(TenantModel):
     """Re-embedding a whole account, with progress: a reindex (new revisions of every
     document) or an embedding-model migration (vectors of a new model built beside the old
-    ones in ChunkEmbedding, then switched to at once; see documents/embedding_models.py)."""
+    ones in ChunkEmbedding, then switched to at once; see retrieval/embedding_models.py)."""
 
     class RunStatus(models.TextChoices):
         RUNNING = "running", "Running"
@@ -284,7 +284,7 @@ class ReindexRun(TenantModel):
 class ActiveEmbeddingModel(TenantModel):
     """The embedding model an account's search uses: queries are embedded with it and
     compared only with chunk vectors of it. Changed only by a finished migration, in the
-    transaction that swaps the vectors (documents/embedding_models.py)."""
+    transaction that swaps the vectors (retrieval/embedding_models.py)."""
 
     model = models.CharField(max_length=200)
     dimensions = models.PositiveIntegerField()

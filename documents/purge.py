@@ -3,7 +3,8 @@
 Runs as the account's own unit of work and removes each document with its chunks, staged
 embeddings and stored file (one document per transaction, so a purge that stops half way
 resumes where it stopped), any file left under the account's folder, the reindex runs, the
-collections and grants, and the account's own vector index. Run twice, the second run finds
+collections and grants (the account's own vector index is dropped by retrieval's job on
+account_deleted: retrieval/jobs.py). Run twice, the second run finds
 nothing to do.
 """
 from __future__ import annotations
@@ -17,7 +18,6 @@ from core.tenancy import account_context
 from documents import ingestion
 from documents.models import (ActiveEmbeddingModel, Collection, CollectionAccess, Document, IngestionLane, ReindexRun,
                               Status)
-from documents.search.maintenance import tenant_vector_index_drop
 from documents.storage import file_delete
 
 logger = logging.getLogger("groundwork.documents")
@@ -57,7 +57,6 @@ def account_purge(*, account_id: int) -> int:
         ActiveEmbeddingModel.objects.for_account(account_id).delete()
         CollectionAccess.objects.for_account(account_id).delete()
         Collection.objects.for_account(account_id).delete()
-    tenant_vector_index_drop(account_id)
     logger.info("purged account %s: %d documents", account_id, removed)
     return removed
 

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from django.db.models import Count, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
+from core.errors import object_id
 from documents.errors import CollectionNotFound, DocumentNotFound, ReindexRunNotFound
 from documents.models import VISIBLE_COLLECTION_IDS_SQL, Chunk, Collection, CollectionAccess, Document, ReindexRun
 
@@ -28,7 +29,7 @@ def collection_list(*, account) -> QuerySet[Collection]:
 def collection_access_by_id(*, account, collection_id) -> Collection:
     """A collection the principal may see; CollectionNotFound (404) alike for a missing id,
     another account's, a malformed one and a restricted collection the principal may not see."""
-    collection = collection_list(account=account).filter(pk=_id(collection_id)).first()
+    collection = collection_list(account=account).filter(pk=object_id(collection_id)).first()
     if collection is None:
         raise CollectionNotFound()
     return collection
@@ -45,7 +46,7 @@ def collection_ids_requested(*, account, requested) -> list[int] | None:
     if requested in (None, "", []):
         return None
     values = requested if isinstance(requested, (list, tuple)) else [requested]
-    ids = {_id(v) for v in values}
+    ids = {object_id(v) for v in values}
     if None in ids or isinstance(requested, bool) or any(isinstance(v, bool) for v in values):
         raise CollectionNotFound()
     found = set(collection_list(account=account).filter(pk__in=ids).values_list("pk", flat=True))
@@ -69,7 +70,7 @@ def collection_access_by_collection(*, account, collections) -> dict[int, list[C
 
 def document_ids_readable(*, account, document_ids: Iterable[int]) -> set[int]:
     """Which of `document_ids` the principal may read now (for citations stored earlier)."""
-    ids = {i for i in (_id(d) for d in document_ids) if i is not None}
+    ids = {i for i in (object_id(d) for d in document_ids) if i is not None}
     if not ids:
         return set()
     return set(Document.objects.for_account(account).readable().filter(pk__in=ids).values_list("pk", flat=True))
@@ -92,13 +93,6 @@ def document_list(*, account, status: str | None = None, query: str | None = Non
     return documents
 
 
-def _id(value) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def document_access_by_id(*, account, document_id) -> Document:
     """The account's document `document_id`, for any reader (page, API, service).
 
@@ -107,7 +101,7 @@ def document_access_by_id(*, account, document_id) -> Document:
     accounts.
     """
     document = (Document.objects.for_account(account).readable().select_related("collection")
-                .filter(pk=_id(document_id)).first())
+                .filter(pk=object_id(document_id)).first())
     if document is None:
         raise DocumentNotFound()
     return document
@@ -121,7 +115,7 @@ def chunk_list(*, account, document: Document) -> QuerySet[Chunk]:
 def reindex_run_access_by_id(*, account, run_id) -> ReindexRun:
     """The account's reindex run `run_id`; ReindexRunNotFound (404) alike for a missing id,
     another account's id and a malformed id."""
-    run = ReindexRun.objects.for_account(account).filter(pk=_id(run_id)).first()
+    run = ReindexRun.objects.for_account(account).filter(pk=object_id(run_id)).first()
     if run is None:
         raise ReindexRunNotFound()
     return run

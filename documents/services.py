@@ -24,7 +24,7 @@ from documents.models import (
     ReindexRun,
     Status,
 )
-from documents.embedding_models import migration_cancel, model_change
+from documents.run_kinds import run_kind_for
 from documents.storage import document_path, file_delete, file_save
 from documents.validation import validate_upload
 
@@ -163,28 +163,6 @@ def account_reindex_start(*, account, actor=None) -> ReindexRun:
 
 
 @transaction.atomic
-def embedding_migration_start(*, account, actor) -> ReindexRun | None:
-    """Start moving the account to EMBEDDING_MODEL (documents/embedding_models.py), after an
-    owner or admin saw its credit estimate; they pay for it. At most one run per account: a
-    running one (reindex or migration) is returned; None when there is nothing to migrate."""
-    running = ReindexRun.objects.for_account(account).select_for_update().filter(
-        status=ReindexRun.RunStatus.RUNNING).first()
-    change = model_change(account=account)
-    if running or change is None:
-        return running
-    run = ReindexRun.objects.for_account(account).create(
-        account=account, kind=ReindexRun.RunKind.MIGRATION, embedding_model=change.target_model,
-        embedding_dimensions=change.target_dimensions, total=change.documents, progress_total=change.batches,
-        credits_estimate=change.credits_estimate, created_by=actor if getattr(actor, "pk", None) else None,
-        heartbeat_at=timezone.now())
-    audit_record(account=account, action="account.reindex", actor=actor, target=f"embedding migration {run.pk}",
-                 detail={"model": change.target_model, "dimensions": change.target_dimensions,
-                         "credits_estimate": change.credits_estimate})
-    jobs.enqueue_reindex_run(run)
-    return run
-
-
-@transaction.atomic
 def account_reindex_cancel(*, account, run: ReindexRun) -> ReindexRun:
     """Stop a run now, also mid-document: the document it is reindexing goes back to the
     chunks it had (its remaining batches are not embedded, nothing is charged for it). A
@@ -194,8 +172,9 @@ def account_reindex_cancel(*, account, run: ReindexRun) -> ReindexRun:
         run.status = ReindexRun.RunStatus.CANCELLED
         run.finished_at = timezone.now()
         run.save(update_fields=["status", "finished_at"])
-        if run.kind == ReindexRun.RunKind.MIGRATION:
-            migration_cancel(account_id=run.account_id, run=run)
+        owner = run_kind_for(run.kind)
+        if owner is not None:  # an embedding-model migration: retrieval's (documents/run_kinds.py)
+            owner.cancel(account_id=run.account_id, run=run)
         elif run.current_document_id and run.current_revision:
             document = Document.objects.for_account(account).filter(
                 pk=run.current_document_id, revision=run.current_revision).first()

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from documents import collection_views, embedding_views, views
+from documents import collection_views, views
 
 urlpatterns = [
     path("", views.knowledge_base_view, name="knowledge-base"),
@@ -8,7 +8,6 @@ urlpatterns = [
     path("upload/", views.upload_view, name="upload"),
     path("reindex/", views.account_reindex_view, name="account-reindex"),
     path("reindex/<int:run_id>/cancel/", views.account_reindex_cancel_view, name="account-reindex-cancel"),
-    path("embedding-model/migrate/", embedding_views.embedding_migration_start_view, name="embedding-migrate"),
     path("<int:document_id>/", views.document_view, name="document"),
     path("<int:document_id>/image/", views.document_image_view, name="image"),
     path("<int:document_id>/move/", collection_views.document_move_view, name="move"),
@@ -19,5 +18,5 @@ urlpatterns = [
          name="collection-delete"),
     path("<int:document_id>/delete/", views.delete_view, name="delete"),
     path("<int:document_id>/reindex/", views.reindex_view, name="reindex"),
-    path("<int:document_id>/reindex/cancel/", embedding_views.reindex_cancel_view, name="reindex-cancel"),
+    path("<int:document_id>/reindex/cancel/", views.reindex_cancel_view, name="reindex-cancel"),
 ]

@@ -24,7 +24,6 @@ from billing.errors import BillingError
 from billing.selectors import balance_get, ledger_list
 from documents import images, selectors, services
 from documents.chunk_preview import chunk_blocks
-from documents.embedding_views import embedding_panel
 from documents.errors import NotFound, UploadRejected
 from documents.kinds import KIND_BY_NAME
 from documents.serializers import DocumentSerializer
@@ -100,7 +99,6 @@ def knowledge_base_view(request):
         "may_reindex": principal_may(request, Action.DOCUMENT_REINDEX),
         "may_reindex_all": principal_may(request, Action.ACCOUNT_REINDEX),
         "run": selectors.reindex_run_current(account=account),
-        "embedding": embedding_panel(request, account),
     })
 
 
@@ -234,3 +232,20 @@ def account_reindex_cancel_view(request, run_id: int):
     services.account_reindex_cancel(account=request.account, run=run)
     messages.success(request, "Reindex cancelled.")
     return redirect("documents:knowledge-base")
+
+
+@login_required
+@require_POST
+@page_requires(Action.DOCUMENT_REINDEX)
+def reindex_cancel_view(request, document_id: int):
+    if request.account is None:
+        raise Http404
+    try:
+        document = selectors.document_access_by_id(account=request.account, document_id=document_id)
+    except NotFound as exc:
+        raise Http404(exc.message) from exc
+    document = services.document_reindex_cancel(account=request.account, document=document)
+    messages.success(request, f"Reindex of {document.name} cancelled." if document.status == "ready"
+                     else f"{document.name}: nothing to cancel." if document.status != "failed"
+                     else f"Processing of {document.name} cancelled.")
+    return redirect("documents:document", document_id=document.pk)

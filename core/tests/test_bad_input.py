@@ -12,7 +12,7 @@ import pytest
 from accounts.tests.factories import make_api_key
 from billing.services import credits_grant
 from core.tenancy import account_context
-from documents.search.query import hybrid_search
+from retrieval.search.query import hybrid_search
 
 HANDBOOK = "# Holidays\n\nEveryone has twenty-eight days of paid holiday. Unused holiday carries over until March."
 

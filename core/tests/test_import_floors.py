@@ -1,6 +1,8 @@
-"""The apps stand on floors (README, "Layout"): nothing imports from a floor above its own,
-and no two modules import each other, directly or through a chain, function-local imports
-included. Walks the source with ast, so it sees every import whether or not it runs."""
+"""The apps stand on floors (README, "Layout"; docs/architecture.md): nothing imports from a
+floor above its own, and no two modules import each other, directly or through a chain,
+function-local imports included. Walks the source with ast, so it sees every import whether
+or not it runs; importing `a.b.c` also runs the package `a.b`'s __init__, so that is an edge
+too (unless `a.b` is the importing module's own package, already being imported)."""
 from __future__ import annotations
 
 import ast
@@ -8,7 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # Lowest first. Apps on one floor may import each other's modules (no loops still).
-FLOORS = [("core", "llm", "audit"), ("accounts",), ("billing",), ("documents",), ("chat",), ("exports",), ("config",)]
+FLOORS = [("core", "llm", "audit"), ("accounts",), ("billing",), ("documents",), ("retrieval",), ("chat",), ("exports",),
+          ("config",)]
 FLOOR_OF = {app: level for level, apps in enumerate(FLOORS) for app in apps}
 # core is the ground floor and imports no app, llm included.
 GROUND = {"core"}
@@ -47,8 +50,17 @@ def _imports(path: Path, name: str, modules: dict[str, Path]) -> set[str]:
                 candidate = candidate.rpartition(".")[0]
             if candidate and candidate != name:
                 targets.add(candidate)
+                targets.update(_packages_run(candidate, name, modules))
                 break
     return targets
+
+
+def _packages_run(target: str, importer: str, modules: dict[str, Path]) -> set[str]:
+    """The packages whose __init__ importing `target` runs, less the importer's own."""
+    own = {".".join(importer.split(".")[:i]) for i in range(1, importer.count(".") + 2)}
+    parts = target.split(".")
+    parents = {".".join(parts[:i]) for i in range(1, len(parts))}
+    return {p for p in parents - own if p in modules and modules[p].name == "__init__.py"}
 
 
 def _graph() -> dict[str, set[str]]:
@@ -92,3 +104,13 @@ def test_the_walk_sees_the_apps():
     graph = _graph()
     assert "chat.driver" in graph and "chat.agent" in graph["chat.driver"]
     assert "core.tenancy" in graph["documents.models"]
+
+
+def test_the_walk_follows_package_inits():
+    """`from retrieval.search.maintenance import …` outside the package runs
+    retrieval/search/__init__.py, which imports query and passages: an edge the walk keeps."""
+    graph = _graph()
+    assert "retrieval.search" in graph["retrieval.embedding_models"]
+    assert "retrieval.search.query" in graph["retrieval.search"]
+    # Inside the package, a sibling's import does not run the package's own __init__ again.
+    assert "retrieval.search" not in graph["retrieval.search.passages"]

@@ -40,7 +40,7 @@ _0007 = importlib.import_module("documents.migrations.0007_collection_visibility
 
 OLD_SIGNATURE = _0007.FULLTEXT_SIGNATURE  # (bigint, text, integer, bigint[])
 SIGNATURE = "public.chunk_fulltext_search(bigint, text, integer, bigint[], integer)"
-DEFAULT_POOL = 1000  # documents.search.query.FULLTEXT_POOL passes its own
+DEFAULT_POOL = 1000  # retrieval.search.query.FULLTEXT_POOL passes its own
 # At most this many tiers of "the j rarest words" between "all the words" and "any word".
 MAX_WORD_TIERS = 6
 

@@ -21,7 +21,7 @@ from documents.chunking import chunk_document
 from documents.errors import IngestionError, UploadRejected
 from documents.models import Chunk, Document, Status
 from documents.parsing import ParsedDocument, Section, parse_in_sandbox
-from documents.search.query import hybrid_search
+from retrieval.search.query import hybrid_search
 from documents.services import collection_create, document_upload
 from documents.tests.files import make_pdf, write
 from documents.tests.images import CONTENT_TYPES, EXTENSIONS, image_file, scanned_pdf

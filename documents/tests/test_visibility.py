@@ -7,7 +7,7 @@ from core.tenancy import account_context
 from accounts.tests.factories import make_api_key
 from documents.errors import DocumentNotFound, ReindexRunNotFound
 from documents.models import Document, Status
-from documents.search import expand_passages, first_chunks, hybrid_search
+from retrieval.search import expand_passages, first_chunks, hybrid_search
 from documents.selectors import document_access_by_id, document_list, reindex_run_access_by_id
 from documents.services import account_reindex_start, document_delete, document_upload
 from llm.fake_server import fake_embedding

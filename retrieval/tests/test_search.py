@@ -15,7 +15,7 @@ from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get
 from documents.models import Chunk, Document, Status
 from documents.services import collection_default_ensure
-from documents.search import (
+from retrieval.search import (
     ensure_tenant_vector_index,
     tenant_vector_index_drop,
     expand_passages,
@@ -26,7 +26,7 @@ from documents.search import (
     search_path_for,
     tenant_index_name,
 )
-from documents.search_api import SearchView
+from retrieval.api import SearchView
 from llm.fake_server import fake_embedding
 
 # The URL is added to documents/api_urls.py; this module mounts it too so the tests do not
@@ -193,7 +193,7 @@ def test_passages_grouped_by_document_best_first_then_by_chunk_index(library, ac
     assert len(h_chunks) >= 6
 
     def hit(chunk, score, name):
-        from documents.search import Hit
+        from retrieval.search import Hit
         return Hit(chunk_id=chunk.pk, document_id=chunk.document_id, document_name=name,
                    chunk_index=chunk.chunk_index, page_start=None, page_end=None, score=score, similarity=0.5,
                    text=chunk.content)
@@ -264,7 +264,7 @@ def test_insufficient_credits_aborts_before_retrieval(library, account_a, monkey
     with account_context(account_a):  # spend all but 2 credits, through the ledger
         credits_debit(account=account_a, tokens=balance_get(account=account_a) - 2, key="drain", kind="chat")
     called = []
-    monkeypatch.setattr("documents.search.query.hybrid_search", lambda **kw: called.append(kw) or [])
+    monkeypatch.setattr("retrieval.search.query.hybrid_search", lambda **kw: called.append(kw) or [])
     with account_context(account_a), pytest.raises(InsufficientCredits):
         search_for_query(account=account_a, query="how many paid holiday days", key="search:test-2")
     assert called == []
@@ -426,7 +426,7 @@ def api(client, account_a):
     return post
 
 
-@pytest.mark.urls("documents.tests.test_search")
+@pytest.mark.urls("retrieval.tests.test_search")
 def test_api_search_shape(library, api, account_a):
     response = api({"query": "How many paid holiday days?", "top_k": 2})
     assert response.status_code == 200, response.content
@@ -444,7 +444,7 @@ def test_api_search_shape(library, api, account_a):
         assert CreditLedgerEntry.objects.for_account(account_a).filter(reference="search").count() == 2
 
 
-@pytest.mark.urls("documents.tests.test_search")
+@pytest.mark.urls("retrieval.tests.test_search")
 @pytest.mark.parametrize("body", [{}, {"query": ""}, {"query": "   "}, {"query": "x" * 2001},
                                   {"query": "holiday", "top_k": 0}, {"query": "holiday", "top_k": 51},
                                   {"query": "holiday", "top_k": "many"}])
@@ -454,13 +454,13 @@ def test_api_rejects_bad_bodies(api, fake_llm, body):
     assert response.json()["error"]["code"] == "invalid"
 
 
-@pytest.mark.urls("documents.tests.test_search")
+@pytest.mark.urls("retrieval.tests.test_search")
 def test_api_needs_a_key(client, fake_llm):
     response = client.post("/api/v1/search/", {"query": "holiday"}, content_type="application/json")
     assert response.status_code == 401
 
 
-@pytest.mark.urls("documents.tests.test_search")
+@pytest.mark.urls("retrieval.tests.test_search")
 def test_api_402_without_credits_and_502_when_the_provider_is_down(library, api, account_a, fake_llm, settings):
     from billing.models import AccountBalance
 
@@ -474,7 +474,7 @@ def test_api_402_without_credits_and_502_when_the_provider_is_down(library, api,
     assert response.status_code == 402 and response.json()["error"]["code"] == "insufficient_credits"
 
 
-@pytest.mark.urls("documents.tests.test_search")
+@pytest.mark.urls("retrieval.tests.test_search")
 def test_api_isolation(library, client, account_a, account_b, ingest):
     ingest(account_b, "notes.txt", b"Beta team notes about the quarterly roadmap.\n" * 5)
     key_b = make_api_key(account_b)

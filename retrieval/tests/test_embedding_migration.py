@@ -10,9 +10,11 @@ from billing.models import CreditLedgerEntry
 from billing.services import credits_grant
 from core.tenancy import account_context
 from documents import services
-from documents.embedding_models import active_embedding_model, migration_step, model_change
+from retrieval import services as retrieval_services
+from documents.embedding import active_embedding_model
+from retrieval.embedding_models import migration_step, model_change
 from documents.models import Chunk, ChunkEmbedding, Document, ReindexRun, Status
-from documents.search import search_for_query
+from retrieval.search import search_for_query
 
 OLD, NEW, NEW_DIMS = "model-a", "model-b", 256
 TOPICS = ["holiday days are booked in the portal", "laptops are repaired at the hardware desk",
@@ -72,7 +74,7 @@ def _search(account, query, n, server):
 
 def _start(account, owner, capture):
     with account_context(account), capture(execute=False):  # the test drives the steps
-        return services.embedding_migration_start(account=account, actor=owner)
+        return retrieval_services.embedding_migration_start(account=account, actor=owner)
 
 
 def test_a_model_change_mid_run_never_mixes_models(library, account_a, owner_a, settings, two_models,

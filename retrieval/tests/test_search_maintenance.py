@@ -4,8 +4,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
 from core.tenancy import account_context
-from documents.jobs import refresh_search_indexes
-from documents.search import tenant_index_name
+from retrieval.jobs import refresh_search_indexes
+from retrieval.search import tenant_index_name
 from documents.services import document_delete, document_upload
 
 

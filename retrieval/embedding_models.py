@@ -1,7 +1,7 @@
 """Which embedding model an account searches with, and the migration to another one.
 
 An account's search uses its ActiveEmbeddingModel: queries are embedded with it and compared
-only with chunk vectors of it (documents/search/query.py filters on `embedding_model` and
+only with chunk vectors of it (retrieval/search/query.py filters on `embedding_model` and
 the dimension). When EMBEDDING_MODEL / EMBEDDING_DIMENSIONS name another model, an owner or
 admin sees the credit estimate on the Knowledge base and starts a migration (a ReindexRun of
 kind "migration"):
@@ -24,18 +24,18 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from billing import references
 from billing.errors import BudgetExceeded, InsufficientCredits
 from billing.models import Kind
 from billing.services import credits_debit
-from core import rows
 from core.tenancy import account_context
 from documents.chunking import embedding_text
+from documents.embedding import active_embedding_model
 from documents.models import ActiveEmbeddingModel, Chunk, ChunkEmbedding, Document, ReindexRun, Status
-from documents.search.maintenance import ensure_dimension_vector_index, ensure_tenant_vector_index
+from retrieval.search.maintenance import ensure_dimension_vector_index, ensure_tenant_vector_index
 from llm import client as llm
 
 logger = logging.getLogger("groundwork.documents")
@@ -54,37 +54,6 @@ class ModelChange:
     documents: int
     batches: int
     credits_estimate: int
-
-
-def active_embedding_model(*, account_id: int) -> ActiveEmbeddingModel:
-    """The account's active model; made on first use from the vectors its chunks already
-    have (an install that changes EMBEDDING_MODEL keeps searching with the model its chunks
-    were made with), or from the settings for an account without chunks."""
-    account_id = int(getattr(account_id, "pk", account_id))
-    # One row per account (unique): read on every chat turn, so without the ORM's compiling.
-    found = rows.select_one(ActiveEmbeddingModel, "WHERE t.account_id = %s", [account_id])
-    if found is not None:
-        return found
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT embedding_model, vector_dims(embedding) FROM documents_chunk WHERE account_id = %s"
-                       " LIMIT 1", [account_id])
-        row = cursor.fetchone()
-    model, dims = row if row else (settings.EMBEDDING_MODEL, settings.EMBEDDING_DIMENSIONS)
-    try:
-        with transaction.atomic():
-            return ActiveEmbeddingModel.objects.for_account(account_id).create(
-                account_id=account_id, model=model, dimensions=dims)
-    except IntegrityError:  # NOTE: two first uses at once: the unique account key keeps one
-        return ActiveEmbeddingModel.objects.for_account(account_id).get()
-
-
-def active_embedding_model_lock(*, account_id: int) -> ActiveEmbeddingModel:
-    """The active model, its row locked FOR SHARE until the transaction ends (publishing
-    takes it; the migration's switch takes it FOR UPDATE, so nothing publishes across it)."""
-    active_embedding_model(account_id=account_id)
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT id FROM documents_activeembeddingmodel WHERE account_id = %s FOR SHARE", [account_id])
-    return ActiveEmbeddingModel.objects.for_account(account_id).get()
 
 
 def model_change(*, account) -> ModelChange | None:

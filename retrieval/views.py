@@ -1,6 +1,7 @@
 """The Knowledge base's "Embedding model" section (the migration the settings ask for, its
-credit estimate before it starts, its progress while it runs) and cancelling a document's
-reindex (thin views)."""
+credit estimate before it starts, its progress while it runs) and starting it (thin views).
+The section is drawn into documents' Knowledge base page by the `embedding_model_panel`
+template tag (retrieval/templatetags/retrieval.py): documents sits below retrieval."""
 from __future__ import annotations
 
 from django.contrib import messages
@@ -11,10 +12,10 @@ from django.views.decorators.http import require_POST
 
 from accounts.permissions import Action, page_requires, principal_may
 from billing.errors import BillingError
-from documents import selectors, services
-from documents.errors import NotFound
-from documents.embedding_models import active_embedding_model, model_change
+from documents.embedding import active_embedding_model
 from documents.models import ReindexRun
+from retrieval import services
+from retrieval.embedding_models import model_change
 
 
 def embedding_panel(request, account) -> dict:
@@ -48,20 +49,3 @@ def embedding_migration_start_view(request):
             messages.success(request, f"Moving to {run.embedding_model}. Search keeps using the current model "
                                       "until every document has new vectors.")
     return redirect("documents:knowledge-base")
-
-
-@login_required
-@require_POST
-@page_requires(Action.DOCUMENT_REINDEX)
-def reindex_cancel_view(request, document_id: int):
-    if request.account is None:
-        raise Http404
-    try:
-        document = selectors.document_access_by_id(account=request.account, document_id=document_id)
-    except NotFound as exc:
-        raise Http404(exc.message) from exc
-    document = services.document_reindex_cancel(account=request.account, document=document)
-    messages.success(request, f"Reindex of {document.name} cancelled." if document.status == "ready"
-                     else f"{document.name}: nothing to cancel." if document.status != "failed"
-                     else f"Processing of {document.name} cancelled.")
-    return redirect("documents:document", document_id=document.pk)

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import connection
 
 from documents.models import READABLE_DOCUMENT_SQL, VISIBLE_DOCUMENT_SQL
-from documents.search.query import Hit, account_id_in_context
+from retrieval.search.query import Hit, account_id_in_context
 
 # Overlap between consecutive chunks is at most CHUNK_OVERLAP (200) characters; a shorter
 # common piece than this is a coincidence (a full stop, a space), not an overlap.

@@ -8,8 +8,8 @@ from django.db import connection
 
 from core.tenancy import account_context, dangerously_bypass_tenancy
 from documents.models import Chunk, Document, Status
-from documents.search import hybrid_search
-from documents.search import query as search_query
+from retrieval.search import hybrid_search
+from retrieval.search import query as search_query
 from documents.services import collection_default_ensure
 
 POOL = 50

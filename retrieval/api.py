@@ -14,7 +14,7 @@ from rest_framework.views import APIView
 
 from accounts.permissions import Action, allows
 from core.permissions import HasAccount
-from documents.search.query import search_for_query
+from retrieval.search.query import search_for_query
 from documents.selectors import collection_ids_requested
 
 

@@ -7,13 +7,13 @@
 
 The names callers use are re-exported here.
 """
-from documents.search.maintenance import (
+from retrieval.search.maintenance import (
     ensure_tenant_vector_index,
     tenant_index_name,
     tenant_vector_index_drop,
     tenant_vector_indexes_refresh,
 )
-from documents.search.passages import (
+from retrieval.search.passages import (
     Passage,
     expand_passages,
     first_chunks,
@@ -21,7 +21,7 @@ from documents.search.passages import (
     merge_overlap,
     ocr_chunk_ids,
 )
-from documents.search.query import Hit, hybrid_search, search_for_query, search_path_for
+from retrieval.search.query import Hit, hybrid_search, search_for_query, search_path_for
 
 __all__ = ["Hit", "Passage", "hybrid_search", "expand_passages", "first_chunks", "hit_passages", "search_for_query",
            "merge_overlap", "ocr_chunk_ids", "search_path_for", "tenant_index_name", "ensure_tenant_vector_index",

@@ -43,9 +43,8 @@ from billing import references
 from billing.models import Kind
 from billing.services import credits_debit
 from documents.models import VISIBLE_COLLECTION_IDS_SQL, VISIBLE_DOCUMENT_SQL
-# A module, not its names: embedding_models imports search.maintenance (this package).
-from documents import embedding_models
-from documents.search.maintenance import DEFAULT_DIMENSIONS, tenant_index_name
+from documents.embedding import active_embedding_model
+from retrieval.search.maintenance import DEFAULT_DIMENSIONS, tenant_index_name
 from llm import client as llm
 
 RRF_K = 60
@@ -266,7 +265,7 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
               "tenant_index": tenant_index_name(account_id, dims or DEFAULT_DIMENSIONS),
               "narrow": None if collection_ids is None else [int(i) for i in collection_ids],
               # No model given: the account's active one, read by _PREPARE_SQL with the rules of
-              # embedding_models.active_embedding_model (without writing its row).
+              # documents.embedding.active_embedding_model (without writing its row).
               "vector": vector, "model": embedding_model, "default_model": settings.EMBEDDING_MODEL}
     with connection.cursor() as cursor:
         cursor.execute(_PREPARE_SQL, params)
@@ -327,7 +326,7 @@ def search_for_query(*, account, query: str, top_k: int | None = None, key: str,
     # The query is embedded with the model the account's chunks are searched by (not
     # EMBEDDING_MODEL, which may name the model a migration is building), and compared with
     # vectors of that model only (hybrid_search's `embedding_model`).
-    active = embedding_models.active_embedding_model(account_id=account_id)
+    active = active_embedding_model(account_id=account_id)
     embedding = llm.with_retries(lambda: llm.embed([query], model=active.model, dimensions=active.dimensions),
                                  tries=2, first_delay=0.2)
     credits_debit(account=account, tokens=embedding.total_tokens, key=key, kind=Kind.EMBEDDING,
