@@ -1,8 +1,10 @@
 """The document kinds Groundwork reads: one record per kind, and every lookup derived from it.
 
-Upload validation (extensions, declared MIME types, magic bytes, messages) and the parsing
-package (which parser reads a kind) both read this module; adding a kind means adding one
-record here and the parser module it names.
+Upload validation (extensions, declared MIME types, magic bytes, messages), the parsing
+package (which parser reads a kind, whether it may run OCR and so which sandbox limits it
+gets) and the upload picker (its `accept` list and hint) all read this module; adding a kind
+means adding one record here and the parser module it names (docs/architecture.md, "Adding
+a format").
 
 No Django and no imports from the rest of the project: validation and the sandboxed parser
 both stand on this module. The parser is named by its import path, not imported, so this
@@ -44,6 +46,10 @@ class DocumentKind:
     office_part: str = ""
     office_main_types: tuple[str, ...] = ()
     office_noun: str = ""  # as in "a real Excel workbook" (the article is `article`)
+    # Its parse may run OCR (scanned PDF pages, images): the parser sandbox then gets the OCR
+    # engine's memory and time limits (OCR_MEMORY_MB, OCR_TIMEOUT_SECONDS; documents/images.py)
+    # instead of PARSE_MEMORY_MB and PARSE_TIMEOUT_SECONDS, and its pages count against OCR_MAX_PAGES.
+    ocr: bool = False
 
     @property
     def is_image(self) -> bool:
@@ -70,7 +76,7 @@ KINDS: tuple[DocumentKind, ...] = (
         content_type="application/pdf", also_declared_as=("application/x-pdf",), is_text=False,
         parser="documents.parsing.pdf:parse_pdf",
         # Acrobat accepts the header anywhere in the first 1024 bytes; some generators prefix junk.
-        signature=b"%PDF-", signature_window=1024),
+        signature=b"%PDF-", signature_window=1024, ocr=True),
     DocumentKind(
         name="docx", label="Word (.docx)", article="a", short_label="DOCX", extensions=(".docx",),
         content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
@@ -121,22 +127,22 @@ KINDS: tuple[DocumentKind, ...] = (
     DocumentKind(
         name="png", label="PNG image", article="a", short_label="PNG", extensions=(".png",),
         content_type="image/png", also_declared_as=(), is_text=False, parser="documents.parsing.image:parse_image",
-        signature=b"\x89PNG\r\n\x1a\n", signature_window=8, image_format="PNG"),
+        signature=b"\x89PNG\r\n\x1a\n", signature_window=8, image_format="PNG", ocr=True),
     DocumentKind(
         name="jpeg", label="JPEG image", article="a", short_label="JPEG", extensions=(".jpg", ".jpeg"),
         content_type="image/jpeg", also_declared_as=("image/jpg", "image/pjpeg"), is_text=False,
         parser="documents.parsing.image:parse_image", signature=b"\xff\xd8\xff", signature_window=3,
-        image_format="JPEG"),
+        image_format="JPEG", ocr=True),
     DocumentKind(
         # RIFF....WEBP: "WEBP" at byte 8 (Pillow then checks the rest at upload).
         name="webp", label="WebP image", article="a", short_label="WebP", extensions=(".webp",),
         content_type="image/webp", also_declared_as=(), is_text=False, parser="documents.parsing.image:parse_image",
-        signature=b"WEBP", signature_window=12, image_format="WEBP"),
+        signature=b"WEBP", signature_window=12, image_format="WEBP", ocr=True),
     DocumentKind(
         name="tiff", label="TIFF image", article="a", short_label="TIFF", extensions=(".tif", ".tiff"),
         content_type="image/tiff", also_declared_as=("image/tif",), is_text=False,
         parser="documents.parsing.image:parse_image", signature=b"II*\x00", signature_window=4,
-        also_signatures=(b"MM\x00*",), image_format="TIFF"),
+        also_signatures=(b"MM\x00*",), image_format="TIFF", ocr=True),
 )
 
 KIND_BY_EXTENSION: dict[str, DocumentKind] = {ext: kind for kind in KINDS for ext in kind.extensions}
@@ -144,6 +150,11 @@ KIND_NAMES: tuple[str, ...] = tuple(kind.name for kind in KINDS)
 KIND_BY_NAME: dict[str, DocumentKind] = {kind.name: kind for kind in KINDS}
 IMAGE_KIND_NAMES: frozenset[str] = frozenset(kind.name for kind in KINDS if kind.is_image)
 OFFICE_KINDS: tuple[DocumentKind, ...] = tuple(kind for kind in KINDS if kind.office_part)
+OCR_KIND_NAMES: frozenset[str] = frozenset(kind.name for kind in KINDS if kind.ocr)
+# The upload picker's `accept` attribute: every extension Groundwork reads.
+UPLOAD_ACCEPT: str = ",".join(ext for kind in KINDS for ext in kind.extensions)
 
 SUPPORTED_SUMMARY = (", ".join(kind.short_label for kind in KINDS[:-1])
                      + f" and {KINDS[-1].short_label} files")
+# The picker's hint: "PDF, DOCX, …, WebP or TIFF, several at once".
+UPLOAD_HINT = (", ".join(kind.short_label for kind in KINDS[:-1]) + f" or {KINDS[-1].short_label}, several at once.")

@@ -25,7 +25,7 @@ from billing.selectors import balance_get, ledger_list
 from documents import images, selectors, services
 from documents.chunk_preview import chunk_blocks
 from documents.errors import NotFound, UploadRejected
-from documents.kinds import KIND_BY_NAME
+from documents.kinds import KIND_BY_NAME, UPLOAD_ACCEPT, UPLOAD_HINT
 from documents.serializers import DocumentSerializer
 from documents.storage import file_open
 
@@ -99,6 +99,8 @@ def knowledge_base_view(request):
         "may_reindex": principal_may(request, Action.DOCUMENT_REINDEX),
         "may_reindex_all": principal_may(request, Action.ACCOUNT_REINDEX),
         "run": selectors.reindex_run_current(account=account),
+        # The picker's accept list and hint come from the kinds registry (documents/kinds.py).
+        "upload_accept": UPLOAD_ACCEPT, "upload_hint": UPLOAD_HINT,
     })
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from documents.kinds import IMAGE_KIND_NAMES
+from documents.kinds import OCR_KIND_NAMES
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
@@ -31,7 +31,7 @@ WORD_GAP = 0.35
 
 # The kinds whose parse may run OCR, and the address space that needs (the ONNX models and
 # onnxruntime's threads reserve ~1.7 GB; settings.OCR_MEMORY_MB in the pipeline).
-OCR_KINDS = IMAGE_KIND_NAMES | {"pdf"}
+OCR_KINDS = OCR_KIND_NAMES  # the kinds registry says which (DocumentKind.ocr)
 DEFAULT_MEMORY_MB = 2560
 
 

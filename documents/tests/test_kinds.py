@@ -55,3 +55,18 @@ def test_every_kind_has_a_parser_and_is_accepted_by_validation(kind: DocumentKin
 def test_the_supported_summary_names_every_kind():
     for kind in KINDS:
         assert kind.short_label in SUPPORTED_SUMMARY
+
+
+def test_which_kinds_may_run_ocr_is_the_registrys_word(settings):
+    """OCR (and the sandbox's larger memory and time limits that come with it) is decided by
+    DocumentKind.ocr alone: PDF and every image kind, nothing else."""
+    from documents import images
+    from documents.parsing import ocr
+
+    assert ocr.OCR_KINDS == {kind.name for kind in KINDS if kind.ocr} == {"pdf", "png", "jpeg", "webp", "tiff"}
+    settings.PARSE_MEMORY_MB, settings.OCR_MEMORY_MB = 1024, 3072
+    settings.PARSE_TIMEOUT_SECONDS, settings.OCR_TIMEOUT_SECONDS = 60, 300
+    for kind in KINDS:
+        assert kind.ocr or not kind.is_image, kind.name
+        assert images.parse_memory_mb(kind.name) == (3072 if kind.ocr else 1024), kind.name
+        assert images.parse_timeout_s(kind.name) == (300 if kind.ocr else 60), kind.name

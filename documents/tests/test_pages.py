@@ -112,3 +112,18 @@ def test_selectors_are_scoped_to_the_account(account_a, account_b, fake_llm, run
         assert reindex_run_current(account=account_b) is None
         # Even naming A explicitly while acting for B, the database shows nothing.
         assert list(document_list(account=account_a)) == []
+
+
+def test_the_upload_picker_offers_every_kind_the_registry_reads(client_a):
+    """The picker's accept list and hint are rendered from documents/kinds.py: images included,
+    and a kind added there is offered here with no template edit."""
+    import re
+
+    from documents.kinds import KINDS
+
+    html = client_a.get("/documents/").content.decode()
+    accept = re.search(r'id="file-input"[^>]*accept="([^"]+)"', html).group(1).split(",")
+    assert sorted(accept) == sorted(ext for kind in KINDS for ext in kind.extensions)
+    assert {".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff"} <= set(accept)
+    hint = re.search(r'id="file-hint">([^<]+)<', html).group(1)
+    assert all(kind.short_label in hint for kind in KINDS)
