@@ -51,6 +51,8 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "django_rq",
     "channels",
+    # API docs (/api/docs/): Swagger UI served from this app (drf-spectacular-sidecar), pinned, offline.
+    "drf_spectacular_sidecar",
     "core",
     "audit",
     "accounts",
@@ -63,6 +65,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # Oversized bodies refused with 413 before anything reads them ("request limits" below).
+    "core.limits.RequestLimitsMiddleware",
+    # The Content-Security-Policy header ("security headers" below).
+    "core.headers.ContentSecurityPolicyMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -222,7 +228,6 @@ if not RELAXED:
     SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=60 * 60 * 24 * 365)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
-    SECURE_REFERRER_POLICY = "same-origin"
 
 # --- REST API ----------------------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -239,7 +244,8 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_RATES": {"account": env("API_RATE_LIMIT", default="600/min")},
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PARSER_CLASSES": [
-        "rest_framework.parsers.JSONParser",
+        # Bounded nesting and no NUL characters ("request limits" below), still JSON first.
+        "core.api.JSONParser",
         "rest_framework.parsers.MultiPartParser",
         "rest_framework.parsers.FormParser",
     ],
@@ -257,6 +263,9 @@ SPECTACULAR_SETTINGS = {
         "MessageStatusEnum": "chat.models.MessageStatus",
         "LedgerKindEnum": "billing.models.Kind",
     },
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 CACHES = {
@@ -370,11 +379,8 @@ LOGGING = {
 # multipart overhead. Refused with 413 before the body is read or anyone is authenticated.
 REQUEST_MAX_BYTES = env.int("REQUEST_MAX_BYTES", default=1024 * 1024)
 UPLOAD_PATHS = ("/api/v1/documents/", "/documents/upload/")
-MIDDLEWARE.insert(0, "core.limits.RequestLimitsMiddleware")
 # Django's own cap on a non-file body (WSGI and a backstop for ASGI): the same small limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BYTES
-# REST bodies: bounded nesting and no NUL characters (core.api.JSONParser), still JSON first.
-REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"] = ["core.api.JSONParser", *REST_FRAMEWORK["DEFAULT_PARSER_CLASSES"][1:]]
 
 # --- the chat websocket's limits (chat/consumers.py; issue 10, findings 3, 7 and 8) ------------
 # Open sockets per principal (an API key, or a member in one account): past it, closed 4429.
@@ -397,9 +403,4 @@ WS_ALLOWED_ORIGINS = env.list("WS_ALLOWED_ORIGINS", default=[
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                            "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
                            "frame-ancestors 'none'; form-action 'self'")
-MIDDLEWARE.insert(1, "core.headers.ContentSecurityPolicyMiddleware")
 SECURE_REFERRER_POLICY = "same-origin"
-# API docs (/api/docs/): Swagger UI served from this app (drf-spectacular-sidecar), pinned, offline.
-INSTALLED_APPS.append("drf_spectacular_sidecar")
-SPECTACULAR_SETTINGS.update({"SWAGGER_UI_DIST": "SIDECAR", "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
-                             "REDOC_DIST": "SIDECAR"})

@@ -50,3 +50,28 @@ def test_uploads_go_to_a_bucket_when_one_is_configured():
     bucket = json.loads(_settings(DEBUG="1", STORAGE_BUCKET="groundwork-docs",
                                   STORAGE_ENDPOINT_URL="http://127.0.0.1:9000").stdout)
     assert bucket["storage"] == "storages.backends.s3.S3Storage"
+
+
+def test_settings_are_composed_once():
+    """Each setting is declared whole where it stands: no module-level statement patches a
+    setting after its declaration (MIDDLEWARE.insert, REST_FRAMEWORK[...] = ..., .append,
+    .update), and none is assigned twice at the top level (branches of one if/else aside)."""
+    import ast
+    from pathlib import Path
+
+    tree = ast.parse((Path(__file__).resolve().parents[1] / "settings.py").read_text())
+    patched, assigned = [], {}
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id.isupper():
+                patched.append(f"line {node.lineno}: {func.value.id}.{func.attr}(...)")
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+                        and target.value.id.isupper():
+                    patched.append(f"line {node.lineno}: {target.value.id}[...] = ...")
+                if isinstance(target, ast.Name) and target.id.isupper():
+                    assigned.setdefault(target.id, []).append(node.lineno)
+    twice = {name: lines for name, lines in assigned.items() if len(lines) > 1}
+    assert patched == [] and twice == {}
