@@ -54,7 +54,7 @@ _CHAT_KEYS = (
 )
 
 
-class ChatError(Exception):
+class LocalModelError(Exception):
     """A chat request failed; ``status`` is the HTTP status to answer with."""
 
     def __init__(self, status: int, message: str, error_type: str = "invalid_request_error"):
@@ -250,14 +250,14 @@ class SmolChatEngine:
     def complete(self, body: dict) -> dict:
         """A non-streamed ``chat.completion`` for an OpenAI request body.
 
-        Raises :class:`ChatError` for requests llama.cpp rejects (e.g. a
+        Raises :class:`LocalModelError` for requests llama.cpp rejects (e.g. a
         prompt longer than the context).
         """
         request = self._request(body, stream=False)
         with self._lock:
             result = self._call(request, None)
         if "error" in result:
-            raise _chat_error(result["error"])
+            raise _local_model_error(result["error"])
         return self._relabel(result, body.get("model"))
 
     def stream(self, body: dict, emit: Callable[[dict], bool]) -> None:
@@ -265,7 +265,7 @@ class SmolChatEngine:
 
         ``emit`` returns True to stop generation (client gone). A usage chunk
         with empty ``choices`` comes last only if the body asked for it via
-        ``stream_options.include_usage``. Raises :class:`ChatError` if
+        ``stream_options.include_usage``. Raises :class:`LocalModelError` if
         llama.cpp reports an error, before or after chunks were emitted.
         """
         request = self._request(body, stream=True)
@@ -283,18 +283,18 @@ class SmolChatEngine:
         with self._lock:
             self._call(request, on_chunk)
         if failure:
-            raise _chat_error(failure[0])
+            raise _local_model_error(failure[0])
 
     def _call(self, request: dict, callback):
         if self._server is None:
-            raise ChatError(503, "the chat model is shut down", "server_error")
+            raise LocalModelError(503, "the chat model is shut down", "server_error")
         try:
             if callback is None:
                 return self._server.handle_chat_completions(request)
             return self._server.handle_chat_completions(request, callback)
         except ValueError as exc:
             # llama.cpp's request parser raises invalid_argument -> ValueError.
-            raise ChatError(400, str(exc)) from exc
+            raise LocalModelError(400, str(exc)) from exc
 
     def _request(self, body: dict, stream: bool) -> dict:
         """The llama.cpp request: whitelisted keys, max_tokens capped."""
@@ -316,8 +316,8 @@ class SmolChatEngine:
         return obj
 
 
-def _chat_error(error: dict) -> ChatError:
+def _local_model_error(error: dict) -> LocalModelError:
     status = error.get("code") if isinstance(error.get("code"), int) else 500
-    return ChatError(status, str(error.get("message", "chat generation failed")),
+    return LocalModelError(status, str(error.get("message", "chat generation failed")),
                      str(error.get("type", "server_error")))
 

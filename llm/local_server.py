@@ -92,11 +92,11 @@ class LocalModelsBackend:
 
     @staticmethod
     def _chat_call(method, *args):
-        from llm.local_models import ChatError
+        from llm.local_models import LocalModelError
 
         try:
             return method(*args)
-        except ChatError as err:
+        except LocalModelError as err:
             raise ApiError(err.status, err.message, err.error_type) from err
 
 
