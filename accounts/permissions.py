@@ -93,7 +93,7 @@ PHRASES = {
 
 
 class Forbidden(AccountError):
-    """Refused by role or key scope: 403 `forbidden` (CONTRACT.md) on every surface."""
+    """Refused by role or key scope: 403 `forbidden` (README, "Who may do what") on every surface."""
 
     status = 403
 

@@ -1,4 +1,4 @@
-"""The chat websocket, /ws/chat/ (CONTRACT.md). Thin: authenticate the handshake, run each
+"""The chat websocket, /ws/chat/ (README, "Chat"). Thin: authenticate the handshake, run each
 message's turn through the one driver (`chat.driver.TurnRun`) and send its frames.
 
 What closes a socket (README, Chat): 4401 unauthenticated, also when the key is revoked or

@@ -2,7 +2,7 @@
 the OpenAI-compatible endpoint) runs a turn through `TurnRun` and relays its frames, so a
 turn prepares, streams, settles and fails the same way everywhere.
 
-Frames are the websocket's (CONTRACT.md): `chat.sources`, `chat.token`…, then `chat.done`
+Frames are the websocket's (README, "Chat"): `chat.sources`, `chat.token`…, then `chat.done`
 or `chat.error`. `frames()` is the turn itself, synchronous (ORM and model calls block);
 `aframes()` runs it in a worker thread and hands its frames to an event loop as they come.
 """

@@ -126,7 +126,8 @@ if DATABASE_OWNER_URL:
     DATABASE_OWNER = {"USER": _owner["USER"], "PASSWORD": _owner.get("PASSWORD", "")}
 _db["HOST"] = unquote(_db.get("HOST", ""))  # a Unix socket folder arrives percent-encoded
 _db.setdefault("OPTIONS", {})
-# Search relies on custom plans (see ARCHITECTURE.md); no server-side prepared statements.
+# Search relies on custom plans (docs/architecture.md; docs/benchmarks.md, search at scale); no server-side
+# prepared statements.
 _db["OPTIONS"].setdefault("prepare_threshold", None)
 # A bounded pool of connections per process (psycopg_pool, Django 5.2): a new PostgreSQL
 # connection costs ~25 ms of a chat turn, and one persistent connection per thread left
@@ -276,7 +277,7 @@ CACHES = {
     }
 }
 
-# --- product settings (CONTRACT.md: configuration) -----------------------------------------
+# --- product settings (README, "Configuration") -----------------------------------------
 LLM_BASE_URL = env("LLM_BASE_URL", default="")
 LLM_API_KEY = env("LLM_API_KEY", default="local")
 LOCAL_LLM_PORT = env.int("LOCAL_LLM_PORT", default=8001)

@@ -1,4 +1,4 @@
-"""`POST /api/v1/search/` (CONTRACT.md): hybrid search in the caller's account.
+"""`POST /api/v1/search/` (README, "API"): hybrid search in the caller's account.
 
 Errors are domain errors mapped by core.api's handler: 400 invalid body, 401 without a
 key, 402 insufficient credits (nothing retrieved), 502 provider unavailable.
