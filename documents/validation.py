@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+import struct
 import zipfile
 from dataclasses import dataclass
 from typing import BinaryIO, Callable
@@ -246,20 +247,22 @@ def _tell(fileobj) -> int | None:
 
 
 def _check_image(kind: DocumentKind, open_file: Callable[[], BinaryIO], safe_name: str) -> None:
-    """An image upload opens as exactly its kind's format (from its header; no pixels are
-    decoded here) and has at most ocr.MAX_PIXELS pixels (a small file can declare a picture
-    that takes gigabytes to decode)."""
+    """An image upload opens as exactly its kind's format (from its headers; no pixels are
+    decoded here) and every frame (a TIFF's pages) has at most ocr.MAX_PIXELS pixels: a small
+    file can declare a picture that takes gigabytes to decode, and a first small frame must
+    not let a huge second one through to the worker."""
     from PIL import Image, UnidentifiedImageError
 
     from documents.parsing import ocr
+    from documents.parsing.image import MAX_FRAMES, frame_sizes
 
     fileobj = open_file()
     start = _tell(fileobj)
     try:
         fileobj.seek(0)
-        with Image.open(fileobj, formats=[kind.image_format]) as image:
-            width, height = image.size
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError):
+        sizes = list(frame_sizes(fileobj, kind.image_format))
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError, KeyError, struct.error,
+            Image.DecompressionBombError):
         raise UploadRejected(
             "type_mismatch",
             f"{safe_name} is named like {kind.label_with_article} file, but it is not a readable "
@@ -268,6 +271,11 @@ def _check_image(kind: DocumentKind, open_file: Callable[[], BinaryIO], safe_nam
     finally:
         if start is not None:
             fileobj.seek(start)
-    if width * height > ocr.MAX_PIXELS:
-        raise UploadRejected("image_too_large", f"{safe_name}: {ocr.too_many_pixels_message(width, height)}",
-                             status=413)
+    if len(sizes) > MAX_FRAMES:
+        raise UploadRejected("image_too_large", f"{safe_name} has more than {MAX_FRAMES:,} pages. Split it into "
+                             "smaller files and upload those.", status=413)
+    for frame, width, height in sizes:
+        if width * height > ocr.MAX_PIXELS:
+            where = f" (page {frame} of {len(sizes)})" if len(sizes) > 1 else ""
+            raise UploadRejected("image_too_large",
+                                 f"{safe_name}{where}: {ocr.too_many_pixels_message(width, height)}", status=413)

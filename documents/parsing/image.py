@@ -31,6 +31,33 @@ def image_size(path_or_file) -> tuple[str, int, int, int]:
         raise IngestionError("corrupt_file", MSG_IMAGE_CORRUPT) from None
 
 
+# More frames than this is no document anyone scans; counting them costs the upload a read
+# of each frame's header, so the count stops here (documents/validation.py refuses the file).
+MAX_FRAMES = 10_000
+
+
+def frame_sizes(fileobj, image_format: str):
+    """(frame number from 1, width, height) of every frame, read from the headers only:
+    no pixel is decoded. Opened through the format's own plugin, so Pillow's bomb check
+    (which raises before anyone learns the size) does not hide a picture's real size; the
+    caller compares each size with ocr.MAX_PIXELS itself. Stops after MAX_FRAMES + 1 frames.
+    Raises what Pillow raises for a file that is not of `image_format`."""
+    from PIL import Image
+
+    Image.init()
+    factory, accept = Image.OPEN[image_format]
+    head = fileobj.read(16)
+    fileobj.seek(0)
+    if accept is not None and not accept(head):
+        raise SyntaxError(f"not a {image_format} file")
+    with factory(fileobj) as image:  # leaves the caller's file open
+        frames = min(getattr(image, "n_frames", 1), MAX_FRAMES + 1)
+        for index in range(frames):
+            if index:
+                image.seek(index)
+            yield index + 1, image.width, image.height
+
+
 def check_pixels(width: int, height: int) -> None:
     if width * height > ocr.MAX_PIXELS:
         raise IngestionError("image_too_large", ocr.too_many_pixels_message(width, height))

@@ -329,3 +329,41 @@ def test_the_chat_page_marks_an_ocr_citation():
     assert "(OCR)" not in render_to_string("chat/_source_item.html", {"s": source})
     with open("static/js/chat.js", encoding="utf-8") as script:  # the live answer's sources say it too
         assert script.read().count('(s.ocr ? " (OCR)" : "")') == 2
+
+
+def _png_declaring(width: int, height: int) -> bytes:
+    """A tiny PNG whose header declares `width` × `height` (its one IDAT holds a few bytes):
+    what a decompression-bomb upload looks like."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
+
+    header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00" * 64))
+            + chunk(b"IEND", b""))
+
+
+def test_upload_refuses_a_png_that_declares_a_huge_picture_as_too_large_not_as_the_wrong_type():
+    """Found from outside: 100000 × 100000 answered 415 (Pillow's bomb check raised on open);
+    the README promises 413 for a picture too large."""
+    with pytest.raises(UploadRejected) as info:
+        _validate("bomb.png", _png_declaring(100_000, 100_000), "image/png")
+    assert (info.value.code, info.value.status) == ("image_too_large", 413)
+    assert "100000 × 100000" in info.value.message
+
+
+def test_upload_checks_every_frame_of_a_tiff():
+    """Found from outside: a two-frame TIFF (10 × 10, then 8000 × 6000) was accepted by its
+    first frame and failed later in the worker."""
+    out = io.BytesIO()
+    Image.new("1", (10, 10)).save(out, format="TIFF", save_all=True,
+                                  append_images=[Image.new("1", (8000, 6000))])
+    with pytest.raises(UploadRejected) as info:
+        _validate("scan.tiff", out.getvalue(), "image/tiff")
+    assert (info.value.code, info.value.status) == ("image_too_large", 413)
+    assert "8000 × 6000" in info.value.message and "page 2" in info.value.message
+    small = io.BytesIO()
+    Image.new("1", (10, 10)).save(small, format="TIFF", save_all=True, append_images=[Image.new("1", (20, 20))])
+    _validate("two-pages.tiff", small.getvalue(), "image/tiff")  # every frame within the limit: accepted
