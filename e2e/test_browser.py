@@ -231,7 +231,8 @@ def test_model_text_is_escaped_and_errors_are_explained(new_page, stack):
     page = new_page()
     _log_in(page, "owner@gamma.test")
     stack.model.answer = ('<img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> '
-                          '[click](javascript:alert(1)) [ok](https://example.com/a) [Document 7]')
+                          '[click](javascript:alert(1)) [ok](https://example.com/a) [Document 7] '
+                          '[refund portal](https://evil.test/refunds?u=1)')
     try:
         page.goto("/chat/")
         expect(page.get_by_role("heading", name="Add documents first")).to_be_visible()
@@ -244,6 +245,12 @@ def test_model_text_is_escaped_and_errors_are_explained(new_page, stack):
         assert page.evaluate("window.__pwned") is None
         assert answer.locator("img, script").count() == 0
         expect(answer.get_by_role("link", name="ok")).to_have_attribute("href", "https://example.com/a")
+        # A link a document planted names the host it leads to, and opens apart from the app.
+        planted = answer.get_by_role("link", name="refund portal")
+        expect(planted).to_have_attribute("href", "https://evil.test/refunds?u=1")
+        expect(planted).to_contain_text("evil.test")
+        expect(planted).to_have_attribute("rel", re.compile(r"\bnoopener\b.*\bnoreferrer\b"))
+        expect(planted).to_have_attribute("title", "https://evil.test/refunds?u=1")
         expect(answer.get_by_role("link", name="click")).to_have_count(0)  # javascript: stays text
         expect(answer.locator(".bubble")).to_contain_text("[Document 7]")  # no such source: not a link
 

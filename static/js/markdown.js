@@ -6,6 +6,10 @@
 // nodes with Groundwork.el (app.js), which puts every piece of text in as a text node, so
 // "<script>" in an answer is shown as text; only the whitelisted formatting below becomes
 // elements, and links are limited to http(s) URLs.
+//
+// Links: an answer's text can carry a link a document planted ("[refund portal](https://…)"),
+// so a labelled link also shows the host it leads to, its title is the whole address, and it
+// opens in a new tab with rel="noopener noreferrer nofollow" (README, "Chat": links in answers).
 (function () {
   "use strict";
   var el = Groundwork.el;
@@ -27,6 +31,10 @@
   function chunkUrl(source) {
     var chunk = encodeURIComponent(source.chunk_index);
     return "/documents/" + encodeURIComponent(source.document_id) + "/?chunk=" + chunk + "#chunk-" + chunk;
+  }
+
+  function hostOf(url) {
+    try { return new URL(url).host; } catch (e) { return url; }
   }
 
   function pageRange(pages) {
@@ -62,7 +70,10 @@
       var close = token.indexOf("](");
       var url = token.slice(close + 2, -1);
       if (!SAFE_URL.test(url)) return document.createTextNode(token);
-      return inlineEl("a", Object.assign({ href: url }, EXTERNAL), token.slice(1, close), sources);
+      var link = inlineEl("a", Object.assign({ href: url, title: url, class: "external" }, EXTERNAL),
+                          token.slice(1, close), sources);
+      link.appendChild(el("span", { class: "link-host" }, " (" + hostOf(url) + ")"));
+      return link;
     }
     if (match[4]) return inlineEl("strong", null, token.slice(2, -2), sources);
     if (match[5]) return inlineEl("em", null, token.slice(1, -1), sources);
