@@ -9,12 +9,14 @@ from config.embedded import BASE_DIR
 PROBE = (
     "import json, django; from django.conf import settings; django.setup();"
     "print(json.dumps({'storage': settings.STORAGES['default']['BACKEND'], **{k: getattr(settings, k) for k in ('SESSION_COOKIE_SECURE', 'CSRF_COOKIE_SECURE',"
-    " 'SECURE_HSTS_SECONDS', 'ALLOWED_HOSTS', 'SECURE_SSL_REDIRECT', 'DEBUG', 'RAG_TOP_K', 'EMAIL_BACKEND')}}))"
+    " 'SECURE_HSTS_SECONDS', 'ALLOWED_HOSTS', 'SECURE_SSL_REDIRECT', 'DEBUG', 'RAG_TOP_K', 'EMAIL_BACKEND',"
+    " 'SIGNUP_CREDITS')}}))"
 )
 
 
 def _settings(**overrides):
-    env = {k: v for k, v in os.environ.items() if k not in ("GROUNDWORK_TESTING", "GROUNDWORK_LOCAL", "SECRET_KEY", "DEBUG")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("GROUNDWORK_TESTING", "GROUNDWORK_LOCAL", "SECRET_KEY", "DEBUG", "SIGNUP_CREDITS")}
     env.update(DJANGO_SETTINGS_MODULE="config.settings", **overrides)
     return subprocess.run([sys.executable, "-c", PROBE], cwd=BASE_DIR, env=env, capture_output=True, text=True)
 
@@ -75,3 +77,10 @@ def test_settings_are_composed_once():
                     assigned.setdefault(target.id, []).append(node.lineno)
     twice = {name: lines for name, lines in assigned.items() if len(lines) > 1}
     assert patched == [] and twice == {}
+
+
+def test_a_new_team_starts_with_enough_credits_for_a_real_pdf():
+    """Found from outside: 10,000 starting credits could not index a 52-page PDF (about 690
+    credits a page). The default is 150,000: about 100 PDF pages and 50 questions (README, Credits)."""
+    values = json.loads(_settings(DEBUG="1").stdout)
+    assert values["SIGNUP_CREDITS"] == 150_000
