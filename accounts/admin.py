@@ -60,9 +60,45 @@ class UserAdmin(BaseUserAdmin):
         # Change rights on users are not a way to more rights: only a superuser hands out
         # staff status, superuser status, groups or permissions (to others or to oneself).
         readonly = super().get_readonly_fields(request, obj)
-        if request.user.is_superuser:
-            return readonly
-        return (*readonly, "is_staff", "is_superuser", "groups", "user_permissions")
+        if not request.user.is_superuser:
+            readonly = (*readonly, "is_staff", "is_superuser", "groups", "user_permissions")
+        if obj is not None and not may_set_credentials(request.user, obj):
+            readonly = (*readonly, "email")  # the login: changing it takes the account over
+        return readonly
+
+    def has_change_permission(self, request, obj=None):
+        # Nobody edits a person who has more rights than they do (a superuser, or staff with
+        # permissions the actor lacks): view only, and Django's password form refuses too.
+        if obj is not None and outranks(obj, request.user):
+            return False
+        return super().has_change_permission(request, obj)
+
+    def user_change_password(self, request, id, form_url=""):
+        target = self.get_object(request, id)
+        if target is not None and not may_set_credentials(request.user, target):
+            raise PermissionDenied
+        return super().user_change_password(request, id, form_url)
+
+
+def outranks(target: User, actor: User) -> bool:
+    """Whether `target` has rights `actor` lacks: a superuser over anyone else, staff with a
+    permission the actor does not have over that actor."""
+    if target.pk == actor.pk or actor.is_superuser:
+        return False
+    if target.is_superuser:
+        return True
+    return target.is_staff and not target.get_all_permissions() <= actor.get_all_permissions()
+
+
+def may_set_credentials(actor: User, target: User) -> bool:
+    """Setting `target`'s password or email in the admin (a takeover of their account, a team
+    owner's included): one's own, or a superuser's power, or `accounts.set_user_credentials`'s,
+    which no support role has by default; never over someone with more rights."""
+    if target.pk == actor.pk:
+        return True
+    if outranks(target, actor):
+        return False
+    return actor.is_superuser or actor.has_perm("accounts.set_user_credentials")
 
 
 def _notify_membership_changed(membership: Membership, *, removed: bool = False) -> None:

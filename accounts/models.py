@@ -57,6 +57,10 @@ class User(AbstractBaseUser, PermissionsMixin):
 
     class Meta:
         constraints = [models.UniqueConstraint(Lower("email"), name="user_email_ci_unique")]
+        # Setting another person's password or email in the admin is a takeover of their
+        # account: a superuser's power, or this permission's, never "change user"'s
+        # (accounts/admin.py, UserAdmin).
+        permissions = [("set_user_credentials", "Can set another user's password or email")]
 
     def __str__(self):
         return self.email
