@@ -48,6 +48,9 @@ class User(AbstractBaseUser, PermissionsMixin):
     # at sign-up, whose starting credits are paid once the address is verified.
     last_account = models.ForeignKey("Account", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     signup_account = models.ForeignKey("Account", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    # Starting credits are one grant per verified person (accounts.services.team_create and
+    # _email_mark_verified): when, and into which team, this person's went.
+    starting_credits_granted_at = models.DateTimeField(null=True, blank=True)
 
     objects = UserManager()
 
@@ -78,6 +81,9 @@ class Account(models.Model):
     name = models.CharField(max_length=120)
     slug = models.SlugField(max_length=60, unique=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Who created the team (null for operators' and older accounts): a person creates at most
+    # TEAMS_PER_PERSON_PER_DAY a day.
+    created_by = models.ForeignKey("User", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     # Deleted by an owner (accounts.services.account_delete): the row stays as a tombstone
     # that keeps the credit ledger and the audit log; nobody resolves into it any more.
     deleted_at = models.DateTimeField(null=True, blank=True, db_index=True)

@@ -48,9 +48,11 @@ def _unique_slug(name: str) -> str:
 
 
 @transaction.atomic
-def account_create(*, name: str, owner: User, slug: str | None = None, initial_credits: int | None = None) -> Account:
+def account_create(*, name: str, owner: User, slug: str | None = None, initial_credits: int | None = None,
+                   created_by: User | None = None) -> Account:
     """A new account with `owner` as its first owner and its starting credits
-    (SIGNUP_CREDITS unless `initial_credits` says otherwise). A given slug must be free."""
+    (SIGNUP_CREDITS unless `initial_credits` says otherwise). A given slug must be free.
+    Operators' path (create_account, the demo); a person's own teams go through team_create."""
     name = (name or "").strip()
     if not name:
         raise AccountError("invalid_name", "Give the account a name.", field="name")
@@ -60,7 +62,7 @@ def account_create(*, name: str, owner: User, slug: str | None = None, initial_c
             raise AccountError("invalid_slug", "The slug may use letters, digits and hyphens only.", field="slug")
         if Account.objects.filter(slug=slug).exists():
             raise AccountError("duplicate_slug", f"The slug “{slug}” is taken; choose another.", field="slug")
-    account = Account.objects.create(name=name, slug=slug or _unique_slug(name))
+    account = Account.objects.create(name=name, slug=slug or _unique_slug(name), created_by=created_by)
     credits = settings.SIGNUP_CREDITS if initial_credits is None else initial_credits
     if credits < 0:
         raise AccountError("invalid_amount", "Starting credits must be zero or more.")
@@ -68,6 +70,40 @@ def account_create(*, name: str, owner: User, slug: str | None = None, initial_c
         Membership.objects.for_account(account).create(account=account, user=owner, role=Role.OWNER)
         account_created.send(sender=Account, account=account, initial_credits=credits)
     return account
+
+
+@transaction.atomic
+def team_create(*, name: str, owner: User) -> Account:
+    """A team a person creates for themselves (the "New team" form, and their sign-up team).
+
+    Starting credits are one grant per verified person: this team gets SIGNUP_CREDITS only if
+    the person's address is verified and they never had the grant (the grant of an unverified
+    person's sign-up team waits for the verification). A person creates at most
+    TEAMS_PER_PERSON_PER_DAY teams in 24 hours: past it, AccountError("too_many_teams", 429).
+    NOTE: two creations at once are serialised on the person's row, so they share one grant
+    and one count.
+    """
+    person = User.objects.select_for_update().get(pk=owner.pk)
+    since = timezone.now() - timedelta(days=1)
+    limit = settings.TEAMS_PER_PERSON_PER_DAY
+    if Account.objects.filter(created_by=person, created_at__gte=since).count() >= limit:
+        raise AccountError("too_many_teams", f"A person can create at most {limit} teams a day. Try again "
+                           "tomorrow, or ask to be invited to an existing team.", status=429)
+    grant = person.email_verified_at is not None and person.starting_credits_granted_at is None
+    account = account_create(name=name, owner=person, initial_credits=settings.SIGNUP_CREDITS if grant else 0,
+                             created_by=person)
+    if grant:
+        person.starting_credits_granted_at = timezone.now()
+        person.save(update_fields=["starting_credits_granted_at"])
+    return account
+
+
+def starting_credits_went_to(*, user: User) -> Account | None:
+    """The team this person's starting credits went to, if any (what a new team's page says)."""
+    if user.starting_credits_granted_at is None:
+        return None
+    return (user.signup_account if user.signup_account_id else
+            Account.objects.filter(created_by=user).order_by("created_at").first())
 
 
 @transaction.atomic
@@ -96,7 +132,8 @@ def signup(*, email: str, password: str, account_name: str, full_name: str = "",
     (the demo account), who vouch for the address themselves.
     """
     user = user_create(email=email, password=password, full_name=full_name)
-    account = account_create(name=account_name or f"{user.get_short_name()}'s team", owner=user, initial_credits=0)
+    account = account_create(name=account_name or f"{user.get_short_name()}'s team", owner=user, initial_credits=0,
+                             created_by=user)
     user.signup_account = account
     user.last_account = account
     user.save(update_fields=["signup_account", "last_account"])
@@ -142,11 +179,17 @@ def _email_mark_verified(user: User) -> bool:
     if user.email_verified_at is not None:
         return False
     user.email_verified_at = timezone.now()
-    user.save(update_fields=["email_verified_at"])
-    if user.signup_account_id:
+    fields = ["email_verified_at"]
+    # One grant per person: none if a team they created since got it (it cannot have: an
+    # unverified person's teams start empty) or if the sign-up team is gone.
+    if user.signup_account_id and user.starting_credits_granted_at is None \
+            and not Account.objects.filter(pk=user.signup_account_id, deleted_at__isnull=False).exists():
+        user.starting_credits_granted_at = user.email_verified_at
+        fields.append("starting_credits_granted_at")
         with account_context(account_id=user.signup_account_id):
             signup_email_verified.send(sender=User, account=user.signup_account,
                                        initial_credits=settings.SIGNUP_CREDITS)
+    user.save(update_fields=fields)
     return True
 
 

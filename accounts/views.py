@@ -195,19 +195,31 @@ def invitation_decline_view(request, invitation_id: int):
 def account_create_view(request):
     form = AccountForm(request.POST)
     if form.is_valid():
-        # NOTE: starting credits are for a verified address; an unverified one's further
-        # teams start empty, or a new team would be a way around verifying.
-        credits = None if request.user.email_verified_at else 0
+        # Starting credits are one grant per verified person, and teams are capped per day
+        # (services.team_create): a new team is no way to more free credits.
         try:
-            account = services.account_create(name=form.cleaned_data["name"], owner=request.user,
-                                              initial_credits=credits)
+            account = services.team_create(name=form.cleaned_data["name"], owner=request.user)
         except AccountError as exc:
             messages.error(request, exc.message)
         else:
             services.user_last_account_set(user=request.user, account_id=account.pk)
             request.session[SESSION_ACCOUNT_KEY] = account.pk
-            messages.success(request, f"Created {account.name}.")
+            messages.success(request, _created_message(request.user, account))
     return redirect("home")
+
+
+def _created_message(user, account) -> str:
+    user.refresh_from_db(fields=["starting_credits_granted_at", "email_verified_at"])
+    went_to = services.starting_credits_went_to(user=user)
+    if went_to is not None and went_to.pk == account.pk:
+        return f"Created {account.name}, with your starting credits."
+    if went_to is not None:
+        return (f"Created {account.name}. It starts without credits: your starting credits went to "
+                f"{went_to.name} (one grant per person). An owner can add credits.")
+    if user.signup_account_id and user.email_verified_at is None:
+        return (f"Created {account.name}. It starts without credits: your starting credits go to "
+                f"{user.signup_account.name} once your email address is verified.")
+    return f"Created {account.name}. It starts without credits; verify your email address to receive yours."
 
 
 @login_required
