@@ -34,7 +34,7 @@ from accounts.models import Membership
 from accounts.selectors import membership_list_for_user
 from audit.models import ActorKind, AuditEntry
 from billing.selectors import ledger_list
-from chat.selectors import conversation_list
+from chat.selectors import conversation_list, messages_sources_readable
 from core.tenancy import account_context
 from documents.models import Document, EmbeddingBatch, Status
 from exports.errors import ExportRefused
@@ -226,9 +226,16 @@ def _document_json(document: Document, file_name: str) -> dict:
 
 
 def _conversations(account_id: int, user) -> list[dict]:
-    """The person's own conversations (not an API key's, not another member's)."""
+    """The person's own conversations (not an API key's, not another member's). Their answers'
+    citations are checked against what the person may read now, with the person as the
+    principal: one naming a document since hidden from them (a restricted collection, access
+    taken away) keeps its number and loses the name, as on the conversation's page."""
     found = []
-    for conversation in conversation_list(account=account_id, user=user).prefetch_related("messages"):
+    conversations = list(conversation_list(account=account_id, user=user).prefetch_related("messages"))
+    with account_context(account_id=account_id, user=user):  # one query for every citation
+        messages_sources_readable(account=account_id, messages=[m for c in conversations for m in c.messages.all()])
+    for conversation in conversations:
+        messages = conversation.messages.all()  # the prefetched objects, their citations checked
         found.append({
             "id": conversation.pk, "title": conversation.title, "created_at": conversation.created_at.isoformat(),
             "updated_at": conversation.updated_at.isoformat(),
@@ -236,7 +243,7 @@ def _conversations(account_id: int, user) -> list[dict]:
                 {"id": m.pk, "role": m.role, "content": m.content, "status": m.status, "citations": m.citations,
                  "model": m.model, "total_tokens": m.total_tokens, "credits_charged": m.credits_charged,
                  "created_at": m.created_at.isoformat()}
-                for m in sorted(conversation.messages.all(), key=lambda m: (m.created_at, m.pk))],
+                for m in sorted(messages, key=lambda m: (m.created_at, m.pk))],
         })
     return found
 

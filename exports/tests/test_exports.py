@@ -20,7 +20,7 @@ from accounts.tests.factories import add_member, make_account, make_api_key, mak
 from chat.models import Conversation, Message
 from core.tenancy import account_context, user_context
 from documents.models import EmbeddingBatch
-from documents.services import collection_create, document_move, document_upload
+from documents.services import collection_create, collection_update, document_move, document_upload
 from exports.jobs import cleanup_exports
 from exports.models import DataExport, ExportStatus
 
@@ -376,3 +376,33 @@ def test_the_overview_page_says_why_an_export_was_refused(world, account_a, clie
     page = client.get("/").content.decode()
     assert "Refused" in page and "more than 1 records" in page and 'id="export-request"' in page
     assert "/download/" not in page
+
+
+def test_an_export_keeps_no_name_of_a_document_the_person_may_no_longer_read(world, account_a, client, run_jobs):
+    """Issue 22, item 6, found from outside: a member removed from a restricted collection
+    still found the document's name in their export (their old answers' citations and
+    sources). The export follows the collection rules: the citation keeps its number, loses
+    the name (README, Collections)."""
+    owner, person = account_a.test_owner, world["person"]
+    with account_context(account_a, user=owner):
+        vault = collection_create(account=account_a, actor=owner, name="Vault", restricted=True,
+                                  user_ids=[person.pk])
+        secret, _ = document_upload(account=account_a, actor=owner, collection=vault,
+                                    upload=SimpleUploadedFile("takeover-plan.txt", b"VAULTMARKER",
+                                                              content_type="text/plain"))
+    run_jobs()
+    with account_context(account_a, user=person):
+        conversation = Conversation.objects.for_account(account_a).create(account=account_a, user=person,
+                                                                           title="Vault question")
+        cited = {"n": 1, "document_id": secret.pk, "document_name": "takeover-plan.txt", "chunk_index": 0,
+                 "pages": None}
+        Message.objects.for_account(account_a).create(
+            account=account_a, conversation=conversation, role="assistant", content="It says so [Document 1].",
+            citations=[cited], sources=[{**cited, "score": 0.9}])
+    with account_context(account_a, user=owner):
+        collection_update(account=account_a, actor=owner, collection=vault, user_ids=[])
+    archive = _zip(client, _export(_login(client, person), run_jobs)["download_url"])
+    assert "takeover-plan" not in _all_text(archive)
+    conversations = json.loads(archive.read(f"{_folder(archive, account_a)}/conversations.json"))
+    [answer] = [m for c in conversations if c["title"] == "Vault question" for m in c["messages"]]
+    assert answer["citations"][0]["n"] == 1 and answer["citations"][0]["available"] is False
