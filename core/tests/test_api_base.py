@@ -165,3 +165,21 @@ def test_a_failed_view_is_rolled_back_and_a_404_is_an_answer(account_a, balance)
 def test_pages_without_a_view_and_template_responses_read_the_account(client_a, balance):
     for route in ("/_page/template/", "/no-such-page/"):
         assert _shown_balance(client_a.get(route)) == balance, route
+
+
+@pytest.mark.urls(__name__)
+@pytest.mark.django_db(transaction=True)  # the ASGI handler's thread has its own connection
+def test_the_choice_holds_under_asgi(account_a):
+    """Served by daphne, each middleware step runs in its own copy of the context variables:
+    the transaction is opened and closed around the view in one frame all the same."""
+    from asgiref.sync import async_to_sync
+    from django.test import AsyncClient
+
+    key = make_api_key(account_a)
+    client, auth = AsyncClient(), {"Authorization": f"Bearer {key}"}
+    baseline = 0  # that connection, outside any request
+    inside = async_to_sync(client.get)("/api/v1/_inside/", headers=auth).json()
+    outside = async_to_sync(client.get)("/api/v1/_outside/", headers=auth).json()
+    assert inside["atomic_depth"] == baseline + 1 and inside["account_id"] == account_a.pk
+    assert outside["atomic_depth"] == baseline and outside["account_id"] is None
+    assert current_context().account_id is None  # nothing leaked into the caller's context
