@@ -45,6 +45,11 @@ class AccountContextMiddleware:
 
     Staff in /admin/ work through the audited bypass instead; anonymous requests get no
     context, so every tenant table reads as empty to them.
+
+    NOTE: for a view in the transaction, `process_view` calls the view itself and returns its
+    response, so a middleware listed after this one must not need a `process_view` of its own
+    (none does: audit's has none), and ATOMIC_REQUESTS stays off (this is the request's
+    transaction).
     """
 
     def __init__(self, get_response):
