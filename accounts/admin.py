@@ -10,20 +10,20 @@ from django import forms
 from django.contrib import admin, messages
 from django.contrib.auth.admin import UserAdmin as BaseUserAdmin
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
 
-from core import sockets
 from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin, record_action
 from core.tenancy import account_context
 from accounts import services
+from accounts.errors import AccountError
 from accounts.forms import AdminLoginForm
 from accounts.models import Account, ApiKey, Invitation, Membership, Role, User
-from audit.actors import user_actor
-from audit.services import audit_record, audit_staff_access
+from audit.services import audit_staff_access
 
 # The admin login counts failures with the dashboard's (accounts.ratelimit): one limit per
 # address and per IP, whichever door is knocked on.
@@ -101,55 +101,58 @@ def may_set_credentials(actor: User, target: User) -> bool:
     return actor.is_superuser or actor.has_perm("accounts.set_user_credentials")
 
 
-def _notify_membership_changed(membership: Membership, *, removed: bool = False) -> None:
-    # The team pages go through accounts.services, which tell the member's open sockets; the
-    # admin edits rows directly (staff are no member of the team), so it tells them here.
-    if removed:
-        # As the Team page's removal: grants to restricted collections go too, in this transaction.
-        services.member_access_end(account_id=membership.account_id, user_id=membership.user_id)
-        return
-    sockets.notify_on_commit(sockets.member_group(membership.account_id, membership.user_id), sockets.CHANGED)
+# --- memberships: through accounts.services, as the Team page's ---------------------------------
+# The services keep the last owner, audit once (as staff: audit.actors names the admin's user)
+# and tell the member's open sockets. A refusal (AccountError: the last owner, a deleted
+# account) rolls the whole save back and is shown on the page it came from.
 
-
-def _email(user_id: int) -> str:
-    return User.objects.filter(pk=user_id).values_list("email", flat=True).first() or f"user {user_id}"
-
-
-def _audit_membership(request, action: str, *, account_id: int, user_id: int, detail: dict) -> None:
-    """The admin's membership edits in the account's audit log, by the staff user, like the
-    Team page's (member.add, member.role_change, member.remove)."""
-    audit_record(account=account_id, action=action, actor=user_actor(request.user, staff=True),
-                 target=_email(user_id), detail=detail)
-
-
-def _audit_membership_saved(request, membership: Membership, *, before: dict | None) -> None:
-    """`before`: the row's account, user and role before the edit (None: a new row)."""
-    if before is None:
-        _audit_membership(request, "member.add", account_id=membership.account_id, user_id=membership.user_id,
-                          detail={"role": membership.role})
-        return
-    if (before["account"], before["user"]) != (membership.account_id, membership.user_id):
-        # Moved to another person or account: one left, another joined.
-        _audit_membership(request, "member.remove", account_id=before["account"], user_id=before["user"],
-                          detail={"role": before["role"]})
-        services.member_access_end(account_id=before["account"], user_id=before["user"])
-        _audit_membership(request, "member.add", account_id=membership.account_id, user_id=membership.user_id,
-                          detail={"role": membership.role})
-    elif before["role"] != membership.role:
-        _audit_membership(request, "member.role_change", account_id=membership.account_id,
-                          user_id=membership.user_id, detail={"from": before["role"], "to": membership.role})
-
-
-def _audit_membership_removed(request, membership: Membership) -> None:
-    _audit_membership(request, "member.remove", account_id=membership.account_id, user_id=membership.user_id,
-                      detail={"role": membership.role})
+def _as_staff(request, account: Account, service, **kwargs):
+    with account_context(account):
+        return service(account=account, actor=request.user, by_staff=True, **kwargs)
 
 
 def _membership_before(membership: Membership) -> dict | None:
+    """The row's account, user and role as stored, before the form's edit (None: a new row)."""
     if membership.pk is None:
         return None
-    row = Membership.all_accounts.filter(pk=membership.pk).values("account_id", "user_id", "role").first()
-    return row and {"account": row["account_id"], "user": row["user_id"], "role": row["role"]}
+    return Membership.all_accounts.filter(pk=membership.pk).values("account_id", "user_id", "role").first()
+
+
+def _member_save(request, membership: Membership, *, before: dict | None) -> Membership:
+    """An added or edited row (not yet written) through the services; the row as stored."""
+    if before is None:
+        return _as_staff(request, membership.account, services.member_add, user=membership.user,
+                         role=membership.role)
+    if (before["account_id"], before["user_id"]) != (membership.account_id, membership.user_id):
+        # Moved to another person or account: one leaves, another joins.
+        _as_staff(request, Account.objects.get(pk=before["account_id"]), services.member_remove,
+                  membership_id=membership.pk)
+        return _as_staff(request, membership.account, services.member_add, user=membership.user,
+                         role=membership.role)
+    if before["role"] != membership.role:
+        return _as_staff(request, membership.account, services.member_change_role, membership_id=membership.pk,
+                         role=membership.role)
+    return membership
+
+
+def _member_remove(request, membership: Membership) -> None:
+    _as_staff(request, membership.account, services.member_remove, membership_id=membership.pk)
+
+
+class RefusalsShownMixin:
+    """A change the services refuse is undone whole (the view runs in one atomic block) and
+    shown as an error on the page it was made on."""
+
+    def _refusals_shown(self, view, request, *args, **kwargs):
+        try:
+            with transaction.atomic():
+                return view(request, *args, **kwargs)
+        except AccountError as exc:
+            self.message_user(request, exc.message, messages.ERROR)
+            return redirect(request.get_full_path())
+
+    def changeform_view(self, request, *args, **kwargs):
+        return self._refusals_shown(super().changeform_view, request, *args, **kwargs)
 
 
 class MembershipInline(AllAccountsMixin, admin.TabularInline):
@@ -209,7 +212,7 @@ class Panel:
 
 
 @admin.register(Account)
-class AccountAdmin(admin.ModelAdmin):
+class AccountAdmin(RefusalsShownMixin, admin.ModelAdmin):
     """Support's view of a team: members, keys, and the panels and actions the floors above
     add with `add_panel()`, `add_column()` and `add_action()`."""
 
@@ -280,15 +283,15 @@ class AccountAdmin(admin.ModelAdmin):
         if formset.model is not Membership:
             return super().save_formset(request, form, formset, change)
         before = {f.instance.pk: _membership_before(f.instance) for f in formset.initial_forms}
-        super().save_formset(request, form, formset, change)
+        formset.save(commit=False)  # sorts the rows into new, changed and deleted; writes nothing
+        # New owners first and removals last: the account keeps an owner at every step.
+        changed = sorted(formset.changed_objects, key=lambda pair: pair[0].role != Role.OWNER)
         for membership in formset.new_objects:
-            _audit_membership_saved(request, membership, before=None)
-        for membership, _fields in formset.changed_objects:
-            _audit_membership_saved(request, membership, before=before.get(membership.pk))
-            _notify_membership_changed(membership)
+            _member_save(request, membership, before=None)
+        for membership, _fields in changed:
+            _member_save(request, membership, before=before.get(membership.pk))
         for membership in formset.deleted_objects:
-            _audit_membership_removed(request, membership)
-            _notify_membership_changed(membership, removed=True)
+            _member_remove(request, membership)
 
 
 class MembershipAdminForm(forms.ModelForm):
@@ -304,7 +307,7 @@ class MembershipAdminForm(forms.ModelForm):
 
 
 @admin.register(Membership)
-class MembershipAdmin(AllAccountsMixin, admin.ModelAdmin):
+class MembershipAdmin(RefusalsShownMixin, AllAccountsMixin, admin.ModelAdmin):
     form = MembershipAdminForm
     list_display = ("user", "account", "role", "created_at")
     list_filter = ("role", AccountFilter)
@@ -313,23 +316,22 @@ class MembershipAdmin(AllAccountsMixin, admin.ModelAdmin):
     autocomplete_fields = ("user", "account")
 
     def save_model(self, request, obj, form, change):
-        before = _membership_before(obj) if change else None
-        super().save_model(request, obj, form, change)
-        _audit_membership_saved(request, obj, before=before)
-        if change:
-            _notify_membership_changed(obj)
+        saved = _member_save(request, obj, before=_membership_before(obj) if change else None)
+        obj.pk, obj.created_at = saved.pk, saved.created_at  # for the admin's log and redirect
 
     def delete_model(self, request, obj):
-        super().delete_model(request, obj)
-        _audit_membership_removed(request, obj)
-        _notify_membership_changed(obj, removed=True)
+        _member_remove(request, obj)
 
     def delete_queryset(self, request, queryset):
-        memberships = list(queryset)
-        super().delete_queryset(request, queryset)
-        for membership in memberships:
-            _audit_membership_removed(request, membership)
-            _notify_membership_changed(membership, removed=True)
+        # All of them, or (a refusal) none: changelist_view runs in one atomic block.
+        for membership in queryset.select_related("account"):
+            _member_remove(request, membership)
+
+    def delete_view(self, request, *args, **kwargs):
+        return self._refusals_shown(super().delete_view, request, *args, **kwargs)
+
+    def changelist_view(self, request, *args, **kwargs):
+        return self._refusals_shown(super().changelist_view, request, *args, **kwargs)
 
 
 @admin.register(Invitation)

@@ -2,25 +2,24 @@
 from drf_spectacular.utils import OpenApiResponse, extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts import services
 from accounts.errors import AccountError
 from accounts.permissions import Action, Forbidden, principal_require
 from accounts.serializers import CurrentAccountSerializer
+from core.views import AccountAPIView
 
 
-class CurrentAccountView(APIView):
+class CurrentAccountView(AccountAPIView):
     """The account this request acts for: the API key's, or the session's chosen one."""
 
     @extend_schema(responses=CurrentAccountSerializer)
     def get(self, request):
-        account = request._request.account
-        membership = request._request.membership
+        account, membership = self.account, self.membership
         data = {
             "id": account.pk, "name": account.name, "slug": account.slug, "created_at": account.created_at,
             "auth": "api_key" if request.auth is not None else "session",
-            "role": membership.role if membership is not None and request.auth is None else None,
+            "role": membership.role if membership is not None else None,
             "scope": request.auth.scope if request.auth is not None else None,
         }
         return Response(CurrentAccountSerializer(data).data)
@@ -40,8 +39,8 @@ class CurrentAccountView(APIView):
         if request.auth is not None:
             raise Forbidden("An API key cannot delete its account: an owner deletes it on the Team page, or "
                             "with DELETE /api/v1/account/ from their signed-in session.")
-        account = request._request.account
-        principal_require(request._request, Action.ACCOUNT_DELETE)
+        account = self.account
+        principal_require(self.principal, Action.ACCOUNT_DELETE)
         confirm = request.data.get("confirm") if hasattr(request.data, "get") else None
         if confirm is None:
             confirm = request.query_params.get("confirm")

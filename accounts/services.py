@@ -245,10 +245,14 @@ def member_manageable(*, actor_membership: Membership, membership: Membership) -
 ROLE_CHOICE_MESSAGE = "Choose a role: owner, admin, member or viewer."
 
 
-def _check_grantable(actor_membership: Membership, role: str) -> None:
-    """Nobody grants a role above their own; only owners grant (or take away) owner."""
+def _check_role(role: str) -> None:
     if role not in Role.values:
         raise AccountError("invalid_role", ROLE_CHOICE_MESSAGE, field="role")
+
+
+def _check_grantable(actor_membership: Membership, role: str) -> None:
+    """Nobody grants a role above their own; only owners grant (or take away) owner."""
+    _check_role(role)
     if role == Role.OWNER and actor_membership.role != Role.OWNER:
         raise Forbidden("Only owners can make someone an owner.")
     if ROLE_RANK[role] > ROLE_RANK.get(actor_membership.role, -1):
@@ -383,18 +387,47 @@ def _lock_memberships(account: Account) -> None:
     list(Membership.objects.for_account(account).select_for_update().values_list("pk", flat=True))
 
 
+# `by_staff=True` in the member services below: support staff in the Django admin, who are no
+# member of the team and are authorised by the admin's own permissions instead of a team
+# role. Everything else is the Team page's: the last owner stays one, one audit entry (the
+# staff user's, named by audit.actors), and the member's open sockets are told.
+
+
 @transaction.atomic
-def member_change_role(*, account: Account, actor: User, membership_id: int, role: str) -> Membership:
+def member_add(*, account: Account, actor: User, user: User, role: str, by_staff: bool = False) -> Membership:
+    """Make `user` a member with `role`, at once (the Team page invites instead: the person
+    joins when they accept). Owners and admins, within the roles they may grant."""
+    if by_staff:
+        _check_role(role)
+    else:
+        _check_grantable(_require_manager(account=account, actor=actor), role)
+    if account.deleted_at is not None:
+        raise AccountError("account_deleted", "This account was deleted: nobody can join it.", field="account")
+    members = Membership.objects.for_account(account)
+    if members.filter(user=user).exists():
+        raise AccountError("already_member", f"{user.email} is already a member of this account.", field="user")
+    membership = members.create(account=account, user=user, role=role)
+    audit_record(account=account, action="member.add", actor=actor, target=user.email, detail={"role": role})
+    return membership
+
+
+@transaction.atomic
+def member_change_role(*, account: Account, actor: User, membership_id: int, role: str,
+                       by_staff: bool = False) -> Membership:
     """Change a member's role. Owners and admins only; only owners grant or take away owner;
     nobody grants a role above their own (themselves included); the last owner stays one."""
-    actor_membership = _require_manager(account=account, actor=actor)
-    _check_grantable(actor_membership, role)
+    actor_membership = None
+    if by_staff:
+        _check_role(role)
+    else:
+        actor_membership = _require_manager(account=account, actor=actor)
+        _check_grantable(actor_membership, role)
     _lock_memberships(account)
     membership = Membership.objects.for_account(account).filter(pk=membership_id).first()
     if membership is None:
         raise AccountError("not_found", "That member was not found.", status=404)
     touches_owner = role == Role.OWNER or membership.role == Role.OWNER
-    if touches_owner and actor_membership.role != Role.OWNER:
+    if touches_owner and actor_membership is not None and actor_membership.role != Role.OWNER:
         raise Forbidden("Only owners can grant or take away the owner role.")
     if membership.role == Role.OWNER and role != Role.OWNER and _owner_count(account) == 1:
         raise AccountError("last_owner", "The last owner cannot be demoted. Make someone else an owner first.")
@@ -407,18 +440,19 @@ def member_change_role(*, account: Account, actor: User, membership_id: int, rol
 
 
 @transaction.atomic
-def member_remove(*, account: Account, actor: User, membership_id: int) -> None:
-    """Owners/admins remove members; anyone may remove themselves (leave)."""
+def member_remove(*, account: Account, actor: User, membership_id: int, by_staff: bool = False) -> None:
+    """Owners/admins remove members; anyone may remove themselves (leave). The last owner stays."""
     _lock_memberships(account)
     membership = Membership.objects.for_account(account).filter(pk=membership_id).first()
     if membership is None:
         raise AccountError("not_found", "That member was not found.", status=404)
-    if membership.user_id != actor.pk:
+    if not by_staff and membership.user_id != actor.pk:
         actor_membership = _require_manager(account=account, actor=actor)
         if membership.role == Role.OWNER and actor_membership.role != Role.OWNER:
             raise Forbidden("Only owners can remove an owner.")
     if membership.role == Role.OWNER and _owner_count(account) == 1:
-        raise AccountError("last_owner", "The last owner cannot leave. Make someone else an owner first.")
+        verb = "leave" if membership.user_id == actor.pk else "be removed"
+        raise AccountError("last_owner", f"The last owner cannot {verb}. Make someone else an owner first.")
     membership.delete()
     audit_record(account=account, action="member.remove", actor=actor, target=membership.user.email, detail={"role": membership.role})
     member_access_end(account_id=account.pk, user_id=membership.user_id)

@@ -1,22 +1,21 @@
 """GET /api/v1/credits/: the balance and the ledger, newest first."""
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from billing.models import Kind
 from billing.selectors import balance_get, ledger_list
 from billing.serializers import CreditsSerializer, LedgerEntrySerializer
 from accounts.permissions import Action, allows
 from core.api import CursorPagination
-from core.permissions import HasAccount
+from core.views import AccountAPIView
 
 
 class LedgerPagination(CursorPagination):
     ordering = ("-created_at", "-pk")
 
 
-class CreditsView(APIView):
-    permission_classes = [HasAccount, allows(Action.CREDITS_VIEW)]
+class CreditsView(AccountAPIView):
+    permission_classes = [allows(Action.CREDITS_VIEW)]
 
     @extend_schema(
         responses=CreditsSerializer,
@@ -27,7 +26,7 @@ class CreditsView(APIView):
         ],
     )
     def get(self, request):
-        account = request._request.account
+        account = self.account
         kind = request.query_params.get("kind")
         if kind is not None and kind not in Kind.values:
             kind = "__none__"  # an unknown kind matches nothing, like any other filter

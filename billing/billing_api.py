@@ -3,12 +3,11 @@
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.permissions import Action, allows
 from billing.alerts import billing_settings_get, billing_settings_update
 from billing.selectors import balance_get
-from core.permissions import HasAccount
+from core.views import AccountAPIView
 
 
 def billing_json(*, account, current) -> dict:
@@ -41,18 +40,18 @@ _BILLING = inline_serializer("Billing", {
     "balance": serializers.IntegerField(), "alert": serializers.DictField()})
 
 
-class BillingView(APIView):
-    permission_classes = [HasAccount, allows(Action.BILLING_MANAGE)]
+class BillingView(AccountAPIView):
+    permission_classes = [allows(Action.BILLING_MANAGE)]
 
     @extend_schema(responses=_BILLING)
     def get(self, request):
-        account = request._request.account
+        account = self.account
         return Response(billing_json(account=account, current=billing_settings_get(account=account)))
 
     @extend_schema(request=BillingSettingsSerializer, responses=_BILLING)
     def put(self, request):
         body = BillingSettingsSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        account = request._request.account
+        account = self.account
         current = billing_settings_update(account=account, actor=request.user, **body.validated_data)
         return Response(billing_json(account=account, current=current))

@@ -4,12 +4,11 @@ cap; owners and admins) and `DELETE /api/v1/budgets/{id}/` (owners and admins)."
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.permissions import Action, allows, principal_may
 from billing.selectors import budget_list, budget_status_for, budget_statuses
 from billing.services import budget_remove, budget_set
-from core.permissions import HasAccount
+from core.views import AccountAPIView
 
 
 def budget_json(status) -> dict:
@@ -33,14 +32,13 @@ _BUDGET = inline_serializer("Budget", {
     "remaining": serializers.IntegerField(), "resets_at": serializers.DateTimeField()})
 
 
-class BudgetsView(APIView):
-    permission_classes = [HasAccount, allows(GET=Action.CREDITS_VIEW, PUT=Action.BUDGETS_MANAGE)]
+class BudgetsView(AccountAPIView):
+    permission_classes = [allows(GET=Action.CREDITS_VIEW, PUT=Action.BUDGETS_MANAGE)]
 
     @extend_schema(responses=inline_serializer("Budgets", {"results": serializers.ListField(child=_BUDGET)}))
     def get(self, request):
-        account = request._request.account
-        api_key = request._request.api_key
-        if api_key is None and principal_may(request._request, Action.BUDGETS_MANAGE):
+        account, api_key = self.account, self.api_key
+        if api_key is None and principal_may(self.principal, Action.BUDGETS_MANAGE):
             statuses = budget_statuses(account=account, budgets=budget_list(account=account))
         else:
             statuses = budget_status_for(account=account, user=request.user, api_key=api_key)
@@ -50,19 +48,19 @@ class BudgetsView(APIView):
     def put(self, request):
         body = BudgetSetSerializer(data=request.data)
         body.is_valid(raise_exception=True)
-        account = request._request.account
+        account = self.account
         data = body.validated_data
-        budget = budget_set(account=account, actor=request._request.api_key or request.user, period=data["period"],
+        budget = budget_set(account=account, actor=self.api_key or request.user, period=data["period"],
                             limit=data["limit"], user_id=data.get("user_id"), api_key_id=data.get("api_key_id"))
         status = next(s for s in budget_statuses(account=account, budgets=[budget]))
         return Response(budget_json(status))
 
 
-class BudgetDetailView(APIView):
-    permission_classes = [HasAccount, allows(DELETE=Action.BUDGETS_MANAGE)]
+class BudgetDetailView(AccountAPIView):
+    permission_classes = [allows(DELETE=Action.BUDGETS_MANAGE)]
 
     @extend_schema(responses={204: None})
     def delete(self, request, budget_id: int):
-        budget_remove(account=request._request.account, actor=request._request.api_key or request.user,
+        budget_remove(account=self.account, actor=self.api_key or request.user,
                       budget_id=budget_id)
         return Response(status=204)

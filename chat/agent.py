@@ -26,7 +26,7 @@ from chat.errors import ChatError
 from chat.models import Conversation, Message, MessageStatus, Role
 from chat.prompt import build_messages
 from chat.ratelimit import check_chat_rate
-from chat.selectors import conversation_get
+from chat.selectors import conversation_access_by_id
 from chat.router import GENERAL, LOOKUP, SUMMARY, is_followup, match_document, route, standalone_query
 from documents.chunking import embedding_tokens
 from documents.embedding import active_embedding_model
@@ -202,10 +202,7 @@ def _conversation(account, *, conversation_id, user, api_key, question: str) -> 
         return rows.insert(Conversation, account_id=account.pk, user=user if getattr(user, "pk", None) else None,
                            api_key=api_key, title=question[:80])
     # Another person's conversation, in this account too, answers like a missing one.
-    found = conversation_get(account=account, conversation_id=conversation_id, user=user, api_key=api_key)
-    if found is None:
-        raise ChatError("not_found", "That conversation does not exist. Start a new one.", status=404)
-    return found
+    return conversation_access_by_id(account=account, conversation_id=conversation_id, user=user, api_key=api_key)
 
 
 def _history(conversation: Conversation) -> list[tuple[str, str]]:

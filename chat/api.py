@@ -1,11 +1,9 @@
 """REST chat: `POST /api/v1/chat/` (JSON, or server-sent events with ?stream=1) and the
 conversation history."""
-from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.permissions import Action, allows
 from chat import selectors
@@ -18,9 +16,7 @@ from chat.serializers import (
     ConversationSerializer,
 )
 from core.api import CursorPagination, EventStreamRenderer, streaming_response, wants_event_stream
-from core.permissions import HasAccount
-
-CHAT_PERMISSIONS = [HasAccount, allows(Action.CHAT)]
+from core.views import AccountAPIView
 
 
 BIGINT_MAX = 2**63 - 1
@@ -33,16 +29,16 @@ class _ChatRequest(ChatRequestSerializer):
     conversation_id = serializers.IntegerField(required=False, allow_null=True, min_value=1, max_value=BIGINT_MAX)
 
 
-def _actor(request):
-    user = request.user if getattr(request.user, "is_authenticated", False) else None
-    return user, request._request.api_key
+class ChatAPIView(AccountAPIView):
+    """Asking, and reading one's own conversations: `chat` (every role and key scope)."""
+
+    permission_classes = [allows(Action.CHAT)]
 
 
-class ChatView(APIView):
+class ChatView(ChatAPIView):
     # Each step of a turn opens its own account context; no transaction spans the model call.
     account_transaction = False
     renderer_classes = [JSONRenderer, EventStreamRenderer]
-    permission_classes = CHAT_PERMISSIONS
 
     @extend_schema(request=ChatRequestSerializer, responses=ChatResponseSerializer,
                    parameters=[OpenApiParameter("stream", int, enum=[0, 1], required=False,
@@ -50,8 +46,7 @@ class ChatView(APIView):
     def post(self, request):
         body = _ChatRequest(data=request.data)
         body.is_valid(raise_exception=True)
-        user, api_key = _actor(request)
-        run = TurnRun(account=request._request.account, user=user, api_key=api_key,
+        run = TurnRun(account=self.account, user=self.user, api_key=self.api_key,
                       question=body.validated_data["message"],
                       conversation_id=body.validated_data.get("conversation_id"),
                       options=TurnOptions(collection=body.validated_data.get("collection")))
@@ -67,31 +62,23 @@ class ConversationPagination(CursorPagination):
     ordering = ("-updated_at", "-pk")
 
 
-class ConversationListView(APIView):
-    permission_classes = CHAT_PERMISSIONS
-
+class ConversationListView(ChatAPIView):
     @extend_schema(responses=ConversationSerializer(many=True),
                    parameters=[OpenApiParameter("cursor", str, required=False),
                                OpenApiParameter("page_size", int, required=False)])
     def get(self, request):
         paginator = ConversationPagination()
-        user, api_key = _actor(request)
-        conversations = selectors.conversation_list(account=request._request.account, user=user, api_key=api_key)
+        conversations = selectors.conversation_list(account=self.account, user=self.user, api_key=self.api_key)
         page = paginator.paginate_queryset(conversations, request, view=self)
         return paginator.get_paginated_response(ConversationSerializer(page, many=True).data)
 
 
-class ConversationDetailView(APIView):
-    permission_classes = CHAT_PERMISSIONS
-
+class ConversationDetailView(ChatAPIView):
     @extend_schema(responses=ConversationDetailSerializer)
     def get(self, request, conversation_id: int):
-        account = request._request.account
-        user, api_key = _actor(request)
-        conversation = selectors.conversation_get(account=account, conversation_id=conversation_id, user=user,
-                                                  api_key=api_key)
-        if conversation is None:
-            raise Http404
+        account = self.account
+        conversation = selectors.conversation_access_by_id(account=account, conversation_id=conversation_id,
+                                                           user=self.user, api_key=self.api_key)
         messages = selectors.messages_sources_readable(
             account=account, messages=selectors.message_list(account=account, conversation=conversation))
         return Response(ConversationDetailSerializer(conversation, context={"messages": messages}).data)

@@ -8,15 +8,14 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from chat.agent import TurnOptions
 from chat.driver import TurnRun, sse
 from chat.errors import ChatError
 from core.api import EventStreamRenderer, streaming_response
+from core.views import AccountAPIView
 from accounts.permissions import Action, allows
 from core.authentication import ApiKeyAuthentication
-from core.permissions import HasAccount
 
 MODEL_ID = "groundwork"
 # The largest max_tokens taken (then lowered to CHAT_MAX_TOKENS); past it a 400, not an overflow.
@@ -92,10 +91,14 @@ def _options(data: dict) -> TurnOptions:
                        end_user=data.get("user") or "")
 
 
-class ModelsView(APIView):
-    authentication_classes = [ApiKeyAuthentication]
-    permission_classes = [HasAccount, allows(Action.CHAT)]  # both scopes chat
+class OpenAIView(AccountAPIView):
+    """/v1: API keys only (an OpenAI SDK sends one); both scopes chat."""
 
+    authentication_classes = [ApiKeyAuthentication]
+    permission_classes = [allows(Action.CHAT)]
+
+
+class ModelsView(OpenAIView):
     @extend_schema(responses=inline_serializer("ModelList", {"object": serializers.CharField(),
                                                              "data": serializers.ListField()}))
     def get(self, request):
@@ -103,12 +106,10 @@ class ModelsView(APIView):
             {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "groundwork"}]})
 
 
-class ChatCompletionsView(APIView):
+class ChatCompletionsView(OpenAIView):
     # Each step of a turn opens its own account context; no transaction spans the model call.
     account_transaction = False
-    authentication_classes = [ApiKeyAuthentication]
     renderer_classes = [JSONRenderer, EventStreamRenderer]
-    permission_classes = [HasAccount, allows(Action.CHAT)]  # both scopes chat
 
     @extend_schema(request=CompletionRequest, responses=inline_serializer(
         "ChatCompletion", {"id": serializers.CharField(), "object": serializers.CharField(),
@@ -122,7 +123,7 @@ class ChatCompletionsView(APIView):
             raise ChatError("model_not_found", f"The model “{data['model']}” does not exist here; use "
                                                f"model=\"{MODEL_ID}\".", status=404)
         question, history = _question_and_history(data["messages"])
-        run = TurnRun(account=request._request.account, api_key=request._request.api_key, question=question,
+        run = TurnRun(account=self.account, api_key=self.api_key, question=question,
                       history=history, options=_options(data))
         run.prepare()
         created = int(time.time())

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from django.db.models import Count, QuerySet
 
+from chat.errors import ConversationNotFound
 from chat.models import Conversation, Message
+from core.errors import object_id
 from documents.selectors import document_ids_readable
 
 
@@ -23,12 +25,15 @@ def conversation_list(*, account, user=None, api_key=None) -> QuerySet[Conversat
     return conversations.annotate(message_count=Count("messages")).order_by("-updated_at", "-pk")
 
 
-def conversation_get(*, account, conversation_id, user=None, api_key=None) -> Conversation | None:
-    try:
-        conversation_id = int(conversation_id)
-    except (TypeError, ValueError):
-        return None
-    return conversation_list(account=account, user=user, api_key=api_key).filter(pk=conversation_id).first()
+def conversation_access_by_id(*, account, conversation_id, user=None, api_key=None) -> Conversation:
+    """The principal's own conversation (conversation_list's rule: a person's, or a key's), or
+    ConversationNotFound (404) alike for a missing id, another account's, another person's
+    or key's in this account, and a malformed one."""
+    conversation = (conversation_list(account=account, user=user, api_key=api_key)
+                    .filter(pk=object_id(conversation_id)).first())
+    if conversation is None:
+        raise ConversationNotFound()
+    return conversation
 
 
 def message_list(*, account, conversation: Conversation) -> QuerySet[Message]:

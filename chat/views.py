@@ -9,6 +9,7 @@ from django.shortcuts import render
 
 from accounts.permissions import Action, page_requires
 from chat import selectors
+from chat.errors import ConversationNotFound
 from documents.models import Status
 from documents.selectors import document_list
 
@@ -63,9 +64,11 @@ def chat_view(request, conversation_id: int | None = None):
     account = _account(request)
     conversation, messages = None, []
     if conversation_id is not None:
-        conversation = selectors.conversation_get(account=account, conversation_id=conversation_id, user=request.user)
-        if conversation is None:
-            raise Http404
+        try:
+            conversation = selectors.conversation_access_by_id(account=account, conversation_id=conversation_id,
+                                                               user=request.user)
+        except ConversationNotFound as exc:
+            raise Http404(exc.message) from exc
         messages = _with_turn_sources(selectors.messages_sources_readable(
             account=account, messages=selectors.message_list(account=account, conversation=conversation)))
     return render(request, "chat/chat.html", {

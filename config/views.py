@@ -6,6 +6,7 @@ from django.template import loader
 from django.shortcuts import render
 
 from accounts.forms import AccountForm
+from accounts.middleware import request_account_context
 from chat.selectors import conversation_list
 from core.api import STATUS_MESSAGES
 from core.errors import error_body
@@ -31,7 +32,10 @@ def home_view(request):
 def page_not_found(request, exception=None):
     if is_api_path(request.path):
         return JsonResponse(error_body("not_found", STATUS_MESSAGES[404]), status=404)
-    return render(request, "errors/404.html", status=404)
+    # A view's 404 renders in the request's transaction already; an address no URL matches
+    # reaches no view, so its page (whose header reads the balance) opens the context here.
+    with request_account_context(request):
+        return render(request, "errors/404.html", status=404)
 
 
 def server_error(request):

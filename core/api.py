@@ -1,5 +1,7 @@
 """The API platform, set up once for every endpoint: the contract's JSON errors,
-pagination, throttling and server-sent event streams."""
+pagination, throttling and server-sent event streams. The base every API view inherits is
+core.views.AccountAPIView (DRF imports this module while it defines its own APIView, so
+this module cannot import APIView)."""
 from __future__ import annotations
 
 import json
@@ -152,7 +154,7 @@ class AccountRateThrottle(throttling.SimpleRateThrottle):
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
 
     def get_cache_key(self, request, view):
-        account = getattr(request._request, "account", None)
+        account = getattr(request, "account", None)  # DRF's request reads through to Django's
         ident = f"account-{account.pk}" if account is not None else self.get_ident(request)
         return self.cache_format % {"scope": self.scope, "ident": ident}
 

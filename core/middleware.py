@@ -35,8 +35,14 @@ class JsonErrorMiddleware:
         return replacement
 
     def process_exception(self, request, exception):
-        if not is_api_path(request.path):
-            return None
-        response = exception_handler(exception, {"request": request})
-        response.accepted_renderer = None
-        return JsonResponse(response.data, status=response.status_code)
+        return api_error_response(request, exception)
+
+
+def api_error_response(request, exception) -> JsonResponse | None:
+    """An exception that escaped a view under /api/ or /v1/, as the contract's JSON error;
+    None elsewhere (the page's error handlers answer)."""
+    if not is_api_path(request.path):
+        return None
+    response = exception_handler(exception, {"request": request})
+    response.accepted_renderer = None
+    return JsonResponse(response.data, status=response.status_code)

@@ -7,5 +7,6 @@ class HasAccount(BasePermission):
     message = "Authenticate with an API key (Authorization: Bearer gw_…) or sign in."
 
     def has_permission(self, request, view):
-        return getattr(request._request, "account", None) is not None and (
+        # DRF's request reads through to Django's, where AccountContextMiddleware put the account.
+        return getattr(request, "account", None) is not None and (
             request.auth is not None or request.user.is_authenticated)

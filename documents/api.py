@@ -3,11 +3,10 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import status
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.permissions import Action, allows, principal_require
 from core.api import CursorPagination
-from core.permissions import HasAccount
+from core.views import AccountAPIView
 from documents import selectors, services
 from documents.models import Status
 from documents.serializers import (
@@ -22,8 +21,8 @@ class DocumentPagination(CursorPagination):
     ordering = ("-created_at", "-pk")
 
 
-class DocumentListView(APIView):
-    permission_classes = [HasAccount, allows(GET=Action.DOCUMENT_READ, POST=Action.DOCUMENT_UPLOAD)]
+class DocumentListView(AccountAPIView):
+    permission_classes = [allows(GET=Action.DOCUMENT_READ, POST=Action.DOCUMENT_UPLOAD)]
     parser_classes = [MultiPartParser, FormParser]
 
     @extend_schema(parameters=[OpenApiParameter("status", str, enum=Status.values, required=False),
@@ -34,7 +33,7 @@ class DocumentListView(APIView):
                                OpenApiParameter("page_size", int, required=False)],
                    responses=DocumentSerializer(many=True))
     def get(self, request):
-        account = request._request.account
+        account = self.account
         documents = selectors.document_list(account=account,
                                             status=request.query_params.get("status") or None,
                                             query=request.query_params.get("q") or None,
@@ -48,7 +47,7 @@ class DocumentListView(APIView):
                    responses={202: DocumentSerializer, 200: DocumentSerializer})
     def post(self, request):
         services.upload_request_check(content_length=request.META.get("CONTENT_LENGTH"))
-        account = request._request.account
+        account = self.account
         # The collection to upload into (optional, a visible one's id; else the default).
         collection = request.data.get("collection")
         collection = selectors.collection_access_by_id(account=account, collection_id=collection) if collection \
@@ -59,69 +58,68 @@ class DocumentListView(APIView):
                         status=status.HTTP_202_ACCEPTED if created else status.HTTP_200_OK)
 
 
-class DocumentDetailView(APIView):
-    permission_classes = [HasAccount, allows(GET=Action.DOCUMENT_READ, DELETE=Action.DOCUMENT_DELETE)]
+class DocumentDetailView(AccountAPIView):
+    permission_classes = [allows(GET=Action.DOCUMENT_READ, DELETE=Action.DOCUMENT_DELETE)]
 
     @extend_schema(responses=DocumentDetailSerializer)
     def get(self, request, document_id: int):
-        account = request._request.account
+        account = self.account
         document = selectors.document_access_by_id(account=account, document_id=document_id)
         chunks = selectors.chunk_list(account=account, document=document)
         return Response(DocumentDetailSerializer(document, context={"chunks": chunks}).data)
 
     @extend_schema(request=None, responses={202: DocumentSerializer})
     def delete(self, request, document_id: int):
-        account = request._request.account
+        account = self.account
         document = selectors.document_access_by_id(account=account, document_id=document_id)
-        principal_require(request, Action.DOCUMENT_DELETE, document)  # a member: only their own
+        principal_require(self.principal, Action.DOCUMENT_DELETE, document)  # a member: only their own
         document = services.document_delete(account=account, document=document)
         return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)
 
 
-class DocumentReindexView(APIView):
-    permission_classes = [HasAccount, allows(Action.DOCUMENT_REINDEX)]
+class DocumentReindexView(AccountAPIView):
+    permission_classes = [allows(Action.DOCUMENT_REINDEX)]
 
     @extend_schema(request=None, responses={202: DocumentSerializer})
     def post(self, request, document_id: int):
-        account = request._request.account
+        account = self.account
         document = selectors.document_access_by_id(account=account, document_id=document_id)
         document = services.document_reindex(account=account, document=document)
         return Response(DocumentSerializer(document).data, status=status.HTTP_202_ACCEPTED)
 
 
-class DocumentReindexCancelView(APIView):
+class DocumentReindexCancelView(AccountAPIView):
     """Cancel a document's pending or running reindex: it keeps the chunks it had."""
-    permission_classes = [HasAccount, allows(Action.DOCUMENT_REINDEX)]
+    permission_classes = [allows(Action.DOCUMENT_REINDEX)]
 
     @extend_schema(request=None, responses=DocumentSerializer)
     def post(self, request, document_id: int):
-        account = request._request.account
+        account = self.account
         document = selectors.document_access_by_id(account=account, document_id=document_id)
         document = services.document_reindex_cancel(account=account, document=document)
         return Response(DocumentSerializer(document).data)
 
 
-class AccountReindexView(APIView):
+class AccountReindexView(AccountAPIView):
     """Re-embed every document of the account; GET shows the latest run's progress."""
 
-    permission_classes = [HasAccount, allows(GET=Action.DOCUMENT_READ, POST=Action.ACCOUNT_REINDEX)]
+    permission_classes = [allows(GET=Action.DOCUMENT_READ, POST=Action.ACCOUNT_REINDEX)]
 
     @extend_schema(request=None, responses={202: ReindexRunSerializer})
     def post(self, request):
-        run = services.account_reindex_start(account=request._request.account, actor=request.user)
+        run = services.account_reindex_start(account=self.account, actor=request.user)
         return Response(ReindexRunSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
     @extend_schema(responses=inline_serializer("CurrentReindex", {"run": ReindexRunSerializer(allow_null=True)}))
     def get(self, request):
-        run = selectors.reindex_run_current(account=request._request.account)
+        run = selectors.reindex_run_current(account=self.account)
         return Response({"run": ReindexRunSerializer(run).data if run else None})
 
 
-class AccountReindexCancelView(APIView):
-    permission_classes = [HasAccount, allows(Action.ACCOUNT_REINDEX)]
+class AccountReindexCancelView(AccountAPIView):
+    permission_classes = [allows(Action.ACCOUNT_REINDEX)]
 
     @extend_schema(request=None, responses=ReindexRunSerializer)
     def post(self, request, run_id: int):
-        run = selectors.reindex_run_access_by_id(account=request._request.account, run_id=run_id)
-        return Response(ReindexRunSerializer(services.account_reindex_cancel(account=request._request.account,
-                                                                             run=run)).data)
+        run = selectors.reindex_run_access_by_id(account=self.account, run_id=run_id)
+        return Response(ReindexRunSerializer(services.account_reindex_cancel(account=self.account, run=run)).data)

@@ -10,19 +10,11 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.permissions import Action, allows
-from core.permissions import HasAccount
+from core.views import AccountAPIView
 from documents import selectors, services
 from documents.serializers import CollectionSerializer, CollectionWriteSerializer, DocumentSerializer
-
-
-def _actor(request):
-    """The member acting, or None for an API key (keys never manage collections)."""
-    if request._request.api_key is not None or not getattr(request.user, "is_authenticated", False):
-        return None
-    return request.user
 
 
 def _one(account, collection) -> dict:
@@ -31,12 +23,12 @@ def _one(account, collection) -> dict:
     return CollectionSerializer(fresh, context={"access": {collection.pk: rows}}).data
 
 
-class CollectionListView(APIView):
-    permission_classes = [HasAccount, allows(GET=Action.DOCUMENT_READ, POST=Action.COLLECTIONS_MANAGE)]
+class CollectionListView(AccountAPIView):
+    permission_classes = [allows(GET=Action.DOCUMENT_READ, POST=Action.COLLECTIONS_MANAGE)]
 
     @extend_schema(responses=inline_serializer("CollectionList", {"results": CollectionSerializer(many=True)}))
     def get(self, request):
-        account = request._request.account
+        account = self.account
         collections = list(selectors.collection_list(account=account))
         access = selectors.collection_access_by_collection(account=account, collections=collections)
         return Response({"results": CollectionSerializer(collections, many=True, context={"access": access}).data})
@@ -46,32 +38,32 @@ class CollectionListView(APIView):
         body = CollectionWriteSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        account = request._request.account
+        account = self.account
         collection = services.collection_create(
-            account=account, actor=_actor(request), name=data.get("name", ""),
+            account=account, actor=self.user, name=data.get("name", ""),
             restricted=data.get("restricted", False), user_ids=data.get("users", ()),
             api_key_ids=data.get("api_keys", ()))
         return Response(_one(account, collection), status=status.HTTP_201_CREATED)
 
 
-class CollectionDetailView(APIView):
-    permission_classes = [HasAccount, allows(GET=Action.DOCUMENT_READ, PATCH=Action.COLLECTIONS_MANAGE,
-                                             DELETE=Action.COLLECTIONS_MANAGE)]
+class CollectionDetailView(AccountAPIView):
+    permission_classes = [allows(GET=Action.DOCUMENT_READ, PATCH=Action.COLLECTIONS_MANAGE,
+                                 DELETE=Action.COLLECTIONS_MANAGE)]
 
     @extend_schema(responses=CollectionSerializer)
     def get(self, request, collection_id: int):
-        account = request._request.account
+        account = self.account
         collection = selectors.collection_access_by_id(account=account, collection_id=collection_id)
         return Response(_one(account, collection))
 
     @extend_schema(request=CollectionWriteSerializer, responses=CollectionSerializer)
     def patch(self, request, collection_id: int):
-        account = request._request.account
+        account = self.account
         collection = selectors.collection_access_by_id(account=account, collection_id=collection_id)
         body = CollectionWriteSerializer(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        services.collection_update(account=account, actor=_actor(request), collection=collection,
+        services.collection_update(account=account, actor=self.user, collection=collection,
                                    name=data.get("name"), restricted=data.get("restricted"),
                                    user_ids=data.get("users"), api_key_ids=data.get("api_keys"))
         return Response(_one(account, collection))
@@ -81,24 +73,24 @@ class CollectionDetailView(APIView):
                                                 description="1: move its documents to the default collection "
                                                             "first (else a collection with documents is a 409)")])
     def delete(self, request, collection_id: int):
-        account = request._request.account
+        account = self.account
         collection = selectors.collection_access_by_id(account=account, collection_id=collection_id)
-        services.collection_delete(account=account, actor=_actor(request), collection=collection,
+        services.collection_delete(account=account, actor=self.user, collection=collection,
                                    move_documents=request.query_params.get("move_documents") in ("1", "true"))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
-class DocumentMoveView(APIView):
+class DocumentMoveView(AccountAPIView):
     """`POST documents/{id}/move/` `{"collection": id}`: move a document to another collection."""
 
-    permission_classes = [HasAccount, allows(Action.COLLECTIONS_MANAGE)]
+    permission_classes = [allows(Action.COLLECTIONS_MANAGE)]
 
     @extend_schema(request=inline_serializer("DocumentMove", {"collection": serializers.IntegerField()}),
                    responses=DocumentSerializer)
     def post(self, request, document_id: int):
-        account = request._request.account
+        account = self.account
         document = selectors.document_access_by_id(account=account, document_id=document_id)
         target = selectors.collection_access_by_id(account=account, collection_id=request.data.get("collection"))
-        document = services.document_move(account=account, actor=_actor(request), document=document,
+        document = services.document_move(account=account, actor=self.user, document=document,
                                           collection=target)
         return Response(DocumentSerializer(document).data)

@@ -11,11 +11,10 @@ from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.permissions import Action, Forbidden, allows
-from core.permissions import HasAccount
-from exports.selectors import export_by_id
+from core.views import AccountAPIView
+from exports.selectors import export_access_by_id
 from exports.services import (export_download_url, export_expired_message, export_for_download,
                               export_is_expired, export_request)
 from exports.models import ExportStatus
@@ -25,13 +24,11 @@ class PeopleOnly(BasePermission):
     """A member's session, never an API key (before the table, so the refusal says why)."""
 
     def has_permission(self, request, view):
-        if request.auth is not None or getattr(request._request, "api_key", None) is not None:
+        if request.auth is not None or view.api_key is not None:
             raise Forbidden("A data export is a person's data: sign in to the dashboard to request or download "
                             "it. API keys cannot.")
         return True
 
-
-PERMISSIONS = [HasAccount, PeopleOnly, allows(Action.DATA_EXPORT)]
 
 ExportSerializer = inline_serializer("DataExport", fields={
     "id": serializers.IntegerField(),
@@ -48,9 +45,13 @@ def export_body(export) -> dict:
     return {"id": export.pk, "status": export.status, "error": error, "download_url": export_download_url(export)}
 
 
-class ExportListView(APIView):
-    permission_classes = PERMISSIONS
+class ExportAPIView(AccountAPIView):
+    """A person's export: their own session only, with `data.export`."""
 
+    permission_classes = [PeopleOnly, allows(Action.DATA_EXPORT)]
+
+
+class ExportListView(ExportAPIView):
     @extend_schema(request=None, responses={202: inline_serializer("DataExportCreated", fields={
         "id": serializers.IntegerField(), "status": serializers.CharField()})})
     def post(self, request):
@@ -58,17 +59,13 @@ class ExportListView(APIView):
         return Response({"id": export.pk, "status": export.status}, status=status.HTTP_202_ACCEPTED)
 
 
-class ExportDetailView(APIView):
-    permission_classes = PERMISSIONS
-
+class ExportDetailView(ExportAPIView):
     @extend_schema(responses=ExportSerializer)
     def get(self, request, export_id):
-        return Response(export_body(export_by_id(user=request.user, export_id=export_id)))
+        return Response(export_body(export_access_by_id(user=request.user, export_id=export_id)))
 
 
-class ExportDownloadView(APIView):
-    permission_classes = PERMISSIONS
-
+class ExportDownloadView(ExportAPIView):
     @extend_schema(responses={(200, "application/zip"): bytes})
     def get(self, request, export_id, token):
         export = export_for_download(user=request.user, export_id=export_id, token=token)

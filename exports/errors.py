@@ -1,5 +1,5 @@
 """The export's one error type: a stable `code` and a message a person can act on."""
-from core.errors import GroundworkError
+from core.errors import GroundworkError, NotFound
 
 
 class ExportError(GroundworkError):
@@ -12,10 +12,7 @@ class ExportRefused(ExportError):
     status = 422
 
 
-class ExportNotFound(ExportError):
-    """Missing, or another person's: one answer for both."""
+class ExportNotFound(NotFound, ExportError):
+    """Missing, another person's or a malformed id: one answer for all (core.errors.NotFound)."""
 
-    status = 404
-
-    def __init__(self):
-        super().__init__("not_found", "There is no such export.")
+    default_message = "There is no such export."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from core.errors import object_id
 from exports.errors import ExportNotFound
 from exports.models import DataExport
 
@@ -16,14 +17,11 @@ def export_latest(*, user) -> DataExport | None:
     return export_list(user=user).first()
 
 
-def export_by_id(*, user, export_id) -> DataExport:
-    """The person's export, or ExportNotFound alike for a missing id, another person's and a
-    malformed one."""
-    try:
-        pk = int(export_id)
-    except (TypeError, ValueError):
-        raise ExportNotFound() from None
-    found = export_list(user=user).filter(pk=pk).first()
+def export_access_by_id(*, user, export_id) -> DataExport:
+    """The person's export, or ExportNotFound (404) alike for a missing id, another person's
+    and a malformed one. An export is a person's, across their accounts: the person, not an
+    account, is what it is looked up for."""
+    found = export_list(user=user).filter(pk=object_id(export_id)).first()
     if found is None:
         raise ExportNotFound()
     return found

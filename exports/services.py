@@ -18,7 +18,7 @@ from core.tenancy import current_context, user_context
 from exports.jobs import enqueue_build
 from exports.errors import ExportError, ExportNotFound
 from exports.models import DataExport, ExportStatus
-from exports.selectors import export_by_id
+from exports.selectors import export_access_by_id
 
 TOKEN_SALT = "exports.download"
 
@@ -72,7 +72,7 @@ def export_for_download(*, user, export_id, token: str) -> DataExport:
     """The person's ready export whose link this is, or: 404 (not theirs, missing, or a link
     that is not this export's), 409 (still being built, or refused/failed), 410 (expired)."""
     with _as_person(user):
-        export = export_by_id(user=user, export_id=export_id)
+        export = export_access_by_id(user=user, export_id=export_id)
     if not export.file and export_is_expired(export):
         # The cleanup job deleted the file, and with it what the link was signed over.
         raise ExportError("export_expired", export_expired_message(export), status=410)

@@ -10,10 +10,9 @@ import uuid
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from accounts.permissions import Action, allows
-from core.permissions import HasAccount
+from core.views import AccountAPIView
 from retrieval.search.query import search_for_query
 from documents.selectors import collection_ids_requested
 
@@ -44,10 +43,10 @@ def _result(hit) -> dict:
             "pages": pages, "score": round(hit.score, 6), "text": hit.text}
 
 
-class SearchView(APIView):
+class SearchView(AccountAPIView):
     """Each call embeds the query and is charged as a new operation (its own key)."""
 
-    permission_classes = [HasAccount, allows(Action.SEARCH)]
+    permission_classes = [allows(Action.SEARCH)]
 
     @extend_schema(request=SearchRequestSerializer, responses=SearchResponseSerializer,
                    description="Hybrid (vector + full text) search over the account's documents. "
@@ -56,10 +55,9 @@ class SearchView(APIView):
         body = SearchRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         # An id the caller may not see is a 404, before anything is charged.
-        collection_ids = collection_ids_requested(account=request._request.account,
-                                                  requested=body.validated_data.get("collection"))
-        hits = search_for_query(account=request._request.account, query=body.validated_data["query"],
+        collection_ids = collection_ids_requested(account=self.account, requested=body.validated_data.get("collection"))
+        hits = search_for_query(account=self.account, query=body.validated_data["query"],
                                 collection_ids=collection_ids,
                                 top_k=body.validated_data.get("top_k"), key=f"search:{uuid.uuid4()}",
-                                user=request.user, api_key=request._request.api_key)
+                                user=request.user, api_key=self.api_key)
         return Response({"results": [_result(hit) for hit in hits]})

@@ -111,3 +111,75 @@ def test_team_page_role_changes_stay_the_members(client, account_a, owner_a):
     client.post(f"/team/members/{_membership(account_a, member).pk}/role/", {"role": Role.VIEWER})
     (changed,) = _entries(account_a, "member.role_change")
     assert changed.actor_kind == ActorKind.USER and changed.actor_id == owner_a.pk
+
+
+# --- through accounts.services: the last owner stays, one entry per change --------------------
+
+def _messages(response) -> str:
+    return " ".join(str(m) for m in response.context["messages"])
+
+
+def _roles(account) -> dict[str, str]:
+    with account_context(account):
+        return dict(Membership.objects.for_account(account).values_list("user__email", "role"))
+
+
+def test_the_membership_page_cannot_demote_or_remove_the_last_owner(client, staff, account_a, owner_a):
+    membership = _membership(account_a, owner_a)
+    response = client.post(f"/admin/accounts/membership/{membership.pk}/change/",
+                           {"user": owner_a.pk, "account": account_a.pk, "role": Role.MEMBER}, follow=True)
+    assert "The last owner cannot be demoted" in _messages(response)
+    response = client.post(f"/admin/accounts/membership/{membership.pk}/delete/", {"post": "yes"}, follow=True)
+    assert "The last owner cannot be removed" in _messages(response)
+    response = client.post("/admin/accounts/membership/", {"action": "delete_selected",
+                                                           "_selected_action": [membership.pk], "post": "yes"},
+                           follow=True)
+    assert "The last owner cannot be removed" in _messages(response)
+    assert _roles(account_a) == {owner_a.email: Role.OWNER}
+    assert not _entries(account_a, "member.role_change") and not _entries(account_a, "member.remove")
+
+
+def test_a_refused_bulk_delete_removes_nobody(client, staff, account_a, owner_a):
+    member = add_member(account_a)
+    ids = [_membership(account_a, member).pk, _membership(account_a, owner_a).pk]
+    response = client.post("/admin/accounts/membership/", {"action": "delete_selected", "_selected_action": ids,
+                                                           "post": "yes"}, follow=True)
+    assert "The last owner cannot be removed" in _messages(response)
+    assert set(_roles(account_a)) == {owner_a.email, member.email}
+    assert not _entries(account_a, "member.remove")
+
+
+def test_the_account_page_cannot_demote_or_remove_the_last_owner(client, staff, account_a, owner_a):
+    for field, value, words in (("-role", Role.ADMIN, "cannot be demoted"), ("-DELETE", "on", "cannot be removed")):
+        data = _change_page_data(client, account_a)
+        data[_inline_prefix(data, _membership(account_a, owner_a)) + field] = value
+        data["name"] = "Renamed with the refused change"
+        response = client.post(f"/admin/accounts/account/{account_a.pk}/change/", data, follow=True)
+        assert f"The last owner {words}" in _messages(response)
+    account_a.refresh_from_db()
+    assert account_a.name != "Renamed with the refused change"  # the whole save was undone
+    assert _roles(account_a) == {owner_a.email: Role.OWNER}
+    assert not _entries(account_a, "member.role_change") and not _entries(account_a, "member.remove")
+
+
+def test_the_account_page_hands_ownership_over_in_one_save(client, staff, account_a, owner_a):
+    heir = add_member(account_a, make_user("heir@acme.test"))
+    data = _change_page_data(client, account_a)
+    data[_inline_prefix(data, _membership(account_a, owner_a)) + "-role"] = Role.ADMIN
+    data[_inline_prefix(data, _membership(account_a, heir)) + "-role"] = Role.OWNER
+    response = client.post(f"/admin/accounts/account/{account_a.pk}/change/", data)
+    assert response.status_code == 302
+    assert _roles(account_a) == {owner_a.email: Role.ADMIN, heir.email: Role.OWNER}
+    changes = _entries(account_a, "member.role_change")
+    assert sorted((e.target, e.detail["to"]) for e in changes) == [(heir.email, "owner"), (owner_a.email, "admin")]
+    assert all(_by_staff(e, staff) for e in changes)
+
+
+def test_the_admin_adds_once_and_refuses_a_second_membership(client, staff, account_a):
+    person = make_user("twice@acme.test")
+    for _ in range(2):
+        client.post("/admin/accounts/membership/add/", {"user": person.pk, "account": account_a.pk,
+                                                        "role": Role.VIEWER})
+    assert _roles(account_a)[person.email] == Role.VIEWER
+    (added,) = _entries(account_a, "member.add")
+    assert _by_staff(added, staff)

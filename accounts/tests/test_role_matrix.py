@@ -157,7 +157,7 @@ def test_every_api_endpoint_checks_the_table():
                 if view.__name__ not in decided_elsewhere and not any(issubclass(c, RoleAllows) for c in perms):
                     missing.append(f"{path} ({view.__name__})")
     walk(get_resolver().url_patterns)
-    assert not missing, ("add permission_classes = [HasAccount, allows(Action.…)] (accounts/permissions.py) to: "
+    assert not missing, ("add permission_classes = [allows(Action.…)] (accounts/permissions.py) to: "
                          + ", ".join(missing))
 
 

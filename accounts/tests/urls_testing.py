@@ -1,17 +1,17 @@
 """The real URLconf plus two probe endpoints, for testing the API platform's error paths."""
 from django.urls import path
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from config.urls import handler404, handler500, urlpatterns as real_urlpatterns  # noqa: F401
+from core.views import AccountAPIView
 
 
-class EchoView(APIView):
+class EchoView(AccountAPIView):
     def post(self, request):
         return Response({"received": request.data})
 
 
-class BoomView(APIView):
+class BoomView(AccountAPIView):
     def get(self, request):
         raise ZeroDivisionError("an unexpected bug")
 

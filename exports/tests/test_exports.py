@@ -247,6 +247,21 @@ def test_another_persons_export_is_404_and_its_link_is_404(world, client, run_jo
     assert client.get("/api/v1/exports/nope/").status_code == 404
 
 
+def test_export_access_by_id_is_one_not_found_for_all(world, client, run_jobs):
+    from core.errors import NotFound
+    from exports.errors import ExportNotFound
+    from exports.selectors import export_access_by_id
+
+    body = _export(_login(client, world["person"]), run_jobs)
+    with user_context(world["person"]):
+        assert export_access_by_id(user=world["person"], export_id=str(body["id"])).pk == body["id"]
+    with user_context(world["colleague"]):
+        for export_id in (body["id"], "nope", None, -1, 2**63, True):
+            with pytest.raises(ExportNotFound) as refused:
+                export_access_by_id(user=world["colleague"], export_id=export_id)
+            assert isinstance(refused.value, NotFound) and refused.value.status == 404
+
+
 def test_a_link_for_another_export_is_404(world, client, run_jobs):
     first = _export(_login(client, world["person"]), run_jobs)
     second = _export(client, run_jobs)
