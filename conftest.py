@@ -45,6 +45,16 @@ def django_db_setup(django_db_setup):
     login_as_owner()  # pytest-django drops the test database next
 
 
+@pytest.fixture(autouse=True)
+def _fresh_attempt_counts():
+    """Login, sign-up, reset and invitation limits count per IP and per address in Redis, and
+    every test client is 127.0.0.1: each test starts from zero (accounts.ratelimit)."""
+    from accounts import ratelimit
+
+    ratelimit.reset_all()
+    yield
+
+
 @pytest.fixture
 def account_a(db):
     return make_account("Acme", owner_email="owner@acme.test")

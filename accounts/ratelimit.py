@@ -92,9 +92,13 @@ def client_ip(request) -> str:
     return request.META.get("REMOTE_ADDR") or "unknown"
 
 
-def too_many_message(wait: int) -> str:
+def try_again_in(wait: int) -> str:
     minutes = max(1, math.ceil(wait / 60))
-    return f"Too many attempts: try again in {minutes} minute{'s' if minutes != 1 else ''}."
+    return f"try again in {minutes} minute{'s' if minutes != 1 else ''}"
+
+
+def too_many_message(wait: int) -> str:
+    return f"Too many attempts: {try_again_in(wait)}."
 
 
 def login_limits(request, email: str) -> list[Limit]:
@@ -110,6 +114,11 @@ def password_reset_limits(request, email: str) -> list[Limit]:
 def signup_limits(request, email: str) -> list[Limit]:
     return [Limit("signup-email", email or "", settings.SIGNUPS_PER_EMAIL),
             Limit("signup-ip", client_ip(request), settings.SIGNUPS_PER_IP)]
+
+
+def invitation_limits(inviter, email: str) -> list[Limit]:
+    return [Limit("invite-inviter", str(inviter.pk), settings.INVITATIONS_PER_INVITER),
+            Limit("invite-address", email or "", settings.INVITATIONS_PER_ADDRESS)]
 
 
 def verification_email_limits(user) -> list[Limit]:

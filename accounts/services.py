@@ -17,15 +17,17 @@ from django.utils.text import slugify
 
 from django.conf import settings
 
+from accounts import ratelimit
 from accounts.errors import AccountError
 from accounts.keys import API_KEY_PREFIX, hash_key
 from accounts.models import ROLE_RANK, Account, ApiKey, Invitation, KeyScope, Membership, Role, User
-from accounts.permissions import Action, Forbidden, principal_require
+from accounts.permissions import Action, Forbidden, principal_may, principal_require
 from accounts.selectors import invitation_list_for_user
 from accounts.signals import account_created, account_deleted, principal_access_ended, signup_email_verified
 from audit.services import audit_record
 from core import sockets
 from core.tenancy import account_context
+from core.text import CONTROL_CHARACTERS_MESSAGE, has_control_characters
 
 
 
@@ -56,6 +58,8 @@ def account_create(*, name: str, owner: User, slug: str | None = None, initial_c
     name = (name or "").strip()
     if not name:
         raise AccountError("invalid_name", "Give the account a name.", field="name")
+    if has_control_characters(name):
+        raise AccountError("invalid_name", CONTROL_CHARACTERS_MESSAGE, field="name")
     if slug is not None:
         slug = slugify(slug)
         if not slug:
@@ -109,6 +113,8 @@ def starting_credits_went_to(*, user: User) -> Account | None:
 @transaction.atomic
 def user_create(*, email: str, password: str, full_name: str = "") -> User:
     email = _clean_email(email)
+    if has_control_characters(full_name):
+        raise AccountError("invalid_name", CONTROL_CHARACTERS_MESSAGE, field="full_name")
     if User.objects.filter(email__iexact=email).exists():
         raise AccountError("duplicate_email", "An account with this email already exists. Log in instead.", field="email")
     try:
@@ -259,6 +265,27 @@ def _check_grantable(actor_membership: Membership, role: str) -> None:
         raise Forbidden(f"You cannot grant a role above your own ({actor_membership.role}).")
 
 
+def _may_invite_as(membership: Membership | None, role: str) -> bool:
+    """Whether `membership` may (still) invite someone with `role`: the same rules as when
+    the invitation was made (MEMBERS_MANAGE, and no role above one's own)."""
+    if membership is None or not principal_may(membership, Action.MEMBERS_MANAGE):
+        return False
+    return role in roles_grantable(actor_membership=membership)
+
+
+def _invitations_past_rights_cancel(*, account: Account, inviter_id: int, membership: Membership | None,
+                                    actor) -> None:
+    """Cancel the pending invitations `inviter_id` issued that their `membership` (None:
+    removed) may no longer give: a removed or demoted admin's invitations do not let the
+    people they chose in with the rights they had (in the removal's or change's transaction)."""
+    pending = Invitation.objects.for_account(account).filter(invited_by_id=inviter_id, accepted_at__isnull=True)
+    for invitation in pending.select_for_update():
+        if not _may_invite_as(membership, invitation.role):
+            invitation.delete()
+            audit_record(account=account, action="invitation.cancel", actor=actor, target=invitation.email,
+                         detail={"role": invitation.role, "reason": "the inviter's rights ended"})
+
+
 @transaction.atomic
 def member_invite(*, account: Account, actor: User, email: str, role: str = Role.MEMBER,
                   site_url: str = "http://localhost") -> Invitation:
@@ -275,6 +302,13 @@ def member_invite(*, account: Account, actor: User, email: str, role: str = Role
     invitations = Invitation.objects.for_account(account)
     if invitations.filter(email__iexact=email, accepted_at__isnull=True).exists():
         raise AccountError("already_invited", f"{email} has already been invited.", field="email")
+    limits = ratelimit.invitation_limits(actor, email)
+    wait = ratelimit.wait_for(limits)
+    if wait:
+        raise AccountError("rate_limited", f"Too many invitations were sent to {email} or by you: "
+                           f"{ratelimit.try_again_in(wait)}.", status=429, field="email")
+    for limit in limits:
+        limit.hit()
     secret = secrets.token_urlsafe(32)
     invitation = invitations.create(
         account=account, email=email, role=role, invited_by=actor, token_hash=hash_key(secret),
@@ -337,6 +371,12 @@ def invitation_accept(*, invitation: Invitation, user: User, via_link: bool) -> 
         if invitation.is_expired:
             raise AccountError("invitation_expired", "This invitation has expired. Ask the team to invite you again.",
                                status=410)
+        if invitation.invited_by_id is not None:
+            inviter = Membership.objects.for_account(invitation.account_id).filter(
+                user_id=invitation.invited_by_id).first()
+            if not _may_invite_as(inviter, invitation.role):
+                raise AccountError("invitation_invalid", "This invitation is no longer valid: the person who sent it "
+                                   "can no longer invite with this role. Ask the team for a new one.", status=410)
         membership, _ = Membership.objects.for_account(invitation.account_id).get_or_create(
             account_id=invitation.account_id, user=user, defaults={"role": invitation.role})
         invitation.accepted_at, invitation.accepted_by = timezone.now(), user
@@ -434,6 +474,7 @@ def member_change_role(*, account: Account, actor: User, membership_id: int, rol
     audit_record(account=account, action="member.role_change", actor=actor, target=membership.user.email, detail={"from": membership.role, "to": role})
     membership.role = role
     membership.save(update_fields=["role"])
+    _invitations_past_rights_cancel(account=account, inviter_id=membership.user_id, membership=membership, actor=actor)
     # Their open sockets re-check the new role (and close if it may no longer chat).
     sockets.notify_on_commit(sockets.member_group(account.pk, membership.user_id), sockets.CHANGED)
     return membership
@@ -455,6 +496,7 @@ def member_remove(*, account: Account, actor: User, membership_id: int, by_staff
         raise AccountError("last_owner", f"The last owner cannot {verb}. Make someone else an owner first.")
     membership.delete()
     audit_record(account=account, action="member.remove", actor=actor, target=membership.user.email, detail={"role": membership.role})
+    _invitations_past_rights_cancel(account=account, inviter_id=membership.user_id, membership=None, actor=actor)
     member_access_end(account_id=account.pk, user_id=membership.user_id)
 
 
@@ -475,6 +517,8 @@ def api_key_create(*, account: Account, actor: User | None, name: str,
     if actor is not None:
         _require_manager(account=account, actor=actor, action=Action.KEYS_MANAGE)
     name = (name or "").strip()
+    if has_control_characters(name):
+        raise AccountError("invalid_name", CONTROL_CHARACTERS_MESSAGE, field="name")
     if not name:
         raise AccountError("invalid_name", "Give the key a name, e.g. the integration that will use it.", field="name")
     if scope not in KeyScope.values:

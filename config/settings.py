@@ -356,6 +356,10 @@ PASSWORD_RESETS_PER_IP = env("PASSWORD_RESETS_PER_IP", default="10/h")
 SIGNUPS_PER_IP = env("SIGNUPS_PER_IP", default="10/h")
 SIGNUPS_PER_EMAIL = env("SIGNUPS_PER_EMAIL", default="5/h")
 VERIFICATION_EMAILS_PER_USER = env("VERIFICATION_EMAILS_PER_USER", default="5/h")
+# Invitation emails: per inviter, and per invited address whoever invites (inviting and
+# cancelling again and again must not flood an inbox).
+INVITATIONS_PER_INVITER = env("INVITATIONS_PER_INVITER", default="30/h")
+INVITATIONS_PER_ADDRESS = env("INVITATIONS_PER_ADDRESS", default="3/h")
 # How many reverse proxies in front of the app append to X-Forwarded-For (0: REMOTE_ADDR is the client).
 RATE_LIMIT_PROXY_COUNT = env.int("RATE_LIMIT_PROXY_COUNT", default=0)
 # Emailed links: an invitation (signed, single use) and an email verification.

@@ -12,6 +12,7 @@ from accounts.models import MANAGER_ROLES, ApiKey, Membership
 from audit.services import audit_record
 from billing.selectors import ingest_credits_require
 from core.tenancy import current_context
+from core.text import CONTROL_CHARACTERS_MESSAGE, has_control_characters
 from documents import jobs
 from documents.errors import CollectionError, UploadRejected
 from documents.models import (
@@ -246,6 +247,8 @@ def _require_manager(*, account, actor) -> None:
 
 
 def _clean_name(account, name, *, exclude_pk=None) -> str:
+    if has_control_characters(name):
+        raise CollectionError("invalid_name", CONTROL_CHARACTERS_MESSAGE, field="name")
     name = " ".join((name or "").split())[:100]
     if not name:
         raise CollectionError("invalid_name", "Give the collection a name.", field="name")
