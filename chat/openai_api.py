@@ -26,6 +26,21 @@ class _Message(serializers.Serializer):
     role = serializers.ChoiceField(choices=["system", "developer", "user", "assistant", "tool"])
     content = serializers.JSONField(allow_null=True)
 
+    def validate_content(self, content):
+        """OpenAI's shapes: a string, null, or a list of content parts, each an object with a
+        string `type`; a "text" part's `text` is a string. Parts of other types (images,
+        audio) are taken and not read."""
+        if content is None or isinstance(content, str):
+            return content
+        if not isinstance(content, list):
+            raise serializers.ValidationError("must be a string, null or a list of content parts.")
+        for part in content:
+            if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+                raise serializers.ValidationError('each content part must be an object with a "type".')
+            if part["type"] == "text" and not isinstance(part.get("text"), str):
+                raise serializers.ValidationError('a content part of type "text" needs its "text" as a string.')
+        return content
+
 
 class _Number(serializers.FloatField):
     """A JSON number, as OpenAI takes it: "0.5" (a string) or true is refused, not converted."""

@@ -4,9 +4,12 @@ core.views.AccountAPIView (DRF imports this module while it defines its own APIV
 this module cannot import APIView)."""
 from __future__ import annotations
 
+import base64
 import json
+from urllib import parse
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, transaction
 from django.http import Http404, StreamingHttpResponse
 from rest_framework import exceptions, pagination, parsers, renderers, throttling
@@ -135,11 +138,53 @@ class JSONParser(parsers.JSONParser):
 
 
 class CursorPagination(pagination.CursorPagination):
-    """Stable pages, newest first: `{"results": [...], "next": url|null, "previous": url|null}`."""
+    """Stable pages, newest first: `{"results": [...], "next": url|null, "previous": url|null}`.
+
+    A cursor is the client's to send back, so one that was not made here (not base64, a
+    position that is not a value of the ordering field) is a 400 `bad_request`, never a
+    database error: DRF takes any position and hands it to the query."""
 
     ordering = "-created_at"
     page_size_query_param = "page_size"
     max_page_size = 200
+    INVALID = "That page link is not valid (it was changed or cut). Start again from the first page."
+
+    def decode_cursor(self, request):
+        encoded = request.query_params.get(self.cursor_query_param)
+        if encoded is not None and not self._well_formed(encoded):
+            raise exceptions.ParseError(self.INVALID)
+        try:
+            cursor = super().decode_cursor(request)
+        except exceptions.NotFound:
+            raise exceptions.ParseError(self.INVALID) from None
+        return cursor
+
+    @staticmethod
+    def _well_formed(encoded: str) -> bool:
+        """Strict base64 of a query string of our keys only (DRF skips what is not base64,
+        so "%%%" or any word would read as the first page)."""
+        try:
+            text = base64.b64decode(encoded.encode("ascii"), validate=True).decode("ascii")
+        except (ValueError, UnicodeError):
+            return False
+        keys = parse.parse_qs(text, keep_blank_values=True)
+        return bool(keys) and set(keys) <= {"o", "r", "p"}
+
+    def paginate_queryset(self, queryset, request, view=None):
+        cursor = self.decode_cursor(request)
+        if cursor is not None and cursor.position is not None:
+            self._check_position(queryset, cursor.position)
+        return super().paginate_queryset(queryset, request, view)
+
+    def _check_position(self, queryset, position: str) -> None:
+        ordering = self.ordering if isinstance(self.ordering, str) else self.ordering[0]
+        field = queryset.model._meta.get_field(ordering.lstrip("-"))
+        try:
+            value = field.to_python(position)
+        except (DjangoValidationError, TypeError, ValueError, OverflowError):
+            raise exceptions.ParseError(self.INVALID) from None
+        if value is None:
+            raise exceptions.ParseError(self.INVALID)
 
 
 class AccountRateThrottle(throttling.SimpleRateThrottle):
