@@ -7,8 +7,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from accounts.permissions import Action, allows, principal_may
-from billing.selectors import budget_list, budget_status_for, budget_statuses
-from billing.services import budget_remove, budget_set
+from billing.budgets import budget_list, budget_remove, budget_set, budget_status_for, budget_statuses
 from core.permissions import HasAccount
 
 

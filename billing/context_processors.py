@@ -1,4 +1,5 @@
-from billing.selectors import balance_get, budget_status_for
+from billing.budgets import budget_status_for
+from billing.selectors import balance_get
 
 
 def member_budgets(request) -> list:

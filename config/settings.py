@@ -287,6 +287,11 @@ SEARCH_TENANT_INDEX_BUILD_MEMORY = env.str("SEARCH_TENANT_INDEX_BUILD_MEMORY", d
 MIN_CREDITS_TO_INGEST = env.int("MIN_CREDITS_TO_INGEST", default=100)
 MAX_UPLOAD_BYTES = env.int("MAX_UPLOAD_BYTES", default=25 * 1024 * 1024)
 SIGNUP_CREDITS = env.int("SIGNUP_CREDITS", default=10_000)  # the contract's default; what it buys: README, Credits
+# Credits per 1,000 provider-reported tokens, by kind of call ("embedding", "chat", "vision")
+# and optionally by model ("chat:gpt-4o"); vision unpriced is priced as chat. JSON in the
+# environment, e.g. CREDITS_PER_1K_TOKENS='{"embedding": 1000, "chat": 2000}'. The default
+# is 1 credit = 1 token (billing.pricing).
+CREDITS_PER_1K_TOKENS = env.json("CREDITS_PER_1K_TOKENS", default={"embedding": 1000, "chat": 1000})
 CHUNK_SIZE = env.int("CHUNK_SIZE", default=800)
 CHUNK_OVERLAP = env.int("CHUNK_OVERLAP", default=200)
 EMBEDDING_CONCURRENCY = env.int("EMBEDDING_CONCURRENCY", default=2)
