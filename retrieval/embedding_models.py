@@ -73,7 +73,7 @@ def model_change(*, account) -> ModelChange | None:
     return ModelChange(active_model=active.model, active_dimensions=active.dimensions, target_model=target,
                        target_dimensions=dims, documents=len(documents),
                        batches=sum((c + BATCH_SIZE - 1) // BATCH_SIZE for c, _t, _e in documents),
-                       credits_estimate=max(estimate, 1) if documents else 0)
+                       credits_estimate=max(estimate, pricing.MIN_CREDITS_PER_CALL) if documents else 0)
 
 
 def migration_cancel(*, account_id: int, run: ReindexRun) -> None:
