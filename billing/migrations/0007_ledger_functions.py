@@ -11,9 +11,12 @@ and each of them decides every case itself:
 - billing_hold_close: settle or release a hold, recording its draws first.
 - billing_grant: add credits.
 
-They share three helpers: billing_balance_lock (every operation takes the account's balance
+They share four helpers: billing_balance_lock (every operation takes the account's balance
 row lock first, then the hold's: the one order, so spenders queue and never deadlock),
-billing_entry_append (the one INSERT of a ledger entry) and billing_alert_due.
+billing_entry_append (the one INSERT of a ledger entry), billing_budgeted and
+billing_alert_due. The helpers have no SET search_path of their own: they are called from
+the four functions, which pin it, and a SET would cost each call a configuration save and
+restore (and keep the SQL ones from being inlined); every name in them is schema-qualified.
 
 Amounts are credits; `tokens` are what the provider reported. billing.pricing turns the one
 into the other before the call: the ledger keeps both, so they may differ.
@@ -32,7 +35,6 @@ from django.db import migrations, models
 HELPERS = """
 CREATE FUNCTION public.billing_balance_lock(p_account_id bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     v_balance bigint;
@@ -59,7 +61,6 @@ CREATE FUNCTION public.billing_entry_append(
     p_api_key_id bigint, p_created_by_id bigint)
 RETURNS TABLE (id bigint, created_at timestamptz)
 LANGUAGE sql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     INSERT INTO public.billing_creditledgerentry
         (account_id, delta, balance_after, kind, tokens, shortfall, model, provider, reference, idempotency_key,
@@ -72,7 +73,6 @@ $fn$;
 -- The armed low-balance alert must fire (billing.alerts.low_balance_check sends it once).
 CREATE FUNCTION public.billing_alert_due(p_account_id bigint, p_balance bigint) RETURNS boolean
 LANGUAGE sql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT EXISTS (SELECT 1 FROM public.billing_billingsettings AS s
                     WHERE s.account_id = p_account_id AND s.alert_armed AND s.low_balance_threshold > p_balance
@@ -82,7 +82,6 @@ $fn$;
 -- The spender has a budget (billing.budgets checks it, under the lock, before the second call).
 CREATE FUNCTION public.billing_budgeted(p_account_id bigint, p_user_id bigint, p_api_key_id bigint) RETURNS boolean
 LANGUAGE sql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
 AS $fn$
     SELECT (p_user_id IS NOT NULL OR p_api_key_id IS NOT NULL) AND EXISTS (
         SELECT 1 FROM public.billing_budget AS g
