@@ -64,3 +64,12 @@ def credits_at_most(*, kind: str, tokens: int) -> int:
     """What a call of `kind` with `tokens` may cost whichever model serves it (a hold taken
     before the provider, or its fallback, is chosen): at the highest price of the kind."""
     return _priced(tokens, max(_rates(kind).values()))
+
+
+def price_text() -> str:
+    """The price in a person's words, for the pages that show a balance."""
+    prices = {str(name): rate for name, rate in settings.CREDITS_PER_1K_TOKENS.items()}
+    if set(prices.values()) == {1000}:
+        return "1 credit = 1 model token"
+    return "Credits per 1,000 model tokens: " + ", ".join(
+        f"{name.replace(':', ' ')} {rate:,}" for name, rate in sorted(prices.items()))

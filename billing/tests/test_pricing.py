@@ -178,3 +178,11 @@ def test_the_embedding_migration_is_estimated_and_charged_at_the_price(account_a
         pass
     charges = _entries(account_a, kind="embedding", idempotency_key__startswith="embedding-migration:")
     assert charges and all(e.delta == -2 * e.tokens for e in charges)
+
+
+def test_the_pages_say_the_price(client_a, settings):
+    settings.CREDITS_PER_1K_TOKENS = ONE_TO_ONE
+    assert "1 credit = 1 model token" in client_a.get("/credits/").content.decode()
+    settings.CREDITS_PER_1K_TOKENS = PRICIER
+    page = client_a.get("/credits/").content.decode()
+    assert "Credits per 1,000 model tokens: chat 3,000, embedding 2,000" in page
