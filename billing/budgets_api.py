@@ -6,8 +6,7 @@ from rest_framework import serializers
 from rest_framework.response import Response
 
 from accounts.permissions import Action, allows, principal_may
-from billing.selectors import budget_list, budget_status_for, budget_statuses
-from billing.services import budget_remove, budget_set
+from billing.budgets import budget_list, budget_remove, budget_set, budget_status_for, budget_statuses
 from core.views import AccountAPIView
 
 

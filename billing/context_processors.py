@@ -1,4 +1,6 @@
-from billing.selectors import balance_get, budget_status_for
+from billing import pricing
+from billing.budgets import budget_status_for
+from billing.selectors import balance_get
 
 
 def member_budgets(request) -> list:
@@ -15,4 +17,5 @@ def credits(request):
     # The header shows the member's tightest budget beside the balance (one query when none).
     budgets = member_budgets(request)
     return {"credit_balance": balance_get(account=account),
-            "credit_budget": min(budgets, key=lambda s: s.remaining) if budgets else None}
+            "credit_budget": min(budgets, key=lambda s: s.remaining) if budgets else None,
+            "credit_price": pricing.price_text()}

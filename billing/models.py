@@ -1,7 +1,9 @@
 """Credits: an append-only ledger, one balance row per account, and holds.
 
-1 credit = 1 token as the model provider reports it. The balance row is updated in the same
-transaction as every ledger entry, and a CHECK keeps it from going below zero.
+Amounts are credits; what a provider call costs in credits is billing.pricing's to say (by
+default 1 credit = 1 token as the provider reports it), and an entry keeps the tokens beside
+its credits. The balance row is updated in the same transaction as every ledger entry, and
+a CHECK keeps it from going below zero.
 """
 from __future__ import annotations
 
@@ -42,11 +44,11 @@ class CreditLedgerEntry(TenantModel):
 
     # Financial history outlives mistakes: an account with a ledger cannot be deleted.
     account = models.ForeignKey("accounts.Account", on_delete=models.PROTECT, db_index=True)
-    delta = models.BigIntegerField(help_text="Signed change to the balance")
+    delta = models.BigIntegerField(help_text="Signed change to the balance, in credits (billing.pricing)")
     balance_after = models.BigIntegerField()
     kind = models.CharField(max_length=16, choices=Kind.choices)
     tokens = models.BigIntegerField(default=0, help_text="Provider-reported tokens behind this entry")
-    shortfall = models.BigIntegerField(default=0, help_text="Tokens used that the balance could not cover")
+    shortfall = models.BigIntegerField(default=0, help_text="Credits used that the balance could not cover")
     model = models.CharField(max_length=200, blank=True)
     provider = models.CharField(max_length=200, blank=True)
     reference = models.CharField(max_length=200, blank=True, help_text="e.g. document:12:rev3, message:88")

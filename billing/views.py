@@ -16,7 +16,7 @@ from billing.alerts import billing_settings_get, billing_settings_update
 from billing.models import BudgetPeriod, Kind
 from billing.context_processors import member_budgets
 from billing.selectors import balance_get
-from billing.services import budget_remove, budget_set
+from billing.budgets import budget_remove, budget_set
 from core.errors import GroundworkError
 
 ENTRIES_PER_PAGE = 25

@@ -17,10 +17,10 @@ from django.utils import timezone
 
 from core import rows
 from core.tenancy import account_context
-from billing import references
+from billing import pricing, references
 from billing.models import Kind
 from billing.selectors import balance_get, budget_status_for
-from billing.services import MIN_CREDITS_PER_CALL, HoldDraw, credits_hold, hold_release, hold_settle
+from billing.services import HoldDraw, credits_hold, hold_release, hold_settle
 from chat import answering
 from chat.errors import ChatError
 from chat.models import Conversation, Message, MessageStatus, Role
@@ -216,7 +216,8 @@ def _worst_case(question: str, history: list[tuple[str, str]], kind: str, option
     passages = {GENERAL: 0, LOOKUP: chosen.passages or settings.RAG_TOP_K * 3, SUMMARY: SUMMARY_CHUNKS}[kind]
     prompt = (400 + count_tokens(question) + count_tokens(options.system)
               + min(sum(count_tokens(t) for _, t in history), settings.CHAT_HISTORY_TOKENS))
-    return (prompt + passages * PASSAGE_TOKENS_BOUND + options.bounded_max_tokens(chosen.max_tokens)
+    answer = prompt + passages * PASSAGE_TOKENS_BOUND + options.bounded_max_tokens(chosen.max_tokens)
+    return (pricing.credits_at_most(kind=pricing.CHAT, tokens=answer)
             + _retrieval_worst_case(question, history, kind, chosen))
 
 
@@ -233,12 +234,13 @@ def _retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: s
         return 0
     query = embedding_tokens(standalone_query(question, history))
     if not (history and is_followup(question) and chosen.rewrite):
-        return query
+        return pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=query)
     # The model's rewrite (at most REWRITE_MAX_TOKENS, with [CLS] and [SEP]) or, when it
     # fails, the deterministic query.
     rewrite = (200 + count_tokens(question) + sum(count_tokens(t[:600]) for _, t in history[-4:])
                + REWRITE_MAX_TOKENS)
-    return rewrite + max(query, REWRITE_MAX_TOKENS + 2)
+    return (pricing.credits_at_most(kind=pricing.CHAT, tokens=rewrite)
+            + pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=max(query, REWRITE_MAX_TOKENS + 2)))
 
 
 def _retrieve(account, kind: str, target: str, query: str, embedded, chosen: Profile,
@@ -280,7 +282,7 @@ def _embed(query: str, active, key: str):
     the provider call. Like every provider call it costs at least one credit."""
     embedding = llm.with_retries(lambda: llm.embed([query], model=active.model, dimensions=active.dimensions),
                                  tries=2, first_delay=0.2)
-    draw = HoldDraw(key=key, kind=Kind.EMBEDDING, tokens=max(embedding.total_tokens, MIN_CREDITS_PER_CALL),
+    draw = HoldDraw(key=key, kind=Kind.EMBEDDING, tokens=embedding.total_tokens,
                     model=embedding.model, provider=embedding.provider, reference=references.SEARCH)
     return embedding, draw
 
@@ -307,7 +309,7 @@ def _rewrite_followup(question: str, history: list[tuple[str, str]], key: str, d
         return standalone_query(question, history)
     usage = stream.final_usage()
     if usage.total_tokens:
-        draws.append(HoldDraw(key=key, kind=Kind.CHAT, tokens=max(usage.total_tokens, MIN_CREDITS_PER_CALL),
+        draws.append(HoldDraw(key=key, kind=Kind.CHAT, tokens=usage.total_tokens,
                               model=stream.model, provider=stream.provider))
     return text.splitlines()[0][:MAX_QUESTION_CHARS] if text else standalone_query(question, history)
 
@@ -447,7 +449,8 @@ def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
         status = (MessageStatus.FAILED if failed is not None else
                   MessageStatus.CANCELLED if turn.cancelled.is_set() else MessageStatus.COMPLETE)
         # Stored with the charge it will have unless the balance falls short (corrected below).
-        expected = used if turn.hold is not None else 0
+        expected = pricing.credits_for(kind=pricing.CHAT, model=turn.llm_stream.model if turn.llm_stream else "",
+                                       tokens=used) if turn.hold is not None and used else 0
         answer = rows.insert(
             Message, account_id=account_id, conversation=turn.conversation, role=Role.ASSISTANT, content=turn.answer,
             status=status, route=turn.route, sources=turn.sources, citations=_citations(turn.answer, turn.sources),

@@ -296,9 +296,14 @@ SEARCH_TENANT_INDEX_MIN_CHUNKS = env.int("SEARCH_TENANT_INDEX_MIN_CHUNKS", defau
 SEARCH_TENANT_INDEX_BUILD_MEMORY = env.str("SEARCH_TENANT_INDEX_BUILD_MEMORY", default="512MB")
 MIN_CREDITS_TO_INGEST = env.int("MIN_CREDITS_TO_INGEST", default=100)
 MAX_UPLOAD_BYTES = env.int("MAX_UPLOAD_BYTES", default=25 * 1024 * 1024)
-SIGNUP_CREDITS = env.int("SIGNUP_CREDITS", default=150_000)
+SIGNUP_CREDITS = env.int("SIGNUP_CREDITS", default=150_000)  # the contract's default; what it buys: README, Credits
 # Teams one person may create in 24 hours (each one's starting credits are one grant per person).
-TEAMS_PER_PERSON_PER_DAY = env.int("TEAMS_PER_PERSON_PER_DAY", default=5)  # the contract's default; what it buys: README, Credits
+TEAMS_PER_PERSON_PER_DAY = env.int("TEAMS_PER_PERSON_PER_DAY", default=5)
+# Credits per 1,000 provider-reported tokens, by kind of call ("embedding", "chat", "vision")
+# and optionally by model ("chat:gpt-4o"); vision unpriced is priced as chat. JSON in the
+# environment, e.g. CREDITS_PER_1K_TOKENS='{"embedding": 1000, "chat": 2000}'. The default
+# is 1 credit = 1 token (billing.pricing).
+CREDITS_PER_1K_TOKENS = env.json("CREDITS_PER_1K_TOKENS", default={"embedding": 1000, "chat": 1000})
 CHUNK_SIZE = env.int("CHUNK_SIZE", default=800)
 CHUNK_OVERLAP = env.int("CHUNK_OVERLAP", default=200)
 EMBEDDING_CONCURRENCY = env.int("EMBEDDING_CONCURRENCY", default=2)

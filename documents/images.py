@@ -1,6 +1,6 @@
 """Images and scans in the ingestion pipeline: how much memory their parse may take (OCR
 runs in the parser sandbox), the vision model's description of an image (VISION_MODEL,
-paid 1:1 in credits by whoever pays for the document's ingestion), and what to say when
+paid in credits (billing.pricing) by whoever pays for the document's ingestion), and what to say when
 neither OCR nor a description found any text."""
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import logging
 
 from django.conf import settings
 
-from billing import references
-from billing.models import Kind
+from billing import pricing, references
 from billing.services import credits_debit
 from core.tenancy import account_context
 from documents.kinds import IMAGE_KIND_NAMES
@@ -46,8 +45,9 @@ def image_description_sections(document, path: str, *, payer: dict) -> list[Sect
     """The vision model's description of the image at `path` as one section
     (text_source="vision"), or [] when VISION_MODEL is unset or `document` is no image.
 
-    The call is charged at once, 1:1 in provider-reported tokens, to `payer` (the uploader's
-    user or api_key), under a key per document revision: a retried job never pays twice.
+    The call is charged at once, its provider-reported tokens priced as vision (billing.pricing;
+    the ledger records it as chat), to `payer` (the uploader's user or api_key), under a key
+    per document revision: a retried job never pays twice.
     NOTE: a retried job does call the model again (the description is not kept until the
     chunks are published); only the first call is charged. Sets `document.vision_credits`.
     """
@@ -59,7 +59,7 @@ def image_description_sections(document, path: str, *, payer: dict) -> list[Sect
                                                               max_tokens=settings.VISION_MAX_TOKENS))
     with account_context(account_id=document.account_id):
         entry = credits_debit(account=document.account_id, tokens=description.usage.total_tokens,
-                      key=f"vision:{document.pk}:{document.revision}", kind=Kind.CHAT, model=description.model,
+                      key=f"vision:{document.pk}:{document.revision}", kind=pricing.VISION, model=description.model,
                       provider=description.provider,
                       reference=references.document(document.pk, document.revision),
                       metadata={"purpose": "image_description", "prompt_tokens": description.usage.prompt_tokens,

@@ -12,7 +12,7 @@ from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from core.tenancy import account_context
-from billing import references
+from billing import pricing, references
 from billing.errors import BudgetExceeded, InsufficientCredits
 from billing.models import Kind
 from billing.selectors import ingest_credits_require
@@ -135,8 +135,10 @@ def _parse_and_chunk(document: Document):
     title = parsed.title or document.name
     pages = [d.page_end for d in drafts if d.page_end]
     document.title = title[:255]
-    document.credits_estimate = credits_estimate(_embedding_texts(document, drafts))
+    texts = _embedding_texts(document, drafts)
     with account_context(account_id=document.account_id):
+        active = active_embedding_model(account_id=document.account_id)
+        document.credits_estimate = credits_estimate(texts, model=active.model)
         Document.objects.for_account(document.account_id).filter(pk=document.pk).update(
             title=document.title, page_count=max(pages) if pages else None,
             credits_estimate=document.credits_estimate,
@@ -149,10 +151,10 @@ def _embedding_texts(document: Document, drafts) -> list[str]:
     return [embedding_text(d, document.title or document.name) for d in drafts]
 
 
-def credits_estimate(texts: list[str]) -> int:
-    """What embedding `texts` will cost, counted before any is sent: the tokens the bundled
-    embedding model reports for each input, summed (at least the one credit any call costs)."""
-    return max(1, sum(embedding_tokens(t) for t in texts))
+def credits_estimate(texts: list[str], *, model: str) -> int:
+    """What embedding `texts` with `model` will cost, counted before any is sent: the tokens
+    the bundled embedding model reports for each input, summed, priced by billing.pricing."""
+    return pricing.credits_for(kind=pricing.EMBEDDING, model=model, tokens=sum(embedding_tokens(t) for t in texts))
 
 
 def _batch_count(n: int) -> int:

@@ -64,8 +64,8 @@ def test_owner_sets_a_budget_and_the_member_sees_what_is_left(new_page, screensh
 
 def test_the_header_budget_refreshes_after_each_chat_answer(new_page, stack):
     """The header's "N left today" follows chat.done's budget_remaining, like the balance."""
-    from billing.selectors import budget_status_for
-    from billing.services import budget_set, credits_grant
+    from billing.budgets import budget_set, budget_status_for
+    from billing.services import credits_grant
     from core.tenancy import account_context
 
     account = make_account("Chatty", owner_email="owner@chatty.test")

@@ -27,7 +27,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from billing import references
+from billing import pricing, references
 from billing.errors import BudgetExceeded, InsufficientCredits
 from billing.models import Kind
 from billing.services import credits_debit
@@ -66,11 +66,14 @@ def model_change(*, account) -> ModelChange | None:
         return None
     documents = list(Document.objects.for_account(account_id).filter(status=Status.READY)
                      .values_list("chunk_count", "embedding_tokens", "credits_estimate"))
-    estimate = sum(tokens or (estimate or 0) for _count, tokens, estimate in documents)
+    # Each document's provider tokens as the target model will be charged for them; a document
+    # without them (none stored) counts its credits estimate.
+    estimate = sum(pricing.credits_for(kind=pricing.EMBEDDING, model=target, tokens=tokens) if tokens
+                   else (estimate or 0) for _count, tokens, estimate in documents)
     return ModelChange(active_model=active.model, active_dimensions=active.dimensions, target_model=target,
                        target_dimensions=dims, documents=len(documents),
                        batches=sum((c + BATCH_SIZE - 1) // BATCH_SIZE for c, _t, _e in documents),
-                       credits_estimate=max(estimate, 1) if documents else 0)
+                       credits_estimate=max(estimate, pricing.MIN_CREDITS_PER_CALL) if documents else 0)
 
 
 def migration_cancel(*, account_id: int, run: ReindexRun) -> None:

@@ -16,7 +16,8 @@ from accounts.selectors import membership_list_for_user
 from accounts.tests.factories import PASSWORD, add_member, make_account, make_api_key, make_user
 from audit.models import AuditEntry
 from billing.models import AccountBalance, BillingSettings, Budget, CreditHold, CreditLedgerEntry, HoldStatus
-from billing.services import budget_set, credits_hold
+from billing.budgets import budget_set
+from billing.services import credits_hold
 from chat.models import Conversation, Message
 from core.tenancy import account_context
 from documents.models import Chunk, Collection, Document, EmbeddingBatch, IngestionLane

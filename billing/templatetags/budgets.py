@@ -4,7 +4,7 @@ from django import template
 from accounts.models import ApiKey, Membership
 from accounts.permissions import Action, principal_may
 from billing.models import BudgetPeriod
-from billing.selectors import budget_list, budget_statuses
+from billing.budgets import budget_list, budget_statuses
 
 register = template.Library()
 

@@ -12,9 +12,9 @@ from accounts.services import account_create, api_key_create
 from accounts.tests.factories import add_member, make_user
 from billing.errors import BudgetExceeded
 from billing.models import CreditHold, CreditLedgerEntry, HoldStatus
-from billing.selectors import budget_status_for
+from billing.budgets import budget_set, budget_status_for
 from billing.tests.threads import run_at_once
-from billing.services import budget_set, credits_debit, credits_hold, hold_release, hold_settle
+from billing.services import credits_debit, credits_hold, hold_release, hold_settle
 from core.tenancy import account_context
 
 SPENDERS = 12

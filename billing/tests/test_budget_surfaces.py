@@ -11,7 +11,8 @@ from accounts.models import Role
 from accounts.services import api_key_create
 from accounts.tests.factories import add_member, make_user
 from billing.models import Budget, CreditLedgerEntry
-from billing.services import budget_set, credits_debit
+from billing.budgets import budget_set
+from billing.services import credits_debit
 from core.tenancy import account_context
 
 HANDBOOK = ("# Holidays\n\nEveryone at Acme has twenty-eight days of paid holiday a year. Unused holiday "

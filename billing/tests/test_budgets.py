@@ -12,8 +12,8 @@ from accounts.tests.factories import add_member, make_user
 from audit.models import AuditEntry
 from billing.errors import BudgetExceeded, InsufficientCredits
 from billing.models import Budget, CreditHold, CreditLedgerEntry
-from billing.selectors import Spender, budget_require, budget_status_for
-from billing.services import budget_remove, budget_set, credits_debit, credits_hold, hold_release, hold_settle
+from billing.budgets import Spender, budget_remove, budget_require, budget_set, budget_status_for
+from billing.services import credits_debit, credits_hold, hold_release, hold_settle
 from core.errors import GroundworkError
 from core.tenancy import account_context
 

@@ -8,8 +8,8 @@ from django.test import Client
 from accounts.models import Role
 from accounts.tests.factories import add_member, make_user
 from billing.models import CreditHold, CreditLedgerEntry
-from billing.selectors import budget_status_for
-from billing.services import budget_set, credits_debit, credits_hold
+from billing.budgets import budget_set, budget_status_for
+from billing.services import credits_debit, credits_hold
 from core.tenancy import account_context
 
 HANDBOOK = ("# Holidays\n\nEveryone at Acme has twenty-eight days of paid holiday a year. Unused holiday "

@@ -5,8 +5,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from accounts.services import api_key_create
 from billing.models import CreditLedgerEntry
-from billing.selectors import budget_status_for
-from billing.services import budget_set
+from billing.budgets import budget_set, budget_status_for
 from core.tenancy import account_context
 from documents.models import Document
 
