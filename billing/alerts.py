@@ -27,6 +27,7 @@ from audit.actors import SYSTEM
 from audit.services import audit_record
 from billing.errors import BillingError
 from billing.models import AccountBalance, BillingSettings
+from core.text import whole_number
 
 logger = logging.getLogger("groundwork.billing")
 
@@ -59,14 +60,14 @@ def threshold_parse(value) -> int | None:
     (empty: no alert)."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    text = str(value).replace(",", "").replace("_", "").replace(" ", "").replace("\u202f", "").strip()
-    if isinstance(value, bool) or not text.isdigit() or int(text) > MAX_THRESHOLD:
+    number = whole_number(value, minimum=0, maximum=MAX_THRESHOLD)
+    if number is None:
         shown = str(value)[:40]
-        reason = "cannot be negative" if text.startswith("-") else "must be a whole number of credits"
+        reason = "cannot be negative" if str(value).strip().startswith("-") else "must be a whole number of credits"
         raise BillingError("invalid_threshold", f"The low-balance threshold {reason} (from 0 to {MAX_THRESHOLD:,}; "
                                                 f"got {shown!r}). Leave it empty for no alert.",
                            field="low_balance_threshold")
-    return int(text)
+    return number
 
 
 def _owner_require(account, actor) -> None:

@@ -17,6 +17,7 @@ from audit.services import audit_record
 from billing.errors import BillingError, BudgetExceeded
 from billing.models import Budget, BudgetPeriod, CreditHold, CreditLedgerEntry, HoldStatus, Kind
 from core.errors import NotFound, object_id
+from core.text import whole_number
 
 SPEND_KINDS = (Kind.EMBEDDING, Kind.CHAT)
 
@@ -202,11 +203,11 @@ def _budget_target(account, *, user_id=None, api_key_id=None) -> tuple[dict, str
 def budget_limit_parse(value) -> int:
     """A whole number of credits from 1 to 1,000,000,000,000; "5,000" and "5 000" are read
     as 5000."""
-    text = str(value).replace(",", "").replace("_", "").replace(" ", "").replace("\u202f", "").strip()
-    if isinstance(value, bool) or not text.isdigit() or not 0 < int(text) <= MAX_BUDGET:
+    number = whole_number(value, minimum=1, maximum=MAX_BUDGET)
+    if number is None:
         raise BillingError("invalid_amount", f"The limit must be a whole number of credits from 1 to "
                                              f"{MAX_BUDGET:,} (got {str(value)[:40]!r}).", field="limit")
-    return int(text)
+    return number
 
 
 @transaction.atomic

@@ -17,3 +17,25 @@ CONTROL_CHARACTERS_MESSAGE = ("A name cannot contain line breaks, tabs or other 
 
 def has_control_characters(text: str | None) -> bool:
     return bool(text) and _CONTROL.search(text) is not None
+
+
+# Digits a person may group with: "5,000", "5 000", "5_000", "5 000" (narrow no-break space).
+_GROUPING = str.maketrans("", "", ", _\u202f\u00a0")
+# More digits than any amount of credits has: int() of 5,000 digits raises, and slowly.
+_MAX_DIGITS = 19
+
+
+def whole_number(value, *, minimum: int, maximum: int) -> int | None:
+    """A whole number from `minimum` to `maximum` typed or sent as `value` ("5,000" is 5000),
+    or None when it is not one: not decimal digits ("²", "½", "1e3", "-5", true), too long
+    or out of range. Callers turn None into their own error with the field's words."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int):
+        number = value
+    else:
+        text = str(value).strip().translate(_GROUPING)
+        if not text.isdecimal() or len(text) > _MAX_DIGITS:
+            return None
+        number = int(text)
+    return number if minimum <= number <= maximum else None
