@@ -130,11 +130,17 @@ class ChatTurn:
             return
         if self.note:
             yield self._emit(self.note)
-        self.llm_stream = llm.chat(self.messages, temperature=self.temperature, max_tokens=self.max_tokens,
-                                   cancelled=self.cancelled, sampling=self.profile.sampling or None)
         guard = answering.Guard(self.passages, strict=self.profile.strict and bool(self.passages),
                                 loop_words=4 if self.profile.strict else 8, by_sentence=self.profile.strict,
                                 max_sentences=self.profile.max_sentences, question=self.user_message.content)
+        yield from self._model_answer(guard)
+        if self.passages and not self.cancelled.is_set():
+            yield from self._passages_answer(guard)
+
+    def _model_answer(self, guard: answering.Guard) -> Iterator[str]:
+        """The model's streamed answer, as far as the guard lets it through."""
+        self.llm_stream = llm.chat(self.messages, temperature=self.temperature, max_tokens=self.max_tokens,
+                                   cancelled=self.cancelled, sampling=self.profile.sampling or None)
         tokens = iter(self.llm_stream)
         try:
             for text in tokens:
@@ -151,11 +157,14 @@ class ChatTurn:
             tokens.close()  # a guard's stop ends the provider's generation too
         self.finish_reason = "stop" if guard.stopped else (self.llm_stream.finish_reason or "stop")
         self.answered_by = "model"
-        if not self.passages or self.cancelled.is_set():
-            return
-        # The question's own words pick the sentences: a follow-up was searched together
-        # with the question before it, but asks something else (0.95 of the two-turn set
-        # quoted the answer this way, 0.65 with the search query).
+
+    def _passages_answer(self, guard: answering.Guard) -> Iterator[str]:
+        """The passages' own sentences where the model's answer did not hold: all of the
+        answer when none of it passed, the rest of it after a lone first sentence.
+
+        The question's own words pick the sentences: a follow-up was searched together
+        with the question before it, but asks something else (0.95 of the two-turn set
+        quoted the answer this way, 0.65 with the search query)."""
         question = self.user_message.content
         if not guard.answered:
             self.answered_by = "passages"
