@@ -141,7 +141,7 @@ def _summary(results: list[dict]) -> dict:
         if value is not None:
             out[key] = value
     out |= {"model_answers": round(sum(r["answered_by"] == "model" for r in results) / len(results), 3),
-            # The model's first sentence, completed with its passage's own (chat.agent.ChatTurn.stream).
+            # The model's first sentence, completed with its passage's own (chat.turn.ChatTurn.stream).
             "completed_answers": round(sum(r["answered_by"] == "model+passages" for r in results) / len(results), 3),
             "errors": sum(1 for r in results if r["error"]),
             "median_ttft_s": round(statistics.median(ttft), 2) if ttft else None,
@@ -196,15 +196,15 @@ def _profile() -> str:
     to measure, e.g. '{"sampling": {}}' or '{"passages": 5}')."""
     import dataclasses
 
-    from chat import agent
+    from chat import turn
 
-    chosen = agent.profile()
+    chosen = turn.profile()
     override = json.loads(os.environ.get("ANSWER_EVAL_PROFILE") or "{}")
     seed = os.environ.get("ANSWER_EVAL_SEED", "1").strip().lower()
     if seed not in ("", "none"):
         override["sampling"] = {**override.get("sampling", chosen.sampling), "seed": int(seed)}
     if override:
-        agent.PROFILES[chosen.name] = chosen = dataclasses.replace(chosen, **override)
+        turn.PROFILES[chosen.name] = chosen = dataclasses.replace(chosen, **override)
     return repr(chosen)
 
 

@@ -28,7 +28,10 @@ from config.embedded import BASE_DIR
 
 
 # The parts of a turn (chat.agent's own names), in the order they run.
-STEPS = ("check_chat_rate", "_conversation", "credits_hold", "_embed", "_retrieve", "build_messages", "turn_finish")
+# query_embed: the query's embedding, drawn from the hold (retrieval.search.query_embed);
+# turn_retrieve: the search and the passages (query_search with that embedding, expansion).
+STEPS = ("check_chat_rate", "_conversation", "credits_hold", "query_embed", "turn_retrieve", "build_messages",
+         "turn_finish")
 
 
 @contextlib.contextmanager

@@ -1,7 +1,8 @@
 """Search over an account's chunks, in three parts:
 
 - query.py: hybrid search (vector + full text, reciprocal rank fusion, threshold, top_k)
-  and `search_for_query`, the service the API and the agent call;
+  and `query_search`, the one embed -> charge -> search that the search API (through
+  `search_for_query`, its hits), the chat turn and MCP call;
 - passages.py: neighbour expansion, a document's first chunks, passages grouped by document;
 - maintenance.py: per-account HNSW indexes and the refresh the cron job runs.
 
@@ -21,8 +22,18 @@ from retrieval.search.passages import (
     merge_overlap,
     ocr_chunk_ids,
 )
-from retrieval.search.query import Hit, hybrid_search, search_for_query, search_path_for
+from retrieval.search.query import (
+    Hit,
+    QueryEmbedding,
+    QuerySearch,
+    hybrid_search,
+    query_embed,
+    query_search,
+    search_for_query,
+    search_path_for,
+)
 
-__all__ = ["Hit", "Passage", "hybrid_search", "expand_passages", "first_chunks", "hit_passages", "search_for_query",
-           "merge_overlap", "ocr_chunk_ids", "search_path_for", "tenant_index_name", "ensure_tenant_vector_index",
-           "tenant_vector_index_drop", "tenant_vector_indexes_refresh"]
+__all__ = ["Hit", "Passage", "QueryEmbedding", "QuerySearch", "hybrid_search", "query_embed", "query_search",
+           "search_for_query", "expand_passages", "first_chunks", "hit_passages", "merge_overlap", "ocr_chunk_ids",
+           "search_path_for", "tenant_index_name", "ensure_tenant_vector_index", "tenant_vector_index_drop",
+           "tenant_vector_indexes_refresh"]

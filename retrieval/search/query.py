@@ -31,6 +31,7 @@ so its cost stays flat however many of a large account's chunks share a common w
 """
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 
@@ -40,9 +41,9 @@ from django.db import connection
 
 from core.tenancy import UnscopedQueryError, current_account_id
 from billing import references
-from billing.models import Kind
-from billing.services import credits_debit
-from documents.models import VISIBLE_COLLECTION_IDS_SQL, VISIBLE_DOCUMENT_SQL
+from billing.models import CreditHold, Kind
+from billing.services import HoldDraw, credits_debit
+from documents.models import VISIBLE_COLLECTION_IDS_SQL, VISIBLE_DOCUMENT_SQL, ActiveEmbeddingModel
 from documents.embedding import active_embedding_model
 from retrieval.search.maintenance import DEFAULT_DIMENSIONS, tenant_index_name
 from llm import client as llm
@@ -310,27 +311,92 @@ def _fuse(rows, *, top_k: int, threshold: float) -> list[Hit]:
     return hits[:top_k]
 
 
-# --- the service the API and the agent call -----------------------------------------------
+# --- the one embed -> charge -> search: the search API, the chat turn and MCP call it --------
 
-def search_for_query(*, account, query: str, top_k: int | None = None, key: str, user=None,
-                     api_key=None, collection_ids: list[int] | None = None, hold=None) -> list[Hit]:
-    """Embed `query`, charge its provider-reported tokens (idempotency `key`) to the principal
-    (`user` or `api_key`, whose budgets apply), then search.
+@dataclass(frozen=True)
+class QueryEmbedding:
+    """A query's vector and what making it cost."""
 
-    The debit happens before retrieval: InsufficientCredits, BudgetExceeded (or a provider
-    error) aborts with nothing retrieved. Like every provider call, it costs at least one
-    credit (billing's rule). With `hold` (a chat turn's, which reserved the query's cost),
-    the charge is drawn from the hold and never refused.
+    query: str
+    vector: np.ndarray
+    model: str  # the model that made it: the only chunk vectors it is compared with
+    provider: str
+    tokens: int  # provider-reported
+    draw: HoldDraw | None = None  # charged in a hold's name, written when the hold is settled
+
+
+@dataclass(frozen=True)
+class QuerySearch:
+    """The chunks a query found, and the embedding (model, charge) it was searched with."""
+
+    hits: list[Hit]
+    embedding: QueryEmbedding
+
+
+def query_embed(*, account, query: str, key: str, user=None, api_key=None, hold: CreditHold | None = None,
+                draws: list[HoldDraw] | None = None, active: ActiveEmbeddingModel | None = None) -> QueryEmbedding:
+    """Embed `query` with the account's active model (`active`, or read here) and charge its
+    provider-reported tokens under idempotency `key`, at least one credit (billing's rule):
+    - a debit to the principal (`user` or `api_key`, whose budgets apply) in the caller's
+      account context: InsufficientCredits or BudgetExceeded (or a provider error) raises
+      with nothing written;
+    - with `hold` (a chat turn's, which reserved the query's cost), drawn from the hold and
+      never refused;
+    - with `hold` and `draws` (the turn's list), the draw is appended to `draws` and written
+      when the hold is settled or released (billing.services.HoldDraw). With `active` given
+      too this sends no statement, so it runs outside any transaction: nothing is held
+      open across the provider call.
     """
-    account_id = account_id_in_context(account)
+    deferred = hold is not None and draws is not None
+    if not (deferred and active is not None):
+        account_id_in_context(account)
     # The query is embedded with the model the account's chunks are searched by (not
     # EMBEDDING_MODEL, which may name the model a migration is building), and compared with
     # vectors of that model only (hybrid_search's `embedding_model`).
-    active = active_embedding_model(account_id=account_id)
+    active = active or active_embedding_model(account_id=getattr(account, "pk", account))
     embedding = llm.with_retries(lambda: llm.embed([query], model=active.model, dimensions=active.dimensions),
                                  tries=2, first_delay=0.2)
+    embedded = QueryEmbedding(query=query, vector=embedding.vectors[0], model=embedding.model,
+                              provider=embedding.provider, tokens=embedding.total_tokens)
+    if deferred:
+        draw = HoldDraw(key=key, kind=Kind.EMBEDDING, tokens=embedding.total_tokens,
+                        model=embedding.model, provider=embedding.provider, reference=references.SEARCH)
+        draws.append(draw)
+        return dataclasses.replace(embedded, draw=draw)
     credits_debit(account=account, tokens=embedding.total_tokens, key=key, kind=Kind.EMBEDDING,
                   model=embedding.model, provider=embedding.provider, reference=references.SEARCH,
                   user=user, api_key=api_key, hold=hold)
-    return hybrid_search(account=account, query=query, query_vector=embedding.vectors[0], top_k=top_k,
-                         collection_ids=collection_ids, embedding_model=embedding.model)
+    return embedded
+
+
+def query_search(*, account, query: str, key: str, top_k: int | None = None, user=None, api_key=None,
+                 collection_ids: list[int] | None = None, hold: CreditHold | None = None,
+                 draws: list[HoldDraw] | None = None, active: ActiveEmbeddingModel | None = None,
+                 embedded: QueryEmbedding | None = None) -> QuerySearch:
+    """Embed `query` and charge it (`query_embed`, which the arguments it shares go to),
+    then search: the account's best `top_k` chunks in the collections the principal may see
+    (narrowed to `collection_ids`), compared only with vectors of the embedding's model.
+
+    The charge happens before retrieval: a refused charge aborts with nothing retrieved.
+    `embedded`: this query's `query_embed`, made and charged before the caller's
+    transaction (a chat turn keeps the provider call outside any transaction); then only
+    the search runs here.
+    """
+    account_id_in_context(account)
+    if embedded is not None and embedded.query != query:
+        raise ValueError("`embedded` is another query's embedding")
+    embedded = embedded or query_embed(account=account, query=query, key=key, user=user, api_key=api_key,
+                                       hold=hold, draws=draws, active=active)
+    hits = hybrid_search(account=account, query=query, query_vector=embedded.vector, top_k=top_k,
+                         collection_ids=collection_ids, embedding_model=embedded.model)
+    return QuerySearch(hits=hits, embedding=embedded)
+
+
+def search_for_query(*, account, query: str, top_k: int | None = None, key: str, user=None,
+                     api_key=None, collection_ids: list[int] | None = None,
+                     hold: CreditHold | None = None) -> list[Hit]:
+    """`query_search`'s hits (the search API's): embed `query`, charge its provider-reported
+    tokens (idempotency `key`) to the principal (`user` or `api_key`, whose budgets apply) or
+    draw them from `hold`, then search."""
+    return query_search(account=account, query=query, top_k=top_k, key=key, user=user, api_key=api_key,
+                        collection_ids=collection_ids, hold=hold).hits

@@ -22,6 +22,8 @@ from retrieval.search import (
     first_chunks,
     hybrid_search,
     merge_overlap,
+    query_embed,
+    query_search,
     search_for_query,
     search_path_for,
     tenant_index_name,
@@ -271,6 +273,43 @@ def test_insufficient_credits_aborts_before_retrieval(library, account_a, monkey
     with account_context(account_a):
         assert not CreditLedgerEntry.objects.for_account(account_a).filter(idempotency_key="search:test-2").exists()
 
+
+
+def test_a_query_drawn_from_a_chat_turns_hold_is_written_when_the_hold_is_settled(library, account_a,
+                                                                                  django_assert_max_num_queries):
+    """The chat turn's way through the same embed -> charge -> search: the embedding made
+    without a statement (the turn makes it outside any transaction), its charge drawn from the turn's hold and
+    recorded at settle, then the search in the turn's own transaction."""
+    from billing.services import credits_hold, hold_settle
+    from documents.embedding import active_embedding_model
+
+    query = "how many paid holiday days"
+    with account_context(account_a):
+        start = balance_get(account=account_a)
+        hold = credits_hold(account=account_a, amount=500, key="turn-1")
+        active = active_embedding_model(account_id=account_a.pk)
+    draws = []
+    with django_assert_max_num_queries(0):
+        embedded = query_embed(account=account_a, query=query, key="turn-1:query", hold=hold, draws=draws,
+                               active=active)
+    assert draws == [embedded.draw] and embedded.draw.tokens == embedded.tokens == 5
+    assert (embedded.model, embedded.draw.kind, embedded.draw.reference) == (active.model, "embedding", "search")
+    with account_context(account_a):
+        found = query_search(account=account_a, query=query, key="turn-1:query", hold=hold, draws=draws,
+                             embedded=embedded)
+        assert found.hits[0].document_name == "holidays.txt" and found.embedding is embedded
+        assert not CreditLedgerEntry.objects.for_account(account_a).filter(idempotency_key="turn-1:query").exists()
+        hold_settle(hold=hold, used_tokens=100, draws=draws)
+        entry = CreditLedgerEntry.objects.for_account(account_a).get(idempotency_key="turn-1:query")
+        assert (entry.kind, entry.tokens, entry.reference) == ("embedding", 5, "search")
+        assert balance_get(account=account_a) == start - 5 - 100
+
+
+def test_another_querys_embedding_is_refused(library, account_a):
+    with account_context(account_a):
+        embedded = query_embed(account=account_a, query="laptop repairs", key="search:test-3")
+        with pytest.raises(ValueError):
+            query_search(account=account_a, query="kitchen fridge", key="search:test-3", embedded=embedded)
 
 # --- isolation ----------------------------------------------------------------------------
 

@@ -1,0 +1,181 @@
+"""A chat turn ready to be answered (`ChatTurn`, made by chat.agent.turn_prepare) and its
+answer's stream; how a turn uses the chat model (`Profile`) and what an API caller may
+set for one (`TurnOptions`)."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.contrib.auth.models import AnonymousUser
+
+from accounts.models import ApiKey, User
+from billing.models import CreditHold
+from billing.services import HoldDraw
+from chat import answering
+from chat.models import Conversation, Message
+from llm import client as llm
+from retrieval.search import Passage
+
+NOTHING_TO_QUOTE = "The documents I found don't answer this directly; the passages I searched are listed below."
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How a turn uses the chat model (settings.CHAT_PROFILE; measured in bench/answer_eval.py)."""
+    name: str
+    passages: int | None  # how many passages the model reads (None: all, each with its neighbours)
+    max_tokens: int | None  # the answer budget (None: CHAT_MAX_TOKENS)
+    strict: bool  # every sentence checked against the passages and cited by overlap
+    sampling: dict  # decoding settings sent with the request
+    rewrite: bool  # follow-ups rewritten into standalone questions by the model
+    max_sentences: int = 0  # a longer answer is stopped there (0: only the token budget)
+
+
+PROFILES = {
+    # SmolLM2-135M: three single chunks, a short budget, at most five sentences (it rambles to
+    # any cap) and penalties against its loops.
+    "small": Profile("small", passages=3, max_tokens=200, strict=True, rewrite=False, max_sentences=5,
+                     sampling={"frequency_penalty": 0.3, "repeat_penalty": 1.15, "dry_multiplier": 0.8}),
+    "capable": Profile("capable", passages=None, max_tokens=None, strict=False, rewrite=True, sampling={}),
+}
+
+
+def profile() -> Profile:
+    name = settings.CHAT_PROFILE or ("small" if settings.LLM_BUNDLED and not settings.LOCAL_CHAT_MODEL_PATH
+                                     else "capable")
+    return PROFILES.get(name, PROFILES["capable"])
+
+
+@dataclass(frozen=True)
+class TurnOptions:
+    """What an API caller may set for one turn, always within the server's bounds."""
+    max_tokens: int | None = None  # at most CHAT_MAX_TOKENS
+    temperature: float | None = None  # clamped to 0..CHAT_TEMPERATURE_MAX
+    system: str = ""  # the caller's instructions, merged below the grounding rules
+    end_user: str = ""  # the caller's end-user id (OpenAI `user`), stored on the question
+    # A collection id or a list of them to narrow retrieval to (None: all visible).
+    collection: int | str | list[int | str] | None = None
+
+    def bounded_max_tokens(self, default: int | None = None) -> int:
+        cap = settings.CHAT_MAX_TOKENS
+        if self.max_tokens is None:
+            return min(default or cap, cap)
+        return max(1, min(int(self.max_tokens), cap))
+
+    def bounded_temperature(self, default: float) -> float:
+        if self.temperature is None:
+            return default
+        return max(0.0, min(float(self.temperature), settings.CHAT_TEMPERATURE_MAX))
+
+
+# Whose budgets a turn spends: {"user": …, "api_key": …}, the key on key surfaces.
+Spender = dict[str, "User | AnonymousUser | ApiKey | None"]
+
+
+@dataclass
+class ChatTurn:
+    """A question ready to be answered: what the model reads, and what the answer is
+    settled and stored with."""
+
+    account_id: int
+    conversation: Conversation
+    user_message: Message
+    request_id: str
+    route: str
+    profile: Profile
+    cancelled: threading.Event
+    spender: Spender
+    passages: list[Passage] = field(default_factory=list)
+    sources: list[dict] = field(default_factory=list)
+    messages: list[dict] = field(default_factory=list)  # what the model is sent (chat.prompt)
+    temperature: float = 0.0
+    hold: CreditHold | None = None  # None: small talk, neither held nor charged
+    max_tokens: int = 512
+    query: str = ""  # what was searched ("" when nothing was)
+    reply: str = ""  # small talk: the whole answer, without a model
+    note: str = ""  # said before the model's answer (a general answer's "not from your documents")
+    finish_reason: str = ""
+    answered_by: str = ""  # "reply" (small talk), "model", or "passages" (the extractive answer)
+    started: float = field(default_factory=time.monotonic)
+    first_token_at: float | None = None
+    answer_parts: list[str] = field(default_factory=list)
+    llm_stream: llm.ChatStream | None = None
+    # What the turn spent in its hold's name before the answer (the follow-up rewrite, the
+    # query embedding): recorded when the hold is settled or released (billing.HoldDraw).
+    draws: list[HoldDraw] = field(default_factory=list)
+
+    @property
+    def answer(self) -> str:
+        return "".join(self.answer_parts)
+
+    def _emit(self, text: str) -> str:
+        if self.first_token_at is None:
+            self.first_token_at = time.monotonic()
+        self.answer_parts.append(text)
+        return text
+
+    def stream(self) -> Iterator[str]:
+        """Yield the answer's text as it is written. The model's answer passes a guard a
+        sentence at a time (no loops; with a strict profile, nothing the passages do not
+        say); when none of it passes, the passages' own best sentences answer instead.
+        A turn cancelled before this point never calls the model."""
+        if self.reply:
+            self.finish_reason, self.answered_by = "stop", "reply"
+            yield self._emit(self.reply)
+            return
+        if self.cancelled.is_set():
+            return
+        if self.note:
+            yield self._emit(self.note)
+        guard = answering.Guard(self.passages, strict=self.profile.strict and bool(self.passages),
+                                loop_words=4 if self.profile.strict else 8, by_sentence=self.profile.strict,
+                                max_sentences=self.profile.max_sentences, question=self.user_message.content)
+        yield from self._model_answer(guard)
+        if self.passages and not self.cancelled.is_set():
+            yield from self._passages_answer(guard)
+
+    def _model_answer(self, guard: answering.Guard) -> Iterator[str]:
+        """The model's streamed answer, as far as the guard lets it through."""
+        self.llm_stream = llm.chat(self.messages, temperature=self.temperature, max_tokens=self.max_tokens,
+                                   cancelled=self.cancelled, sampling=self.profile.sampling or None)
+        tokens = iter(self.llm_stream)
+        try:
+            for text in tokens:
+                released = guard.feed(text)
+                if released:
+                    yield self._emit(released)
+                if guard.stopped:
+                    break
+            else:
+                tail = guard.flush()
+                if tail:
+                    yield self._emit(tail)
+        finally:
+            tokens.close()  # a guard's stop ends the provider's generation too
+        self.finish_reason = "stop" if guard.stopped else (self.llm_stream.finish_reason or "stop")
+        self.answered_by = "model"
+
+    def _passages_answer(self, guard: answering.Guard) -> Iterator[str]:
+        """The passages' own sentences where the model's answer did not hold: all of the
+        answer when none of it passed, the rest of it after a lone first sentence.
+
+        The question's own words pick the sentences: a follow-up was searched together
+        with the question before it, but asks something else (0.95 of the two-turn set
+        quoted the answer this way, 0.65 with the search query)."""
+        question = self.user_message.content
+        if not guard.answered:
+            self.answered_by = "passages"
+            yield self._emit(answering.extractive_answer(question, self.passages) or NOTHING_TO_QUOTE)
+        elif guard.stopped in ("unsupported", "off_topic") and len(guard.released) == 1:
+            # The model's first sentence held and its second did not: one sentence rarely
+            # answers ("You can tell incomplete input from invalid input."), so the sentences of
+            # the passage it cites say the rest, without what it already said.
+            cited = answering.CITATION.search(self.answer)
+            rest = answering.extractive_answer(question, self.passages, said=self.answer,
+                                               within=int(cited.group(1)) if cited else None)
+            if rest:
+                self.answered_by = "model+passages"
+                yield self._emit(("" if self.answer.endswith((" ", "\n")) else " ") + rest)
