@@ -8,12 +8,10 @@ from django.db.models import QuerySet, Sum
 from django.db.models.functions import TruncDate
 from django.utils import timezone
 
-from billing.budgets import Spender, budget_require, budget_status_for
+from billing.budgets import Spender, budget_require
 from billing.errors import InsufficientCredits
 from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus
 
-__all__ = ["balance_get", "credits_require", "ingest_credits_require", "ledger_list", "ledger_usage_by_day",
-           "holds_stale", "budget_status_for"]  # budget_status_for: billing.budgets', read here by chat.agent
 
 
 def balance_get(*, account) -> int:

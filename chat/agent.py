@@ -24,7 +24,8 @@ from core.tenancy import account_context
 from accounts.models import Account, ApiKey, User
 from billing import pricing, references
 from billing.models import CreditHold, Kind
-from billing.selectors import BudgetStatus, balance_get, budget_status_for
+from billing.budgets import BudgetStatus, budget_status_for
+from billing.selectors import balance_get
 from billing.services import HoldDraw, credits_hold, hold_release, hold_settle
 from chat import answering
 from chat.errors import ChatError
