@@ -8,6 +8,7 @@ from accounts.errors import AccountError
 from accounts.permissions import Action, Forbidden, principal_require
 from accounts.serializers import CurrentAccountSerializer
 from core.views import AccountAPIView
+from accounts.error_codes import AccountErrorCode
 
 
 class CurrentAccountView(AccountAPIView):
@@ -47,7 +48,7 @@ class CurrentAccountView(AccountAPIView):
         try:
             services.account_delete_confirmation_check(account=account, confirm=confirm)
         except AccountError as exc:
-            if exc.code == "confirmation_required":
+            if exc.code == AccountErrorCode.CONFIRMATION_REQUIRED:
                 raise AccountError(exc.code, "`confirm` is missing: send {\"confirm\": \"<the account's name>\"} "
                                    "to delete the account.", field="confirm") from exc
             raise

@@ -23,6 +23,7 @@ from rest_framework.permissions import BasePermission
 
 from accounts.errors import AccountError
 from accounts.models import ApiKey, KeyScope, Membership, Role
+from core.error_codes import CoreErrorCode
 
 
 class Action(StrEnum):
@@ -98,7 +99,7 @@ class Forbidden(AccountError):
     status = 403
 
     def __init__(self, message: str):
-        super().__init__("forbidden", message, status=403)
+        super().__init__(CoreErrorCode.FORBIDDEN, message, status=403)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ from audit.services import audit_record
 from core import sockets
 from core.tenancy import account_context
 from core.text import CONTROL_CHARACTERS_MESSAGE, has_control_characters
+from accounts.error_codes import AccountErrorCode
+from core.error_codes import CoreErrorCode
 
 
 
@@ -36,7 +38,7 @@ def _clean_email(email: str) -> str:
     try:
         validate_email(email)
     except ValidationError:
-        raise AccountError("invalid_email", "Enter a valid email address.", field="email")
+        raise AccountError(CoreErrorCode.INVALID_EMAIL, "Enter a valid email address.", field="email")
     return email
 
 
@@ -57,19 +59,19 @@ def account_create(*, name: str, owner: User, slug: str | None = None, initial_c
     Operators' path (create_account, the demo); a person's own teams go through team_create."""
     name = (name or "").strip()
     if not name:
-        raise AccountError("invalid_name", "Give the account a name.", field="name")
+        raise AccountError(CoreErrorCode.INVALID_NAME, "Give the account a name.", field="name")
     if has_control_characters(name):
-        raise AccountError("invalid_name", CONTROL_CHARACTERS_MESSAGE, field="name")
+        raise AccountError(CoreErrorCode.INVALID_NAME, CONTROL_CHARACTERS_MESSAGE, field="name")
     if slug is not None:
         slug = slugify(slug)
         if not slug:
-            raise AccountError("invalid_slug", "The slug may use letters, digits and hyphens only.", field="slug")
+            raise AccountError(AccountErrorCode.INVALID_SLUG, "The slug may use letters, digits and hyphens only.", field="slug")
         if Account.objects.filter(slug=slug).exists():
-            raise AccountError("duplicate_slug", f"The slug “{slug}” is taken; choose another.", field="slug")
+            raise AccountError(AccountErrorCode.DUPLICATE_SLUG, f"The slug “{slug}” is taken; choose another.", field="slug")
     account = Account.objects.create(name=name, slug=slug or _unique_slug(name), created_by=created_by)
     credits = settings.SIGNUP_CREDITS if initial_credits is None else initial_credits
     if credits < 0:
-        raise AccountError("invalid_amount", "Starting credits must be zero or more.")
+        raise AccountError(CoreErrorCode.INVALID_AMOUNT, "Starting credits must be zero or more.")
     with account_context(account):
         Membership.objects.for_account(account).create(account=account, user=owner, role=Role.OWNER)
         account_created.send(sender=Account, account=account, initial_credits=credits)
@@ -83,7 +85,7 @@ def team_create(*, name: str, owner: User) -> Account:
     Starting credits are one grant per verified person: this team gets SIGNUP_CREDITS only if
     the person's address is verified and they never had the grant (the grant of an unverified
     person's sign-up team waits for the verification). A person creates at most
-    TEAMS_PER_PERSON_PER_DAY teams in 24 hours: past it, AccountError("too_many_teams", 429).
+    TEAMS_PER_PERSON_PER_DAY teams in 24 hours: past it, AccountError(AccountErrorCode.TOO_MANY_TEAMS, 429).
     NOTE: two creations at once are serialised on the person's row, so they share one grant
     and one count.
     """
@@ -91,7 +93,7 @@ def team_create(*, name: str, owner: User) -> Account:
     since = timezone.now() - timedelta(days=1)
     limit = settings.TEAMS_PER_PERSON_PER_DAY
     if Account.objects.filter(created_by=person, created_at__gte=since).count() >= limit:
-        raise AccountError("too_many_teams", f"A person can create at most {limit} teams a day. Try again "
+        raise AccountError(AccountErrorCode.TOO_MANY_TEAMS, f"A person can create at most {limit} teams a day. Try again "
                            "tomorrow, or ask to be invited to an existing team.", status=429)
     grant = person.email_verified_at is not None and person.starting_credits_granted_at is None
     account = account_create(name=name, owner=person, initial_credits=settings.SIGNUP_CREDITS if grant else 0,
@@ -114,17 +116,17 @@ def starting_credits_went_to(*, user: User) -> Account | None:
 def user_create(*, email: str, password: str, full_name: str = "") -> User:
     email = _clean_email(email)
     if has_control_characters(full_name):
-        raise AccountError("invalid_name", CONTROL_CHARACTERS_MESSAGE, field="full_name")
+        raise AccountError(CoreErrorCode.INVALID_NAME, CONTROL_CHARACTERS_MESSAGE, field="full_name")
     if User.objects.filter(email__iexact=email).exists():
-        raise AccountError("duplicate_email", "An account with this email already exists. Log in instead.", field="email")
+        raise AccountError(AccountErrorCode.DUPLICATE_EMAIL, "An account with this email already exists. Log in instead.", field="email")
     try:
         validate_password(password, User(email=email, full_name=full_name))
     except ValidationError as exc:
-        raise AccountError("weak_password", " ".join(exc.messages), field="password")
+        raise AccountError(AccountErrorCode.WEAK_PASSWORD, " ".join(exc.messages), field="password")
     try:
         return User.objects.create_user(email=email, password=password, full_name=full_name.strip())
     except IntegrityError:
-        raise AccountError("duplicate_email", "An account with this email already exists. Log in instead.", field="email")
+        raise AccountError(AccountErrorCode.DUPLICATE_EMAIL, "An account with this email already exists. Log in instead.", field="email")
 
 
 @transaction.atomic
@@ -209,14 +211,14 @@ def email_verify(*, token: str) -> tuple[User, bool]:
     try:
         data = signing.loads(token, salt=VERIFY_SALT, max_age=timedelta(days=settings.EMAIL_VERIFICATION_MAX_AGE_DAYS))
     except signing.SignatureExpired:
-        raise AccountError("link_expired", "This verification link has expired. Log in and ask for a new one.",
+        raise AccountError(AccountErrorCode.LINK_EXPIRED, "This verification link has expired. Log in and ask for a new one.",
                            status=410)
     except signing.BadSignature:
-        raise AccountError("link_invalid", "This verification link is not valid. Copy the whole link from the "
+        raise AccountError(AccountErrorCode.LINK_INVALID, "This verification link is not valid. Copy the whole link from the "
                            "email, or log in and ask for a new one.", status=404)
     user = User.objects.filter(pk=data.get("u"), email__iexact=data.get("e", "")).first()
     if user is None:
-        raise AccountError("link_invalid", "This verification link is not valid: it was made for another address.",
+        raise AccountError(AccountErrorCode.LINK_INVALID, "This verification link is not valid: it was made for another address.",
                            status=404)
     return user, _email_mark_verified(user)
 
@@ -253,7 +255,7 @@ ROLE_CHOICE_MESSAGE = "Choose a role: owner, admin, member or viewer."
 
 def _check_role(role: str) -> None:
     if role not in Role.values:
-        raise AccountError("invalid_role", ROLE_CHOICE_MESSAGE, field="role")
+        raise AccountError(AccountErrorCode.INVALID_ROLE, ROLE_CHOICE_MESSAGE, field="role")
 
 
 def _check_grantable(actor_membership: Membership, role: str) -> None:
@@ -298,14 +300,14 @@ def member_invite(*, account: Account, actor: User, email: str, role: str = Role
     email = _clean_email(email)
     _check_grantable(actor_membership, role)
     if Membership.objects.for_account(account).filter(user__email__iexact=email).exists():
-        raise AccountError("already_member", f"{email} is already a member of this account.", field="email")
+        raise AccountError(AccountErrorCode.ALREADY_MEMBER, f"{email} is already a member of this account.", field="email")
     invitations = Invitation.objects.for_account(account)
     if invitations.filter(email__iexact=email, accepted_at__isnull=True).exists():
-        raise AccountError("already_invited", f"{email} has already been invited.", field="email")
+        raise AccountError(AccountErrorCode.ALREADY_INVITED, f"{email} has already been invited.", field="email")
     limits = ratelimit.invitation_limits(actor, email)
     wait = ratelimit.wait_for(limits)
     if wait:
-        raise AccountError("rate_limited", f"Too many invitations were sent to {email} or by you: "
+        raise AccountError(CoreErrorCode.RATE_LIMITED, f"Too many invitations were sent to {email} or by you: "
                            f"{ratelimit.try_again_in(wait)}.", status=429, field="email")
     for limit in limits:
         limit.hit()
@@ -325,7 +327,7 @@ def invitation_for_token(*, token: str) -> Invitation:
     """The pending invitation a link names, or an AccountError a person can read:
     "invitation_invalid" (404: forged, cancelled, replaced), "invitation_used" and
     "invitation_expired" (410)."""
-    invalid = AccountError("invitation_invalid", "This invitation link is not valid. It may have been cancelled or "
+    invalid = AccountError(AccountErrorCode.INVITATION_INVALID, "This invitation link is not valid. It may have been cancelled or "
                            "copied incompletely; ask the team for a new one.", status=404)
     try:
         data = signing.loads(token, salt=INVITATION_SALT)
@@ -341,16 +343,16 @@ def invitation_for_token(*, token: str) -> Invitation:
             or invitation.account.deleted_at is not None:
         raise invalid
     if invitation.accepted_at is not None:
-        raise AccountError("invitation_used", "This invitation has already been used.", status=410)
+        raise AccountError(AccountErrorCode.INVITATION_USED, "This invitation has already been used.", status=410)
     if invitation.is_expired:
-        raise AccountError("invitation_expired", f"This invitation expired on {invitation.expires_at:%Y-%m-%d}. "
+        raise AccountError(AccountErrorCode.INVITATION_EXPIRED, f"This invitation expired on {invitation.expires_at:%Y-%m-%d}. "
                            "Ask the team to invite you again.", status=410)
     return invitation
 
 
 def _invitation_check_invitee(invitation: Invitation, user: User) -> None:
     if user.email.lower() != invitation.email.lower():
-        raise AccountError("wrong_user", f"This invitation is for {invitation.email}, and you are logged in as "
+        raise AccountError(AccountErrorCode.WRONG_USER, f"This invitation is for {invitation.email}, and you are logged in as "
                            f"{user.email}. Log out, then log in or sign up as {invitation.email} to accept it.",
                            status=403)
 
@@ -361,21 +363,21 @@ def invitation_accept(*, invitation: Invitation, user: User, via_link: bool) -> 
     emailed link, which also verifies the user's address) or a verified address."""
     _invitation_check_invitee(invitation, user)
     if not via_link and user.email_verified_at is None:
-        raise AccountError("not_found", "That invitation was not found.", status=404)
+        raise AccountError(CoreErrorCode.NOT_FOUND, "That invitation was not found.", status=404)
     with account_context(account_id=invitation.account_id, user=user):
         # NOTE: the row lock makes a double click (or two tabs) accept once.
         invitation = (Invitation.objects.for_account(invitation.account_id).select_for_update()
                       .filter(pk=invitation.pk, accepted_at__isnull=True).first())
         if invitation is None:
-            raise AccountError("invitation_used", "This invitation has already been used.", status=410)
+            raise AccountError(AccountErrorCode.INVITATION_USED, "This invitation has already been used.", status=410)
         if invitation.is_expired:
-            raise AccountError("invitation_expired", "This invitation has expired. Ask the team to invite you again.",
+            raise AccountError(AccountErrorCode.INVITATION_EXPIRED, "This invitation has expired. Ask the team to invite you again.",
                                status=410)
         if invitation.invited_by_id is not None:
             inviter = Membership.objects.for_account(invitation.account_id).filter(
                 user_id=invitation.invited_by_id).first()
             if not _may_invite_as(inviter, invitation.role):
-                raise AccountError("invitation_invalid", "This invitation is no longer valid: the person who sent it "
+                raise AccountError(AccountErrorCode.INVITATION_INVALID, "This invitation is no longer valid: the person who sent it "
                                    "can no longer invite with this role. Ask the team for a new one.", status=410)
         membership, _ = Membership.objects.for_account(invitation.account_id).get_or_create(
             account_id=invitation.account_id, user=user, defaults={"role": invitation.role})
@@ -391,7 +393,7 @@ def invitation_accept(*, invitation: Invitation, user: User, via_link: bool) -> 
 def _invitation_for_invitee(*, user: User, invitation_id: int) -> Invitation:
     invitation = next((i for i in invitation_list_for_user(user=user) if i.pk == invitation_id), None)
     if invitation is None:
-        raise AccountError("not_found", "That invitation was not found.", status=404)
+        raise AccountError(CoreErrorCode.NOT_FOUND, "That invitation was not found.", status=404)
     return invitation
 
 
@@ -442,10 +444,10 @@ def member_add(*, account: Account, actor: User, user: User, role: str, by_staff
     else:
         _check_grantable(_require_manager(account=account, actor=actor), role)
     if account.deleted_at is not None:
-        raise AccountError("account_deleted", "This account was deleted: nobody can join it.", field="account")
+        raise AccountError(AccountErrorCode.ACCOUNT_DELETED, "This account was deleted: nobody can join it.", field="account")
     members = Membership.objects.for_account(account)
     if members.filter(user=user).exists():
-        raise AccountError("already_member", f"{user.email} is already a member of this account.", field="user")
+        raise AccountError(AccountErrorCode.ALREADY_MEMBER, f"{user.email} is already a member of this account.", field="user")
     membership = members.create(account=account, user=user, role=role)
     audit_record(account=account, action="member.add", actor=actor, target=user.email, detail={"role": role})
     return membership
@@ -465,12 +467,12 @@ def member_change_role(*, account: Account, actor: User, membership_id: int, rol
     _lock_memberships(account)
     membership = Membership.objects.for_account(account).filter(pk=membership_id).first()
     if membership is None:
-        raise AccountError("not_found", "That member was not found.", status=404)
+        raise AccountError(CoreErrorCode.NOT_FOUND, "That member was not found.", status=404)
     touches_owner = role == Role.OWNER or membership.role == Role.OWNER
     if touches_owner and actor_membership is not None and actor_membership.role != Role.OWNER:
         raise Forbidden("Only owners can grant or take away the owner role.")
     if membership.role == Role.OWNER and role != Role.OWNER and _owner_count(account) == 1:
-        raise AccountError("last_owner", "The last owner cannot be demoted. Make someone else an owner first.")
+        raise AccountError(AccountErrorCode.LAST_OWNER, "The last owner cannot be demoted. Make someone else an owner first.")
     audit_record(account=account, action="member.role_change", actor=actor, target=membership.user.email, detail={"from": membership.role, "to": role})
     membership.role = role
     membership.save(update_fields=["role"])
@@ -486,14 +488,14 @@ def member_remove(*, account: Account, actor: User, membership_id: int, by_staff
     _lock_memberships(account)
     membership = Membership.objects.for_account(account).filter(pk=membership_id).first()
     if membership is None:
-        raise AccountError("not_found", "That member was not found.", status=404)
+        raise AccountError(CoreErrorCode.NOT_FOUND, "That member was not found.", status=404)
     if not by_staff and membership.user_id != actor.pk:
         actor_membership = _require_manager(account=account, actor=actor)
         if membership.role == Role.OWNER and actor_membership.role != Role.OWNER:
             raise Forbidden("Only owners can remove an owner.")
     if membership.role == Role.OWNER and _owner_count(account) == 1:
         verb = "leave" if membership.user_id == actor.pk else "be removed"
-        raise AccountError("last_owner", f"The last owner cannot {verb}. Make someone else an owner first.")
+        raise AccountError(AccountErrorCode.LAST_OWNER, f"The last owner cannot {verb}. Make someone else an owner first.")
     membership.delete()
     audit_record(account=account, action="member.remove", actor=actor, target=membership.user.email, detail={"role": membership.role})
     _invitations_past_rights_cancel(account=account, inviter_id=membership.user_id, membership=None, actor=actor)
@@ -518,11 +520,11 @@ def api_key_create(*, account: Account, actor: User | None, name: str,
         _require_manager(account=account, actor=actor, action=Action.KEYS_MANAGE)
     name = (name or "").strip()
     if has_control_characters(name):
-        raise AccountError("invalid_name", CONTROL_CHARACTERS_MESSAGE, field="name")
+        raise AccountError(CoreErrorCode.INVALID_NAME, CONTROL_CHARACTERS_MESSAGE, field="name")
     if not name:
-        raise AccountError("invalid_name", "Give the key a name, e.g. the integration that will use it.", field="name")
+        raise AccountError(CoreErrorCode.INVALID_NAME, "Give the key a name, e.g. the integration that will use it.", field="name")
     if scope not in KeyScope.values:
-        raise AccountError("invalid_scope", "Choose a scope: read (search and chat) or write (also upload, "
+        raise AccountError(AccountErrorCode.INVALID_SCOPE, "Choose a scope: read (search and chat) or write (also upload, "
                                             "delete and reindex documents).", field="scope")
     raw = API_KEY_PREFIX + secrets.token_urlsafe(32)
     key = ApiKey.objects.for_account(account).create(
@@ -540,7 +542,7 @@ def api_key_revoke(*, account: Account, actor: User | None, key_id: int) -> ApiK
         _require_manager(account=account, actor=actor, action=Action.KEYS_MANAGE)
     key = ApiKey.objects.for_account(account).filter(pk=key_id).first()
     if key is None:
-        raise AccountError("not_found", "That API key was not found.", status=404)
+        raise AccountError(CoreErrorCode.NOT_FOUND, "That API key was not found.", status=404)
     if key.revoked_at is None:
         key.revoked_at = timezone.now()
         key.save(update_fields=["revoked_at"])
@@ -566,10 +568,10 @@ def account_delete_confirmation_check(*, account: Account, confirm) -> None:
     """The person typed the account's name (surrounding spaces aside; case matters, as the
     page asks for exactly the name), or an AccountError naming what is missing."""
     if not isinstance(confirm, str) or not confirm.strip():
-        raise AccountError("confirmation_required", f"Type the account's name, “{account.name}”, to confirm that "
+        raise AccountError(AccountErrorCode.CONFIRMATION_REQUIRED, f"Type the account's name, “{account.name}”, to confirm that "
                            "it should be deleted.", field="confirm")
     if confirm.strip() != account.name.strip():
-        raise AccountError("confirmation_mismatch", f"The confirmation does not match the account's name. Type "
+        raise AccountError(AccountErrorCode.CONFIRMATION_MISMATCH, f"The confirmation does not match the account's name. Type "
                            f"“{account.name}” exactly to delete it.", field="confirm")
 
 

@@ -17,6 +17,7 @@ from accounts.permissions import Action, PageForbidden, page_require, principal_
 from accounts.resolution import SESSION_ACCOUNT_KEY
 from audit.selectors import audit_entry_list
 from audit.services import ACTIONS
+from core.error_codes import CoreErrorCode
 
 AUDIT_ON_PAGE = 50  # the Team page's latest audit entries; the API pages through all of them
 
@@ -281,7 +282,7 @@ def _run(request, action, success: str):
     except AccountError as exc:
         if exc.status == 404:
             raise Http404
-        if exc.code == "forbidden":  # refused by role: the 403 page says why
+        if exc.code == CoreErrorCode.FORBIDDEN:  # refused by role: the 403 page says why
             raise PageForbidden(exc.message) from exc
         messages.error(request, exc.message)
     else:
@@ -389,7 +390,7 @@ def account_delete_view(request):
         services.account_delete_confirmation_check(account=account, confirm=form.cleaned_data.get("confirm", ""))
         services.account_delete(account=account, actor=request.user)
     except AccountError as exc:
-        if exc.code == "forbidden":
+        if exc.code == CoreErrorCode.FORBIDDEN:
             raise PageForbidden(exc.message) from exc
         _form_error(form, exc)
         return render(request, "accounts/team.html", _team_context(request, delete_form=form), status=400)

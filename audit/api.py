@@ -6,6 +6,7 @@ from audit.selectors import audit_entry_list
 from core.api import CursorPagination
 from core.views import AccountAPIView
 from core.errors import GroundworkError
+from core.error_codes import CoreErrorCode
 
 
 class AuditEntrySerializer(serializers.Serializer):
@@ -26,7 +27,7 @@ class AuditPagination(CursorPagination):
 def require_manager(view: AccountAPIView) -> None:
     """Owners and admins signed in to the account. An API key has no role, so it is refused."""
     if view.api_key is not None or not getattr(view.membership, "can_manage_team", False):
-        raise GroundworkError("forbidden", "Only the account's owners and admins can read the audit log.", status=403)
+        raise GroundworkError(CoreErrorCode.FORBIDDEN, "Only the account's owners and admins can read the audit log.", status=403)
 
 
 class AuditListView(AccountAPIView):

@@ -28,6 +28,8 @@ from audit.services import audit_record
 from billing.errors import BillingError
 from billing.models import AccountBalance, BillingSettings
 from core.text import whole_number
+from billing.error_codes import BillingErrorCode
+from core.error_codes import CoreErrorCode
 
 logger = logging.getLogger("groundwork.billing")
 
@@ -50,7 +52,7 @@ def contact_email_parse(value) -> str:
             raise ValidationError("too long")
         validate_email(text)
     except ValidationError:
-        raise BillingError("invalid_email", f"“{text[:80]}” is not an email address; enter one such as "
+        raise BillingError(CoreErrorCode.INVALID_EMAIL, f"“{text[:80]}” is not an email address; enter one such as "
                                             "billing@example.com, or leave it empty.", field="contact_email")
     return text
 
@@ -64,7 +66,7 @@ def threshold_parse(value) -> int | None:
     if number is None:
         shown = str(value)[:40]
         reason = "cannot be negative" if str(value).strip().startswith("-") else "must be a whole number of credits"
-        raise BillingError("invalid_threshold", f"The low-balance threshold {reason} (from 0 to {MAX_THRESHOLD:,}; "
+        raise BillingError(BillingErrorCode.INVALID_THRESHOLD, f"The low-balance threshold {reason} (from 0 to {MAX_THRESHOLD:,}; "
                                                 f"got {shown!r}). Leave it empty for no alert.",
                            field="low_balance_threshold")
     return number
@@ -96,7 +98,7 @@ def billing_settings_update(*, account, actor, contact_email=_UNSET, low_balance
     if low_balance_threshold is not _UNSET:
         current.low_balance_threshold = threshold_parse(low_balance_threshold)
     if current.low_balance_threshold is not None and not current.contact_email:
-        raise BillingError("contact_required", "A low-balance alert needs a billing contact email to send to.",
+        raise BillingError(BillingErrorCode.CONTACT_REQUIRED, "A low-balance alert needs a billing contact email to send to.",
                            field="contact_email")
     if current.low_balance_threshold != previous["low_balance_threshold"]:
         current.alert_armed = True

@@ -18,6 +18,8 @@ from billing.errors import BillingError, BudgetExceeded
 from billing.models import Budget, BudgetPeriod, CreditHold, CreditLedgerEntry, HoldStatus, Kind
 from core.errors import NotFound, object_id
 from core.text import whole_number
+from billing.error_codes import BillingErrorCode
+from core.error_codes import CoreErrorCode
 
 SPEND_KINDS = (Kind.EMBEDDING, Kind.CHAT)
 
@@ -180,7 +182,7 @@ def _budget_target(account, *, user_id=None, api_key_id=None) -> tuple[dict, str
     """The budget's target in this account as Budget fields, and how to name it. Another
     account's member or key answers like a missing one (404)."""
     if bool(user_id) == bool(api_key_id):
-        raise BillingError("invalid_target", "Choose one member or one API key for the budget.", field="target")
+        raise BillingError(BillingErrorCode.INVALID_TARGET, "Choose one member or one API key for the budget.", field="target")
     try:
         if not 0 < int(user_id or api_key_id) < 2**63:
             raise ValueError
@@ -188,15 +190,15 @@ def _budget_target(account, *, user_id=None, api_key_id=None) -> tuple[dict, str
             member = (Membership.objects.for_account(account).select_related("user")
                       .filter(user_id=int(user_id)).first())
             if member is None:
-                raise BillingError("not_found", "That member is not in this account.", status=404, field="target")
+                raise BillingError(CoreErrorCode.NOT_FOUND, "That member is not in this account.", status=404, field="target")
             return {"user": member.user, "api_key": None}, member.user.email
         key = ApiKey.objects.for_account(account).filter(pk=int(api_key_id)).first()
     except (TypeError, ValueError, OverflowError):
-        raise BillingError("invalid_target", "Choose one member or one API key for the budget.", field="target")
+        raise BillingError(BillingErrorCode.INVALID_TARGET, "Choose one member or one API key for the budget.", field="target")
     if key is None:
-        raise BillingError("not_found", "That API key is not in this account.", status=404, field="target")
+        raise BillingError(CoreErrorCode.NOT_FOUND, "That API key is not in this account.", status=404, field="target")
     if not key.is_active:
-        raise BillingError("invalid_target", f"The API key {key} is revoked; it spends nothing.", field="target")
+        raise BillingError(BillingErrorCode.INVALID_TARGET, f"The API key {key} is revoked; it spends nothing.", field="target")
     return {"user": None, "api_key": key}, f"API key {key}"
 
 
@@ -205,7 +207,7 @@ def budget_limit_parse(value) -> int:
     as 5000."""
     number = whole_number(value, minimum=1, maximum=MAX_BUDGET)
     if number is None:
-        raise BillingError("invalid_amount", f"The limit must be a whole number of credits from 1 to "
+        raise BillingError(CoreErrorCode.INVALID_AMOUNT, f"The limit must be a whole number of credits from 1 to "
                                              f"{MAX_BUDGET:,} (got {str(value)[:40]!r}).", field="limit")
     return number
 
@@ -217,7 +219,7 @@ def budget_set(*, account, actor, period: str, limit, user_id=None, api_key_id=N
     admins only. Takes effect with the next hold or debit."""
     _budget_manager_require(account, actor)
     if period not in BudgetPeriod.values:
-        raise BillingError("invalid_period", "The period must be “day” or “month”.", field="period")
+        raise BillingError(BillingErrorCode.INVALID_PERIOD, "The period must be “day” or “month”.", field="period")
     limit = budget_limit_parse(limit)
     target, name = _budget_target(account, user_id=user_id, api_key_id=api_key_id)
     budgets = Budget.objects.for_account(account)

@@ -1,6 +1,7 @@
 """The billing domain's errors: GroundworkErrors with a stable code and a message a person
 can act on."""
 from core.errors import GroundworkError
+from billing.error_codes import BillingErrorCode
 
 
 class BillingError(GroundworkError):
@@ -12,7 +13,7 @@ class InsufficientCredits(BillingError):
 
     def __init__(self, *, needed: int, balance: int):
         super().__init__(
-            "insufficient_credits",
+            BillingErrorCode.INSUFFICIENT_CREDITS,
             f"This needs about {needed:,} credits; the account has {balance:,}. An owner can add credits.",
             status=402,
         )
@@ -36,7 +37,7 @@ class BudgetExceeded(BillingError):
         state = (f"is used up ({spent:,} spent {when})" if left <= 0 else
                  f"has {left:,} left {when} and this needs about {needed:,}")
         super().__init__(
-            "budget_exceeded",
+            BillingErrorCode.BUDGET_EXCEEDED,
             f"{whose} {period_label} budget of {limit:,} credits {state}; it resets {resets}. "
             f"Ask an admin of {account_name} to raise it.",
             status=402,

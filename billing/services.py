@@ -29,6 +29,8 @@ from billing.budgets import Spender, budget_require
 from billing.errors import BillingError, IdempotencyConflict, InsufficientCredits
 from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus, Kind
 from billing.pricing import MIN_CREDITS_PER_CALL
+from billing.error_codes import BillingErrorCode
+from core.error_codes import CoreErrorCode
 
 __all__ = ["credits_grant", "credits_debit", "credits_hold", "hold_settle", "hold_release", "HoldDraw",
            "MIN_CREDITS_PER_CALL", "starting_credits_grant"]
@@ -40,32 +42,32 @@ _HOLD_COLUMNS = [field.attname for field in CreditHold._meta.concrete_fields]
 
 def _positive(amount, what: str) -> int:
     if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
-        raise BillingError("invalid_amount", f"{what} must be a whole number greater than zero (got {amount!r}).")
+        raise BillingError(CoreErrorCode.INVALID_AMOUNT, f"{what} must be a whole number greater than zero (got {amount!r}).")
     return amount
 
 
 def _tokens(tokens, what: str = "Tokens") -> int:
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        raise BillingError("invalid_amount", f"{what} must be a whole number, zero or more (got {tokens!r}).")
+        raise BillingError(CoreErrorCode.INVALID_AMOUNT, f"{what} must be a whole number, zero or more (got {tokens!r}).")
     return tokens
 
 
 def _usage_kind(kind: str) -> str:
     if kind not in pricing.USAGE_KINDS:
-        raise BillingError("invalid_kind", f"{kind} is not a kind of spending.")
+        raise BillingError(BillingErrorCode.INVALID_KIND, f"{kind} is not a kind of spending.")
     return kind
 
 
 def _key(key: str) -> str:
     key = (key or "").strip()
     if not key or len(key) > 200:
-        raise BillingError("invalid_key", "An idempotency key of 1-200 characters is required.")
+        raise BillingError(BillingErrorCode.INVALID_KEY, "An idempotency key of 1-200 characters is required.")
     return key
 
 
 def _key_conflict(key: str, kind: str, delta: int) -> IdempotencyConflict:
     return IdempotencyConflict(
-        "idempotency_conflict",
+        BillingErrorCode.IDEMPOTENCY_CONFLICT,
         f"The key “{key}” was already used for a different operation ({kind} {delta:+d}); "
         "a key names one operation. Use a new key."
     )
@@ -101,10 +103,10 @@ def credits_grant(*, account: Account, amount: int, reason: str, key: str | None
     """Add credits. A grant needs a reason (kept in the entry's metadata) and is audited."""
     amount = _positive(amount, "The amount")
     if kind not in GRANT_KINDS:
-        raise BillingError("invalid_kind", f"{kind} is not a kind of grant.")
+        raise BillingError(BillingErrorCode.INVALID_KIND, f"{kind} is not a kind of grant.")
     reason = (reason or "").strip()
     if not reason:
-        raise BillingError("reason_required", "A grant needs a reason, e.g. “annual plan” or “support refund”.")
+        raise BillingError(BillingErrorCode.REASON_REQUIRED, "A grant needs a reason, e.g. “annual plan” or “support refund”.")
     key = _key(key or f"{kind}:{timezone.now().isoformat()}:{amount}")
     account_id = getattr(account, "pk", account)
     metadata = {"reason": reason}
@@ -206,7 +208,7 @@ def credits_hold(*, account: Account, amount: int, key: str, reference: str = ""
             outcome, balance, hold_id, held, created_at = _call("billing_hold", [*params, True])
     if outcome == "existing":
         if held != amount:
-            raise IdempotencyConflict("idempotency_conflict", f"The hold “{key}” already exists for {held} credits; "
+            raise IdempotencyConflict(BillingErrorCode.IDEMPOTENCY_CONFLICT, f"The hold “{key}” already exists for {held} credits; "
                                       "a key names one operation.")
         return CreditHold.objects.for_account(account_id).get(pk=hold_id)
     if outcome == "insufficient":
@@ -257,7 +259,7 @@ def _close(hold: CreditHold, *, status: str, used_tokens: int, draws, kind: str 
         if outcome == "draw_conflict":
             raise _key_conflict(conflict_key, conflict_kind, conflict_delta)
         if outcome == "missing":
-            raise BillingError("hold_missing", f"The hold “{hold.key}” is not in this account.", status=404)
+            raise BillingError(BillingErrorCode.HOLD_MISSING, f"The hold “{hold.key}” is not in this account.", status=404)
         _alert(hold.account_id, balance, alert_due)
     if status_now is not None:
         hold.status, hold.amount, hold.used_tokens = status_now, amount, used
@@ -289,10 +291,10 @@ def hold_settle(*, hold: CreditHold, used_tokens: int, kind: str = Kind.CHAT, mo
     outcome, entry = _close(hold, status=HoldStatus.SETTLED, used_tokens=used_tokens, draws=tuple(draws),
                             kind=kind, model=model, provider=provider, reference=reference, metadata=metadata)
     if outcome == "closed":
-        raise BillingError("hold_closed", f"The hold “{hold.key}” was already released and cannot be settled.")
+        raise BillingError(BillingErrorCode.HOLD_CLOSED, f"The hold “{hold.key}” was already released and cannot be settled.")
     if outcome == "existing":
         if hold.used_tokens != used_tokens:
-            raise IdempotencyConflict("idempotency_conflict",
+            raise IdempotencyConflict(BillingErrorCode.IDEMPOTENCY_CONFLICT,
                                       f"The hold “{hold.key}” was already settled for {hold.used_tokens} tokens.")
         return CreditLedgerEntry.objects.for_account(hold.account_id).filter(idempotency_key=f"{hold.key}:charge").first()
     return entry

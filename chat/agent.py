@@ -44,6 +44,7 @@ from documents.selectors import collection_ids_requested
 from retrieval.search import QueryEmbedding, query_embed
 from llm import client as llm
 from llm.tokens import count_tokens
+from core.error_codes import CoreErrorCode
 
 PASSAGE_TOKENS_BOUND = 320  # a chunk of ~800 characters, with room to spare
 NOT_IN_DOCUMENTS = ("Your team's documents don't cover this, so this is a general answer, "
@@ -52,9 +53,9 @@ NOT_IN_DOCUMENTS = ("Your team's documents don't cover this, so this is a genera
 
 def _question(text) -> str:
     if not isinstance(text, str) or not text.strip():
-        raise ChatError("bad_request", "Type a question first.")
+        raise ChatError(CoreErrorCode.BAD_REQUEST, "Type a question first.")
     if len(text) > MAX_QUESTION_CHARS:
-        raise ChatError("bad_request", f"Questions are limited to {MAX_QUESTION_CHARS:,} characters; "
+        raise ChatError(CoreErrorCode.BAD_REQUEST, f"Questions are limited to {MAX_QUESTION_CHARS:,} characters; "
                                        "shorten it or split it in two.")
     return text.strip()
 

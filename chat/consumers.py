@@ -32,6 +32,8 @@ from chat.errors import ChatError
 from core import rows, sockets
 from core.errors import GroundworkError, error_frame
 from core.tenancy import account_context
+from chat.error_codes import ChatErrorCode
+from core.error_codes import CoreErrorCode
 
 logger = logging.getLogger("groundwork.chat")
 
@@ -167,7 +169,7 @@ def principal_refusal(principal: Principal) -> GroundworkError | None:
 def principal_refusal_here(principal: Principal) -> GroundworkError | None:
     """principal_refusal() inside the caller's context of the principal's account (a turn's
     first transaction): one query, the key or the membership joined with its account."""
-    gone = ChatError("unauthenticated", "Your access has ended: the API key was revoked or you are no longer a "
+    gone = ChatError(ChatErrorCode.UNAUTHENTICATED, "Your access has ended: the API key was revoked or you are no longer a "
                                         "member of this account. Sign in again.", status=401)
     if principal.api_key is not None:
         key = rows.select_one(ApiKey, "JOIN accounts_account a ON a.id = t.account_id WHERE t.id = %s AND "
@@ -176,14 +178,14 @@ def principal_refusal_here(principal: Principal) -> GroundworkError | None:
         if key is None:
             return gone
         principal.api_key = key
-        return None if _may_chat(key) else ChatError("forbidden", refusal_message(key, Action.CHAT), status=403)
+        return None if _may_chat(key) else ChatError(CoreErrorCode.FORBIDDEN, refusal_message(key, Action.CHAT), status=403)
     membership = (Membership.objects.for_account(principal.account).select_related("user")
                   .filter(user_id=principal.user.pk, account__deleted_at__isnull=True).first())
     if membership is None or not membership.user.is_active:
         return gone
     principal.membership = membership
     if not _may_chat(membership):
-        return ChatError("forbidden", refusal_message(membership, Action.CHAT), status=403)
+        return ChatError(CoreErrorCode.FORBIDDEN, refusal_message(membership, Action.CHAT), status=403)
     return None
 
 
@@ -208,17 +210,17 @@ class _SocketTurn(TurnRun):
 def _frame_error(text_data) -> tuple[dict | None, ChatError | None]:
     """The frame as a JSON object, or the chat.error it gets."""
     if text_data is None:
-        return None, ChatError("bad_request", "Send JSON text frames, not binary ones.")
+        return None, ChatError(CoreErrorCode.BAD_REQUEST, "Send JSON text frames, not binary ones.")
     if len(text_data) > settings.WS_MAX_FRAME_BYTES or len(text_data.encode("utf-8", "replace")) > \
             settings.WS_MAX_FRAME_BYTES:
-        return None, ChatError("too_large", f"Frames are limited to {settings.WS_MAX_FRAME_BYTES:,} bytes.",
+        return None, ChatError(CoreErrorCode.TOO_LARGE, f"Frames are limited to {settings.WS_MAX_FRAME_BYTES:,} bytes.",
                                status=413)
     try:
         content = json.loads(text_data, parse_constant=_no_constant)
     except (ValueError, RecursionError):  # not JSON, NaN/Infinity, or nested past the parser's depth
-        return None, ChatError("bad_request", "That frame is not valid JSON.")
+        return None, ChatError(CoreErrorCode.BAD_REQUEST, "That frame is not valid JSON.")
     if not isinstance(content, dict):
-        return None, ChatError("bad_request", 'A frame is a JSON object: {"type": "chat.message", "message": "…"}.')
+        return None, ChatError(CoreErrorCode.BAD_REQUEST, 'A frame is a JSON object: {"type": "chat.message", "message": "…"}.')
     return content, None
 
 
@@ -229,16 +231,16 @@ def _no_constant(name: str):
 def _message_error(content: dict) -> ChatError | None:
     message, conversation_id = content.get("message"), content.get("conversation_id")
     if message is not None and not isinstance(message, str):
-        return ChatError("bad_request", "`message` is the question, as text.")
+        return ChatError(CoreErrorCode.BAD_REQUEST, "`message` is the question, as text.")
     if isinstance(message, str) and "\x00" in message:
-        return ChatError("bad_request", "The question contains a NUL character; remove it and send it again.")
+        return ChatError(CoreErrorCode.BAD_REQUEST, "The question contains a NUL character; remove it and send it again.")
     if conversation_id is None or conversation_id == "":
         return None
     if isinstance(conversation_id, str) and conversation_id.isascii() and conversation_id.isdigit():
         conversation_id = int(conversation_id)
     if isinstance(conversation_id, bool) or not isinstance(conversation_id, int) or \
             not 1 <= conversation_id <= BIGINT_MAX:
-        return ChatError("bad_request", "`conversation_id` is the id of one of your conversations (a whole "
+        return ChatError(CoreErrorCode.BAD_REQUEST, "`conversation_id` is the id of one of your conversations (a whole "
                                         "number); leave it out to start a new one.")
     return None
 
@@ -327,7 +329,7 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if self.closing or self.principal is None:
             return
         if not self.frames.take():
-            await self._error(ChatError("rate_limited", f"Too many frames: at most {settings.WS_FRAMES_PER_SECOND:g} "
+            await self._error(ChatError(CoreErrorCode.RATE_LIMITED, f"Too many frames: at most {settings.WS_FRAMES_PER_SECOND:g} "
                                                         "a second. Reconnect and slow down.", status=429))
             await self._shut(TOO_MANY)
             return
@@ -344,11 +346,11 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 self.run.cancel()  # also while the turn is still being prepared
             return
         if kind != "chat.message":
-            await self._error(ChatError("bad_request", 'Send {"type": "chat.message", "message": "…"} '
+            await self._error(ChatError(CoreErrorCode.BAD_REQUEST, 'Send {"type": "chat.message", "message": "…"} '
                                                        'or {"type": "chat.cancel"}.'))
             return
         if self._answering():
-            await self._error(ChatError("bad_request", "An answer is still being written: wait for it, or send "
+            await self._error(ChatError(CoreErrorCode.BAD_REQUEST, "An answer is still being written: wait for it, or send "
                                                        "chat.cancel first."))
             return
         error = _message_error(content)

@@ -16,6 +16,8 @@ from core.api import EventStreamRenderer, streaming_response
 from core.views import AccountAPIView
 from accounts.permissions import Action, allows
 from core.authentication import ApiKeyAuthentication
+from chat.error_codes import ChatErrorCode
+from core.error_codes import CoreErrorCode
 
 MODEL_ID = "groundwork"
 # The largest max_tokens taken (then lowered to CHAT_MAX_TOKENS); past it a 400, not an overflow.
@@ -92,7 +94,7 @@ def _question_and_history(messages: list[dict]) -> tuple[str, list[tuple[str, st
     """The last user message is the question; earlier user/assistant turns are the history."""
     turns = [(m["role"], _text(m.get("content"))) for m in messages if m["role"] in ("user", "assistant")]
     if not turns or turns[-1][0] != "user" or not turns[-1][1].strip():
-        raise ChatError("bad_request", "The last message must be a non-empty user message.")
+        raise ChatError(CoreErrorCode.BAD_REQUEST, "The last message must be a non-empty user message.")
     return turns[-1][1], turns[:-1]
 
 
@@ -135,7 +137,7 @@ class ChatCompletionsView(OpenAIView):
         body.is_valid(raise_exception=True)
         data = body.validated_data
         if data["model"] != MODEL_ID:
-            raise ChatError("model_not_found", f"The model “{data['model']}” does not exist here; use "
+            raise ChatError(ChatErrorCode.MODEL_NOT_FOUND, f"The model “{data['model']}” does not exist here; use "
                                                f"model=\"{MODEL_ID}\".", status=404)
         question, history = _question_and_history(data["messages"])
         run = TurnRun(account=self.account, api_key=self.api_key, question=question,

@@ -12,6 +12,7 @@ import redis
 from django.conf import settings
 
 from chat.errors import ChatError
+from core.error_codes import CoreErrorCode
 
 _PERIODS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
 _clients: dict[str, redis.Redis] = {}
@@ -50,4 +51,4 @@ def check_chat_rate(*, account_id: int, user_id: int | None, api_key_id: int | N
     for used, (_key, limit, period) in zip(counts, limits):
         if used > limit:
             wait = period - int(now) % period
-            raise ChatError("rate_limited", f"Too many messages: please wait {wait} s and try again.", status=429)
+            raise ChatError(CoreErrorCode.RATE_LIMITED, f"Too many messages: please wait {wait} s and try again.", status=429)

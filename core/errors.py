@@ -9,6 +9,7 @@ code answers with the same status and words everywhere.
 from __future__ import annotations
 
 import logging
+from core.error_codes import CoreErrorCode
 
 logger = logging.getLogger("groundwork.errors")
 
@@ -53,7 +54,7 @@ class NotFound(GroundworkError):
     default_message = "Not found."
 
     def __init__(self, message: str | None = None):
-        super().__init__("not_found", message or self.default_message)
+        super().__init__(CoreErrorCode.NOT_FOUND, message or self.default_message)
 
 
 def object_id(value) -> int | None:
@@ -75,7 +76,7 @@ def as_groundwork_error(exc: BaseException) -> GroundworkError:
     if isinstance(exc, GroundworkError):
         return exc
     logger.error("unhandled error", exc_info=exc)
-    return GroundworkError("server_error", SERVER_ERROR_MESSAGE, status=500)
+    return GroundworkError(CoreErrorCode.SERVER_ERROR, SERVER_ERROR_MESSAGE, status=500)
 
 
 def error_body(code: str, message: str, **extra) -> dict:

@@ -27,6 +27,7 @@ from documents.parsing import parse_in_sandbox
 from documents.storage import file_delete, local_copy
 from llm import client as llm
 from llm.tokens import count_tokens
+from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents")
 
@@ -57,7 +58,7 @@ def process(document: Document) -> None:
                 # An embedding-model migration switched while this revision was embedded with
                 # the old model: embed it again with the new one (once more at most).
                 if attempt:
-                    raise IngestionError("embedding_model_changed", "The embedding model changed while this "
+                    raise IngestionError(DocumentErrorCode.EMBEDDING_MODEL_CHANGED, "The embedding model changed while this "
                                                                     "document was processed; reindex it.") from None
     except IngestionCancelled:
         return  # the reindex was cancelled: the cancel already put the document back
@@ -130,7 +131,7 @@ def _parse_and_chunk(document: Document):
     drafts = chunk_document(parsed, size=settings.CHUNK_SIZE, overlap=settings.CHUNK_OVERLAP,
                             count_tokens=count_tokens)
     if not drafts:
-        raise IngestionError("no_text", images.MSG_IMAGE_NO_TEXT if images.is_image(document.kind)
+        raise IngestionError(DocumentErrorCode.NO_TEXT, images.MSG_IMAGE_NO_TEXT if images.is_image(document.kind)
                              else "This file contains no text to search.")
     title = parsed.title or document.name
     pages = [d.page_end for d in drafts if d.page_end]
@@ -232,7 +233,7 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
     vectors = np.concatenate([np.frombuffer(bytes(b.vectors), dtype=np.float32)
                               .reshape(b.count, -1) for b in batches])
     if len(vectors) != len(drafts):
-        raise IngestionError("internal_error", "The staged embeddings do not match the chunks; reindex to retry.")
+        raise IngestionError(DocumentErrorCode.INTERNAL_ERROR, "The staged embeddings do not match the chunks; reindex to retry.")
     tokens = sum(b.tokens for b in batches)
     account_id = document.account_id
     with account_context(account_id=account_id):

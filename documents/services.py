@@ -28,6 +28,8 @@ from documents.models import (
 from documents.run_kinds import run_kind_for
 from documents.storage import document_path, file_delete, file_save
 from documents.validation import validate_upload
+from core.error_codes import CoreErrorCode
+from documents.error_codes import DocumentErrorCode
 
 HEAD_BYTES = 8192
 
@@ -58,7 +60,7 @@ def upload_request_check(*, content_length) -> None:
         return
     if length > settings.MAX_UPLOAD_BYTES + MULTIPART_OVERHEAD:
         limit = settings.MAX_UPLOAD_BYTES / (1024 * 1024)
-        raise UploadRejected("too_large", f"This file is larger than the {limit:g} MB limit. "
+        raise UploadRejected(CoreErrorCode.TOO_LARGE, f"This file is larger than the {limit:g} MB limit. "
                                           "Split it into smaller files and upload them separately.", status=413)
 
 
@@ -73,7 +75,7 @@ def document_upload(*, account, actor, upload, collection: Collection | None = N
     fails.
     """
     if upload is None:
-        raise UploadRejected("no_file", "Attach a file in the `file` field of a multipart form.", status=400)
+        raise UploadRejected(DocumentErrorCode.NO_FILE, "Attach a file in the `file` field of a multipart form.", status=400)
     validated = validate_upload(name=upload.name or "", declared_type=getattr(upload, "content_type", None),
                                 data_head=_head(upload), size=upload.size, max_bytes=settings.MAX_UPLOAD_BYTES,
                                 open_file=lambda: _reopen(upload))
@@ -243,20 +245,20 @@ def _require_manager(*, account, actor) -> None:
     (an API key, or a member or viewer, is refused with 403)."""
     if getattr(actor, "pk", None) is None or not Membership.objects.for_account(account).filter(
             user_id=actor.pk, role__in=MANAGER_ROLES).exists():
-        raise CollectionError("forbidden", "Only owners and admins can manage collections.", status=403)
+        raise CollectionError(CoreErrorCode.FORBIDDEN, "Only owners and admins can manage collections.", status=403)
 
 
 def _clean_name(account, name, *, exclude_pk=None) -> str:
     if has_control_characters(name):
-        raise CollectionError("invalid_name", CONTROL_CHARACTERS_MESSAGE, field="name")
+        raise CollectionError(CoreErrorCode.INVALID_NAME, CONTROL_CHARACTERS_MESSAGE, field="name")
     name = " ".join((name or "").split())[:100]
     if not name:
-        raise CollectionError("invalid_name", "Give the collection a name.", field="name")
+        raise CollectionError(CoreErrorCode.INVALID_NAME, "Give the collection a name.", field="name")
     taken = Collection.objects.for_account(account).filter(name__iexact=name)
     if exclude_pk is not None:
         taken = taken.exclude(pk=exclude_pk)
     if taken.exists():
-        raise CollectionError("duplicate_name", f"There is already a collection named “{name}”.", field="name")
+        raise CollectionError(DocumentErrorCode.DUPLICATE_NAME, f"There is already a collection named “{name}”.", field="name")
     return name
 
 
@@ -295,7 +297,7 @@ def collection_update(*, account, actor, collection: Collection, name: str | Non
                      target=_collection_target(collection), detail={"from": old})
     if restricted is not None and bool(restricted) != collection.restricted:
         if collection.is_default and restricted:
-            raise CollectionError("default_collection", "The default collection is open to everyone in the "
+            raise CollectionError(DocumentErrorCode.DEFAULT_COLLECTION, "The default collection is open to everyone in the "
                                                         "account; restrict another collection.", field="restricted")
         collection.restricted = bool(restricted)
         collection.save(update_fields=["restricted"])
@@ -322,10 +324,10 @@ def _access_set(*, account, actor, collection: Collection, user_ids=None, api_ke
         try:
             wanted = {int(i) for i in wanted}
         except (TypeError, ValueError):
-            raise CollectionError("invalid_access", f"`{field}s` must be a list of ids.", field=f"{field}s") from None
+            raise CollectionError(DocumentErrorCode.INVALID_ACCESS, f"`{field}s` must be a list of ids.", field=f"{field}s") from None
         if set(valid(wanted)) != wanted:
             what = "members of this account" if field == "user" else "active API keys of this account"
-            raise CollectionError("invalid_access", f"Access can only be given to {what}.", field=f"{field}s")
+            raise CollectionError(DocumentErrorCode.INVALID_ACCESS, f"Access can only be given to {what}.", field=f"{field}s")
         current = set(rows.filter(**{f"{field}__isnull": False}).values_list(f"{field}_id", flat=True))
         added, removed = sorted(wanted - current), sorted(current - wanted)
         rows.filter(**{f"{field}_id__in": removed}).delete()
@@ -346,11 +348,11 @@ def collection_delete(*, account, actor, collection: Collection, move_documents:
     _require_manager(account=account, actor=actor)
     collection = Collection.objects.for_account(account).select_for_update().get(pk=collection.pk)
     if collection.is_default:
-        raise CollectionError("default_collection", "The default collection cannot be deleted.")
+        raise CollectionError(DocumentErrorCode.DEFAULT_COLLECTION, "The default collection cannot be deleted.")
     # Every document counts here, also those being deleted (their rows still point at it).
     documents = Document.all_accounts.filter(account_id=collection.account_id, collection=collection)
     if documents.exclude(status=Status.DELETING).exists() and not move_documents:
-        raise CollectionError("collection_not_empty", "This collection still has documents: move them to "
+        raise CollectionError(DocumentErrorCode.COLLECTION_NOT_EMPTY, "This collection still has documents: move them to "
                                                       f"{DEFAULT_COLLECTION_NAME} first, or delete them.",
                               status=409)
     moved = _documents_move(documents, collection_default_ensure(account=account))

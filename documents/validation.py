@@ -18,6 +18,8 @@ from documents.errors import UploadRejected
 from documents.kinds import KIND_BY_EXTENSION, SUPPORTED_SUMMARY, DocumentKind
 from documents.parsing.archives import archive_bomb_message, megabytes, office_kind_of, zip_bomb_problem
 from documents.parsing.sections import decode_text_prefix
+from core.error_codes import CoreErrorCode
+from documents.error_codes import DocumentErrorCode
 
 # A declared type of application/octet-stream (or none at all) means "unknown": extension
 # and magic bytes decide alone.
@@ -80,10 +82,10 @@ def validate_upload(*, name: str, declared_type: str | None, data_head: bytes, s
     extension = _extension(safe_name)
     kind = _kind_for_extension(extension, safe_name)
     if size <= 0:
-        raise UploadRejected("empty_file", f"{safe_name} is empty (0 bytes). Check that you picked the right "
+        raise UploadRejected(DocumentErrorCode.EMPTY_FILE, f"{safe_name} is empty (0 bytes). Check that you picked the right "
                                            "file and upload it again.", status=400)
     if size > max_bytes:
-        raise UploadRejected("too_large", f"{safe_name} is {megabytes(size)} MB; the limit is "
+        raise UploadRejected(CoreErrorCode.TOO_LARGE, f"{safe_name} is {megabytes(size)} MB; the limit is "
                                           f"{megabytes(max_bytes)} MB. Split it into smaller files and upload "
                                           "them separately.", status=413)
     _check_declared_type(kind, declared_type, safe_name)
@@ -140,7 +142,7 @@ def _kind_for_extension(extension: str, safe_name: str) -> DocumentKind:
     else:
         advice = CONVERSION_ADVICE.get(extension, "Convert it to one of these formats and upload again.")
         message = f"Groundwork reads {SUPPORTED_SUMMARY}; {extension} is not one of them. {advice}"
-    raise UploadRejected("unsupported_type", message, status=415)
+    raise UploadRejected(DocumentErrorCode.UNSUPPORTED_TYPE, message, status=415)
 
 
 def _check_declared_type(kind: DocumentKind, declared_type: str | None, safe_name: str) -> None:
@@ -148,7 +150,7 @@ def _check_declared_type(kind: DocumentKind, declared_type: str | None, safe_nam
     if declared in UNKNOWN_DECLARED_TYPES or declared in kind.declared_types:
         return
     raise UploadRejected(
-        "type_mismatch",
+        DocumentErrorCode.TYPE_MISMATCH,
         f"{safe_name} has {kind.label_with_article} extension, but it was sent as {declared}. The name and the "
         "type must agree: rename the file with the extension that matches its contents and upload again.",
         status=415)
@@ -176,7 +178,7 @@ def _sniff(head: bytes) -> tuple[str, str] | None:
 def _mismatch(safe_name: str, kind: DocumentKind, found: tuple[str, str] | None) -> None:
     looks_like = f"its contents look like {found[1]}" if found else "its contents do not match that type"
     raise UploadRejected(
-        "type_mismatch",
+        DocumentErrorCode.TYPE_MISMATCH,
         f"{safe_name} is named like {kind.label_with_article} file, but {looks_like}. Rename it with "
         "the extension that matches its contents, or export it again from the program that made it.",
         status=415)
@@ -188,13 +190,13 @@ def _check_text_head(head: bytes, *, complete: bool, safe_name: str, kind: Docum
     text = decode_text_prefix(head, final=complete)
     if text is None:
         raise UploadRejected(
-            "type_mismatch",
+            DocumentErrorCode.TYPE_MISMATCH,
             f"{safe_name} is named like {kind.label_with_article} file, but it is not UTF-8 text. "
             "Open it in a text editor, save it with UTF-8 encoding, and upload again.",
             status=415)
     if "\x00" in text:
         raise UploadRejected(
-            "type_mismatch",
+            DocumentErrorCode.TYPE_MISMATCH,
             f"{safe_name} is named like {kind.label_with_article} file, but it contains binary data "
             "(NUL bytes). Save it as plain UTF-8 text and upload again.",
             status=415)
@@ -211,12 +213,12 @@ def _check_office_package(kind: DocumentKind, open_file: Callable[[], BinaryIO],
         with zipfile.ZipFile(fileobj) as archive:
             problem = zip_bomb_problem(archive)
             if problem:
-                raise UploadRejected("archive_bomb", archive_bomb_message(safe_name, problem, kind.office_noun),
+                raise UploadRejected(DocumentErrorCode.ARCHIVE_BOMB, archive_bomb_message(safe_name, problem, kind.office_noun),
                                      status=400)
             found = office_kind_of(archive)
     except zipfile.BadZipFile:
         raise UploadRejected(
-            "type_mismatch",
+            DocumentErrorCode.TYPE_MISMATCH,
             f"{safe_name} is named like {kind.label_with_article} file, but it is not a readable "
             f"{kind.extensions[0]} (the zip structure is damaged). Open it in {kind.office_noun.split()[0]} and "
             f"save it again as {kind.extensions[0]}, or save it as PDF.",
@@ -226,13 +228,13 @@ def _check_office_package(kind: DocumentKind, open_file: Callable[[], BinaryIO],
             fileobj.seek(start)
     if found is None:
         raise UploadRejected(
-            "type_mismatch",
+            DocumentErrorCode.TYPE_MISMATCH,
             f"{safe_name} is named like {kind.label_with_article} file, but it is a zip archive without "
             f"{kind.article} {kind.office_noun} inside. Upload the documents inside it one by one.",
             status=415)
     if found is not kind:
         raise UploadRejected(
-            "type_mismatch",
+            DocumentErrorCode.TYPE_MISMATCH,
             f"{safe_name} is named like {kind.label_with_article} file, but it is {found.label_with_article} "
             f"file ({found.article} {found.office_noun}). Rename it with the {found.extensions[0]} extension "
             "and upload again.",
@@ -264,7 +266,7 @@ def _check_image(kind: DocumentKind, open_file: Callable[[], BinaryIO], safe_nam
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError, KeyError, struct.error,
             Image.DecompressionBombError):
         raise UploadRejected(
-            "type_mismatch",
+            DocumentErrorCode.TYPE_MISMATCH,
             f"{safe_name} is named like {kind.label_with_article} file, but it is not a readable "
             f"{kind.short_label} image (it is damaged or of another format). Open it in an image viewer, save it "
             "again as PNG or JPEG, and upload that.", status=415) from None
@@ -272,10 +274,10 @@ def _check_image(kind: DocumentKind, open_file: Callable[[], BinaryIO], safe_nam
         if start is not None:
             fileobj.seek(start)
     if len(sizes) > MAX_FRAMES:
-        raise UploadRejected("image_too_large", f"{safe_name} has more than {MAX_FRAMES:,} pages. Split it into "
+        raise UploadRejected(DocumentErrorCode.IMAGE_TOO_LARGE, f"{safe_name} has more than {MAX_FRAMES:,} pages. Split it into "
                              "smaller files and upload those.", status=413)
     for frame, width, height in sizes:
         if width * height > ocr.MAX_PIXELS:
             where = f" (page {frame} of {len(sizes)})" if len(sizes) > 1 else ""
-            raise UploadRejected("image_too_large",
+            raise UploadRejected(DocumentErrorCode.IMAGE_TOO_LARGE,
                                  f"{safe_name}{where}: {ocr.too_many_pixels_message(width, height)}", status=413)

@@ -18,6 +18,7 @@ from core.tenancy import dangerously_bypass_tenancy, user_context
 from exports import build
 from exports.errors import ExportRefused
 from exports.models import DataExport, ExportStatus
+from exports.error_codes import ExportErrorCode
 
 logger = logging.getLogger("groundwork.exports")
 
@@ -75,7 +76,7 @@ def export_build(*, export_id: int, user_id: int) -> None:
     except Exception:
         logger.exception("export %s failed", export_id)
         _file_delete(name)
-        _finish(export_id, user, status=ExportStatus.FAILED, error_code="export_failed",
+        _finish(export_id, user, status=ExportStatus.FAILED, error_code=ExportErrorCode.EXPORT_FAILED,
                 error="The export could not be built. It has been logged; please request a new one.")
         return
     if not done:
@@ -105,6 +106,6 @@ def exports_cleanup() -> int:
             transaction.on_commit(lambda name=name: _file_delete(name))
             deleted += 1
         DataExport.all_people.filter(status=ExportStatus.PENDING, created_at__lt=now - STALE_AFTER).update(
-            status=ExportStatus.FAILED, error_code="export_failed", finished_at=now,
+            status=ExportStatus.FAILED, error_code=ExportErrorCode.EXPORT_FAILED, finished_at=now,
             error="The export was interrupted. Please request a new one.")
     return deleted

@@ -19,6 +19,7 @@ from exports.jobs import enqueue_build
 from exports.errors import ExportError, ExportNotFound
 from exports.models import DataExport, ExportStatus
 from exports.selectors import export_access_by_id
+from exports.error_codes import ExportErrorCode
 
 TOKEN_SALT = "exports.download"
 
@@ -75,14 +76,14 @@ def export_for_download(*, user, export_id, token: str) -> DataExport:
         export = export_access_by_id(user=user, export_id=export_id)
     if not export.file and export_is_expired(export):
         # The cleanup job deleted the file, and with it what the link was signed over.
-        raise ExportError("export_expired", export_expired_message(export), status=410)
+        raise ExportError(ExportErrorCode.EXPORT_EXPIRED, export_expired_message(export), status=410)
     if not constant_time_compare(str(token), _token(export)):
         raise ExportNotFound()
     if export.status != ExportStatus.READY:
-        raise ExportError("export_not_ready", "This export has no file to download: its status is "
+        raise ExportError(ExportErrorCode.EXPORT_NOT_READY, "This export has no file to download: its status is "
                           f"{export.status}.", status=409)
     if export_is_expired(export) or not export.file:
-        raise ExportError("export_expired", export_expired_message(export), status=410)
+        raise ExportError(ExportErrorCode.EXPORT_EXPIRED, export_expired_message(export), status=410)
     return export
 
 

@@ -15,6 +15,7 @@ import openai
 from django.conf import settings
 
 from core.errors import GroundworkError
+from llm.error_codes import ProviderErrorCode
 
 logger = logging.getLogger("groundwork.llm")
 
@@ -58,15 +59,15 @@ def client(timeout: float | None = None) -> openai.OpenAI:
 
 def _classify(exc: Exception) -> ProviderError:
     if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError)):
-        return ProviderError("provider_unavailable", "The model provider could not be reached.", transient=True)
+        return ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, "The model provider could not be reached.", transient=True)
     if isinstance(exc, openai.RateLimitError):
-        return ProviderError("provider_unavailable", "The model provider is rate limiting requests.", transient=True)
+        return ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, "The model provider is rate limiting requests.", transient=True)
     if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
-        return ProviderError("provider_unavailable", f"The model provider failed ({exc.status_code}).", transient=True)
+        return ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, f"The model provider failed ({exc.status_code}).", transient=True)
     if isinstance(exc, openai.APIStatusError):
-        return ProviderError("provider_error", f"The model provider refused the request ({exc.status_code}): {exc.message}",
+        return ProviderError(ProviderErrorCode.PROVIDER_ERROR, f"The model provider refused the request ({exc.status_code}): {exc.message}",
                              transient=False)
-    return ProviderError("provider_error", f"Unexpected answer from the model provider: {exc}", transient=False)
+    return ProviderError(ProviderErrorCode.PROVIDER_ERROR, f"Unexpected answer from the model provider: {exc}", transient=False)
 
 
 RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"  # the SDK's own switch: "stream" = hand back unread
@@ -102,12 +103,12 @@ def embed(texts: list[str], *, model: str | None = None, dimensions: int | None 
         vectors = np.asarray([item["embedding"] for item in data], dtype=np.float32)
         usage = body.get("usage") or {}
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise ProviderError("provider_error", f"Unexpected answer from the model provider: {exc!r}",
+        raise ProviderError(ProviderErrorCode.PROVIDER_ERROR, f"Unexpected answer from the model provider: {exc!r}",
                             transient=False) from exc
     expected = (len(texts), int(dimensions or settings.EMBEDDING_DIMENSIONS))
     if vectors.shape != expected:
         raise ProviderError(
-            "embedding_dimension",
+            ProviderErrorCode.EMBEDDING_DIMENSION,
             f"The embedding model returned vectors of shape {vectors.shape}, expected {expected}: "
             "check EMBEDDING_MODEL and EMBEDDING_DIMENSIONS.", transient=False)
     return Embeddings(vectors=vectors, total_tokens=int(usage.get("total_tokens") or 0), model=model,
@@ -174,7 +175,7 @@ class ChatStream:
                 if emitted:
                     # Half an answer was already shown: retrying elsewhere would repeat it.
                     break
-        raise ProviderError("provider_unavailable", "The answer could not be generated: the model provider is unavailable. "
+        raise ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, "The answer could not be generated: the model provider is unavailable. "
                             "Please try again in a moment.", transient=True) from last_error
 
     def _stream(self, model: str):
@@ -231,12 +232,12 @@ def _events(response):
             try:
                 event = json.loads(data)
             except ValueError:
-                raise ProviderError("provider_unavailable", "The model provider sent a malformed stream.",
+                raise ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, "The model provider sent a malformed stream.",
                                     transient=True)
             if isinstance(event, dict) and event.get("error"):
                 error = event["error"]
                 message = error.get("message", error) if isinstance(error, dict) else error
-                raise ProviderError("provider_unavailable", f"The model provider failed mid-answer: {message}",
+                raise ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, f"The model provider failed mid-answer: {message}",
                                     transient=True)
             if isinstance(event, dict):
                 yield event

@@ -10,6 +10,7 @@ import zlib
 
 from documents.errors import IngestionError
 from documents.kinds import KIND_BY_NAME, OFFICE_KINDS, DocumentKind
+from documents.error_codes import DocumentErrorCode
 
 ZIP_MAX_TOTAL_UNCOMPRESSED = 200 * 1024 * 1024
 ZIP_MAX_MEMBERS = 10_000
@@ -92,8 +93,8 @@ def check_office_package(path: str, kind_name: str, *, corrupt_message: str) -> 
             problem = zip_bomb_problem(archive)
             found = None if problem else office_kind_of(archive)
     except zipfile.BadZipFile:
-        raise IngestionError("corrupt_file", corrupt_message) from None
+        raise IngestionError(DocumentErrorCode.CORRUPT_FILE, corrupt_message) from None
     if problem:
-        raise IngestionError("archive_bomb", archive_bomb_message("This file", problem, kind.office_noun))
+        raise IngestionError(DocumentErrorCode.ARCHIVE_BOMB, archive_bomb_message("This file", problem, kind.office_noun))
     if found is not kind:
-        raise IngestionError("corrupt_file", corrupt_message)
+        raise IngestionError(DocumentErrorCode.CORRUPT_FILE, corrupt_message)

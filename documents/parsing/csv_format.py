@@ -10,6 +10,7 @@ import io
 
 from documents.errors import IngestionError
 from documents.parsing.sections import ParsedDocument, Section, md_row, md_table, read_text
+from documents.error_codes import DocumentErrorCode
 
 # Rows per CSV section are bounded by characters so that a section, header row
 # included, fits into one default-sized chunk.
@@ -29,7 +30,7 @@ def parse_csv(path: str, fallback_title: str) -> ParsedDocument:
         rows = [row for row in csv.reader(io.StringIO(text, newline=""), _sniff_dialect(text))
                 if any(cell.strip() for cell in row)]
     except csv.Error:
-        raise IngestionError("corrupt_file", MSG_CSV_CORRUPT) from None
+        raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_CSV_CORRUPT) from None
     finally:
         csv.field_size_limit(previous_limit)
     heading_path = [fallback_title] if fallback_title else []

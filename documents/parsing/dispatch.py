@@ -12,6 +12,7 @@ from typing import Callable
 from documents.errors import IngestionError
 from documents.kinds import IMAGE_KIND_NAMES, KINDS
 from documents.parsing.sections import ParsedDocument
+from documents.error_codes import DocumentErrorCode
 
 MSG_NO_TEXT = "This file contains no text to search."
 
@@ -42,7 +43,7 @@ def parse_file(path: str, kind: str, *, filename: str | None = None) -> ParsedDo
     # The PDF parser refuses a PDF without text itself, with a message about scans. An image
     # without text may still be described by a vision model: the ingestion decides.
     if kind not in IMAGE_KIND_NAMES and not any(section.text.strip() for section in parsed.sections):
-        raise IngestionError("no_text", MSG_NO_TEXT)
+        raise IngestionError(DocumentErrorCode.NO_TEXT, MSG_NO_TEXT)
     return parsed
 
 

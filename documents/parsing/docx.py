@@ -13,6 +13,7 @@ import zipfile
 from documents.errors import IngestionError
 from documents.parsing.archives import archive_bomb_message, zip_bomb_problem
 from documents.parsing.sections import ParsedDocument, SectionBuilder, md_table
+from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
@@ -54,7 +55,7 @@ def parse_docx(path: str, fallback_title: str) -> ParsedDocument:
         core_title = (document.core_properties.title or "").strip()
     except (PackageNotFoundError, XMLSyntaxError, zipfile.BadZipFile, KeyError, ValueError) as exc:
         logger.warning("unreadable docx %s: %s", path, exc)
-        raise IngestionError("corrupt_file", MSG_DOCX_CORRUPT) from None
+        raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_DOCX_CORRUPT) from None
     return ParsedDocument(title=core_title or title or fallback_title, sections=builder.finish())
 
 
@@ -65,11 +66,11 @@ def _check_archive(path: str) -> None:
             problem = zip_bomb_problem(archive)
             has_document = "word/document.xml" in archive.namelist()
     except zipfile.BadZipFile:
-        raise IngestionError("corrupt_file", MSG_DOCX_CORRUPT) from None
+        raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_DOCX_CORRUPT) from None
     if problem:
-        raise IngestionError("archive_bomb", archive_bomb_message("This file", problem))
+        raise IngestionError(DocumentErrorCode.ARCHIVE_BOMB, archive_bomb_message("This file", problem))
     if not has_document:
-        raise IngestionError("corrupt_file", MSG_DOCX_CORRUPT)
+        raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_DOCX_CORRUPT)
 
 
 def _style_name(paragraph) -> str:

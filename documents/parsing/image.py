@@ -12,6 +12,7 @@ import logging
 from documents.errors import IngestionError
 from documents.parsing import ocr
 from documents.parsing.sections import ParsedDocument, Section
+from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
@@ -21,14 +22,14 @@ MSG_IMAGE_CORRUPT = ("This image is damaged and could not be read. Open it in an
 
 def image_size(path_or_file) -> tuple[str, int, int, int]:
     """(Pillow format, width, height, frames) read from the header only, without decoding
-    pixels. Raises IngestionError("corrupt_file") for something Pillow cannot identify."""
+    pixels. Raises IngestionError(DocumentErrorCode.CORRUPT_FILE) for something Pillow cannot identify."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(path_or_file) as image:
             return image.format or "", image.width, image.height, getattr(image, "n_frames", 1)
     except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError):
-        raise IngestionError("corrupt_file", MSG_IMAGE_CORRUPT) from None
+        raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_IMAGE_CORRUPT) from None
 
 
 # More frames than this is no document anyone scans; counting them costs the upload a read
@@ -60,7 +61,7 @@ def frame_sizes(fileobj, image_format: str):
 
 def check_pixels(width: int, height: int) -> None:
     if width * height > ocr.MAX_PIXELS:
-        raise IngestionError("image_too_large", ocr.too_many_pixels_message(width, height))
+        raise IngestionError(DocumentErrorCode.IMAGE_TOO_LARGE, ocr.too_many_pixels_message(width, height))
 
 
 def parse_image(path: str, fallback_title: str) -> ParsedDocument:
@@ -88,7 +89,7 @@ def parse_image(path: str, fallback_title: str) -> ParsedDocument:
         raise
     except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError) as exc:
         logger.warning("unreadable image %s: %r", path, exc)
-        raise IngestionError("corrupt_file", MSG_IMAGE_CORRUPT) from None
+        raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_IMAGE_CORRUPT) from None
     if frames > read:
         notes.append(f"OCR read the first {read} of {frames} pages; pages {read + 1}–{frames} were skipped "
                      f"(the limit is {ocr.limits.max_pages} pages a document).")

@@ -14,6 +14,7 @@ import re
 from documents.errors import IngestionError
 from documents.parsing import ocr
 from documents.parsing.sections import ParsedDocument, Section, squeeze_blank_lines
+from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
@@ -50,15 +51,15 @@ def parse_pdf(path: str, fallback_title: str) -> ParsedDocument:
     try:
         reader = pypdf.PdfReader(path)
         if reader.is_encrypted and reader.decrypt("") == pypdf.PasswordType.NOT_DECRYPTED:
-            raise IngestionError("encrypted_pdf", MSG_ENCRYPTED)
+            raise IngestionError(DocumentErrorCode.ENCRYPTED_PDF, MSG_ENCRYPTED)
         page_count = len(reader.pages)
     except (IngestionError, DependencyError):
         raise
     except damage as exc:
         logger.warning("unreadable pdf %s: %r", path, exc)
-        raise IngestionError("corrupt_file", MSG_PDF_CORRUPT) from None
+        raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_PDF_CORRUPT) from None
     if page_count == 0:
-        raise IngestionError("corrupt_file", MSG_PDF_CORRUPT)
+        raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_PDF_CORRUPT)
     paths = _pdf_heading_paths(reader, page_count, damage)
     sections, failed, no_text = [], 0, []
     for number in range(1, page_count + 1):
@@ -75,13 +76,13 @@ def parse_pdf(path: str, fallback_title: str) -> ParsedDocument:
         else:
             no_text.append(number)
     if failed == page_count:
-        raise IngestionError("corrupt_file", MSG_PDF_CORRUPT)
+        raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_PDF_CORRUPT)
     notes: list[str] = []
     if no_text:
         scanned = _ocr_pages(path, no_text, paths, notes)
         sections = sorted(sections + scanned, key=lambda section: section.page_start)
     if not any(_has_words(s.text) for s in sections):
-        raise IngestionError("no_text", MSG_PDF_NO_TEXT)
+        raise IngestionError(DocumentErrorCode.NO_TEXT, MSG_PDF_NO_TEXT)
     return ParsedDocument(title=_pdf_title(reader, damage) or fallback_title, sections=sections, notes=notes)
 
 

@@ -17,6 +17,7 @@ import zlib
 from documents.errors import IngestionError
 from documents.parsing.archives import check_office_package
 from documents.parsing.sections import ParsedDocument, Section, md_table, squeeze_blank_lines
+from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
@@ -46,7 +47,7 @@ def parse_pptx(path: str, fallback_title: str) -> ParsedDocument:
     except (PackageNotFoundError, XMLSyntaxError, zipfile.BadZipFile, zlib.error, KeyError, ValueError,
             TypeError, AttributeError, EOFError) as exc:
         logger.warning("unreadable pptx %s: %r", path, exc)
-        raise IngestionError("corrupt_file", MSG_PPTX_CORRUPT) from None
+        raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_PPTX_CORRUPT) from None
     return ParsedDocument(title=title or fallback_title, sections=sections)
 
 

@@ -25,6 +25,7 @@ from documents.kinds import KIND_NAMES
 import documents.parsing.ocr as ocr
 from documents.parsing.dispatch import PARSERS, parse_file
 from documents.parsing.sections import ParsedDocument
+from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
@@ -64,7 +65,7 @@ def parse_in_sandbox(path: str, kind: str, *, timeout_s: float = 60, memory_mb: 
                                  stderr=subprocess.PIPE, env=_child_env(), cwd=_PROJECT_ROOT)
     except OSError:
         logger.exception("could not start the parser process for %s", path)
-        raise IngestionError("parse_failed", MSG_FAILED) from None
+        raise IngestionError(DocumentErrorCode.PARSE_FAILED, MSG_FAILED) from None
     try:
         out, err = child.communicate(timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -72,7 +73,7 @@ def parse_in_sandbox(path: str, kind: str, *, timeout_s: float = 60, memory_mb: 
         _, err = child.communicate()
         logger.warning("parsing %s (%s) timed out after %ss; stderr tail: %s", path, kind, timeout_s,
                        _tail(err))
-        raise IngestionError("parse_timeout", timeout_message(timeout_s)) from None
+        raise IngestionError(DocumentErrorCode.PARSE_TIMEOUT, timeout_message(timeout_s)) from None
     finally:
         # Whatever interrupts the wait (a job being cancelled), the child does not outlive it.
         if child.poll() is None:
@@ -90,13 +91,13 @@ def _interpret_child(path: str, kind: str, returncode: int, out: bytes, err: byt
             return ParsedDocument.from_dict(payload["document"])
         except (KeyError, TypeError):
             logger.exception("parser for %s (%s) sent a malformed report", path, kind)
-            raise IngestionError("parse_failed", MSG_FAILED) from None
+            raise IngestionError(DocumentErrorCode.PARSE_FAILED, MSG_FAILED) from None
     if payload is not None:
         code = payload.get("code", "parse_failed")
-        if code == "parse_failed":
+        if code == DocumentErrorCode.PARSE_FAILED:
             logger.error("parsing %s (%s) failed: %s\n%s", path, kind, payload.get("detail", ""), _tail(err))
-            raise IngestionError("parse_failed", MSG_FAILED)
-        if code == "parse_failed_resources":
+            raise IngestionError(DocumentErrorCode.PARSE_FAILED, MSG_FAILED)
+        if code == DocumentErrorCode.PARSE_FAILED_RESOURCES:
             logger.warning("parsing %s (%s) ran out of resources: %s", path, kind, payload.get("detail", ""))
             raise IngestionError(code, MSG_RESOURCES)
         raise IngestionError(code, payload.get("message") or MSG_FAILED)
@@ -105,14 +106,14 @@ def _interpret_child(path: str, kind: str, returncode: int, out: bytes, err: byt
         logger.warning("parser for %s (%s) was killed by signal %s; stderr tail: %s", path, kind,
                        _signal_name(signum), _tail(err))
         if signum == signal.SIGXCPU:
-            raise IngestionError("parse_timeout", timeout_message(timeout_s))
-        raise IngestionError("parse_failed_resources", MSG_RESOURCES)
+            raise IngestionError(DocumentErrorCode.PARSE_TIMEOUT, timeout_message(timeout_s))
+        raise IngestionError(DocumentErrorCode.PARSE_FAILED_RESOURCES, MSG_RESOURCES)
     if b"MemoryError" in err:
         logger.warning("parser for %s (%s) ran out of memory; stderr tail: %s", path, kind, _tail(err))
-        raise IngestionError("parse_failed_resources", MSG_RESOURCES)
+        raise IngestionError(DocumentErrorCode.PARSE_FAILED_RESOURCES, MSG_RESOURCES)
     logger.error("parser for %s (%s) exited with %s and no report; stderr tail: %s", path, kind,
                  returncode, _tail(err))
-    raise IngestionError("parse_failed", MSG_FAILED)
+    raise IngestionError(DocumentErrorCode.PARSE_FAILED, MSG_FAILED)
 
 
 def _load_payload(out: bytes) -> dict | None:

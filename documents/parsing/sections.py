@@ -10,6 +10,7 @@ import re
 from dataclasses import asdict, dataclass, field
 
 from documents.errors import IngestionError
+from documents.error_codes import DocumentErrorCode
 
 MSG_BAD_ENCODING = ("This file is not valid UTF-8 text. Open it in a text editor, save it as UTF-8, "
                     "and upload it again.")
@@ -75,14 +76,14 @@ def decode_text_prefix(data: bytes, *, final: bool) -> str | None:
 def decode_text(data: bytes) -> str:
     """UTF-8 (BOM allowed) or UTF-16 with a BOM, newlines normalised to \\n.
 
-    Raises IngestionError("bad_encoding") for anything else or for text containing NUL.
+    Raises IngestionError(DocumentErrorCode.BAD_ENCODING) for anything else or for text containing NUL.
     """
     try:
         text = data.decode(text_encoding(data))
     except UnicodeDecodeError:
-        raise IngestionError("bad_encoding", MSG_BAD_ENCODING) from None
+        raise IngestionError(DocumentErrorCode.BAD_ENCODING, MSG_BAD_ENCODING) from None
     if "\x00" in text:
-        raise IngestionError("bad_encoding", MSG_NUL_BYTES)
+        raise IngestionError(DocumentErrorCode.BAD_ENCODING, MSG_NUL_BYTES)
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return text

@@ -19,6 +19,7 @@ from documents.errors import IngestionError
 from documents.parsing.archives import check_office_package
 from documents.parsing.csv_format import table_sections
 from documents.parsing.sections import ParsedDocument
+from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
@@ -61,7 +62,7 @@ def parse_xlsx(path: str, fallback_title: str) -> ParsedDocument:
             AttributeError, IndexError, EOFError, SyntaxError) as exc:
         # lxml's XMLSyntaxError is a SyntaxError; openpyxl raises the others on broken parts.
         logger.warning("unreadable xlsx %s: %r", path, exc)
-        raise IngestionError("corrupt_file", MSG_XLSX_CORRUPT) from None
+        raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_XLSX_CORRUPT) from None
     return ParsedDocument(title=title or fallback_title, sections=sections)
 
 
@@ -83,7 +84,7 @@ def _sheet_rows(workbook, sheet, cells: int) -> tuple[list[list[str]], int]:
             if values:
                 cells += len(values)
                 if cells > XLSX_MAX_CELLS:
-                    raise IngestionError("too_many_cells", MSG_XLSX_TOO_MANY_CELLS)
+                    raise IngestionError(DocumentErrorCode.TOO_MANY_CELLS, MSG_XLSX_TOO_MANY_CELLS)
                 by_row.setdefault(row_index, {}).update(values)
         merged = [cell_range.ref for cell_range in parser.merged_cells.mergeCell] if parser.merged_cells else []
     _fill_merged(by_row, merged)

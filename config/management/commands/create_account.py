@@ -10,6 +10,7 @@ from accounts.errors import AccountError
 from accounts.models import User
 from core.tenancy import account_context
 from billing.selectors import balance_get
+from core.error_codes import CoreErrorCode
 
 
 class Command(BaseCommand):
@@ -42,7 +43,7 @@ class Command(BaseCommand):
     @transaction.atomic
     def _create(self, opts) -> dict:
         if opts["credits"] is not None and opts["credits"] < 0:
-            raise AccountError("bad_request", "--credits must be zero or more.")
+            raise AccountError(CoreErrorCode.BAD_REQUEST, "--credits must be zero or more.")
         result = {}
         owner = User.objects.filter(email__iexact=opts["owner"].strip()).first()
         if owner is None:
@@ -51,7 +52,7 @@ class Command(BaseCommand):
             if not opts["password"]:
                 result["password"] = password
         elif opts["password"]:
-            raise AccountError("bad_request", f"{owner.email} already exists; its password was left unchanged. Omit --password.")
+            raise AccountError(CoreErrorCode.BAD_REQUEST, f"{owner.email} already exists; its password was left unchanged. Omit --password.")
         account = services.account_create(name=opts["name"], owner=owner, initial_credits=opts["credits"])
         result.update({"account_id": account.pk, "owner": owner.email})
         with account_context(account):

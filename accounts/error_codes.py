@@ -1,0 +1,28 @@
+"""The accounts domain's error codes, each named once (CONVENTIONS: Saleor's error_codes.py).
+
+A GroundworkError's `code` is one of these: a StrEnum, so it is the string itself in JSON,
+in comparisons and in the websocket's `chat.error` frames. No imports: the parser sandbox
+and every floor above may import it."""
+from enum import StrEnum
+
+
+class AccountErrorCode(StrEnum):
+    ACCOUNT_DELETED = "account_deleted"
+    ALREADY_INVITED = "already_invited"
+    ALREADY_MEMBER = "already_member"
+    CONFIRMATION_MISMATCH = "confirmation_mismatch"
+    CONFIRMATION_REQUIRED = "confirmation_required"
+    DUPLICATE_EMAIL = "duplicate_email"
+    DUPLICATE_SLUG = "duplicate_slug"
+    INVALID_ROLE = "invalid_role"
+    INVALID_SCOPE = "invalid_scope"
+    INVALID_SLUG = "invalid_slug"
+    INVITATION_EXPIRED = "invitation_expired"
+    INVITATION_INVALID = "invitation_invalid"
+    INVITATION_USED = "invitation_used"
+    LAST_OWNER = "last_owner"
+    LINK_EXPIRED = "link_expired"
+    LINK_INVALID = "link_invalid"
+    TOO_MANY_TEAMS = "too_many_teams"
+    WEAK_PASSWORD = "weak_password"
+    WRONG_USER = "wrong_user"

@@ -1,0 +1,12 @@
+"""The llm domain's error codes, each named once (CONVENTIONS: Saleor's error_codes.py).
+
+A GroundworkError's `code` is one of these: a StrEnum, so it is the string itself in JSON,
+in comparisons and in the websocket's `chat.error` frames. No imports: the parser sandbox
+and every floor above may import it."""
+from enum import StrEnum
+
+
+class ProviderErrorCode(StrEnum):
+    EMBEDDING_DIMENSION = "embedding_dimension"
+    PROVIDER_ERROR = "provider_error"
+    PROVIDER_UNAVAILABLE = "provider_unavailable"
