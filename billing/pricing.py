@@ -66,6 +66,12 @@ def credits_at_most(*, kind: str, tokens: int) -> int:
     return _priced(tokens, max(_rates(kind).values()))
 
 
+def tokens_within(*, kind: str, credits: int) -> int:
+    """The most tokens a call of `kind` may use, on any model, for at most `credits` (what a
+    chat turn's hold leaves for its answer call: the inverse of credits_at_most)."""
+    return max(0, credits) * 1000 // max(_rates(kind).values())
+
+
 def price_text() -> str:
     """The price in a person's words, for the pages that show a balance."""
     prices = {str(name): rate for name, rate in settings.CREDITS_PER_1K_TOKENS.items()}

@@ -23,6 +23,7 @@ from core import rows
 from core.tenancy import account_context
 from accounts.models import Account, ApiKey, User
 from billing import pricing, references
+from billing.errors import BudgetExceeded, InsufficientCredits
 from billing.models import CreditHold, Kind
 from billing.budgets import BudgetStatus, budget_status_for
 from billing.selectors import balance_get
@@ -33,7 +34,7 @@ from chat.models import Conversation, Message, MessageStatus, Role
 from chat.prompt import build_messages
 from chat.ratelimit import check_chat_rate
 from chat.retrieve import (MAX_QUESTION_CHARS, REWRITE_MAX_TOKENS, SUMMARY_CHUNKS, Retrieved, numbered_sources,
-                           search_query, turn_passages)
+                           rewrite_messages, search_query, turn_passages)
 from chat.selectors import conversation_access_by_id
 from chat.router import GENERAL, LOOKUP, SUMMARY, Route, is_followup, route, standalone_query
 from chat.turn import ChatTurn, Profile, Spender, TurnOptions, profile
@@ -43,10 +44,11 @@ from documents.models import ActiveEmbeddingModel
 from documents.selectors import collection_ids_requested
 from retrieval.search import QueryEmbedding, query_embed
 from llm import client as llm
-from llm.tokens import count_tokens
+from llm import chat_tokens
 from core.error_codes import CoreErrorCode
 
-PASSAGE_TOKENS_BOUND = 320  # a chunk of ~800 characters, with room to spare
+# The least answer a turn is held for: a few sentences (below it the turn is refused).
+MIN_ANSWER_TOKENS = 64
 NOT_IN_DOCUMENTS = ("Your team's documents don't cover this, so this is a general answer, "
                     "not from your documents:\n\n")
 
@@ -117,30 +119,84 @@ def _history(conversation: Conversation) -> list[tuple[str, str]]:
     return list(rows)
 
 
-def _worst_case(question: str, history: list[tuple[str, str]], kind: str, options: TurnOptions,
-                chosen: Profile) -> int:
+def _hold_bounds(question: str, history: list[tuple[str, str]], kind: str, options: TurnOptions,
+                 chosen: Profile) -> tuple[int, int]:
+    """(least, most) credits to hold for the turn. Most: its worst case, the prompt counted as
+    the model that charges counts it (llm/chat_tokens.py: the bundled model's own tokenizer,
+    else UTF-8 bytes, which no provider's tokenizer exceeds) with the passages' allowance and
+    the longest answer. Least: the prompt with no passage and a short answer, below which the
+    turn is refused. Whatever is held, the prompt and the answer are fitted to it
+    (`_fitted`), so a chat turn is never charged more than its hold."""
     passages = {GENERAL: 0, LOOKUP: chosen.passages or settings.RAG_TOP_K * 3, SUMMARY: SUMMARY_CHUNKS}[kind]
-    prompt = (400 + count_tokens(question) + count_tokens(options.system)
-              + min(sum(count_tokens(t) for _, t in history), settings.CHAT_HISTORY_TOKENS))
-    answer = prompt + passages * PASSAGE_TOKENS_BOUND + options.bounded_max_tokens(chosen.max_tokens)
-    return (pricing.credits_at_most(kind=pricing.CHAT, tokens=answer)
-            + _retrieval_worst_case(question, history, kind, chosen))
+    bare = max(_prompt_bound(question, [], history, options, grounded=grounded) for grounded in (True, False))
+    retrieval = _retrieval_worst_case(question, history, kind, chosen)
+    least = pricing.credits_at_most(kind=pricing.CHAT, tokens=bare + MIN_ANSWER_TOKENS) + retrieval
+    most = pricing.credits_at_most(kind=pricing.CHAT, tokens=(
+        bare + passages * chat_tokens.passage_tokens_allowance(settings.CHUNK_SIZE)
+        + options.bounded_max_tokens(chosen.max_tokens))) + retrieval
+    return least, max(least, most)
+
+
+def _prompt_messages(question: str, passages: list, history: list[tuple[str, str]], options: TurnOptions, *,
+                     grounded: bool) -> list[dict]:
+    return build_messages(question=question, passages=passages, history=history, grounded=grounded,
+                          history_budget=settings.CHAT_HISTORY_TOKENS, instructions=options.system)
+
+
+def _prompt_bound(question: str, passages: list, history: list[tuple[str, str]], options: TurnOptions, *,
+                  grounded: bool) -> int:
+    messages = _prompt_messages(question, passages, history, options, grounded=grounded)
+    return chat_tokens.prompt_tokens_bound([m["content"] for m in messages])
+
+
+def _hold(account: Account, *, least: int, most: int, key: str, reference: str, **spender) -> CreditHold:
+    """The worst case held or, when the balance or a budget cannot cover it, what they can,
+    down to `least` (the turn then reads fewer passages or answers shorter). Below `least`,
+    refused as the error says."""
+    try:
+        return credits_hold(account=account, amount=most, key=key, reference=reference, **spender)
+    except InsufficientCredits as short:
+        affordable, refusal = short.balance, InsufficientCredits(needed=least, balance=short.balance)
+    except BudgetExceeded as short:
+        affordable, refusal = short.limit - short.spent, short
+    if affordable < least:
+        raise refusal
+    return credits_hold(account=account, amount=affordable, key=key, reference=reference, **spender)
+
+
+def _fitted(asked: _Asked, opened: _Opened, passages: list) -> tuple[list, list[dict], int]:
+    """(passages, messages, max_tokens) that the turn's hold pays for whatever the model's
+    tokenizer makes of them: the passages ranked last are left out until the prompt's bound
+    and a short answer fit in what the hold has left after its draws, and the answer may
+    use the rest (the model stops there: finish_reason "length")."""
+    left = opened.hold.amount - sum(pricing.credits_for(kind=d.kind, model=d.model, tokens=d.tokens)
+                                    for d in opened.draws)
+    within = pricing.tokens_within(kind=pricing.CHAT, credits=left)
+    wanted = asked.options.bounded_max_tokens(asked.profile.max_tokens)
+    while True:
+        messages = _prompt_messages(asked.question, passages, opened.history, asked.options,
+                                    grounded=bool(passages))
+        prompt = chat_tokens.prompt_tokens_bound([m["content"] for m in messages])
+        if prompt + MIN_ANSWER_TOKENS <= within or not passages:
+            return passages, messages, max(1, min(wanted, within - prompt))
+        passages = passages[:-1]
 
 
 def _retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: str, chosen: Profile) -> int:
     """The most a turn spends before its answer: the follow-up rewrite (a chat call) and the
     query embedding. The turn's hold covers them too and they are drawn from it, so the
     balance and the principal's budgets refuse a turn before anything runs, never halfway.
-    The embedding is counted like a document's estimate (embedding_tokens: exact for the
-    bundled model, close for another provider; a little more is still drawn from the hold)."""
+    The embedding is counted exactly for the bundled model (embedding_tokens) and by its UTF-8
+    bytes for another provider's, which no tokenizer exceeds."""
     if kind == GENERAL:
         return 0
-    query = embedding_tokens(standalone_query(question, history))
+    searched = standalone_query(question, history)
+    query = embedding_tokens(searched) if settings.LLM_BUNDLED else len(searched.encode("utf-8")) + 2
     if not (history and is_followup(question) and chosen.rewrite):
         return pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=query)
     # The model's rewrite (at most REWRITE_MAX_TOKENS, with [CLS] and [SEP]) or, when it
     # fails, the deterministic query.
-    rewrite = (200 + count_tokens(question) + sum(count_tokens(t[:600]) for _, t in history[-4:])
+    rewrite = (chat_tokens.prompt_tokens_bound([m["content"] for m in rewrite_messages(question, history)])
                + REWRITE_MAX_TOKENS)
     return (pricing.credits_at_most(kind=pricing.CHAT, tokens=rewrite)
             + pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=max(query, REWRITE_MAX_TOKENS + 2)))
@@ -207,8 +263,9 @@ def turn_hold(asked: _Asked, *, conversation_id, history: list[tuple[str, str]] 
             return opened
         # The query is embedded with the model the account's chunks are searched by.
         opened.active = active_embedding_model(account_id=account.pk) if decision.kind == LOOKUP else None
-        hold = credits_hold(account=account, amount=_worst_case(question, history, decision.kind, options, chosen),
-                            key=f"chat:{request_id}", reference=references.conversation(conversation.pk), **spender)
+        least, most = _hold_bounds(question, history, decision.kind, options, chosen)
+        hold = _hold(account, least=least, most=most, key=f"chat:{request_id}",
+                     reference=references.conversation(conversation.pk), **spender)
     opened.hold = hold
     return opened
 
@@ -234,10 +291,8 @@ def turn_retrieve(asked: _Asked, opened: _Opened, query: str, embedded: QueryEmb
 def turn_prompt(asked: _Asked, opened: _Opened, query: str, retrieved: Retrieved) -> ChatTurn:
     """The model's messages over what was retrieved, and the question stored with its
     numbered sources (in the retrieval's transaction): the turn, ready to stream."""
-    passages, options = retrieved.passages, asked.options
-    messages = build_messages(question=asked.question, passages=passages, history=opened.history,
-                              grounded=bool(passages), history_budget=settings.CHAT_HISTORY_TOKENS,
-                              instructions=options.system)
+    options = asked.options
+    passages, messages, max_tokens = _fitted(asked, opened, retrieved.passages)
     sources = numbered_sources(passages)
     searched = query if asked.route.kind != GENERAL else ""
     user_message = _question_store(asked, opened.conversation, route=retrieved.route, sources=sources, query=searched)
@@ -245,7 +300,7 @@ def turn_prompt(asked: _Asked, opened: _Opened, query: str, retrieved: Retrieved
                     request_id=asked.request_id, route=retrieved.route, profile=asked.profile,
                     cancelled=asked.cancelled, spender=asked.spender, passages=passages, sources=sources,
                     messages=messages, temperature=options.bounded_temperature(0.2 if passages else 0.7),
-                    hold=opened.hold, max_tokens=options.bounded_max_tokens(asked.profile.max_tokens),
+                    hold=opened.hold, max_tokens=max_tokens,
                     query=searched, draws=opened.draws,
                     note=NOT_IN_DOCUMENTS if asked.route.kind != GENERAL and retrieved.route == GENERAL else "")
 

@@ -56,15 +56,19 @@ def search_query(question: str, history: list[tuple[str, str]], *, rewrite: bool
         else standalone_query(question, history)
 
 
+def rewrite_messages(question: str, history: list[tuple[str, str]]) -> list[dict]:
+    """What the chat model is asked to make a follow-up standalone (the hold counts it too)."""
+    recent = "\n".join(f"{role}: {text[:600]}" for role, text in history[-4:])
+    return [{"role": "system", "content": (
+                "Rewrite the user's last question as one standalone search query that names what it refers "
+                "to. Reply with the query only.")},
+            {"role": "user", "content": f"Conversation:\n{recent}\n\nLast question: {question}"}]
+
+
 def _rewrite_followup(question: str, history: list[tuple[str, str]], key: str, draws: list[HoldDraw]) -> str:
     """A follow-up made standalone by the chat model (charged like a chat call, drawn from
     the turn's hold: appended to `draws`); the deterministic rewrite when the model fails."""
-    recent = "\n".join(f"{role}: {text[:600]}" for role, text in history[-4:])
-    messages = [{"role": "system", "content": (
-                    "Rewrite the user's last question as one standalone search query that names what it refers "
-                    "to. Reply with the query only.")},
-                {"role": "user", "content": f"Conversation:\n{recent}\n\nLast question: {question}"}]
-    stream = llm.chat(messages, temperature=0.0, max_tokens=REWRITE_MAX_TOKENS)
+    stream = llm.chat(rewrite_messages(question, history), temperature=0.0, max_tokens=REWRITE_MAX_TOKENS)
     try:
         text = "".join(stream).strip().strip('"')
     except llm.ProviderError:

@@ -189,6 +189,9 @@ STATIC_ROOT = env("STATIC_ROOT", default=None)
 # Serve static files straight from the apps in every mode: no collectstatic step to forget.
 WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = Path(env("MEDIA_ROOT", default=str(BASE_DIR / ".data" / "media")))
+# Files derived from installed models, rebuilt when missing (llm/chat_tokens.py: the bundled
+# chat model's tokenizer read from its GGUF).
+CACHE_DIR = Path(env("CACHE_DIR", default=str(BASE_DIR / ".data" / "cache")))
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

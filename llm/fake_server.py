@@ -150,8 +150,13 @@ class FakeBackend:
         fail_status: int = 500,
         models: Iterable[str] = DEFAULT_MODELS,
         chunk_delay: float = 0.0,
+        prompt_counting: str = "words",
     ):
         self.answer = answer
+        # How prompt tokens are counted: "words" (whitespace pieces, the default) or "bytes"
+        # (UTF-8 bytes: as many tokens as any byte-level tokenizer can make of a text, the
+        # costliest model a provider could run; the hold tests use it).
+        self.prompt_counting = prompt_counting
         self.fail_status = fail_status
         self.fail_models: dict[str, int] = _fail_map(fail_models, fail_status)
         self.models = list(models)
@@ -229,8 +234,8 @@ class FakeBackend:
         finish = "stop"
         if limit and len(text.split(" ")) > limit:
             text, finish = " ".join(text.split(" ")[:limit]), "length"
-        prompt = (sum(count_tokens(_content_text(m.get("content"))) for m in messages)
-                  + IMAGE_TOKENS * len(images))
+        count = count_tokens if self.prompt_counting == "words" else (lambda text: len(text.encode("utf-8")))
+        prompt = sum(count(_content_text(m.get("content"))) for m in messages) + IMAGE_TOKENS * len(images)
         completion = count_tokens(text)
         return text, {"prompt_tokens": prompt, "completion_tokens": completion,
                       "total_tokens": prompt + completion}, finish
@@ -272,7 +277,7 @@ class FakeOpenAIServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, **backend_options):
         """``backend_options`` are :class:`FakeBackend`'s: answer,
         fail_models (a set of names, or a name -> status mapping),
-        fail_status, models, chunk_delay."""
+        fail_status, models, chunk_delay, prompt_counting."""
         self.backend = FakeBackend(**backend_options)
         self._address = (host, port)
         self._httpd = None

@@ -251,3 +251,44 @@ def test_host_and_port_fall_back_to_environment(monkeypatch):
     args = parse_args([])
     assert (args.host, args.port) == ("127.0.0.2", 9123)
     assert parse_args(["--port", "8001"]).port == 8001
+
+
+def _nasty_prompts() -> list[tuple[str, str]]:
+    """(system, user) prompts that once made holds undercount (issue 22, item 2): the review's
+    75 random 110-character words, long non-Latin text, emoji, digits and code."""
+    import random
+    import string
+
+    rng = random.Random(22)
+    words = " ".join("".join(rng.choice(string.ascii_letters + string.digits) for _ in range(110))
+                     for _ in range(75))
+    return [
+        (words, "Summarise the system message."),
+        ("You answer from documents.", "Привет, как дела? " * 120 + "日本語の休日はいつですか？" * 60),
+        ("Be brief.", "😀🎉🚀👩‍👩‍👧‍👦" * 150),
+        ("Be brief.", " ".join(str(rng.randrange(10**12)) for _ in range(300))),
+        ("Be brief.", "def f(x):\n\treturn {k: v for k, v in x.items() if v != '\\u202e'}\n" * 40),
+        ("Sé breve.", "¿Cuál es la diferencia entre «A» y «B»? مرحبا بالعالم " * 80),
+    ]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_the_hold_bound_is_never_below_what_the_bundled_model_charges(client, settings, tmp_path, case):
+    """llm.chat_tokens.prompt_tokens_bound, with the bundled model's own tokenizer (read from
+    its GGUF), is at least the prompt tokens the model reports, and not far above them; the
+    UTF-8 bound a provider model gets is above it too."""
+    from llm import chat_tokens
+
+    settings.LLM_BUNDLED, settings.CACHE_DIR, settings.LOCAL_CHAT_MODEL_PATH = True, str(tmp_path), ""
+    chat_tokens._tokenizer_for.cache_clear()  # built from the GGUF, then cached in tmp_path
+    system, user = _nasty_prompts()[case]
+    reported = client.chat.completions.create(
+        model=CHAT_MODEL, messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+        max_tokens=1, temperature=0).usage.prompt_tokens
+    bound = chat_tokens.prompt_tokens_bound([system, user])
+    print(f"case {case}: reported {reported}, bound {bound}, bytes {len((system + user).encode())}")
+    assert reported <= bound <= reported * 1.2 + chat_tokens.TEMPLATE_TOKENS + 20, (reported, bound)
+    settings.LLM_BUNDLED = False
+    assert chat_tokens.prompt_tokens_bound([system, user]) >= reported
+    # The tokenizer was cached on disk: a second process would load it instead of the GGUF.
+    assert list((tmp_path / "chat-tokenizers").glob("*.json"))
