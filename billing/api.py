@@ -2,6 +2,7 @@
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
+from billing import references
 from billing.models import Kind
 from billing.selectors import balance_get, ledger_list
 from billing.serializers import CreditsSerializer, LedgerEntrySerializer
@@ -32,9 +33,13 @@ class CreditsView(AccountAPIView):
             kind = "__none__"  # an unknown kind matches nothing, like any other filter
         paginator = LedgerPagination()
         page = paginator.paginate_queryset(ledger_list(account=account, kind=kind), request, view=self)
+        entries = LedgerEntrySerializer(page, many=True).data
+        seen = references.as_seen(account=account, references=[entry["reference"] for entry in entries])
+        for entry in entries:  # a restricted document's charges name no document
+            entry["reference"] = seen[entry["reference"]]
         return Response({
             "balance": balance_get(account=account),
-            "entries": LedgerEntrySerializer(page, many=True).data,
+            "entries": entries,
             "next": paginator.get_next_link(),
             "previous": paginator.get_previous_link(),
         })

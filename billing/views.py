@@ -49,7 +49,10 @@ def _credits_page(request, *, billing_form: dict | None = None, billing_error: G
     settled = dashboard.shows_settled(kind=kind or None, include_holds=include_holds)
     entries = dashboard.ledger_entries(account=account, kind=kind or None, include_holds=include_holds)
     page = Paginator(entries, ENTRIES_PER_PAGE).get_page(request.GET.get("page"))
+    seen = references.as_seen(account=account, references=[entry.reference for entry in page.object_list])
     for entry in page.object_list:
+        entry.reference = seen[entry.reference]
+        entry.hidden = entry.reference.endswith(f":{references.HIDDEN}")
         entry.link = _reference_link(entry.reference)
         entry.balance_shown = entry.settled_balance if settled else entry.balance_after
         entry.reason = (entry.metadata or {}).get("reason", "") if isinstance(entry.metadata, dict) else ""

@@ -435,3 +435,25 @@ def test_moving_a_document_from_its_page(client, world):
     assert client.post(f"/documents/{world['secret'].pk}/move/",
                        {"collection": world["board"].pk}).status_code == 404
 
+
+
+@pytest.mark.parametrize("who, sees", [("member", False), ("outsider_key", False), ("insider", True),
+                                       ("insider_key", True), ("owner", True)])
+def test_the_ledger_names_a_restricted_document_only_to_those_who_may_read_it(client, world, who, sees):
+    """Issue 22, item 6, found from outside: a read key or a viewer saw `document:<id>:rev1`
+    entries of a restricted document on the Credits page and in GET credits/. They still see
+    that a document was charged (the balance adds up), never which one."""
+    from billing import references
+
+    secret = world["secret"]
+    named = references.document(secret.pk, secret.revision)
+    headers = _who(client, world, who)
+    entries = client.get("/api/v1/credits/?page_size=200", **headers).json()["entries"]
+    refs = [e["reference"] for e in entries]
+    assert (named in refs) is sees
+    assert ("document:hidden" in refs) is not sees
+    assert references.document(world["public"].pk, world["public"].revision) in refs
+    if not who.endswith("_key"):
+        page = client.get("/credits/", **headers).content.decode()
+        assert (f"/documents/{secret.pk}/" in page) is sees and (named in page) is sees
+        assert ("a document you cannot open" in page) is not sees
