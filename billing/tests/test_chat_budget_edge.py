@@ -48,7 +48,7 @@ def _ask(client):
     return client.post("/api/v1/chat/", {"message": QUESTION}, content_type="application/json")
 
 
-def test_the_turns_hold_covers_the_query_embedding_so_the_edge_is_refused_up_front(
+def test_the_turns_hold_covers_the_query_embedding_and_the_edge_never_passes_the_cap(
         account_a, owner_a, handbook, fake_llm):
     # What one turn of this question holds (the worst case, query embedding included).
     first, first_client = _member(account_a, owner_a, "first@a.test", 10**6)
@@ -64,13 +64,20 @@ def test_the_turns_hold_covers_the_query_embedding_so_the_edge_is_refused_up_fro
     # Spent in all: the query and the answer, within what was held.
     assert 0 < _status(account_a, first).spent <= held
 
-    # One credit short of the hold: refused before anything runs (nothing held, nothing
-    # embedded, nothing written), where the query embedding used to be refused after the hold.
+    # One credit short of the worst case: the turn holds what the budget has left (issue 22,
+    # item 2) and is fitted to it; the cap is never passed.
     edge, edge_client = _member(account_a, owner_a, "edge@a.test", held - 1)
+    assert _ask(edge_client).status_code == 200
+    assert 0 < _status(account_a, edge).spent <= held - 1
+
+    # Below the least a turn needs (its prompt and a short answer): refused before anything
+    # runs (nothing held, nothing embedded, nothing written), where the query embedding used
+    # to be refused after the hold.
+    short, short_client = _member(account_a, owner_a, "short@a.test", 20)
     fake_llm.clear()
-    response = _ask(edge_client)
+    response = _ask(short_client)
     assert response.status_code == 402 and response.json()["error"]["code"] == "budget_exceeded"
-    assert _entries(account_a, edge) == []
+    assert _entries(account_a, short) == []
     assert fake_llm.requests == []
 
     # Exactly the hold: the whole turn runs, and the cap is never passed.

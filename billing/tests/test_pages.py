@@ -40,7 +40,9 @@ def test_credits_page_shows_balance_chart_and_ledger(client_a, account_a, django
     assert 'class="bar-embedding"' in html and 'class="bar-chat"' in html
     assert 'id="usage-table"' in html  # the accessible fallback
     assert ">-1,234<" in html and ">-56<" in html
-    assert 'href="/documents/7/"' in html  # a document's charge links to its page
+    # A charge for a document this reader cannot open (here: no document 7 exists) names none
+    # and links nowhere; one they can open links to its page (documents/tests/test_collections.py).
+    assert "a document you cannot open" in html and 'href="/documents/7/"' not in html
     assert html.count('data-kind="hold"') == 0  # bookkeeping hidden by default
 
 
