@@ -1,8 +1,4 @@
-"""The documents domain's error codes, each named once (CONVENTIONS: Saleor's error_codes.py).
-
-A GroundworkError's `code` is one of these: a StrEnum, so it is the string itself in JSON,
-in comparisons and in the websocket's `chat.error` frames. No imports: the parser sandbox
-and every floor above may import it."""
+"""documents's error codes, each named once (docs/architecture.md, "Where to add … an error")."""
 from enum import StrEnum
 
 

@@ -16,6 +16,17 @@ def make_user(email: str | None = None, password: str = PASSWORD, **extra) -> Us
     return User.objects.create_user(email=email, password=password, **extra)
 
 
+def staff_with(*perms: str) -> User:
+    """A staff user holding exactly these permissions ("app.codename"), for the admin's tests."""
+    from django.contrib.auth.models import Permission
+
+    user = make_user(is_staff=True)
+    for perm in perms:
+        app_label, codename = perm.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    return user
+
+
 def make_account(name: str = "Team", owner_email: str | None = None, owner: User | None = None) -> Account:
     owner = owner or make_user(owner_email)
     account = services.account_create(name=name, owner=owner)

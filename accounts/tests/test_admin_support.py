@@ -10,7 +10,7 @@ from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from accounts.models import ApiKey, Role
-from accounts.tests.factories import add_member, make_account, make_api_key, make_user
+from accounts.tests.factories import add_member, make_account, make_api_key, make_user, staff_with
 from billing.models import AccountBalance, CreditLedgerEntry
 from billing.services import credits_grant
 from core.tenancy import account_context
@@ -29,12 +29,6 @@ def superuser_client(client):
     return client
 
 
-def staff_with(*perms: str):
-    user = make_user(is_staff=True)
-    for perm in perms:
-        app_label, codename = perm.split(".")
-        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
-    return user
 
 
 @pytest.fixture

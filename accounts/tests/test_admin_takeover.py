@@ -4,21 +4,14 @@ the same path took over any team owner. Setting another person's password or ema
 the superuser or the dedicated permission `accounts.set_user_credentials` (which no support
 role has by default), and never works on someone with more rights than the actor."""
 import pytest
-from django.contrib.auth.models import Permission
 
-from accounts.tests.factories import PASSWORD, make_account, make_user
+from accounts.tests.factories import PASSWORD, make_account, make_user, staff_with
 
 pytestmark = pytest.mark.django_db
 
 NEW = "a-new-password-nobody-knows-9"
 
 
-def staff_with(*perms: str):
-    user = make_user(is_staff=True)
-    for perm in perms:
-        app_label, codename = perm.split(".")
-        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
-    return user
 
 
 def _set_password(client, target):

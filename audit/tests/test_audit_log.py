@@ -2,13 +2,12 @@
 (a user, an API key or support staff); the database refuses to change or delete an entry;
 account B never sees A's entries (API, Team page, raw SQL); members get 403; pages link on."""
 import pytest
-from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import DatabaseError, connection, transaction
 
 from accounts import services as accounts_services
 from accounts.models import ApiKey, Invitation, Membership, Role
-from accounts.tests.factories import add_member, make_api_key, make_user
+from accounts.tests.factories import add_member, make_api_key, make_user, staff_with
 from audit.models import AuditEntry
 from audit.services import audit_record
 from billing.services import credits_grant
@@ -41,12 +40,6 @@ def funded(account_a):
     return account_a
 
 
-def staff_with(*perms):
-    user = make_user(is_staff=True)
-    for perm in perms:
-        app_label, codename = perm.split(".")
-        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
-    return user
 
 
 # --- every action, with its actor ---------------------------------------------------------

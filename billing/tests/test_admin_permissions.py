@@ -3,24 +3,16 @@ staff user who ran it. A staff user with view rights only used to mint credits w
 "Grant credits" (an action without `permissions=` is offered to anyone who may see the list)."""
 import pytest
 from django.contrib.admin.models import LogEntry
-from django.contrib.auth.models import Permission
 from django.contrib.contenttypes.models import ContentType
 
 from accounts.models import Account, ApiKey
-from accounts.tests.factories import make_api_key, make_user
+from accounts.tests.factories import make_api_key, make_user, staff_with
 from billing.models import AccountBalance, CreditLedgerEntry, Kind
 from core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db
 
 
-def staff_with(*perms: str):
-    """A staff user holding exactly these permissions ("app.codename")."""
-    user = make_user(is_staff=True)
-    for perm in perms:
-        app_label, codename = perm.split(".")
-        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
-    return user
 
 
 def balance(account) -> int:

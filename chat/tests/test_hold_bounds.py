@@ -25,9 +25,6 @@ from billing.selectors import balance_get
 from billing.services import credits_grant
 from core.tenancy import account_context
 
-HANDBOOK = "# Holidays\n\nEveryone has twenty-eight days of paid holiday. Unused holiday carries over until March."
-
-
 def _review_words(seed: int = 22) -> str:
     rng = random.Random(seed)
     return " ".join("".join(rng.choice(string.ascii_letters + string.digits) for _ in range(110)) for _ in range(75))
@@ -52,11 +49,6 @@ def costly_model(fake_llm, settings):
 @pytest.fixture
 def key_a(account_a):
     return make_api_key(account_a)
-
-
-@pytest.fixture
-def handbook(account_a, fake_llm, upload_and_ingest):
-    return upload_and_ingest(account_a, "handbook.md", HANDBOOK.encode())
 
 
 def _auth(key):
