@@ -36,6 +36,9 @@ def test_every_app_is_installed_as_a_package():
     include = PYPROJECT["tool"]["setuptools"]["packages"]["find"]["include"]
     missing = {app for app in _our_apps() if not any(fnmatch.fnmatch(app, pattern) for pattern in include)}
     assert missing == set()
+    # A regular package: an app without __init__.py installs as a namespace package, which
+    # Django refuses once the editable install gives it a second location.
+    assert {app for app in _our_apps() if not (ROOT / app / "__init__.py").is_file()} == set()
 
 
 def test_this_run_collected_every_apps_tests(request):
