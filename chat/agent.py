@@ -173,12 +173,20 @@ def _fitted(asked: _Asked, opened: _Opened, passages: list) -> tuple[list, list[
                                     for d in opened.draws)
     within = pricing.tokens_within(kind=pricing.CHAT, credits=left)
     wanted = asked.options.bounded_max_tokens(asked.profile.max_tokens)
+    found = bool(passages)
     while True:
         messages = _prompt_messages(asked.question, passages, opened.history, asked.options,
                                     grounded=bool(passages))
         prompt = chat_tokens.prompt_tokens_bound([m["content"] for m in messages])
-        if prompt + MIN_ANSWER_TOKENS <= within or not passages:
+        if prompt + MIN_ANSWER_TOKENS <= within:
             return passages, messages, max(1, min(wanted, within - prompt))
+        if len(passages) == 1 or not found:
+            # Not even the best passage fits: an answer without the documents it found would
+            # read as "not in your documents". Refused instead, saying what it needs (the
+            # turn's hold is released by turn_prepare).
+            drawn = opened.hold.amount - left
+            needed = drawn + pricing.credits_at_most(kind=pricing.CHAT, tokens=prompt + MIN_ANSWER_TOKENS)
+            raise InsufficientCredits(needed=needed, balance=opened.hold.amount)
         passages = passages[:-1]
 
 

@@ -155,3 +155,24 @@ def test_the_hold_is_never_below_the_charge(client, account_a, key_a, handbook, 
     response = _v1(client, key_a, system, question=question)
     assert response.status_code in (200, 400, 402), response.content
     assert_no_turn_passed_its_hold(account_a)
+
+
+def test_a_balance_that_cannot_pay_for_one_passage_is_refused_not_answered_without_it(
+        client, account_a, key_a, ingest_text, costly_model):
+    """Held down to the least a turn needs, a turn whose best passage does not fit is refused
+    (402, what it needs said), not answered as if the documents had nothing."""
+    from billing.services import credits_debit
+
+    ingest_text(account_a, "long.md", "# Holidays\n\n" + "Everyone has twenty-eight days of paid holiday. " * 16)
+    with account_context(account_a):
+        left = balance_get(account=account_a)
+        # Enough for the question's prompt and a short answer, not for an ~800-byte passage.
+        credits_debit(account=account_a, tokens=left - 1_100, key="drain", kind="chat")
+        before = balance_get(account=account_a)
+    response = client.post("/api/v1/chat/", {"message": "How much holiday do we get?"},
+                           content_type="application/json", **_auth(key_a))
+    assert response.status_code == 402, response.content
+    assert response.json()["error"]["code"] == "insufficient_credits"
+    with account_context(account_a):
+        assert before - balance_get(account=account_a) < 100  # at most the query's embedding
+    assert_no_turn_passed_its_hold(account_a)
