@@ -208,11 +208,23 @@ class ChatStream:
         return self.usage or self._estimate("".join(self.generated), len(self.generated))
 
     def _estimate(self, answer: str, chunks: int) -> ChatUsage:
-        """No usage from the provider (a cancelled stream ends before it): count ourselves."""
-        from llm.tokens import count_tokens
+        """No usage from the provider (a cancelled stream, or one its reader stopped, ends
+        before it): counted as the hold counted it (llm/chat_tokens.py: the bundled model's
+        own tokenizer, else UTF-8 bytes), so an answer cut short is never charged below what
+        its prompt cost. The embedding model's WordPiece, counted here before, read a 7,000-
+        token prompt of long words as 317."""
+        from llm import chat_tokens
 
-        prompt = sum(count_tokens(m.get("content") or "") + 4 for m in self.messages)
-        return ChatUsage(prompt_tokens=prompt, completion_tokens=max(chunks, count_tokens(answer) - 2 if answer else 0))
+        prompt = chat_tokens.prompt_tokens_bound([_text(m.get("content")) for m in self.messages])
+        completion = min(self.max_tokens, max(chunks, chat_tokens.text_tokens_bound(answer) if answer else 0))
+        return ChatUsage(prompt_tokens=prompt, completion_tokens=completion)
+
+
+def _text(content) -> str:
+    """A message's text: a string, or OpenAI content parts' text."""
+    if isinstance(content, list):
+        return " ".join(part.get("text") or "" for part in content if isinstance(part, dict))
+    return content if isinstance(content, str) else ""
 
 
 def _events(response):

@@ -123,3 +123,25 @@ def test_a_bad_embedding_answer_is_a_clear_provider_error(scripted, status, body
     with pytest.raises(llm.ProviderError) as failed:
         llm.embed(["text"])
     assert failed.value.code == code and failed.value.transient is transient
+
+
+def test_a_stream_stopped_before_its_usage_is_estimated_as_the_hold_counts(provider):
+    """Found using the product: the answer guard stopped the review's /v1 stream (a system
+    message of 75 random 110-character words) before the provider's usage arrived, and the
+    estimate counted the prompt with the embedding model's WordPiece: 317 tokens for ~7,000.
+    The estimate is the hold's bound, never below what a byte-counting provider charges."""
+    import random
+    import string
+
+    rng = random.Random(22)
+    words = " ".join("".join(rng.choice(string.ascii_letters) for _ in range(110)) for _ in range(75))
+    provider.backend.prompt_counting = "bytes"
+    provider.answer = " ".join(f"word{i}" for i in range(40))
+    messages = [{"role": "system", "content": words}, {"role": "user", "content": "Say hi."}]
+    stream = llm.chat(messages, temperature=0, max_tokens=30)
+    for _ in zip(range(3), stream):  # the reader stops after three pieces
+        pass
+    usage = stream.final_usage()
+    assert not usage.reported
+    assert usage.prompt_tokens >= len((words + "Say hi.").encode())  # what the provider would report
+    assert 3 <= usage.completion_tokens <= 30
