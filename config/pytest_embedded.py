@@ -28,6 +28,9 @@ def pytest_load_initial_conftests(early_config, parser, args):
     # (README, Credits): their expected balances and "needs about N credits" messages name it.
     os.environ.setdefault("SIGNUP_CREDITS", "10000")
     os.environ.setdefault("CACHE_PREFIX", "groundwork-test")
+    # Tests keep the fast bundled chat model (SmolLM2-135M) wherever they start the local model
+    # server; a test that needs Qwen asks for it and is marked slow (llm/tests).
+    os.environ.setdefault("LOCAL_CHAT_MODEL", "smollm2-135m")
     # Race tests run 16+ threads that each hold a connection until they finish; a web
     # process's threads give theirs back after every request (settings, the pool).
     os.environ.setdefault("DATABASE_POOL_MAX_SIZE", "32")

