@@ -118,7 +118,8 @@ def ask(server: dict, case: dict) -> dict:
     profile = PROFILES[entry.profile]
     messages = build_messages(question=case["question"], passages=case["passages"], history=[], grounded=True,
                               history_budget=0)
-    client = OpenAI(base_url=server["base_url"], api_key="local", max_retries=0, timeout=600)
+    client = OpenAI(base_url=server["base_url"], api_key="local", max_retries=0, timeout=900)
+    cpu_start, cpu_first = cpu_seconds(server), None
     started, first, deltas, usage = time.perf_counter(), None, [], None
     stream = client.chat.completions.create(
         model=entry.model_id, messages=messages, stream=True, stream_options={"include_usage": True},
@@ -128,14 +129,24 @@ def ask(server: dict, case: dict) -> dict:
             usage = chunk.usage
         for choice in chunk.choices:
             if choice.delta.content:
-                first = first or time.perf_counter()
+                if first is None:
+                    first, cpu_first = time.perf_counter(), cpu_seconds(server)
                 deltas.append(choice.delta.content)
     total = time.perf_counter() - started
     first_s = (first or time.perf_counter()) - started
     decode = usage.completion_tokens / max(total - first_s, 1e-3) if usage else 0.0
     return {"first_token_s": round(first_s, 2), "total_s": round(total, 2), "decode_tok_s": round(decode, 1),
+            "first_token_cpu_s": round((cpu_first or cpu_seconds(server)) - cpu_start, 2),
+            "total_cpu_s": round(cpu_seconds(server) - cpu_start, 2),
             "prompt_tokens": usage.prompt_tokens if usage else None,
             "completion_tokens": usage.completion_tokens if usage else None, "deltas": deltas}
+
+
+def cpu_seconds(server: dict) -> float:
+    """CPU seconds the server process has used (all threads): on a machine shared with other
+    work, wall time says how busy the machine was; CPU time says what the model cost."""
+    fields = Path(f"/proc/{server['proc'].pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _words(text: str) -> list[str]:
@@ -195,7 +206,9 @@ def summary(latency: list[dict], answers: list[dict]) -> dict:
     firsts = [r["first_token_s"] for r in latency]
     answerable = [a for a in answers if a["right"]]
     out = {"first_token_median_s": round(statistics.median(firsts), 2), "first_token_max_s": max(firsts),
+           "first_token_cpu_median_s": round(statistics.median(r["first_token_cpu_s"] for r in latency), 2),
            "total_median_s": round(statistics.median(r["total_s"] for r in latency), 2),
+           "total_cpu_median_s": round(statistics.median(r["total_cpu_s"] for r in latency), 2),
            "decode_tok_s_median": round(statistics.median(r["decode_tok_s"] for r in latency), 1),
            "prompt_tokens": latency[0]["prompt_tokens"]}
     if answers:
@@ -235,24 +248,31 @@ def run() -> dict:
     try:
         for server in servers:
             wait_ready(server)
-        latency = {id(s): [] for s in servers}
-        # RUNS different questions (llama.cpp reuses a repeated prompt's evaluation), each
-        # asked of every model in turn, so the machine's load falls on every model alike.
-        for case in questions[:RUNS]:
-            for server in servers:
-                latency[id(server)].append(ask(server, case))
-        answers = {id(s): [] for s in servers}
-        quality: dict[str, dict] = {}  # a model's first configuration answers the set
-        for server in servers:
-            quality.setdefault(server["name"], server)
-        for case in questions:
-            for server in quality.values():
-                answers[id(server)].append(judge(server, case, ask(server, case)))
         return {"settings": f"prompt threads 2, temperature 0.2, seed {SEED}, {PASSAGE_CHARS}-char passages, "
                             f"each model's profile; load average at start {os.getloadavg()[0]:.1f}",
-                "results": {f"{s['name']} decode threads {s['gen_threads']}":
-                            {**summary(latency[id(s)], answers[id(s)]), "answers": answers[id(s)]}
-                            for s in servers}}
+                "results": _measure(servers, questions), "load_average_at_end": round(os.getloadavg()[0], 1)}
     finally:
         for server in servers:
             stop_server(server)
+
+
+def _measure(servers: list[dict], questions: list[dict]) -> dict:
+    """Each question asked of every configuration in turn (so the machine's load falls on all
+    alike): a model's first configuration answers them all, the others (other thread counts)
+    the first RUNS. Latency: the first RUNS answers, different prompts (llama.cpp would serve a
+    repeated one from its prompt cache)."""
+    answering = {}
+    for server in servers:
+        answering.setdefault(server["name"], server)
+    asked = {id(s): [] for s in servers}
+    for index, case in enumerate(questions):
+        for server in servers:
+            if index < RUNS or answering[server["name"]] is server:
+                asked[id(server)].append(judge(server, case, ask(server, case)))
+    results = {}
+    for server in servers:
+        done = asked[id(server)]
+        judged = done if answering[server["name"]] is server else []
+        results[f"{server['name']} decode threads {server['gen_threads']}"] = {
+            **summary(done[:RUNS], judged), "answers": judged}
+    return results

@@ -34,10 +34,22 @@ def chunk_element(n: int, passage) -> str:
     return f"<document_chunk {attrs}>{escape(passage.text)}</document_chunk>"
 
 
-def user_message(question: str, passages: list) -> str:
+# The "own_words" prompt (the medium profile, Qwen2.5-Coder-0.5B): to the default's last line it
+# answered only "[Document 1]", and it copied any example answer it was shown word for word, so
+# this one asks for the answer first and the citation after it, with no example sentence.
+OWN_WORDS_INSTRUCTION = (
+    "Using only the document chunks above, answer this question in two to four sentences of your own "
+    "words: {question}\nAfter each sentence, name the chunk it comes from in square brackets with the word "
+    "Document and the chunk's n. If the chunks do not answer the question, say that the documents do not "
+    "say, and nothing else.")
+
+
+def user_message(question: str, passages: list, style: str = "default") -> str:
     if not passages:
         return question
     chunks = "\n".join(chunk_element(n, p) for n, p in enumerate(passages, start=1))
+    if style == "own_words":
+        return f"Document chunks:\n{chunks}\n\n" + OWN_WORDS_INSTRUCTION.format(question=question)
     # Question first, then the chunks, then a one-line instruction: small local models
     # answered best in this order (they tended to echo the chunks when the question came last).
     return (f"Question: {question}\n\nDocument chunks:\n{chunks}\n\n"
@@ -69,8 +81,15 @@ def system_message(grounded: bool, instructions: str = "") -> str:
 
 
 def build_messages(*, question: str, passages: list, history: list[tuple[str, str]], grounded: bool,
-                   history_budget: int, instructions: str = "") -> list[dict]:
+                   history_budget: int, instructions: str = "", style: str | None = None) -> list[dict]:
+    """`style`: the user message's wording ("default" or "own_words"); None: the chat profile's."""
     system = system_message(grounded, instructions)
     return [{"role": "system", "content": system},
             *history_within(history, history_budget),
-            {"role": "user", "content": user_message(question, passages)}]
+            {"role": "user", "content": user_message(question, passages, style or _profile_style())}]
+
+
+def _profile_style() -> str:
+    from chat.turn import profile  # chat.turn reads this module's messages: imported when asked
+
+    return profile().prompt

@@ -32,6 +32,7 @@ class Profile:
     sampling: dict  # decoding settings sent with the request
     rewrite: bool  # follow-ups rewritten into standalone questions by the model
     max_sentences: int = 0  # a longer answer is stopped there (0: only the token budget)
+    prompt: str = "default"  # chat/prompt.py's wording of the question and chunks ("own_words")
 
 
 PROFILES = {
@@ -44,7 +45,7 @@ PROFILES = {
     # only (penalties made it drop the citations); no model rewrite of follow-ups (it answered
     # the rewrite request instead). Measured in bench/chat_models.py.
     "medium": Profile("medium", passages=3, max_tokens=300, strict=True, rewrite=False, max_sentences=6,
-                      sampling={"repeat_penalty": 1.05, "top_k": 40, "min_p": 0.05}),
+                      sampling={"repeat_penalty": 1.05, "top_k": 40, "min_p": 0.05}, prompt="own_words"),
     "capable": Profile("capable", passages=None, max_tokens=None, strict=False, rewrite=True, sampling={}),
 }
 
