@@ -14,7 +14,7 @@ one, share of its 6-word runs copied from the passages (own words: under 0.5), w
 profile's guard (chat/answering.py) lets through, and the answer itself (read by eye).
 
 BENCH_CHAT_MODELS="smollm2-135m:1,qwen2.5-0.5b:1" picks configurations (name:decode threads);
-BENCH_CHAT_QUESTIONS caps the questions.
+BENCH_CHAT_QUESTIONS caps the answerable questions, BENCH_CHAT_RUNS the latency runs.
 """
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ from types import SimpleNamespace
 EVAL_FILE = Path(os.environ.get("GROUNDWORK_EVAL_DIR", "/work/shared/eval")) / "python_faq.jsonl"
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIGS = "smollm2-135m:1,qwen2.5-0.5b:1,qwen2.5-0.5b:2,qwen2.5-1.5b:1"
-RUNS = 5
+RUNS = int(os.environ.get("BENCH_CHAT_RUNS", "5"))
 PASSAGE_CHARS = 1400  # three of these make a ~1,000-1,300-token prompt
 SEED = 23
 UNANSWERABLE = ["What is the capital city of Australia?", "How many days of parental leave do employees get?"]
@@ -117,7 +117,7 @@ def ask(server: dict, case: dict) -> dict:
     entry = bundled_models.model(server["name"])
     profile = PROFILES[entry.profile]
     messages = build_messages(question=case["question"], passages=case["passages"], history=[], grounded=True,
-                              history_budget=0)
+                              history_budget=0, style=profile.prompt)
     client = OpenAI(base_url=server["base_url"], api_key="local", max_retries=0, timeout=900)
     cpu_start, cpu_first = cpu_seconds(server), None
     started, first, deltas, usage = time.perf_counter(), None, [], None
@@ -268,7 +268,10 @@ def _measure(servers: list[dict], questions: list[dict]) -> dict:
     for index, case in enumerate(questions):
         for server in servers:
             if index < RUNS or answering[server["name"]] is server:
-                asked[id(server)].append(judge(server, case, ask(server, case)))
+                judged = judge(server, case, ask(server, case))
+                asked[id(server)].append(judged)
+                print(json.dumps({"config": f"{server['name']}:{server['gen_threads']}", **judged}),
+                      file=sys.stderr, flush=True)  # progress, on a machine where one answer can take minutes
     results = {}
     for server in servers:
         done = asked[id(server)]
@@ -276,3 +279,38 @@ def _measure(servers: list[dict], questions: list[dict]) -> dict:
         results[f"{server['name']} decode threads {server['gen_threads']}"] = {
             **summary(done[:RUNS], judged), "answers": judged}
     return results
+
+
+def prompt_cpu_seconds(name: str, questions: list[dict]) -> list[dict]:
+    """CPU seconds llama.cpp spends evaluating each question's prompt (one generated token)
+    with ONE prompt thread, in this process: with one thread nobody waits at a barrier, so this
+    is the model's cost whatever else the machine runs (BENCH_CHAT_CPU=1). Two prompt threads on
+    an idle 2-core machine take a little over half of it in wall time."""
+    import resource
+
+    from chat.prompt import build_messages
+    from chat.turn import PROFILES
+    from llm import bundled_models
+    from llm.local_models import SmolChatEngine, default_gguf_path
+
+    entry = bundled_models.model(name)
+    engine = SmolChatEngine(model_path=default_gguf_path(name), threads=1, batch_threads=1)
+    out = []
+    for case in questions:
+        messages = build_messages(question=case["question"], passages=case["passages"], history=[],
+                                  grounded=True, history_budget=0, style=PROFILES[entry.profile].prompt)
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        started = time.perf_counter()
+        reply = engine.complete({"messages": messages, "max_tokens": 1, "temperature": 0})
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        out.append({"prompt_tokens": reply["usage"]["prompt_tokens"], "wall_s": round(time.perf_counter() - started, 2),
+                    "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2)})
+    engine.close()
+    return out
+
+
+if os.environ.get("BENCH_CHAT_CPU") and __name__ == "__main__":
+    picked = cases(int(os.environ.get("BENCH_CHAT_QUESTIONS", "3")))
+    for model_name in os.environ.get("BENCH_CHAT_MODELS", "smollm2-135m,qwen2.5-0.5b").split(","):
+        print(json.dumps({"model": model_name, "runs": prompt_cpu_seconds(model_name.split(":")[0], picked)}),
+              flush=True)
