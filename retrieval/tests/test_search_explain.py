@@ -153,3 +153,16 @@ def test_a_restricted_collection_stays_invisible_through_explain(library, client
     client.force_login(owner_a)
     answer = client.post("/api/v1/search/", body, content_type="application/json").json()
     assert answer["results"][0]["document_name"] == "kitchen.txt"
+
+
+def test_explain_costs_no_extra_query(library, api):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    counts = []
+    api({"query": "warm up"})  # a key's first use writes its last-used time
+    for explain in (False, True):
+        with CaptureQueriesContext(connection) as queries:
+            assert api({"query": "holiday requests", "explain": explain}).status_code == 200
+        counts.append(len(queries))
+    assert counts[0] == counts[1], counts
