@@ -77,6 +77,13 @@ def test_dashboard_pages_log_no_csp_violation(new_page, stack, tmp_path):
         expect(page.get_by_role("navigation", name="Main")).to_be_visible()
     assert _violations(page, console) == []
 
+    # The Knowledge base's retrieval test: a form post, results with their scores.
+    page.goto("/documents/retrieval-test/")
+    page.get_by_label("Query").fill("paid holiday")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#retrieval-results article.hit").first).to_be_visible()
+    assert _violations(page, console) == []
+
 
 def test_api_docs_render_from_the_apps_own_files(new_page, stack):
     page = new_page()
