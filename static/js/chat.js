@@ -1,8 +1,9 @@
 // Chat page: the /ws/chat/ socket (frames as in the README, "Chat"), streamed answers rendered
 // with markdown.js (safe: no innerHTML with model or document text), a sources panel,
 // citations that open the cited chunk, under each answer the sources it cites apart from
-// those merely retrieved, the turn's state ("Searching your documents…", "Writing…",
-// "Stopped") on the answer and in a live region, a stop button and a clear state for every error.
+// those merely retrieved, the turn's state ("Searching your documents…", then what the search
+// found, "Writing the answer…" until the first token, "Writing…", "Stopped") on the answer and
+// in a live region, a stop button and a clear state for every error.
 // Needs app.js (Groundwork.el) and markdown.js loaded first. No build step, no framework.
 (function () {
   "use strict";
@@ -156,11 +157,11 @@
 
   // The turn's state, shown on its answer and read out by the live region. No name: the
   // state line goes (a finished answer needs none); "stopped" and "failed" stay on the message.
-  function setState(answer, name, text) {
+  function setState(answer, name, text, announce) {
     if (!name) { answer.state.remove(); return; }
     answer.state.dataset.state = name;
     answer.state.textContent = text;
-    liveState.textContent = text;
+    liveState.textContent = announce || text;
   }
 
   function sameQuestion(a, b) {
@@ -192,16 +193,52 @@
         el("ol", { class: "source-list" }, others.map(sourceItem))) : null);
   }
 
+  // While it streams, the answer is rendered again as tokens arrive: at most once per
+  // RENDER_EVERY ms (the whole answer is parsed each time), and always once at the end.
+  var RENDER_EVERY = 80;
   function renderCurrent() {
     if (!current || current.frame) return;
-    // One render per animation frame, however many tokens arrived in it.
-    current.frame = requestAnimationFrame(function () {
+    var wait = Math.max(0, RENDER_EVERY - (Date.now() - (current.renderedAt || 0)));
+    current.frame = setTimeout(function () {
       if (!current) return;
       current.frame = 0;
+      current.renderedAt = Date.now();
       renderInto(current.bubble, current.text, current.sources);
       scrollToEnd();
-    });
+    }, wait);
   }
+
+  // "Found 3 passages in handbook.pdf (p. 7), guide.docx": what the search found, by
+  // document in the order of the sources, with the pages each passage came from.
+  function foundText(list) {
+    var documents = [], byName = {};
+    list.forEach(function (s) {
+      var name = s.document_name || "a document no longer available to you";
+      if (!byName[name]) { byName[name] = { name: name, pages: [] }; documents.push(byName[name]); }
+      if (s.pages && byName[name].pages.indexOf(s.pages[0]) < 0) byName[name].pages.push(s.pages[0]);
+    });
+    var names = documents.map(function (d) {
+      if (!d.pages.length) return d.name;
+      d.pages.sort(function (a, b) { return a - b; });
+      return d.name + " (p" + (d.pages.length > 1 ? "p. " : ". ") + d.pages.join(", ") + ")";
+    });
+    return "Found " + list.length + " passage" + (list.length === 1 ? "" : "s") + " in " + names.join(", ");
+  }
+
+  // What the turn is doing, said once the search is done: found passages, small talk, or
+  // nothing found. Kept on the message (the answer says what it was built from).
+  function showFound(answer, frame) {
+    var list = frame.sources || [];
+    var searched = typeof frame.query === "string" && frame.query.trim() !== "";
+    var text;
+    if (list.length) text = foundText(list);
+    else if (frame.route === "general" && !searched) text = "Small talk: no need to search your documents.";
+    else text = "Nothing in your documents matches this question.";
+    answer.found = answer.article.insertBefore(el("p", { class: "found-passages" }, text), answer.state);
+    return text;
+  }
+
+  var NOT_COVERED = /^\s*your documents don['’]t cover this/i;
 
   function renderSources(list, cited) {
     var citedNumbers = {};
@@ -236,7 +273,7 @@
   // state: [name, text] kept on the message (stopped, failed), or null when it finished well.
   function finishAnswer(state, foot, below) {
     if (!current) return;
-    if (current.frame) cancelAnimationFrame(current.frame);
+    if (current.frame) clearTimeout(current.frame);
     current.article.classList.remove("streaming");
     if (current.text) {
       renderInto(current.bubble, current.text, current.sources);
@@ -290,8 +327,9 @@
       renderSources(current.sourceList, []);
       // route and query are newer fields: without them the turn reads as a search.
       current.general = frame.route === "general";
-      if (current.general) setState(current, "thinking", "Thinking…");
-      else setState(current, "writing", "Writing…");
+      var found = showFound(current, frame);
+      var waiting = current.general && !current.sourceList.length ? "Thinking…" : "Writing the answer…";
+      setState(current, "waiting", waiting, found + ". " + waiting);
       if (typeof frame.query === "string" && frame.query.trim() && !sameQuestion(frame.query, current.question)) {
         current.article.insertBefore(el("p", { class: "searched-for" }, "Searched for: ", el("q", null, frame.query.trim())),
           current.bubble);
@@ -299,12 +337,16 @@
     } else if (frame.type === "chat.token") {
       if (!current) return;
       current.text += frame.text || "";
-      if (current.general && current.state.dataset.state === "thinking") setState(current, "writing", "Writing…");
+      if (current.state.dataset.state === "waiting") setState(current, "writing", "Writing…");
       renderCurrent();
     } else if (frame.type === "chat.done") {
       if (!current) return;
       var citations = frame.citations || [];
       renderSources(current.sourceList || [], citations);
+      if (current.found && NOT_COVERED.test(current.text)) {
+        current.found.textContent = "Your documents don't cover this" +
+          (current.sourceList.length ? ": the closest passages are listed below." : ".");
+      }
       var used = frame.usage && frame.usage.total_tokens;
       var stopped = frame.status === "cancelled";
       finishAnswer(stopped ? ["stopped", "Stopped"] : null, footer([used ? used + " credits" : ""]),
