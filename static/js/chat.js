@@ -4,7 +4,7 @@
 // those merely retrieved, the turn's state ("Searching your documents…", then what the search
 // found, "Writing the answer…" until the first token, "Writing…", "Stopped") on the answer and
 // in a live region, a stop button and a clear state for every error.
-// Needs app.js (Groundwork.el) and markdown.js loaded first. No build step, no framework.
+// Needs app.js (Groundwork.el), markdown.js and feedback.js loaded first. No build step, no framework.
 (function () {
   "use strict";
 
@@ -349,10 +349,16 @@
       }
       var used = frame.usage && frame.usage.total_tokens;
       var stopped = frame.status === "cancelled";
+      var article = current.article;
       finishAnswer(stopped ? ["stopped", "Stopped"] : null, footer([used ? used + " credits" : ""]),
         answerSources(current.sourceList || [], citations));
       if (stopped && !messages.lastElementChild.querySelector(".bubble").textContent) {
         messages.lastElementChild.querySelector(".bubble").textContent = "(stopped before any text)";
+      }
+      // Thumbs up/down under the answer, above its credits line.
+      if (frame.message_id && Groundwork.feedback) {
+        article.insertBefore(Groundwork.feedback.forMessage(root.dataset.feedbackUrl, frame.message_id),
+                             article.querySelector(".message-foot"));
       }
       setBalance(frame.credits_remaining);
       setBudget(frame.budget_remaining, frame.budget_period);
