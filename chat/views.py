@@ -105,5 +105,9 @@ def feedback_view(request):
     rating = request.GET.get("rating") if request.GET.get("rating") in Rating.values else None
     page = Paginator(selectors.feedback_list(account=account, rating=rating), FEEDBACK_PER_PAGE).get_page(
         request.GET.get("page"))
-    selectors.messages_sources_readable(account=account, messages=[f.message for f in page])
-    return render(request, "chat/feedback.html", {"page": page, "rating": rating})
+    answers = selectors.messages_sources_readable(account=account, messages=[f.message for f in page])
+    return render(request, "chat/feedback.html", {
+        "page": page, "rating": rating,
+        # For the Markdown renderer, as on the chat page: which [Document N] opens which chunk.
+        "citations": {m.pk: [s for s in m.sources or m.citations if s.get("available", True)] for m in answers},
+    })

@@ -36,7 +36,7 @@
     ["up", "down"].forEach(function (value) {
       buttons[value] = el("button", { type: "button", class: "btn-small", "data-rating": value,
                                       "aria-pressed": rating === value ? "true" : "false" },
-                          value === "up" ? "👍 " : "👎 ", LABELS[value]);
+                          el("span", { class: "thumb thumb-" + value, "aria-hidden": "true" }), LABELS[value]);
       buttons[value].addEventListener("click", function () { rate(value); });
     });
     var comment = el("textarea", { name: "comment", rows: 2, maxlength: 2000,
