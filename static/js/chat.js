@@ -193,17 +193,22 @@
         el("ol", { class: "source-list" }, others.map(sourceItem))) : null);
   }
 
-  // While it streams, the answer is rendered again as tokens arrive: at most once per
-  // RENDER_EVERY ms (the whole answer is parsed each time), and always once at the end.
+  // While it streams, the answer is rendered again as tokens arrive (the whole answer is
+  // parsed and sanitized each time), and always once at the end. Throttled: at most once per
+  // RENDER_EVERY ms, and never more than a third of the time (a long answer on a slow machine:
+  // markdown-it + DOMPurify took 30-80 ms for 3,000 characters on this repo's loaded 2 cores).
   var RENDER_EVERY = 80;
   function renderCurrent() {
     if (!current || current.frame) return;
-    var wait = Math.max(0, RENDER_EVERY - (Date.now() - (current.renderedAt || 0)));
+    var gap = Math.max(RENDER_EVERY, 3 * (current.renderCost || 0));
+    var wait = Math.max(0, gap - (Date.now() - (current.renderedAt || 0)));
     current.frame = setTimeout(function () {
       if (!current) return;
       current.frame = 0;
-      current.renderedAt = Date.now();
+      var started = Date.now();
       renderInto(current.bubble, current.text, current.sources);
+      current.renderedAt = Date.now();
+      current.renderCost = current.renderedAt - started;
       scrollToEnd();
     }, wait);
   }

@@ -109,9 +109,14 @@
     }
   });
 
+  // Set once: DOMPurify otherwise parses the configuration again on every call, and a
+  // streaming answer is rendered many times.
+  DOMPurify.setConfig(PURIFY);
+
   function render(text, sources) {
     var html = md.render(String(text), { sources: sources || {}, hosts: [] });
-    return document.importNode(DOMPurify.sanitize(html, PURIFY), true);
+    var fragment = DOMPurify.sanitize(html);
+    return fragment.ownerDocument === document ? fragment : document.importNode(fragment, true);
   }
 
   Groundwork.markdown = { render: render, chunkUrl: chunkUrl, pageRange: pageRange };
