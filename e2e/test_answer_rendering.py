@@ -170,3 +170,8 @@ def test_thumbs_down_with_a_comment_reaches_the_owners_feedback_page(new_page, s
     expect(item).to_contain_text("member@feedback.test")
     assert item.locator("b").count() == 0
     screenshot(owner, "feedback-page")
+    # Narrow screens: nothing scrolls sideways, on the Feedback page or under the answer.
+    for page, path in ((owner, "/chat/feedback/"), (member, member.url)):
+        page.set_viewport_size({"width": 375, "height": 740})
+        page.goto(path)
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0, path
