@@ -53,3 +53,17 @@ def test_a_reopened_conversation_shows_ones_own_rating(client, account_a, owner_
     html = client.get(f"/chat/{answer.conversation_id}/").content.decode()
     assert (f'data-feedback-url="/api/v1/messages/{answer.pk}/feedback/" data-rating="up" '
             'data-comment="Good &quot;one&quot;"') in html
+
+
+def test_support_staff_read_every_accounts_feedback_and_change_none(client, account_a, account_b, owner_a, owner_b):
+    from accounts.tests.factories import make_user
+
+    _feedback(account_a, _turns(account_a, user=owner_a)[0], owner_a, comment="alpha comment")
+    beta = _feedback(account_b, _turns(account_b, user=owner_b)[0], owner_b, comment="beta comment")
+    client.force_login(make_user("support@groundwork.test", is_staff=True, is_superuser=True))
+    listing = client.get("/admin/chat/messagefeedback/").content.decode()
+    assert "alpha comment" in listing and "beta comment" in listing
+    assert client.get("/admin/chat/messagefeedback/add/").status_code == 403
+    client.post(f"/admin/chat/messagefeedback/{beta.pk}/delete/", {"post": "yes"})
+    with account_context(account_b):
+        assert MessageFeedback.objects.for_account(account_b).filter(pk=beta.pk).exists()
