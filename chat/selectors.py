@@ -74,11 +74,10 @@ def answer_access_by_id(*, account, message_id, user=None, api_key=None) -> Mess
     return message
 
 
-def _turn_text(messages, *, role: str, conversation: str, created: str, before: bool = False):
+def _turn_text(messages, *, role: str, conversation: str, created: str):
     """A subquery: the text of the latest `role` message of the conversation named by the
-    outer reference `conversation`, at or (`before`) strictly before the time `created`."""
-    at = {f"created_at__{'lt' if before else 'lte'}": OuterRef(created)}
-    return (messages.filter(conversation=OuterRef(conversation), role=role, **at)
+    outer reference `conversation`, at or before the time `created`."""
+    return (messages.filter(conversation=OuterRef(conversation), role=role, created_at__lte=OuterRef(created))
             .order_by("-created_at", "-pk").values("content")[:1])
 
 

@@ -126,7 +126,7 @@ def test_tables_and_code_render_and_html_from_a_document_never_runs(new_page, sc
         stack.model.backend.chunk_delay = 0.04
 
 
-def test_small_talk_says_it_did_not_search(new_page, stack):
+def test_small_talk_and_questions_nothing_answers_say_so(new_page, stack):
     make_account("Smalltalk Team", owner_email="owner@smalltalk.test")
     page = new_page()
     _log_in(page, "owner@smalltalk.test")
@@ -136,6 +136,17 @@ def test_small_talk_says_it_did_not_search(new_page, stack):
     page.get_by_label("Your question").press("Enter")
     answer = page.locator(".message.assistant").last
     expect(answer.locator(".found-passages")).to_have_text("Small talk: no need to search your documents.")
+    expect(page.locator(".message.streaming")).to_have_count(0)
+
+    stack.model.answer = "Your documents don't cover this."
+    try:
+        page.get_by_label("Your question").fill("What is the capital of Australia?")
+        page.get_by_label("Your question").press("Enter")
+        answer = page.locator(".message.assistant").last
+        expect(page.locator(".message.streaming")).to_have_count(0, timeout=30_000)
+        expect(answer.locator(".found-passages")).to_have_text("Your documents don't cover this.")
+    finally:
+        stack.model.answer = ANSWER
 
 
 def test_thumbs_down_with_a_comment_reaches_the_owners_feedback_page(new_page, screenshot, stack):

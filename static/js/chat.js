@@ -4,7 +4,7 @@
 // those merely retrieved, the turn's state ("Searching your documents…", then what the search
 // found, "Writing the answer…" until the first token, "Writing…", "Stopped") on the answer and
 // in a live region, a stop button and a clear state for every error.
-// Needs app.js (Groundwork.el), markdown.js and feedback.js loaded first. No build step, no framework.
+// Needs app.js (Groundwork.el), markdown.js, turn_status.js and feedback.js loaded first. No build step, no framework.
 (function () {
   "use strict";
 
@@ -213,37 +213,12 @@
     }, wait);
   }
 
-  // "Found 3 passages in handbook.pdf (p. 7), guide.docx": what the search found, by
-  // document in the order of the sources, with the pages each passage came from.
-  function foundText(list) {
-    var documents = [], byName = {};
-    list.forEach(function (s) {
-      var name = s.document_name || "a document no longer available to you";
-      if (!byName[name]) { byName[name] = { name: name, pages: [] }; documents.push(byName[name]); }
-      if (s.pages && byName[name].pages.indexOf(s.pages[0]) < 0) byName[name].pages.push(s.pages[0]);
-    });
-    var names = documents.map(function (d) {
-      if (!d.pages.length) return d.name;
-      d.pages.sort(function (a, b) { return a - b; });
-      return d.name + " (p" + (d.pages.length > 1 ? "p. " : ". ") + d.pages.join(", ") + ")";
-    });
-    return "Found " + list.length + " passage" + (list.length === 1 ? "" : "s") + " in " + names.join(", ");
-  }
-
-  // What the turn is doing, said once the search is done: found passages, small talk, or
-  // nothing found. Kept on the message (the answer says what it was built from).
+  // What the search found, said on the answer before its first token (turn_status.js).
   function showFound(answer, frame) {
-    var list = frame.sources || [];
-    var searched = typeof frame.query === "string" && frame.query.trim() !== "";
-    var text;
-    if (list.length) text = foundText(list);
-    else if (frame.route === "general" && !searched) text = "Small talk: no need to search your documents.";
-    else text = "Nothing in your documents matches this question.";
+    var text = Groundwork.turnStatus.found(frame);
     answer.found = answer.article.insertBefore(el("p", { class: "found-passages" }, text), answer.state);
     return text;
   }
-
-  var NOT_COVERED = /^\s*your documents don['’]t cover this/i;
 
   function renderSources(list, cited) {
     var citedNumbers = {};
@@ -348,9 +323,9 @@
       if (!current) return;
       var citations = frame.citations || [];
       renderSources(current.sourceList || [], citations);
-      if (current.found && NOT_COVERED.test(current.text)) {
-        current.found.textContent = "Your documents don't cover this" +
-          (current.sourceList.length ? ": the closest passages are listed below." : ".");
+      if (current.found) {
+        current.found.textContent = Groundwork.turnStatus.afterAnswer(current.found.textContent, current.text,
+                                                                      current.sourceList);
       }
       var used = frame.usage && frame.usage.total_tokens;
       var stopped = frame.status === "cancelled";
