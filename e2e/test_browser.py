@@ -398,7 +398,10 @@ def test_answer_states_cited_apart_from_retrieved_and_375px(new_page, screenshot
         expect(answer.locator(".bubble pre")).to_be_visible()
         expect(answer.locator(".turn-state")).to_have_count(0)  # a finished answer needs no state
         states = page.evaluate("window.__states")
-        assert states[:2] == ["Searching your documents…", "Writing…"], states
+        # Searching, then what the search found and "Writing the answer…" until the first token.
+        assert states[0] == "Searching your documents…", states
+        assert re.fullmatch(r"Found \d+ passages? in .+\. Writing the answer…", states[1]), states
+        assert "holiday-handbook-" in states[1] and states[2] == "Writing…", states
         _cited_and_retrieved(answer)
         answer.locator("details.also-retrieved summary").click()
         expect(answer.locator("details.also-retrieved li").first).to_be_visible()
