@@ -18,7 +18,8 @@ BENCHMARKS = ["billing_debits", "ingestion", "chat_ws", "search_scale", "retriev
 def main(names: list[str]) -> int:
     setup_django()
     print(f"# machine: {machine()}")
-    for name in names or BENCHMARKS:
+    # Flags (e.g. `answer_eval --feedback`) are read by the benchmark from sys.argv.
+    for name in [n for n in names if not n.startswith("--")] or BENCHMARKS:
         module = importlib.import_module(f"bench.{name}")
         print(f"## {name}", flush=True)
         print(json.dumps(module.run(), indent=2), flush=True)
