@@ -22,7 +22,8 @@ ANSWER_EVAL_SEED (1; "none" for the product's unseeded sampling); ANSWER_EVAL_PR
 (overrides of the chat profile in use); ANSWER_EVAL_VERBOSE=1 prints every answer. The product's
 own variables choose the models and pass through unchanged (LOCAL_CHAT_MODEL_PATH,
 LOCAL_CHAT_MODEL, CHAT_PROFILE, EMBEDDING_MODEL, LLM_BASE_URL...). Every answer is written to
-.data/bench-results/answer_eval-<time>.json. `--feedback` replays down-voted questions
+.data/bench-results/answer_eval-<time>.json; `--rescore FILE` judges such a file again with
+today's judges and question files (recall@5 kept). `--feedback` replays down-voted questions
 (`feedback_questions`, for chat.MessageFeedback once it exists) through `evaluate_questions`.
 """
 from __future__ import annotations
@@ -158,25 +159,32 @@ def recall_at_5(account, user, query: str, expect: dict) -> bool:
     return any(scoring.passage_holds(h.document_name, h.text, expect) for h in hits)
 
 
-def score(result: dict, item: dict, account, user) -> dict:
+def judge(result: dict, item: dict) -> dict:
+    """Everything scored from the answer and its passages alone (no database: `rescore` reruns it)."""
     answer, expect, passages = result["answer"], item.get("expect"), [t for _, t in result["passages"]]
     cited = [result["passages"][c["n"] - 1] for c in result["citations"] if 0 < c.get("n", 0) <= len(result["passages"])]
     grounding = " ".join(passages) + " " + item["question"] + " " + (item.get("first") or "")
     invented = scoring.invented_facts(answer, grounding, item.get("accept"))
     foreign = scoring.wrong_script(answer, item.get("lang", "en"), grounding)
-    out = {"searched": result["searched"], "degenerate": bool(scoring.degenerate_kind(answer, result["finish_reason"])),
-           "degenerate_kind": scoring.degenerate_kind(answer, result["finish_reason"]),
+    kind = scoring.degenerate_kind(answer, result["finish_reason"])
+    out = {"searched": result["searched"], "degenerate": bool(kind), "degenerate_kind": kind,
            "garbage": bool(invented or foreign), "invented": invented, "wrong_script": foreign,
            "abstained": scoring.abstains(answer), "model_words": result["answered_by"] == "model",
            "completed": result["answered_by"] == "model+passages"}
     if expect:
         out["cited_hit"] = any(scoring.passage_holds(doc, text, expect) for doc, text in cited)
-        out["recall@5"] = recall_at_5(account, user, result["query"] or item["question"], expect)
         out["support"] = round(scoring.support(answer, passages), 3)
     if item["group"] == "unanswerable":
         out["abstained_ok"] = scoring.abstained_correctly(answer, passages) and not out["garbage"]
     if item.get("first") and item["first"].lower().strip("!. ") in {"hi", "thanks", "hello", "ok"}:
         out["glued"] = bool(re.search(rf"\b{re.escape(item['first'].strip('!. '))}\b", result["query"], re.I))
+    return out
+
+
+def score(result: dict, item: dict, account, user) -> dict:
+    out = judge(result, item)
+    if item.get("expect"):
+        out["recall@5"] = recall_at_5(account, user, result["query"] or item["question"], item["expect"])
     return out
 
 
@@ -189,7 +197,7 @@ def evaluate_questions(account, user, questions: list[dict], *, log=print) -> li
         first = _ask(account, user, item["first"]) if item.get("first") else None
         result = _ask(account, user, item["question"], first["conversation_id"] if first else None)
         result["scores"] = score(result, item, account, user)
-        result |= {k: item.get(k) for k in ("id", "group", "lang", "first", "expect")}
+        result |= {k: item.get(k) for k in ("id", "group", "lang", "first", "expect", "accept")}
         result["first_answer"] = first["answer"] if first else None
         results.append(result)
         if os.environ.get("ANSWER_EVAL_VERBOSE"):
@@ -298,11 +306,31 @@ def _run_corpora(corpora: list[str], limit: int | None, log) -> tuple[dict, dict
     return report, corpus_stats, answers
 
 
+def rescore(path: Path, log=print) -> dict:
+    """Re-judge a results file with today's judges and question files (recall@5 is kept: it
+    needs the database). Writes <name>-rescored.json next to it."""
+    data = json.loads(Path(path).read_text())
+    items = {q["id"]: q for corpus in {a["corpus"] for a in data["answers"]} for q in load_questions(corpus)}
+    for answer in data["answers"]:
+        recall = answer["scores"].get("recall@5")
+        answer["scores"] = judge(answer, items[answer["id"]]) | ({"recall@5": recall} if recall is not None else {})
+    corpora = list(dict.fromkeys(a["corpus"] for a in data["answers"]))
+    data["groups"] = {c: {g: summarise([a for a in data["answers"] if a["corpus"] == c and a["group"] == g])
+                          for g in GROUPS if any(a["corpus"] == c and a["group"] == g for a in data["answers"])}
+                      for c in corpora}
+    out = Path(path).with_name(Path(path).stem + "-rescored.json")
+    out.write_text(json.dumps(data, indent=1, ensure_ascii=False))
+    log(table(data["groups"]))
+    return {"groups": data["groups"], "answers_file": str(out)}
+
+
 def run(log=print) -> dict:
     from bench.ingestion import LocalModels
 
     if "--feedback" in sys.argv:
         feedback_questions()
+    if "--rescore" in sys.argv:
+        return rescore(Path(sys.argv[sys.argv.index("--rescore") + 1]), log)
     limit = int(os.environ.get("ANSWER_EVAL_LIMIT") or 0) or None
     corpora = [c.strip() for c in (os.environ.get("ANSWER_EVAL_CORPORA") or ",".join(BUILDERS)).split(",") if c.strip()]
     unknown = [c for c in corpora if c not in BUILDERS]

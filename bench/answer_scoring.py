@@ -108,7 +108,7 @@ def degenerate_kind(answer: str, finish_reason: str = "") -> str:
     """Why the answer is degenerate ("" when it is not)."""
     if finish_reason == "length":
         return "token_cap"
-    for kind, test in (("loop", loops), ("toc", toc_dump), ("pipes", raw_pipes), ("list", list_dump)):
+    for kind, test in (("toc", toc_dump), ("loop", loops), ("pipes", raw_pipes), ("list", list_dump)):
         if test(answer):
             return kind
     return ""
@@ -169,6 +169,11 @@ def invented_facts(answer: str, grounding: str, accepted: list[str] | None = Non
 
 # --- abstention -------------------------------------------------------------------------------
 
+# Words that introduce the closest passages rather than answer ("the closest passages I found:").
+FRAMING = set("closest nearest related passage passages found searched listed below here might help relevant "
+              "team's team".split())
+
+
 def abstains(answer: str) -> bool:
     return bool(ABSTAIN.search(answer))
 
@@ -181,7 +186,7 @@ def abstained_correctly(answer: str, passages: list[str]) -> bool:
     if match is None or match.start() > 300:
         return False
     rest = re.split(r"(?<=[.!?:])\s", answer[match.end():], maxsplit=1)
-    rest_words = content_words(rest[1] if len(rest) > 1 else "")
+    rest_words = [w for w in content_words(rest[1] if len(rest) > 1 else "") if w not in FRAMING]
     if len(rest_words) <= 3:
         return True
     vocabulary = set(content_words(" ".join(passages)))
