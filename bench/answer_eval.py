@@ -287,23 +287,26 @@ def _warm_up(log) -> None:
     log(f"  warm-up turn: {time.perf_counter() - started:.1f}s", flush=True)
 
 
-def _run_corpora(corpora: list[str], limit: int | None, log) -> tuple[dict, dict, list]:
-    report, corpus_stats, answers = {}, {}, []
+def _run_corpora(corpora: list[str], limit: int | None, about: dict, log) -> tuple[dict, Path]:
+    """Each corpus in turn; the results file is rewritten after each, so a run stopped part way
+    keeps what it measured."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"answer_eval-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    report, answers = {}, []
     for corpus in corpora:
         account, user = _account(corpus)
         questions = load_questions(corpus)
-        corpus_stats[corpus] = ingest(account, corpus_files(corpus)) | {"questions": len(questions),
-                                                                         "unjudgeable": unjudgeable(account, questions)}
-        log(f"  {corpus}: {json.dumps(corpus_stats[corpus])}", flush=True)
+        about["corpora"][corpus] = ingest(account, corpus_files(corpus)) | {
+            "questions": len(questions), "unjudgeable": unjudgeable(account, questions)}
+        log(f"  {corpus}: {json.dumps(about['corpora'][corpus])}", flush=True)
         results = evaluate_questions(account, user, _chosen_groups(questions, limit), log=log)
-        for r in results:
-            r["corpus"] = corpus
-        answers += results
+        answers += [r | {"corpus": corpus} for r in results]
         report[corpus] = {g: summarise([r for r in results if r["group"] == g])
                           for g in GROUPS if any(r["group"] == g for r in results)}
         for group, row in report[corpus].items():
             log(f"  {corpus}/{group}: {json.dumps(row)}", flush=True)
-    return report, corpus_stats, answers
+        out.write_text(json.dumps(about | {"groups": report, "answers": answers}, indent=1, ensure_ascii=False))
+    return report, out
 
 
 def rescore(path: Path, log=print) -> dict:
@@ -340,13 +343,8 @@ def run(log=print) -> dict:
     started = time.perf_counter()
     with LocalModels() as local:
         settings.LLM_BASE_URL = os.environ.get("LLM_BASE_URL") or local.base_url
-        chosen = _profile()
+        about = {"settings": _settings(limit) + f"; {_profile()}", "corpora": {}}
         _warm_up(log)
-        report, corpus_stats, answers = _run_corpora(corpora, limit, log)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"answer_eval-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    about = {"settings": _settings(limit) + f"; {chosen}", "corpora": corpus_stats,
-             "seconds": round(time.perf_counter() - started)}
-    out.write_text(json.dumps(about | {"groups": report, "answers": answers}, indent=1, ensure_ascii=False))
+        report, out = _run_corpora(corpora, limit, about, log)
     log(table(report), flush=True)
-    return about | {"groups": report, "answers_file": str(out)}
+    return about | {"seconds": round(time.perf_counter() - started), "groups": report, "answers_file": str(out)}
