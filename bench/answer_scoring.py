@@ -108,7 +108,7 @@ def degenerate_kind(answer: str, finish_reason: str = "") -> str:
     """Why the answer is degenerate ("" when it is not)."""
     if finish_reason == "length":
         return "token_cap"
-    for kind, test in (("toc", toc_dump), ("loop", loops), ("pipes", raw_pipes), ("list", list_dump)):
+    for kind, test in (("toc", toc_dump), ("pipes", raw_pipes), ("loop", loops), ("list", list_dump)):
         if test(answer):
             return kind
     return ""

@@ -37,6 +37,11 @@ def test_raw_pipes_are_degenerate_but_a_markdown_table_is_not():
     raw = "Project | Sponsor | Budget | Atlas data migration | Dr Helen Okafor | 180000"
     table = "| Project | Sponsor |\n|---|---|\n| Atlas data migration | Dr Helen Okafor |"
     assert scoring.degenerate_kind(raw) == "pipes"
+    # A spreadsheet's table flattened onto one line (answer_eval, office corpus): its "| --- |"
+    # cells repeat like a loop, but what a person sees is raw pipes.
+    flattened = ("| Project | Sponsor | Owner | | --- | --- | --- | --- | --- | --- | "
+                 "| Atlas data migration | Dr Helen Okafor | Marek Nowak | [Document 1]")
+    assert scoring.degenerate_kind(flattened) == "pipes"
     assert scoring.degenerate_kind(table) == ""
 
 
