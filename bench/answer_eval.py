@@ -24,7 +24,7 @@ own variables choose the models and pass through unchanged (LOCAL_CHAT_MODEL_PAT
 LOCAL_CHAT_MODEL, CHAT_PROFILE, EMBEDDING_MODEL, LLM_BASE_URL...). Every answer is written to
 .data/bench-results/answer_eval-<time>.json; `--rescore FILE` judges such a file again with
 today's judges and question files (recall@5 kept). `--feedback` replays down-voted questions
-(`feedback_questions`, for chat.MessageFeedback once it exists) through `evaluate_questions`.
+(`replay_feedback`: chat.MessageFeedback's down-voted answers, asked again in their accounts).
 """
 from __future__ import annotations
 
@@ -199,6 +199,7 @@ def evaluate_questions(account, user, questions: list[dict], *, log=print) -> li
         result["scores"] = score(result, item, account, user)
         result |= {k: item.get(k) for k in ("id", "group", "lang", "first", "expect", "accept")}
         result["first_answer"] = first["answer"] if first else None
+        result["first_credits"] = first["credits"] if first else 0
         results.append(result)
         if os.environ.get("ANSWER_EVAL_VERBOSE"):
             log(f"    [{item['group']}] {item['question']!r} ({result['answered_by']}): {result['answer'][:300]!r}",
@@ -260,14 +261,49 @@ def _profile() -> str:
 
 
 def feedback_questions() -> list[dict]:
-    """Down-voted answers as question dicts for `evaluate_questions` (chat.MessageFeedback,
-    another change of issue 23, fills this in: the question, its conversation's previous
-    question as `first`, and the cited passages as `expect` when the voter named the right one)."""
-    try:
-        from chat.models import MessageFeedback  # noqa: F401
-    except ImportError:
-        raise SystemExit("answer_eval --feedback needs chat.MessageFeedback, which does not exist yet") from None
-    raise SystemExit("answer_eval --feedback: MessageFeedback exists; write feedback_questions() for it")
+    """Down-voted answers (chat.selectors.feedback_regression_cases, every account's) as
+    question dicts for `evaluate_questions`: the question, its conversation's previous question
+    as `first`, the answer that was voted down and the voter's comment kept to compare."""
+    from chat.selectors import feedback_regression_cases
+
+    return [{"id": f"feedback-{case['message_id']}", "group": "feedback", "question": case["question"],
+             "first": case["previous_question"] or None, "account_id": case["account_id"],
+             "voted_answer": case["answer"], "comment": case["comment"]}
+            for case in feedback_regression_cases() if case["question"]]
+
+
+def replay_feedback(log=print) -> dict:
+    """`--feedback`: every down-voted question asked again in its own account (as the account's
+    first owner), judged with the judges that need no expectations (degenerate, garbage,
+    abstained), next to the answer that was voted down. Each replay's charge is granted back
+    (reason "answer_eval --feedback replay"), so the account's balance is as it was. Feedback
+    lives in the product's database: point the bench at it with BENCH_DATABASE."""
+    from accounts.models import Account, Membership, Role
+    from billing.services import credits_grant
+    from core.tenancy import account_context
+
+    questions, replayed = feedback_questions(), []
+    log(f"  {len(questions)} down-voted answers to replay", flush=True)
+    for item in questions:
+        account = Account.objects.get(pk=item["account_id"])
+        with account_context(account):
+            owner = Membership.objects.for_account(account).filter(role=Role.OWNER).order_by("pk").first()
+        if owner is None:
+            continue
+        result = evaluate_questions(account, owner.user, [item], log=log)[0]
+        spent = result["credits"] + (result.get("first_credits") or 0)
+        if spent > 0:
+            with account_context(account):
+                credits_grant(account=account, amount=spent, reason="answer_eval --feedback replay",
+                              key=f"bench-feedback-replay:{item['id']}:{time.time_ns()}")
+        replayed.append(result | {"voted_answer": item["voted_answer"], "comment": item["comment"]})
+        log(f"    {item['question']!r}\n      voted down: {item['voted_answer'][:200]!r}\n"
+            f"      now:        {result['answer'][:200]!r}\n      scores: {json.dumps(result['scores'])}", flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"answer_eval-feedback-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    out.write_text(json.dumps({"answers": replayed, "summary": summarise(replayed) if replayed else {}},
+                              indent=1, ensure_ascii=False))
+    return {"replayed": len(replayed), "summary": summarise(replayed) if replayed else {}, "answers_file": str(out)}
 
 
 def _settings(limit) -> str:
@@ -330,8 +366,6 @@ def rescore(path: Path, log=print) -> dict:
 def run(log=print) -> dict:
     from bench.ingestion import LocalModels
 
-    if "--feedback" in sys.argv:
-        feedback_questions()
     if "--rescore" in sys.argv:
         return rescore(Path(sys.argv[sys.argv.index("--rescore") + 1]), log)
     limit = int(os.environ.get("ANSWER_EVAL_LIMIT") or 0) or None
@@ -343,6 +377,8 @@ def run(log=print) -> dict:
     started = time.perf_counter()
     with LocalModels() as local:
         settings.LLM_BASE_URL = os.environ.get("LLM_BASE_URL") or local.base_url
+        if "--feedback" in sys.argv:
+            return replay_feedback(log)
         about = {"settings": _settings(limit) + f"; {_profile()}", "corpora": {}}
         _warm_up(log)
         report, out = _run_corpora(corpora, limit, about, log)
