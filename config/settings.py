@@ -287,7 +287,9 @@ LOCAL_LLM_PORT = env.int("LOCAL_LLM_PORT", default=8001)
 LLM_TIMEOUT_SECONDS = env.float("LLM_TIMEOUT_SECONDS", default=120.0)
 CHAT_MODEL = env("CHAT_MODEL", default="smollm2-135m-instruct")
 CHAT_FALLBACK_MODEL = env("CHAT_FALLBACK_MODEL", default="smollm2-135m-instruct")
-EMBEDDING_MODEL = env("EMBEDDING_MODEL", default="all-minilm-l6-v2")
+# The model a NEW account embeds with (docs/benchmarks.md, "Embedding models"); an existing
+# account keeps its own until an owner starts the migration (README, "Changing the embedding model").
+EMBEDDING_MODEL = env("EMBEDDING_MODEL", default="multilingual-e5-small")
 EMBEDDING_DIMENSIONS = env.int("EMBEDDING_DIMENSIONS", default=384)
 RAG_MATCH_THRESHOLD = env.float("RAG_MATCH_THRESHOLD", default=0.1)
 RAG_TOP_K = env.int("RAG_TOP_K", default=5)

@@ -113,7 +113,7 @@ def test_prints_ready_line(server):
 def test_healthz_and_model_list(server, client):
     assert get_json(server["root"] + "/healthz") == (200, {"status": "ok"})
     models = {m.id: m.owned_by for m in client.models.list()}
-    assert models == {CHAT_MODEL: "local", EMBED_MODEL: "local"}
+    assert models == {CHAT_MODEL: "local", EMBED_MODEL: "local", "multilingual-e5-small": "local"}
 
 
 def test_embeddings_are_unit_vectors_with_meaningful_similarity(client):

@@ -371,7 +371,8 @@ def query_embed(*, account, query: str, key: str, user=None, api_key=None, hold:
     # EMBEDDING_MODEL, which may name the model a migration is building), and compared with
     # vectors of that model only (hybrid_search's `embedding_model`).
     active = active or active_embedding_model(account_id=getattr(account, "pk", account))
-    embedding = llm.with_retries(lambda: llm.embed([query], model=active.model, dimensions=active.dimensions),
+    embedding = llm.with_retries(lambda: llm.embed([query], model=active.model, dimensions=active.dimensions,
+                                                       purpose=llm.Purpose.QUERY),
                                  tries=2, first_delay=0.2)
     embedded = QueryEmbedding(query=query, vector=embedding.vectors[0], model=embedding.model,
                               provider=embedding.provider, tokens=embedding.total_tokens)
