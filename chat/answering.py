@@ -291,6 +291,10 @@ class Guard:
                 return ""
             if len(found) < 3:  # too short to judge: shown with the next sentence, if one comes
                 self._pending.append(piece)
+                if sum(len(p) for p in self._pending) > self.MAX_HELD:
+                    # Short lines and no sentence ("[Document 1]", "1.", …): stopped here, or
+                    # the person would wait for the whole generation to see nothing.
+                    self.stopped = "unsupported"
                 return ""
             pairs = list(zip(found, found[1:]))
             if (sum(1 for t in found if t in self._all_terms) / len(found) < MIN_SUPPORT

@@ -64,6 +64,16 @@ def test_a_sentence_is_not_split_after_an_abbreviation_an_initial_or_inside_a_nu
     assert "Dr [Document" not in quoted and "3 [Document" not in quoted
 
 
+def test_strict_guard_stops_a_run_of_short_pieces_instead_of_holding_them_to_the_end():
+    guard = answering.Guard(PASSAGES, strict=True, question="How long is parental leave?")
+    fed = ""
+    for _ in range(200):
+        fed += guard.feed("[Document 1]\n")
+        if guard.stopped:
+            break
+    assert fed == "" and guard.stopped == "unsupported" and len(guard._pending) < 30
+
+
 # --- the extractive answer --------------------------------------------------------------------
 
 def test_extractive_answer_leaves_out_tables_of_contents_and_index_pages():
