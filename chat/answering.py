@@ -89,9 +89,9 @@ def extractive_sentences(question: str, passages: list, *, max_words: int = 90, 
                          said: str = "", within: int | None = None) -> Iterator[str]:
     """The sentences of the best passages that answer the question, each with its
     [Document N], yielded one at a time as each is chosen: from the best-matching sentence on
-    (after it, when it is a heading or a question) to the end of its section, up to `max_words`. A table answers with
-    its header and the rows that match. Nothing when no sentence matches at least
-    `min_match` of the question's topic words (weighted by rarity). `said`: what the answer
+    (after it, when it is a heading or a question) to the end of its section, up to
+    `max_words`. A table answers with its header and the rows that match. Nothing when no
+    sentence matches at least `min_match` of the question's topic words (weighted by rarity). `said`: what the answer
     already says; a sentence whose content words it mostly holds (MIN_SUPPORT) is left out.
     `within`: only passage number `within` (the one the answer so far cites)."""
     wanted = set(terms(question))
