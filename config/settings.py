@@ -338,6 +338,11 @@ LLM_BUNDLED = env.bool("GROUNDWORK_BUNDLED_MODELS", default=not LLM_BASE_URL)
 # instruct model). Unset: small on the bundled SmolLM2, capable on any other model
 # (LOCAL_CHAT_MODEL_PATH, or a provider at LLM_BASE_URL).
 CHAT_PROFILE = env("CHAT_PROFILE", default="")
+# Whether the chat model may answer from general knowledge when the documents do not cover
+# a question (chat/turn.py general_answers): true, false, or unset: only a provider model
+# (not the bundled models) on the capable profile. Otherwise such a question gets "Your
+# documents don't cover this." with the closest passages, and no model is called.
+CHAT_GENERAL_ANSWERS = env.bool("CHAT_GENERAL_ANSWERS", default=None)
 # Whether retrieved text is near enough to answer from: best cosine similarity + 0.35 x the
 # share of the question's topic words in the best passage. Unset: 0.58, calibrated for the
 # bundled all-MiniLM-L6-v2 in bench/answer_eval.py, when the bundled models serve; off (0:
