@@ -11,7 +11,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from playwright.sync_api import expect
 
 from accounts.models import Role
-from accounts.tests.factories import PASSWORD, add_member, make_account, make_user
+from accounts.tests.factories import add_member, make_account, make_user
+from e2e.pages import log_in
 from billing.services import credits_grant
 from core.tenancy import account_context
 from documents.services import document_upload
@@ -40,21 +41,6 @@ WATCH_ORDER = """() => { window.__order = {sources: null, text: null};
   new MutationObserver(() => { const b = document.querySelector('.message.assistant:last-of-type .bubble');
       if (window.__order.text === null && b && b.textContent.trim()) window.__order.text = performance.now(); })
     .observe(document.getElementById('messages'), {childList: true, subtree: true, characterData: true}); }"""
-
-
-@pytest.fixture(autouse=True)
-def _fresh_attempt_counts():
-    from accounts import ratelimit
-
-    ratelimit.reset_all()
-
-
-def _log_in(page, email: str):
-    page.goto("/login/")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
 
 
 def _team_with_document(name: str, owner_email: str, member_email: str | None = None):
@@ -89,7 +75,7 @@ def test_tables_and_code_render_and_html_from_a_document_never_runs(new_page, sc
     try:
         page = new_page()
         page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
-        _log_in(page, "owner@render.test")
+        log_in(page, "owner@render.test")
         answer = _ask(page, "What does the release checklist say?")
         bubble = answer.locator(".bubble")
 
@@ -129,7 +115,7 @@ def test_tables_and_code_render_and_html_from_a_document_never_runs(new_page, sc
 def test_small_talk_and_questions_nothing_answers_say_so(new_page, stack):
     make_account("Smalltalk Team", owner_email="owner@smalltalk.test")
     page = new_page()
-    _log_in(page, "owner@smalltalk.test")
+    log_in(page, "owner@smalltalk.test")
     page.goto("/chat/")
     expect(page.locator("#connection")).to_have_text("Connected")
     page.get_by_label("Your question").fill("hi")
@@ -152,7 +138,7 @@ def test_small_talk_and_questions_nothing_answers_say_so(new_page, stack):
 def test_thumbs_down_with_a_comment_reaches_the_owners_feedback_page(new_page, screenshot, stack):
     _team_with_document("Feedback Team", "owner@feedback.test", member_email="member@feedback.test")
     member = new_page()
-    _log_in(member, "member@feedback.test")
+    log_in(member, "member@feedback.test")
     expect(member.get_by_role("navigation", name="Main").get_by_role("link", name="Feedback")).to_have_count(0)
     answer = _ask(member, "Who tags the release?")
     answer.get_by_role("button", name="Not helpful").click()
@@ -168,7 +154,7 @@ def test_thumbs_down_with_a_comment_reaches_the_owners_feedback_page(new_page, s
         "It should say <b>Ada</b> tags it.")
 
     owner = new_page()
-    _log_in(owner, "owner@feedback.test")
+    log_in(owner, "owner@feedback.test")
     owner.get_by_role("navigation", name="Main").get_by_role("link", name="Feedback").click()
     expect(owner.get_by_role("heading", name="Feedback on answers", level=1)).to_be_visible()
     item = owner.locator(".feedback-item").first

@@ -22,13 +22,6 @@ document.addEventListener("securitypolicyviolation", function (e) {
 """
 
 
-@pytest.fixture(autouse=True)
-def _fresh_attempt_counts():
-    from accounts import ratelimit
-
-    ratelimit.reset_all()
-
-
 def _watched(page) -> list[str]:
     """Console messages about the CSP on `page`, collected as they happen."""
     seen: list[str] = []

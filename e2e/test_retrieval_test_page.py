@@ -9,7 +9,8 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from playwright.sync_api import expect
 
-from accounts.tests.factories import PASSWORD, make_account
+from accounts.tests.factories import make_account
+from e2e.pages import log_in
 from core.tenancy import account_context
 from documents.services import document_upload
 
@@ -19,21 +20,6 @@ READY_TIMEOUT = 60_000
 HANDBOOK = ("Everyone has twenty-eight days of paid holiday a year. Holiday requests go to the team lead two "
             "weeks ahead. <script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\"> Unused "
             "holiday days carry over until March.")
-
-
-@pytest.fixture(autouse=True)
-def _fresh_attempt_counts():
-    from accounts import ratelimit
-
-    ratelimit.reset_all()
-
-
-def _log_in(page, email: str):
-    page.goto("/login/")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
 
 
 def _upload(account, name: str, text: str):
@@ -50,7 +36,7 @@ def test_a_query_shows_ranks_scores_and_the_text_as_text(new_page, stack, screen
     _upload(account, "kitchen.txt", "The kitchen fridge is emptied every Friday afternoon.")
     _upload(other, "other-secrets.txt", "Other team's holiday plans: paid holiday requests in March.")
     page = new_page()
-    _log_in(page, "owner@retrieval.test")
+    log_in(page, "owner@retrieval.test")
     page.goto("/documents/")
     expect(page.locator('[data-field="status"]')).to_have_text(["Ready", "Ready"], timeout=READY_TIMEOUT)
     page.get_by_role("navigation", name="Knowledge base").get_by_role("link", name="Retrieval test").click()
@@ -78,7 +64,7 @@ def test_a_query_shows_ranks_scores_and_the_text_as_text(new_page, stack, screen
 
     # The other account, asking with this account's words, finds only its own document.
     page = new_page()
-    _log_in(page, "owner@other.test")
+    log_in(page, "owner@other.test")
     page.goto("/documents/retrieval-test/")
     page.get_by_label("Query").fill(HANDBOOK)
     page.get_by_role("button", name="Search").click()
