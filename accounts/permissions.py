@@ -43,6 +43,7 @@ class Action(StrEnum):
     BILLING_MANAGE = "billing.manage"      # the account's billing settings
     ACCOUNT_DELETE = "account.delete"
     DATA_EXPORT = "data.export"            # one's own data export (a person's, across their accounts)
+    FEEDBACK_VIEW = "feedback.view"        # everyone's thumbs up/down on answers, with the answers
 
 
 class Grant(StrEnum):
@@ -76,6 +77,7 @@ _TABLE = {
     Action.BILLING_MANAGE:   (_Y, _N, _N, _N, _N, _N),
     Action.ACCOUNT_DELETE:   (_Y, _N, _N, _N, _N, _N),
     Action.DATA_EXPORT:      (_Y, _Y, _Y, _Y, _N, _N),
+    Action.FEEDBACK_VIEW:    (_Y, _Y, _N, _N, _N, _N),
 }
 RULES: dict[Action, dict[str, Grant]] = {action: dict(zip(GRANTEES, row)) for action, row in _TABLE.items()}
 
@@ -90,6 +92,7 @@ PHRASES = {
     Action.BUDGETS_MANAGE: "set credit budgets", Action.BILLING_MANAGE: "manage billing",
     Action.ACCOUNT_DELETE: "delete the account",
     Action.DATA_EXPORT: "export a person's data",
+    Action.FEEDBACK_VIEW: "read the team's feedback on answers",
 }
 
 

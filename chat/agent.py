@@ -36,8 +36,8 @@ from chat.ratelimit import check_chat_rate
 from chat.retrieve import (MAX_QUESTION_CHARS, REWRITE_MAX_TOKENS, SUMMARY_CHUNKS, Retrieved, numbered_sources,
                            rewrite_messages, search_query, turn_passages)
 from chat.selectors import conversation_access_by_id
-from chat.router import GENERAL, LOOKUP, SUMMARY, Route, is_followup, route, standalone_query
-from chat.turn import ChatTurn, Profile, Spender, TurnOptions, profile
+from chat.router import GENERAL, LOOKUP, SUMMARY, Route, previous_question, route, standalone_query
+from chat.turn import ChatTurn, Profile, Spender, TurnOptions, general_answers, profile
 from documents.chunking import embedding_tokens
 from documents.embedding import active_embedding_model
 from documents.models import ActiveEmbeddingModel
@@ -51,6 +51,7 @@ from core.error_codes import CoreErrorCode
 MIN_ANSWER_TOKENS = 64
 NOT_IN_DOCUMENTS = ("Your team's documents don't cover this, so this is a general answer, "
                     "not from your documents:\n\n")
+NOT_COVERED = "Your documents don't cover this."
 
 
 def _question(text) -> str:
@@ -200,7 +201,7 @@ def _retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: s
         return 0
     searched = standalone_query(question, history)
     query = embedding_tokens(searched) if settings.LLM_BUNDLED else len(searched.encode("utf-8")) + 2
-    if not (history and is_followup(question) and chosen.rewrite):
+    if not (previous_question(question, history) and chosen.rewrite):
         return pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=query)
     # The model's rewrite (at most REWRITE_MAX_TOKENS, with [CLS] and [SEP]) or, when it
     # fails, the deterministic query.
@@ -298,8 +299,20 @@ def turn_retrieve(asked: _Asked, opened: _Opened, query: str, embedded: QueryEmb
 
 def turn_prompt(asked: _Asked, opened: _Opened, query: str, retrieved: Retrieved) -> ChatTurn:
     """The model's messages over what was retrieved, and the question stored with its
-    numbered sources (in the retrieval's transaction): the turn, ready to stream."""
+    numbered sources (in the retrieval's transaction): the turn, ready to stream. What the
+    documents do not cover, on a model not trusted with general knowledge: "Your documents
+    don't cover this." with the closest passages as sources, and no model call (the hold is
+    settled to what retrieval drew from it)."""
     options = asked.options
+    if asked.route.kind != GENERAL and retrieved.route == GENERAL and not general_answers(asked.profile):
+        sources = numbered_sources(retrieved.nearest)
+        reply = NOT_COVERED + (" The closest passages I found are listed below." if sources else "")
+        return ChatTurn(account_id=asked.account.pk, conversation=opened.conversation,
+                        user_message=_question_store(asked, opened.conversation, route=GENERAL, sources=sources,
+                                                     query=query),
+                        request_id=asked.request_id, route=GENERAL, profile=asked.profile, cancelled=asked.cancelled,
+                        spender=asked.spender, sources=sources, hold=opened.hold, query=query, draws=opened.draws,
+                        reply=reply)
     passages, messages, max_tokens = _fitted(asked, opened, retrieved.passages)
     sources = numbered_sources(passages)
     searched = query if asked.route.kind != GENERAL else ""

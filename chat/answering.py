@@ -10,9 +10,12 @@ from __future__ import annotations
 import functools
 import math
 import re
-import textwrap
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+from chat.passage_text import (ends_sentence, is_toc_line, names, plain, scripts, sentences,  # noqa: F401
+                               words_lower)
 
 CITATION = re.compile(r"\s*\[Document\s+(\d+)\]", re.I)
 _WORD = re.compile(r"[a-z0-9][a-z0-9_+#'-]*")
@@ -26,11 +29,10 @@ the their theirs them themselves then there there's these they this those throug
 wasn't we were weren't what what's when where which while who whom why will with won't would wouldn't you your
 yours yourself yourselves tell explain describe know want need please thanks thank way ways get got make made
 something anything thing things kind sort much many does say says said use used using""".split())
-_RST_ROLE = re.compile(r":[a-z:]+:`~?([^`<]+?)(?:\s*<[^>]*>)?`")
-_RST_LITERAL = re.compile(r"``([^`]+)``")
 # A number as written ("45", "12,500", "3.11"); compared without its separators.
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
-_HEADING_RULE = re.compile(r"^\s*([=\-~^\"'`#*+])\1{2,}\s*$")
+_SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n")
+MAX_TABLE_ROWS = 8  # an extractive answer from a table: its header and at most this many rows
 
 # A strict guard's sentence must take most of its content words, and half of its pairs of
 # consecutive content words, from the passages: a small model that recombines the passages'
@@ -56,39 +58,6 @@ def terms(text: str) -> list[str]:
     return [stem(w) for w in _WORD.findall(text) if w not in STOPWORDS and len(w) > 1]
 
 
-def plain(text: str) -> str:
-    """Passage text as a reader wants it: reStructuredText roles and literals unwrapped."""
-    text = _RST_ROLE.sub(r"`\1`", text)
-    return _RST_LITERAL.sub(r"`\1`", text)
-
-
-def sentences(text: str) -> list[tuple[str, str]]:
-    """(text, kind) for each sentence of a passage, in order: kind "prose", "heading" (a line
-    underlined with a rule, or a Markdown heading) or "code" (an indented paragraph, whole).
-    Wrapped lines are joined."""
-    out: list[tuple[str, str]] = []
-    for paragraph in re.split(r"\n\s*\n", text):
-        lines = [line for line in paragraph.split("\n") if line.strip()]
-        if not lines:
-            continue
-        if all(line[:1] in (" ", "\t") for line in lines):
-            out.append((textwrap.dedent("\n".join(lines)), "code"))
-            continue
-        if len(lines) >= 2 and _HEADING_RULE.match(lines[-1]):
-            heading = " ".join(line.strip() for line in lines[:-1] if not _HEADING_RULE.match(line))
-            if heading:
-                out.append((heading, "heading"))
-            continue
-        if lines[0].lstrip().startswith("#"):
-            out.append((lines[0].lstrip("# ").strip(), "heading"))
-            lines = lines[1:]
-        prose = " ".join(line.strip() for line in lines if not _HEADING_RULE.match(line))
-        for piece in re.split(r"(?<=[.!?])\s+", prose):
-            if len(_WORD.findall(piece.lower())) >= 2:
-                out.append((piece.strip(), "prose"))
-    return out
-
-
 # --- does the retrieved text answer the question? --------------------------------------------
 
 def coverage(question: str, passage_text: str) -> float:
@@ -111,19 +80,25 @@ def relevance(question: str, hits: list, passages: list) -> float:
 
 # --- the passages' own sentences -------------------------------------------------------------
 
-def extractive_answer(question: str, passages: list, *, max_words: int = 90, min_match: float = 0.0,
-                      said: str = "", within: int | None = None) -> str:
+def extractive_answer(question: str, passages: list, **choice) -> str:
+    """The whole extractive answer at once (`extractive_sentences`, joined)."""
+    return "".join(extractive_sentences(question, passages, **choice)).strip()
+
+
+def extractive_sentences(question: str, passages: list, *, max_words: int = 90, min_match: float = 0.0,
+                         said: str = "", within: int | None = None) -> Iterator[str]:
     """The sentences of the best passages that answer the question, each with its
-    [Document N]: from the best-matching sentence on (after it, when it is a heading or a
-    question), up to `max_words`. "" when no sentence matches at least `min_match` of the
-    question's topic words (weighted by rarity). `said`: what the answer already says; a
-    sentence whose content words it mostly holds (MIN_SUPPORT) is left out. `within`: only
-    passage number `within` (the one the answer so far cites)."""
+    [Document N], yielded one at a time as each is chosen: from the best-matching sentence on
+    (after it, when it is a heading or a question) to the end of its section, up to
+    `max_words`. A table answers with its header and the rows that match. Nothing when no
+    sentence matches at least `min_match` of the question's topic words (weighted by rarity). `said`: what the answer
+    already says; a sentence whose content words it mostly holds (MIN_SUPPORT) is left out.
+    `within`: only passage number `within` (the one the answer so far cites)."""
     wanted = set(terms(question))
     candidates = [(n, i, s, kind) for n, p in enumerate(passages, start=1) if within in (None, n)
                   for i, (s, kind) in enumerate(sentences(plain(p.text)))]
     if not wanted or not candidates:
-        return ""
+        return
     df = Counter(t for c in candidates for t in set(terms(c[2])))
     weight = {t: math.log(1 + len(candidates) / (1 + df[t])) for t in wanted}
     total = sum(weight.values()) or 1.0
@@ -134,26 +109,54 @@ def extractive_answer(question: str, passages: list, *, max_words: int = 90, min
 
     best = max(candidates, key=score)
     if score(best) + 0.01 * best[0] < min_match:
-        return ""
-    best_n, best_i = best[0], best[1]
-    following = [(n, s, kind) for n, i, s, kind in candidates
-                 if n == best_n and i >= best_i and kind != "heading" and not s.endswith("?")]
+        return
+    following = []
+    for n, i, s, kind in candidates:
+        if n != best[0] or i < best[1]:
+            continue
+        if kind == "heading" and i > best[1]:
+            break  # the next section is about something else
+        if kind != "heading" and not s.endswith("?"):
+            following.append((n, s, kind))
     while following and following[0][2] == "code":
         following.pop(0)
     if said:
         known = set(terms(said))
         following = [(n, s, kind) for n, s, kind in following
-                     if kind == "code" or not _mostly_in(terms(s), known)]
-    words, answer = 0, ""
+                     if kind in ("code", "table") or not _mostly_in(terms(s), known)]
+    yield from _quoted(following, wanted, max_words)
+
+
+def _quoted(following: list[tuple[int, str, str]], wanted: set[str], max_words: int) -> Iterator[str]:
+    """Each chosen sentence as the answer shows it: prose cited, code fenced, a table as its
+    header and matching rows; separated from the one before ("" first, a space after prose,
+    a blank line around blocks)."""
+    words, block = 0, None
     for n, s, kind in following:
+        if kind == "table":
+            s = table_rows(s, wanted)
         if words and words + len(s.split()) > max_words:
             break
         if kind == "code":
-            answer = answer.rstrip() + f"\n\n```\n{s.strip()}\n```\n\n"
+            piece = f"```\n{s.strip()}\n```"
+        elif kind == "table":
+            piece = f"{s}\n\n[Document {n}]"
         else:
-            answer += cite(s, n) + " "
-        words += len(s.split())
-    return answer.strip()
+            piece = cite(s, n)
+        yield ("" if block is None else "\n\n" if block or kind != "prose" else " ") + piece
+        words, block = words + len(s.split()), kind != "prose"
+
+
+def table_rows(table: str, wanted: set[str]) -> str:
+    """A Markdown table cut to its header and the rows that hold a topic word of the question
+    its header does not (all rows when none does), at most MAX_TABLE_ROWS."""
+    lines = table.split("\n")
+    has_rule = len(lines) > 1 and re.fullmatch(r"\|(?:\s*:?-+:?\s*\|)+", lines[1].replace(" ", "")) is not None
+    header, rows = (lines[:2], lines[2:]) if has_rule else ([lines[0], "|" + " --- |" * (lines[0].count("|") - 1)],
+                                                             lines[1:])
+    asked = wanted - set(terms(header[0]))
+    matching = [row for row in rows if asked & set(terms(row))] or rows
+    return "\n".join(header + matching[:MAX_TABLE_ROWS])
 
 
 def numbers(text: str) -> set[str]:
@@ -180,8 +183,9 @@ class Guard:
     characters; `by_sentence` does that without the support check, and `max_sentences` ends
     a small model's answer before it rambles to its token cap). A strict guard stops the
     answer at a sentence that repeats an earlier one, whose content words are mostly not in
-    the passages, that has a number of two or more digits neither the passages nor the
-    question have, or that is a question; each released sentence is cited with the passage
+    the passages, that has a number of two or more digits or a capitalised name neither the
+    passages nor the question have, that is in a script neither uses, that is a table-of-
+    contents, index or table line, or that is a question; each released sentence is cited with the passage
     it overlaps most (a small model's own [Document N] markers are unreliable)."""
 
     passages: list
@@ -190,7 +194,7 @@ class Guard:
     by_sentence: bool | None = None  # release a sentence at a time (None: when strict)
     max_sentences: int = 0  # stop after this many sentences (0: no limit)
     question: str = ""  # strict: the first sentence must share a topic word with it
-    stopped: str = ""  # "", "repeat", "unsupported", "off_topic" or "enough"
+    stopped: str = ""  # "", "repeat", "unsupported", "wrong_script", "off_topic" or "enough"
     released: list[str] = field(default_factory=list)
     _buffer: str = ""
     _words: list = field(default_factory=list)
@@ -212,6 +216,9 @@ class Guard:
         self._question_terms = set(terms(self.question))
         self._numbers = set().union(numbers(self.question), *(numbers(p.text) for p in self.passages)) \
             if self.strict else set()
+        known = [self.question] + [p.text for p in self.passages] if self.strict else []
+        self._known_words = set().union(*(words_lower(text) for text in known)) if known else set()
+        self._scripts = set().union(*(scripts(text) for text in known)) if known else set()
 
     def feed(self, text: str) -> str:
         """Text that may be shown now ("" while a sentence or word is still being written)."""
@@ -219,10 +226,8 @@ class Guard:
             return ""
         self._buffer += text
         out = []
-        pattern = r"(?<=[.!?])\s+|\n" if self.by_sentence else r"\s+"
         while not self.stopped:
-            match = re.search(pattern, self._buffer)
-            end = match.end() if match else (len(self._buffer) if len(self._buffer) > self.MAX_HELD else 0)
+            end = self._boundary() or (len(self._buffer) if len(self._buffer) > self.MAX_HELD else 0)
             if not end:
                 break
             piece, self._buffer = self._buffer[:end], self._buffer[end:]
@@ -236,6 +241,17 @@ class Guard:
             return ""
         piece, self._buffer = self._buffer, ""
         return self._check(piece)
+
+    def _boundary(self) -> int:
+        """Where the first piece to judge ends in the buffer (0: not written yet): a word, or
+        a sentence, which does not end after "Dr." or "e.g." or an initial."""
+        if not self.by_sentence:
+            match = re.search(r"\s+", self._buffer)
+            return match.end() if match else 0
+        for match in _SENTENCE_BREAK.finditer(self._buffer):
+            if "\n" in match.group() or ends_sentence(self._buffer[:match.start()]):
+                return match.end()
+        return 0
 
     @property
     def answered(self) -> bool:
@@ -268,17 +284,26 @@ class Guard:
             if len(words) >= 3 and key in self._sentences:
                 self.stopped = "repeat"
                 return ""
+            # Checked before "too short to judge": a held piece is shown unjudged later.
+            made_up = self._made_up(claim)
+            if made_up:
+                self.stopped = made_up
+                return ""
             if len(found) < 3:  # too short to judge: shown with the next sentence, if one comes
                 self._pending.append(piece)
+                if sum(len(p) for p in self._pending) > self.MAX_HELD:
+                    # Short lines and no sentence ("[Document 1]", "1.", …): stopped here, or
+                    # the person would wait for the whole generation to see nothing.
+                    self.stopped = "unsupported"
                 return ""
             pairs = list(zip(found, found[1:]))
             if (sum(1 for t in found if t in self._all_terms) / len(found) < MIN_SUPPORT
                     or sum(1 for p in pairs if p in self._all_pairs) / len(pairs) < MIN_PAIR_SUPPORT):
                 self.stopped = "unsupported"
                 return ""
-            # A figure the passages do not have, or a question instead of an answer (a small
-            # model echoing a heading or asking back): the passages answer instead.
-            if numbers(claim) - self._numbers or claim.rstrip().endswith("?"):
+            # A question instead of an answer (a small model echoing a heading or asking
+            # back): the passages answer instead.
+            if claim.rstrip().endswith("?"):
                 self.stopped = "unsupported"
                 return ""
             if not self._sentences and self._question_terms and not self._question_terms & set(found):
@@ -293,6 +318,19 @@ class Guard:
         if self.by_sentence and self.max_sentences and len(self.released) >= self.max_sentences:
             self.stopped = "enough"
         return piece
+
+    def _made_up(self, claim: str) -> str:
+        """Why a strict guard stops at this piece before judging its words ("" when it does
+        not): text in a script neither the question nor the passages use ("wrong_script"); a
+        figure (two digits or more) or a capitalised name that neither has; a table-of-
+        contents, index or table line ("unsupported": the passages answer instead)."""
+        if scripts(claim) - self._scripts:
+            return "wrong_script"
+        if numbers(claim) - self._numbers or names(claim) - self._known_words:
+            return "unsupported"
+        if is_toc_line(claim) or claim.lstrip().startswith("|"):
+            return "unsupported"
+        return ""
 
     def _cite(self, sentence: str, found: set) -> str:
         best = max(range(len(self.passages)), key=lambda i: (len(found & self._passage_terms[i]), -i))

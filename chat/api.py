@@ -1,19 +1,24 @@
-"""REST chat: `POST /api/v1/chat/` (JSON, or server-sent events with ?stream=1) and the
-conversation history."""
+"""REST chat: `POST /api/v1/chat/` (JSON, or server-sent events with ?stream=1), the
+conversation history, and feedback on answers."""
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
 from accounts.permissions import Action, allows
-from chat import selectors
+from chat import selectors, services
 from chat.agent import TurnOptions
 from chat.driver import TurnRun, sse
+from chat.error_codes import ChatErrorCode
+from chat.errors import FeedbackError
+from chat.models import Rating
 from chat.serializers import (
     ChatRequestSerializer,
     ChatResponseSerializer,
     ConversationDetailSerializer,
     ConversationSerializer,
+    FeedbackRequestSerializer,
+    FeedbackSerializer,
 )
 from core.api import CursorPagination, EventStreamRenderer, streaming_response, wants_event_stream
 from core.views import AccountAPIView
@@ -82,3 +87,41 @@ class ConversationDetailView(ChatAPIView):
         messages = selectors.messages_sources_readable(
             account=account, messages=selectors.message_list(account=account, conversation=conversation))
         return Response(ConversationDetailSerializer(conversation, context={"messages": messages}).data)
+
+
+class FeedbackView(ChatAPIView):
+    """`POST messages/{id}/feedback/`: whoever may chat rates an answer of their own
+    conversations (one per person or key and message; a second replaces the first)."""
+
+    @extend_schema(request=FeedbackRequestSerializer, responses={201: FeedbackSerializer})
+    def post(self, request, message_id: int):
+        body = request.data if isinstance(request.data, dict) else {}
+        feedback = services.feedback_give(account=self.account, message_id=message_id, user=self.user,
+                                          api_key=self.api_key, rating=body.get("rating"),
+                                          comment=body.get("comment"))
+        feedback = selectors.feedback_list(account=self.account).get(pk=feedback.pk)
+        return Response(FeedbackSerializer(feedback).data, status=201)
+
+
+class FeedbackPagination(CursorPagination):
+    ordering = ("-created_at", "-pk")
+
+
+class FeedbackListView(AccountAPIView):
+    """`GET feedback/`: every feedback of the account, for owners and admins."""
+
+    permission_classes = [allows(Action.FEEDBACK_VIEW)]
+
+    @extend_schema(responses=FeedbackSerializer(many=True),
+                   parameters=[OpenApiParameter("cursor", str, required=False),
+                               OpenApiParameter("page_size", int, required=False),
+                               OpenApiParameter("rating", str, enum=["up", "down"], required=False)])
+    def get(self, request):
+        rating = request.query_params.get("rating") or None
+        if rating is not None and rating not in Rating.values:
+            raise FeedbackError(ChatErrorCode.INVALID_RATING, 'rating must be "up" or "down".', field="rating")
+        paginator = FeedbackPagination()
+        page = paginator.paginate_queryset(selectors.feedback_list(account=self.account, rating=rating), request,
+                                           view=self)
+        selectors.messages_sources_readable(account=self.account, messages=[f.message for f in page])
+        return paginator.get_paginated_response(FeedbackSerializer(page, many=True).data)

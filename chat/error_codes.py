@@ -5,3 +5,5 @@ from enum import StrEnum
 class ChatErrorCode(StrEnum):
     MODEL_NOT_FOUND = "model_not_found"
     UNAUTHENTICATED = "unauthenticated"
+    INVALID_RATING = "invalid_rating"
+    INVALID_COMMENT = "invalid_comment"

@@ -11,3 +11,15 @@ class ConversationNotFound(NotFound, ChatError):
     id: one answer for all (core.errors.NotFound)."""
 
     default_message = "That conversation does not exist. Start a new one."
+
+
+class MessageNotFound(NotFound, ChatError):
+    """An answer that is missing, another account's, in a conversation that is not the
+    principal's, or a question rather than an answer: one answer for all."""
+
+    default_message = "That answer does not exist."
+
+
+class FeedbackError(ChatError):
+    """Feedback that cannot be stored as given (a rating that is not up or down, a comment
+    too long or with control characters): 400 with the field at fault."""

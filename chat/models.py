@@ -61,3 +61,42 @@ class Message(TenantModel):
 
     def __str__(self):
         return f"{self.role}: {self.content[:40]}"
+
+
+class Rating(models.TextChoices):
+    UP = "up", "Helpful"
+    DOWN = "down", "Not helpful"
+
+
+# A comment says what was wrong with an answer: a few sentences, not a document.
+FEEDBACK_COMMENT_MAX_LENGTH = 2000
+
+
+class MessageFeedback(TenantModel):
+    """One person's (or one API key's) thumbs up or down on one answer, with an optional
+    comment; giving it again replaces it (chat.services.feedback_give). A key is not the
+    person who made it: a key's feedback has `api_key` set and no `user`."""
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="feedback")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+")
+    api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.SET_NULL,
+                                related_name="+")
+    rating = models.CharField(max_length=4, choices=Rating.choices)
+    comment = models.TextField(blank=True, max_length=FEEDBACK_COMMENT_MAX_LENGTH)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            # One per person and message, one per key and message: a second replaces the first.
+            models.UniqueConstraint(fields=["message", "user"], condition=models.Q(api_key__isnull=True),
+                                    name="feedback_one_per_person"),
+            models.UniqueConstraint(fields=["message", "api_key"], condition=models.Q(api_key__isnull=False),
+                                    name="feedback_one_per_key"),
+            models.CheckConstraint(condition=models.Q(rating__in=["up", "down"]), name="feedback_rating_valid"),
+        ]
+        indexes = [models.Index(fields=["account", "-created_at"], name="feedback_recent")]
+
+    def __str__(self):
+        return f"{self.rating} on message {self.message_id}"

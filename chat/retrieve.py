@@ -11,14 +11,14 @@ settled.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
 from billing.models import CreditHold, Kind
 from billing.services import HoldDraw
 from chat import answering
-from chat.router import GENERAL, LOOKUP, SUMMARY, Route, is_followup, match_document, standalone_query
+from chat.router import GENERAL, LOOKUP, SUMMARY, Route, match_document, previous_question, standalone_query
 from documents.models import Document, Status
 from llm import client as llm
 from retrieval.search import (Passage, QueryEmbedding, expand_passages, first_chunks, hit_passages, ocr_chunk_ids,
@@ -27,6 +27,7 @@ from retrieval.search import (Passage, QueryEmbedding, expand_passages, first_ch
 MAX_QUESTION_CHARS = 4000
 SUMMARY_CHUNKS = 15  # how much of a document "summarize <document>" reads from its start
 REWRITE_MAX_TOKENS = 64
+NEAREST_SHOWN = 3  # the closest passages listed with "Your documents don't cover this."
 BUNDLED_MIN_RELEVANCE = 0.58  # bench/answer_eval.py: all-MiniLM-L6-v2, FAQ vs unanswerable questions
 
 
@@ -37,6 +38,9 @@ class Retrieved:
 
     route: str
     passages: list[Passage]
+    # GENERAL: the closest passages found, not near enough to answer from (shown as sources
+    # when the model may not answer from general knowledge).
+    nearest: list[Passage] = field(default_factory=list)
 
 
 def min_relevance() -> float:
@@ -50,7 +54,7 @@ def search_query(question: str, history: list[tuple[str, str]], *, rewrite: bool
                  draws: list[HoldDraw]) -> str:
     """What a lookup searches: the question, or for a follow-up a standalone query (the chat
     model's rewrite when `rewrite`, else the question with the one before it)."""
-    if not (history and is_followup(question)):
+    if not previous_question(question, history):
         return question
     return _rewrite_followup(question, history, key=key, draws=draws) if rewrite \
         else standalone_query(question, history)
@@ -97,7 +101,7 @@ def turn_passages(*, account, route: Route, query: str, embedded: QueryEmbedding
                          draws=draws, embedded=embedded)
     passages = expand_passages(account=account, hits=found.hits)
     if not passages or answering.relevance(query, found.hits, passages) < min_relevance():
-        return Retrieved(GENERAL, [])
+        return Retrieved(GENERAL, [], nearest=hit_passages(found.hits[:limit or NEAREST_SHOWN]))
     return Retrieved(LOOKUP, hit_passages(found.hits[:limit]) if limit else passages)
 
 

@@ -38,13 +38,23 @@ SMALL_TALK_REPLIES = {
                     "team's documents, answer from them and cite each passage as [Document N]. "
                     "Say “summarize <document name>” for a summary of one document."),
 }
-# A follow-up leans on the previous question: it opens with a connective, refers back with
-# a pronoun, or is too short to stand alone. Searching a standalone question together with
-# the one before costs little (the fused search still finds its own words).
+# A follow-up leans on the previous question: it opens with a connective ("and for
+# Windows?"), refers back with a pronoun ("what about its price?", "how do I do that?") or
+# is a fragment ("On Windows?"). A full question with its own words is searched alone,
+# even when it says "there" or "one", or "it" as in "is it possible to…".
 _FOLLOWUP_OPENING = re.compile(r"^(?:and|but|also|or|so|then|what about|how about|what if|why not|"
                                r"same (?:for|with|question)|in that case|instead)\b", re.I)
-_BACK_REFERENCE = re.compile(r"\b(?:it|its|it's|that|this|those|these|they|them|their|theirs|one|ones|"
-                             r"the same|there|then|he|she|him|her|the former|the latter)\b", re.I)
+_PREPOSITION = re.compile(r"^(?:for|on|in|with|without|under|from|to|at|by|via|using)\b", re.I)
+_PRONOUN = re.compile(r"\b(?:its|it's|they|them|their|theirs|he|she|him|his|her|hers|the former|the latter|"
+                      r"the same|it(?! (?:possible|true|safe|ok|okay|necessary|"
+                      r"worth|better|important|normal|common|required|recommended|allowed|advisable|hard|easy|"
+                      r"a good idea)\b))\b", re.I)
+# "this"/"that"/"these"/"those" on their own ("do that", "is this right?"), not "that the …".
+_DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\s*(?:[?.!,]|$|(?:one|ones|instead|too|also|again|"
+                            r"work|works|mean|means|apply|applies|cost|costs|take|takes|do|does|is|are|was|"
+                            r"were|happen|happens|on|for|in|with|to)\b)", re.I)
+_OWN_QUESTION = re.compile(r"^(?:what|what's|whats|how|why|when|where|who|whom|which|is|are|can|could|do|does|"
+                           r"did|should|would|will|may|define|explain|describe|list|tell|give|show)\b", re.I)
 @dataclass(frozen=True)
 class Route:
     kind: str
@@ -75,17 +85,30 @@ def route(question: str, *, document_names: list[str] | None = None) -> Route:
 
 
 def is_followup(question: str) -> bool:
+    """Whether the question refers back to the one before it (a connective, a pronoun, a
+    demonstrative on its own, or a fragment of three words or fewer that is not a question
+    of its own, "What is Python?")."""
     text = question.strip()
-    if _FOLLOWUP_OPENING.match(text):
+    if _FOLLOWUP_OPENING.match(text) or _PRONOUN.search(text) or _DEMONSTRATIVE.search(text):
         return True
-    return bool(_BACK_REFERENCE.search(text)) or len(text.split()) <= 3
+    words = len(text.split())
+    return (words <= 3 and not _OWN_QUESTION.match(text)) or (words <= 5 and bool(_PREPOSITION.match(text)))
+
+
+def previous_question(question: str, history: list[tuple[str, str]]) -> str:
+    """The question this one follows up ("" when it stands alone): the last question asked,
+    when this one refers back to it and it was not small talk ("hi" is no topic)."""
+    previous = next((text for role, text in reversed(history) if role == "user"), "")
+    if not previous or small_talk(previous) or not is_followup(question):
+        return ""
+    return previous
 
 
 def standalone_query(question: str, history: list[tuple[str, str]]) -> str:
     """What to search for: the question itself, or, for a follow-up, this question and the
     previous one together (the deterministic rewrite; a capable model rewrites better)."""
-    previous = next((text for role, text in reversed(history) if role == "user"), "")
-    if not previous or not is_followup(question):
+    previous = previous_question(question, history)
+    if not previous:
         return question
     # The follow-up first: it says what is asked now (bench/answer_eval.py's two-turn set:
     # the answer in the top 3 for 0.95 of follow-ups this way, 0.90 the other way round).

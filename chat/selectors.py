@@ -1,11 +1,12 @@
 """Reads of conversations. Every selector takes the account explicitly."""
 from __future__ import annotations
 
-from django.db.models import Count, QuerySet
+from django.db.models import Count, OuterRef, QuerySet, Subquery
 
-from chat.errors import ConversationNotFound
-from chat.models import Conversation, Message
+from chat.errors import ConversationNotFound, MessageNotFound
+from chat.models import Conversation, Message, MessageFeedback, Rating, Role
 from core.errors import object_id
+from core.tenancy import dangerously_bypass_tenancy
 from documents.selectors import document_ids_readable
 
 
@@ -58,3 +59,80 @@ def _redacted(source: dict, readable: set[int]) -> dict:
     if source.get("document_id") in readable:
         return source
     return {**source, "document_name": "", "available": False}
+
+
+def answer_access_by_id(*, account, message_id, user=None, api_key=None) -> Message:
+    """An assistant message of one of the principal's own conversations (conversation_list's
+    rule), or MessageNotFound (404) alike for a missing id, another account's, another
+    person's or key's, a question (a user message) and a malformed id."""
+    message = (Message.objects.for_account(account)
+               .filter(pk=object_id(message_id), role=Role.ASSISTANT,
+                       conversation__in=conversation_list(account=account, user=user, api_key=api_key).values("pk"))
+               .first())
+    if message is None:
+        raise MessageNotFound()
+    return message
+
+
+def _turn_text(messages, *, role: str, conversation: str, created: str):
+    """A subquery: the text of the latest `role` message of the conversation named by the
+    outer reference `conversation`, at or before the time `created`."""
+    return (messages.filter(conversation=OuterRef(conversation), role=role, created_at__lte=OuterRef(created))
+            .order_by("-created_at", "-pk").values("content")[:1])
+
+
+def feedback_list(*, account, rating: str | None = None) -> QuerySet[MessageFeedback]:
+    """Every feedback of the account, newest first, each with its answer (`message`) and the
+    question it answered (`question`, annotated: one query for a page)."""
+    feedback = (MessageFeedback.objects.for_account(account).select_related("message", "user", "api_key")
+                .annotate(question=Subquery(_turn_text(Message.objects.for_account(account), role=Role.USER,
+                                                       conversation="message__conversation",
+                                                       created="message__created_at"))))
+    if rating is not None:
+        feedback = feedback.filter(rating=rating)
+    return feedback.order_by("-created_at", "-pk")
+
+
+def feedback_of_principal(*, account, messages, user=None, api_key=None) -> dict[int, MessageFeedback]:
+    """The principal's own feedback on `messages`, by message id (what the chat page shows as
+    pressed when a conversation is reopened)."""
+    who = {"api_key": api_key} if api_key is not None else {"user": user, "api_key__isnull": True}
+    if api_key is None and not getattr(user, "pk", None):
+        return {}
+    rows = MessageFeedback.objects.for_account(account).filter(message__in=[m.pk for m in messages], **who)
+    return {f.message_id: f for f in rows}
+
+
+def feedback_regression_cases(*, account=None) -> list[dict]:
+    """Down-voted answers as questions to replay (`python -m bench answer_eval --feedback`):
+    each with the question, the conversation's previous turn (`previous_question`,
+    `previous_answer`, "" when it was the first), the answer that was voted down, its
+    citations and the comment, oldest first. `account=None`: every account's, for the bench
+    (it runs as a system job; the read bypasses row-level security, and says why)."""
+    if account is not None:
+        return _regression_cases(MessageFeedback.objects.for_account(account), Message.objects.for_account(account))
+    with dangerously_bypass_tenancy(reason="bench answer_eval --feedback: replaying down-voted answers"):
+        return _regression_cases(MessageFeedback.all_accounts.all(), Message.all_accounts.all())
+
+
+def _regression_cases(feedback, messages) -> list[dict]:
+    question = _turn_text(messages, role=Role.USER, conversation="message__conversation",
+                          created="message__created_at")
+    rows = (feedback.filter(rating=Rating.DOWN).select_related("message")
+            .annotate(question=Subquery(question), question_at=Subquery(
+                messages.filter(conversation=OuterRef("message__conversation"), role=Role.USER,
+                                created_at__lte=OuterRef("message__created_at"))
+                .order_by("-created_at", "-pk").values("created_at")[:1]))
+            .order_by("created_at", "pk"))
+    cases = []
+    for row in rows:
+        earlier = (messages.filter(conversation_id=row.message.conversation_id, created_at__lt=row.question_at)
+                   .order_by("-created_at", "-pk") if row.question_at else messages.none())
+        previous = {m.role: m.content for m in reversed(earlier[:2])}
+        cases.append({"account_id": row.account_id, "conversation_id": row.message.conversation_id,
+                      "message_id": row.message_id, "question": row.question or "",
+                      "previous_question": previous.get(Role.USER, ""),
+                      "previous_answer": previous.get(Role.ASSISTANT, ""),
+                      "answer": row.message.content, "citations": row.message.citations or [],
+                      "comment": row.comment})
+    return cases

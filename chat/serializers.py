@@ -63,3 +63,33 @@ class ConversationDetailSerializer(ConversationSerializer):
 
     def get_messages(self, conversation) -> list[dict]:
         return MessageSerializer(self.context["messages"], many=True).data
+
+
+class FeedbackRequestSerializer(serializers.Serializer):
+    """The schema of `POST messages/{id}/feedback/`; chat.services.feedback_give checks it."""
+
+    rating = serializers.ChoiceField(choices=["up", "down"])
+    comment = serializers.CharField(required=False, allow_blank=True, allow_null=True,
+                                    help_text="Optional: what was wrong or right (at most 2,000 characters)")
+
+
+class FeedbackSerializer(serializers.Serializer):
+    """One feedback as owners and admins read it: with the question, the answer and its
+    citations (read through messages_sources_readable)."""
+
+    message_id = serializers.IntegerField()
+    rating = serializers.CharField()
+    comment = serializers.CharField()
+    question = serializers.SerializerMethodField()
+    answer = serializers.SerializerMethodField()
+    citations = serializers.SerializerMethodField()
+    created_at = serializers.DateTimeField()
+
+    def get_question(self, feedback) -> str:
+        return getattr(feedback, "question", None) or ""
+
+    def get_answer(self, feedback) -> str:
+        return feedback.message.content
+
+    def get_citations(self, feedback) -> list[dict]:
+        return CitationSerializer(feedback.message.citations or [], many=True).data

@@ -61,6 +61,15 @@ def profile() -> Profile:
     return PROFILES.get(name, PROFILES["capable"])
 
 
+def general_answers(chosen: Profile) -> bool:
+    """Whether the chat model may answer what the documents do not cover from its own
+    knowledge: settings.CHAT_GENERAL_ANSWERS, or unset, a provider's model on the capable
+    profile (the bundled small models made up "The capital city of Australia is Sydney")."""
+    if settings.CHAT_GENERAL_ANSWERS is not None:
+        return settings.CHAT_GENERAL_ANSWERS
+    return not settings.LLM_BUNDLED and chosen.name == "capable"
+
+
 @dataclass(frozen=True)
 class TurnOptions:
     """What an API caller may set for one turn, always within the server's bounds."""
@@ -180,14 +189,20 @@ class ChatTurn:
         question = self.user_message.content
         if not guard.answered:
             self.answered_by = "passages"
-            yield self._emit(answering.extractive_answer(question, self.passages) or NOTHING_TO_QUOTE)
-        elif guard.stopped in ("unsupported", "off_topic") and len(guard.released) == 1:
+            quoted = False
+            for piece in answering.extractive_sentences(question, self.passages):
+                quoted = True
+                yield self._emit(piece)  # a sentence at a time, each as it is chosen
+            if not quoted:
+                yield self._emit(NOTHING_TO_QUOTE)
+        elif guard.stopped in ("unsupported", "wrong_script", "off_topic") and len(guard.released) == 1:
             # The model's first sentence held and its second did not: one sentence rarely
             # answers ("You can tell incomplete input from invalid input."), so the sentences of
             # the passage it cites say the rest, without what it already said.
             cited = answering.CITATION.search(self.answer)
-            rest = answering.extractive_answer(question, self.passages, said=self.answer,
-                                               within=int(cited.group(1)) if cited else None)
-            if rest:
+            rest = answering.extractive_sentences(question, self.passages, said=self.answer,
+                                                  within=int(cited.group(1)) if cited else None)
+            for n, piece in enumerate(rest):
                 self.answered_by = "model+passages"
-                yield self._emit(("" if self.answer.endswith((" ", "\n")) else " ") + rest)
+                gap = "" if n or self.answer.endswith((" ", "\n")) else " "
+                yield self._emit(gap + piece)

@@ -4,16 +4,19 @@ the selectors, render."""
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
 from django.http import Http404
 from django.shortcuts import render
 
 from accounts.permissions import Action, page_requires
 from chat import selectors
 from chat.errors import ConversationNotFound
+from chat.models import Rating
 from documents.models import Status
 from documents.selectors import document_list
 
 CONVERSATIONS_SHOWN = 50
+FEEDBACK_PER_PAGE = 25
 
 
 def _account(request):
@@ -50,6 +53,14 @@ def _with_turn_sources(messages: list) -> list:
     return messages
 
 
+def _with_my_feedback(account, messages: list, user) -> None:
+    """Each answer gets `my_feedback`: the person's own thumbs up/down on it, or None."""
+    answers = [m for m in messages if m.role == "assistant"]
+    mine = selectors.feedback_of_principal(account=account, messages=answers, user=user)
+    for message in answers:
+        message.my_feedback = mine.get(message.pk)
+
+
 def _sources_of(messages) -> list[dict]:
     """The sources panel shows what the latest answer was built from."""
     for message in reversed(messages):
@@ -71,6 +82,7 @@ def chat_view(request, conversation_id: int | None = None):
             raise Http404(exc.message) from exc
         messages = _with_turn_sources(selectors.messages_sources_readable(
             account=account, messages=selectors.message_list(account=account, conversation=conversation)))
+        _with_my_feedback(account, messages, request.user)
     return render(request, "chat/chat.html", {
         "conversations": selectors.conversation_list(account=account, user=request.user)[:CONVERSATIONS_SHOWN],
         "conversation": conversation,
@@ -81,4 +93,21 @@ def chat_view(request, conversation_id: int | None = None):
         "citations": {m.pk: [s for s in m.sources or m.citations if s.get("available", True)]
                       for m in messages if m.role == "assistant"},
         "ready_documents": document_list(account=account, status=Status.READY).count(),
+    })
+
+
+@login_required
+@page_requires(Action.FEEDBACK_VIEW)
+def feedback_view(request):
+    """Owners and admins: what people said about answers, newest first, with the question,
+    the answer and the sources it cited (those the reader may no longer open say so)."""
+    account = _account(request)
+    rating = request.GET.get("rating") if request.GET.get("rating") in Rating.values else None
+    page = Paginator(selectors.feedback_list(account=account, rating=rating), FEEDBACK_PER_PAGE).get_page(
+        request.GET.get("page"))
+    answers = selectors.messages_sources_readable(account=account, messages=[f.message for f in page])
+    return render(request, "chat/feedback.html", {
+        "page": page, "rating": rating,
+        # For the Markdown renderer, as on the chat page: which [Document N] opens which chunk.
+        "citations": {m.pk: [s for s in m.sources or m.citations if s.get("available", True)] for m in answers},
     })

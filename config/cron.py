@@ -3,7 +3,7 @@ INFO lines are filtered out (config/logs.py): an idle installation prints nothin
 from rq import cron
 
 from billing.jobs import release_stale_holds
-from documents.jobs import requeue_stale_work
+from documents.jobs import backfill_document_languages, requeue_stale_work
 from exports.jobs import cleanup_exports
 from retrieval.jobs import refresh_search_indexes
 
@@ -13,6 +13,7 @@ PERIODIC_JOBS = [
     (requeue_stale_work, 60, "requeue-stale-documents"),
     (refresh_search_indexes, 600, "refresh-search-indexes"),
     (cleanup_exports, 600, "cleanup-exports"),
+    (backfill_document_languages, 600, "backfill-document-languages"),
 ]
 
 for job, interval, name in PERIODIC_JOBS:

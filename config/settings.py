@@ -297,7 +297,9 @@ except bundled_models.BundledModelError as err:
     raise ImproperlyConfigured(str(err)) from None
 CHAT_MODEL = env("CHAT_MODEL", default=_BUNDLED_CHAT.model_id)
 CHAT_FALLBACK_MODEL = env("CHAT_FALLBACK_MODEL", default=_BUNDLED_CHAT.model_id)
-EMBEDDING_MODEL = env("EMBEDDING_MODEL", default="all-minilm-l6-v2")
+# The model a NEW account embeds with (docs/benchmarks.md, "Embedding models"); an existing
+# account keeps its own until an owner starts the migration (README, "Changing the embedding model").
+EMBEDDING_MODEL = env("EMBEDDING_MODEL", default="multilingual-e5-small")
 EMBEDDING_DIMENSIONS = env.int("EMBEDDING_DIMENSIONS", default=384)
 RAG_MATCH_THRESHOLD = env.float("RAG_MATCH_THRESHOLD", default=0.1)
 RAG_TOP_K = env.int("RAG_TOP_K", default=5)
@@ -346,6 +348,11 @@ LLM_BUNDLED = env.bool("GROUNDWORK_BUNDLED_MODELS", default=not LLM_BASE_URL)
 # instruct model). Unset: small on the bundled SmolLM2, capable on any other model
 # (LOCAL_CHAT_MODEL_PATH, or a provider at LLM_BASE_URL).
 CHAT_PROFILE = env("CHAT_PROFILE", default="")
+# Whether the chat model may answer from general knowledge when the documents do not cover
+# a question (chat/turn.py general_answers): true, false, or unset: only a provider model
+# (not the bundled models) on the capable profile. Otherwise such a question gets "Your
+# documents don't cover this." with the closest passages, and no model is called.
+CHAT_GENERAL_ANSWERS = env.bool("CHAT_GENERAL_ANSWERS", default=None)
 # Whether retrieved text is near enough to answer from: best cosine similarity + 0.35 x the
 # share of the question's topic words in the best passage. Unset: 0.58, calibrated for the
 # bundled all-MiniLM-L6-v2 in bench/answer_eval.py, when the bundled models serve; off (0:

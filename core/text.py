@@ -19,6 +19,17 @@ def has_control_characters(text: str | None) -> bool:
     return bool(text) and _CONTROL.search(text) is not None
 
 
+# Free text a person writes (a comment): line breaks and tabs are its own; the rest are not.
+_CONTROL_IN_PROSE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e"
+                               "\u2066-\u2069\ufeff]")
+
+
+def has_control_characters_in_prose(text: str | None) -> bool:
+    """Like has_control_characters, for text of several lines: line feeds and tabs are allowed
+    (a carriage return is not: normalise "\\r\\n" to "\\n" first)."""
+    return bool(text) and _CONTROL_IN_PROSE.search(text) is not None
+
+
 # Digits a person may group with: "5,000", "5 000", "5_000", "5 000" (narrow no-break space).
 _GROUPING = str.maketrans("", "", ", _\u202f\u00a0")
 # More digits than any amount of credits has: int() of 5,000 digits raises, and slowly.

@@ -26,6 +26,7 @@ from documents.models import Chunk, Document, EmbeddingBatch, ReindexRun, Status
 from documents.parsing import parse_in_sandbox
 from documents.storage import file_delete, local_copy
 from llm import client as llm
+from documents.language import SAMPLE_CHARS, language_detect, search_config_for
 from llm.tokens import count_tokens
 from documents.error_codes import DocumentErrorCode
 
@@ -134,6 +135,7 @@ def _parse_and_chunk(document: Document):
         raise IngestionError(DocumentErrorCode.NO_TEXT, images.MSG_IMAGE_NO_TEXT if images.is_image(document.kind)
                              else "This file contains no text to search.")
     title = parsed.title or document.name
+    document.language = _language(drafts)
     pages = [d.page_end for d in drafts if d.page_end]
     document.title = title[:255]
     texts = _embedding_texts(document, drafts)
@@ -186,7 +188,8 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
 
     def embed_batch(index: int):
         batch = texts[index * BATCH_SIZE:(index + 1) * BATCH_SIZE]
-        return index, llm.with_retries(lambda: llm.embed(batch, model=active.model, dimensions=active.dimensions))
+        return index, llm.with_retries(lambda: llm.embed(batch, model=active.model, dimensions=active.dimensions,
+                                                              purpose=llm.Purpose.PASSAGE))
 
     # At most EMBEDDING_CONCURRENCY batches in flight, each staged (and checked for a cancel)
     # before another starts: a cancel stops the embedding within that many requests.
@@ -228,6 +231,17 @@ def _stage(document: Document, index: int, result) -> None:
             progress_done=done, heartbeat_at=timezone.now())
 
 
+def _language(drafts) -> str:
+    """The document's language from the start of its text (documents/language.py)."""
+    sample, size = [], 0
+    for draft in drafts:
+        if size >= SAMPLE_CHARS:
+            break
+        sample.append(draft.content)
+        size += len(draft.content)
+    return language_detect("\n".join(sample))
+
+
 def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
     """Debit the exact provider tokens and swap in the new chunks, all in one transaction."""
     vectors = np.concatenate([np.frombuffer(bytes(b.vectors), dtype=np.float32)
@@ -253,6 +267,8 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
         chunks = Chunk.objects.for_account(account_id)
         chunks.filter(document=current).delete()
         ids = _reserve_chunk_ids(len(drafts))
+        current.language = getattr(document, "language", "")
+        current.search_config = search_config_for(current.language)
         created = chunks.bulk_create([Chunk(
             # NOTE: the document row is locked (select_for_update), as document_move locks it,
             # so the chunks take the collection the document is in when they are published.
@@ -260,7 +276,7 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
             revision=current.revision, chunk_index=d.index,
             content=d.content, token_count=d.token_count, page_start=d.page_start, page_end=d.page_end,
             heading_path=d.heading_path, text_source=d.text_source,
-            embedding=vectors[i], embedding_model=batches[0].model,
+            embedding=vectors[i], embedding_model=batches[0].model, search_config=current.search_config,
             prev_chunk_id=ids[i - 1] if i > 0 else None, next_chunk_id=ids[i + 1] if i + 1 < len(ids) else None)
             for i, d in enumerate(drafts)], batch_size=500)
         EmbeddingBatch.objects.for_account(account_id).filter(document=current).delete()

@@ -19,6 +19,7 @@ from rq import Retry
 
 from core.tenancy import account_context, dangerously_bypass_tenancy
 from documents import ingestion, ingestion_queue, purge
+from documents.fulltext import document_languages_backfill
 from documents.models import Document, ReindexRun, Status
 
 logger = logging.getLogger("groundwork.documents")
@@ -88,6 +89,11 @@ def purge_account(*, account_id: int) -> None:
 def reindex_account(*, run_id: int, account_id: int) -> None:
     """Re-embed an account's documents one by one; resumable, cancellable."""
     ingestion.reindex_run(account_id=account_id, run_id=run_id)
+
+
+def backfill_document_languages() -> int:
+    """Cron: documents ingested before languages were detected get theirs (documents/fulltext.py)."""
+    return document_languages_backfill()
 
 
 def requeue_stale_work() -> int:

@@ -18,6 +18,24 @@ from core.tenancy import AllAccountsManager, TenantManager, TenantModel, TenantQ
 EMBEDDING_DIMENSIONS = 384
 
 
+class RegConfigField(models.TextField):
+    """A PostgreSQL `regconfig` (a text-search configuration's name, e.g. "german"): the type
+    to_tsvector(regconfig, text) takes, so a generated tsvector can use it and stay IMMUTABLE."""
+
+    def db_type(self, connection):
+        return "regconfig"
+
+
+@RegConfigField.register_lookup
+class RegConfigExact(models.lookups.Exact):
+    """`search_config="english"`: the value cast to regconfig (regconfig has no = of its own;
+    PostgreSQL would compare it as an oid and fail to read "english" as one)."""
+
+    def process_rhs(self, compiler, connection):
+        sql, params = super().process_rhs(compiler, connection)
+        return f"({sql})::regconfig", params
+
+
 class Status(models.TextChoices):
     PENDING = "pending", "Pending"
     PROCESSING = "processing", "Processing"
@@ -120,6 +138,10 @@ class Document(TenantModel):
     credits_charged = models.PositiveIntegerField(default=0)
     embedding_model = models.CharField(max_length=200, blank=True)
     embedding_provider = models.CharField(max_length=200, blank=True)
+    # Detected at ingestion (documents/language.py): ISO 639-1, "" when it could not be told;
+    # its chunks are indexed and searched with `search_config` (migration 0015).
+    language = models.CharField(max_length=8, blank=True, default="")
+    search_config = RegConfigField(db_default="english")
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -178,8 +200,12 @@ class Chunk(TenantModel):
     next_chunk_id = models.BigIntegerField(null=True, blank=True)
     embedding = VectorField()  # any dimension: see EMBEDDING_DIMENSIONS above
     embedding_model = models.CharField(max_length=200)
+    # The document's text-search configuration at publish (documents/language.py); chunks
+    # made before migration 0015 keep "english", which they were indexed with.
+    search_config = RegConfigField(db_default="english")
     search_vector = models.GeneratedField(
-        expression=SearchVector("content", config="english"), output_field=SearchVectorField(), db_persist=True)
+        expression=SearchVector("content", config=models.F("search_config")), output_field=SearchVectorField(),
+        db_persist=True)
 
     class Meta:
         constraints = [

@@ -16,7 +16,8 @@ class DocumentSerializer(serializers.ModelSerializer):
     class Meta:
         model = Document
         fields = ["id", "name", "content_type", "size", "status", "error", "chunk_count", "token_count",
-                  "created_at", "updated_at", "error_code", "page_count", "credits_estimate", "credits_charged", "revision", "progress", "collection"]
+                  "created_at", "updated_at", "error_code", "page_count", "credits_estimate", "credits_charged", "revision", "progress", "collection",
+                  "language"]
 
     def get_progress(self, document) -> dict:
         return {"done": document.progress_done, "total": document.progress_total}

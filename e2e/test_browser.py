@@ -13,7 +13,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from playwright.sync_api import expect
 
 from core.tenancy import account_context
-from accounts.tests.factories import PASSWORD, make_account
+from accounts.tests.factories import make_account
+from e2e.pages import log_in
 from billing.selectors import balance_get
 from billing.services import credits_debit, credits_grant
 from chat.models import Conversation, Message
@@ -24,23 +25,6 @@ from e2e.conftest import ANSWER
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 READY_TIMEOUT = 60_000
-
-
-def _log_in(page, email: str, password: str = PASSWORD):
-    page.goto("/login/")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(password)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
-
-
-@pytest.fixture(autouse=True)
-def _fresh_attempt_counts():
-    """Sign-ups and logins are limited per IP and the browser is always 127.0.0.1: each test
-    starts from zero (accounts.ratelimit; daphne shares this Redis)."""
-    from accounts import ratelimit
-
-    ratelimit.reset_all()
 
 
 def _emailed_link(stack, to: str, path: str) -> str:
@@ -217,7 +201,7 @@ def test_another_accounts_document_is_a_404_page(new_page, stack):
         document, _ = document_upload(account=account_a, actor=None, upload=SimpleUploadedFile(
             "alpha-secrets.txt", b"Alpha's plans for next year.", content_type="text/plain"))
     page = new_page()
-    _log_in(page, "owner@bravo.test")
+    log_in(page, "owner@bravo.test")
     response = page.goto(f"/documents/{document.pk}/")
     assert response.status == 404
     expect(page.get_by_role("heading", level=1)).to_have_text("Not found")
@@ -229,7 +213,7 @@ def test_another_accounts_document_is_a_404_page(new_page, stack):
 def test_model_text_is_escaped_and_errors_are_explained(new_page, stack):
     account = make_account("Gamma", owner_email="owner@gamma.test")
     page = new_page()
-    _log_in(page, "owner@gamma.test")
+    log_in(page, "owner@gamma.test")
     stack.model.answer = ('<img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> '
                           '[click](javascript:alert(1)) [ok](https://example.com/a) [Document 7] '
                           '[refund portal](https://evil.test/refunds?u=1)')
@@ -301,7 +285,7 @@ def test_main_pages_fit_a_375px_screen(new_page, screenshot, stack):
     page = new_page(width=375, height=740)
     page.goto("/login/")
     _no_horizontal_scroll(page)
-    _log_in(page, "owner@delta.test")
+    log_in(page, "owner@delta.test")
     for path in ("/", "/documents/", f"/documents/{document.pk}/", "/chat/", "/credits/", "/team/"):
         page.goto(path)
         expect(page.locator("main h1").first).to_be_visible()
@@ -377,7 +361,7 @@ def test_answer_states_cited_apart_from_retrieved_and_375px(new_page, screenshot
             document_upload(account=account, actor=None, upload=SimpleUploadedFile(
                 name, text.encode(), content_type="text/plain"))
     page = new_page()
-    _log_in(page, "owner@echo.test")
+    log_in(page, "owner@echo.test")
     page.goto("/documents/")
     for status in page.locator('[data-field="status"]').all():
         expect(status).to_have_text("Ready", timeout=READY_TIMEOUT)
@@ -398,7 +382,10 @@ def test_answer_states_cited_apart_from_retrieved_and_375px(new_page, screenshot
         expect(answer.locator(".bubble pre")).to_be_visible()
         expect(answer.locator(".turn-state")).to_have_count(0)  # a finished answer needs no state
         states = page.evaluate("window.__states")
-        assert states[:2] == ["Searching your documents…", "Writing…"], states
+        # Searching, then what the search found and "Writing the answer…" until the first token.
+        assert states[0] == "Searching your documents…", states
+        assert re.fullmatch(r"Found \d+ passages? in .+\. Writing the answer…", states[1]), states
+        assert "holiday-handbook-" in states[1] and states[2] == "Writing…", states
         _cited_and_retrieved(answer)
         answer.locator("details.also-retrieved summary").click()
         expect(answer.locator("details.also-retrieved li").first).to_be_visible()
@@ -418,7 +405,7 @@ def test_answer_states_cited_apart_from_retrieved_and_375px(new_page, screenshot
         expect(page.locator(".message.assistant pre")).to_contain_text("carry-over-carry-over")
         screenshot(page, "chat-cited-sources", full_page=False)  # the one in docs/screenshots
         narrow = new_page(width=375, height=740)
-        _log_in(narrow, "owner@echo.test")
+        log_in(narrow, "owner@echo.test")
         narrow.goto(f"/chat/{conversation.pk}/")
         expect(narrow.locator(".message.assistant pre")).to_be_visible()
         _no_horizontal_scroll(narrow)

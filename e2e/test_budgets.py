@@ -7,24 +7,10 @@ import pytest
 from playwright.sync_api import expect
 
 from accounts.models import Role
-from accounts.tests.factories import PASSWORD, add_member, make_account, make_user
+from accounts.tests.factories import add_member, make_account, make_user
+from e2e.pages import log_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
-
-
-@pytest.fixture(autouse=True)
-def _fresh_attempt_counts():
-    from accounts import ratelimit
-
-    ratelimit.reset_all()
-
-
-def _log_in(page, email):
-    page.goto("/login/")
-    page.get_by_label("Email").fill(email)
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
 
 
 def _fits(page):
@@ -37,7 +23,7 @@ def test_owner_sets_a_budget_and_the_member_sees_what_is_left(new_page, screensh
     add_member(account, make_user("a.member.with.a.rather.long.address@subdomain.budget.test"), role=Role.MEMBER)
 
     owner = new_page()
-    _log_in(owner, "owner@budget.test")
+    log_in(owner, "owner@budget.test")
     owner.goto("/team/")
     form = owner.locator("#budget-form")
     form.get_by_label("Member or key").select_option(label="a.member.with.a.rather.long.address@subdomain.budget.test")
@@ -52,7 +38,7 @@ def test_owner_sets_a_budget_and_the_member_sees_what_is_left(new_page, screensh
     expect(owner.locator("#budgets-table td[data-label='Left']")).to_have_text("5,000")
 
     member = new_page(width=375, height=740)
-    _log_in(member, "a.member.with.a.rather.long.address@subdomain.budget.test")
+    log_in(member, "a.member.with.a.rather.long.address@subdomain.budget.test")
     member.goto("/credits/")
     expect(member.locator("#budget-list")).to_contain_text("5,000 of your daily 5,000 credits left")
     expect(member.locator("#header-budget")).to_contain_text("5,000 left today")
@@ -75,7 +61,7 @@ def test_the_header_budget_refreshes_after_each_chat_answer(new_page, stack):
         budget_set(account=account, actor=account.test_owner, period="day", limit=50_000, user_id=member.pk)
 
     page = new_page()
-    _log_in(page, "member@chatty.test")
+    log_in(page, "member@chatty.test")
     page.goto("/chat/")
     expect(page.locator("#connection")).to_have_text("Connected")
     left = page.locator("#header-budget [data-budget-left]")

@@ -8,7 +8,8 @@ import pytest
 from playwright.sync_api import expect
 
 from accounts.models import Role
-from accounts.tests.factories import PASSWORD, add_member, make_account, make_api_key, make_user
+from accounts.tests.factories import add_member, make_account, make_api_key, make_user
+from e2e.pages import log_in
 from billing.selectors import balance_get
 from billing.services import credits_debit, credits_grant, credits_hold, hold_settle
 from core.tenancy import account_context
@@ -16,13 +17,6 @@ from core.tenancy import account_context
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 WIDTH, HEIGHT = 375, 740
-
-
-@pytest.fixture(autouse=True)
-def _fresh_attempt_counts():
-    from accounts import ratelimit
-
-    ratelimit.reset_all()
 
 
 def _seed():
@@ -39,14 +33,6 @@ def _seed():
         hold_settle(hold=hold, used_tokens=15_000, reference="message:9", model="smollm2-360m-instruct")
         credits_hold(account=account, amount=4_000, key="chat:2", reference="message:10")  # still open
     return account
-
-
-def _log_in(page):
-    page.goto("/login/")
-    page.get_by_label("Email").fill("owner@narrow.test")
-    page.get_by_label("Password").fill(PASSWORD)
-    page.get_by_role("button", name="Log in").click()
-    expect(page.get_by_role("navigation", name="Main")).to_be_visible()
 
 
 def _fits(page):
@@ -76,7 +62,7 @@ def test_credits_and_team_pages_fit_375px(new_page, screenshot, stack):
     with account_context(account):
         balance = balance_get(account=account)
     page = new_page(width=WIDTH, height=HEIGHT)
-    _log_in(page)
+    log_in(page, "owner@narrow.test")
 
     page.goto("/credits/")
     expect(page.locator("#credits-balance")).to_have_text(f"{balance:,}")
@@ -106,7 +92,7 @@ def test_credits_and_team_pages_fit_375px(new_page, screenshot, stack):
 def test_wide_screen_keeps_the_tables(new_page, stack):
     _seed()
     page = new_page()
-    _log_in(page)
+    log_in(page, "owner@narrow.test")
     page.goto("/credits/")
     expect(page.locator("#ledger-table thead")).to_be_visible()
     _fits(page)

@@ -22,13 +22,6 @@ document.addEventListener("securitypolicyviolation", function (e) {
 """
 
 
-@pytest.fixture(autouse=True)
-def _fresh_attempt_counts():
-    from accounts import ratelimit
-
-    ratelimit.reset_all()
-
-
 def _watched(page) -> list[str]:
     """Console messages about the CSP on `page`, collected as they happen."""
     seen: list[str] = []
@@ -75,6 +68,13 @@ def test_dashboard_pages_log_no_csp_violation(new_page, stack, tmp_path):
     for path in ("/", "/credits/", "/team/"):
         page.goto(path)
         expect(page.get_by_role("navigation", name="Main")).to_be_visible()
+    assert _violations(page, console) == []
+
+    # The Knowledge base's retrieval test: a form post, results with their scores.
+    page.goto("/documents/retrieval-test/")
+    page.get_by_label("Query").fill("paid holiday")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#retrieval-results article.hit").first).to_be_visible()
     assert _violations(page, console) == []
 
 

@@ -11,22 +11,16 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from playwright.sync_api import expect
 
 from accounts.tests.factories import make_account
+from e2e.pages import log_in
 from billing.services import credits_grant
 from core.tenancy import account_context
 from documents.services import document_upload
 from documents.views import CHUNKS_PER_PAGE
-from e2e.test_credits_team_pages import HEIGHT, WIDTH, _fits, _inside, _log_in
+from e2e.test_credits_team_pages import HEIGHT, WIDTH, _fits, _inside
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 LONG_NAME = "quarterly-warehouse-inventory-export-for-the-northern-sites-final-v3.txt"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_attempt_counts():
-    from accounts import ratelimit
-
-    ratelimit.reset_all()
 
 
 def _seed():
@@ -47,7 +41,7 @@ def _seed():
 def test_knowledge_base_and_a_long_document_at_375px(new_page, screenshot, stack):
     _, documents = _seed()
     page = new_page(width=WIDTH, height=HEIGHT)
-    _log_in(page)
+    log_in(page, "owner@narrow.test")
     page.goto("/documents/")
     expect(page.locator('[data-field="status"]', has_text="Ready")).to_have_count(3, timeout=60_000)
     page.reload()

@@ -15,6 +15,7 @@ import openai
 from django.conf import settings
 
 from core.errors import GroundworkError
+from llm.embedding_specs import Purpose, embedding_spec
 from llm.error_codes import ProviderErrorCode
 
 logger = logging.getLogger("groundwork.llm")
@@ -82,13 +83,17 @@ def _post(path: str, body: dict):
     return client().post(path, body=body, cast_to=object, options={"headers": {RAW_RESPONSE_HEADER: "stream"}})
 
 
-def embed(texts: list[str], *, model: str | None = None, dimensions: int | None = None) -> Embeddings:
+def embed(texts: list[str], *, model: str | None = None, dimensions: int | None = None,
+          purpose: Purpose = Purpose.PASSAGE) -> Embeddings:
     """Embed up to EMBEDDING_BATCH_LIMIT texts in one request with `model` (EMBEDDING_MODEL
-    by default). Checks count and dimension of what comes back: `dimensions`, by default
-    EMBEDDING_DIMENSIONS (an account searching with an older model passes that model's)."""
+    by default), each text prefixed as the model wants for `purpose` (a search query or a
+    document's text: llm/embedding_specs.py). Checks count and dimension of what comes back:
+    `dimensions`, by default EMBEDDING_DIMENSIONS (an account searching with an older model
+    passes that model's). The tokens are the provider's, prefixes included."""
     if not texts or len(texts) > EMBEDDING_BATCH_LIMIT:
         raise ValueError(f"embed() takes 1-{EMBEDDING_BATCH_LIMIT} texts, got {len(texts)}")
     model = model or settings.EMBEDDING_MODEL
+    texts = embedding_spec(model).prefixed(list(texts), Purpose(purpose))
     try:
         response = _post("/embeddings", {"model": model, "input": texts, "encoding_format": "float"})
         try:

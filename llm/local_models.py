@@ -18,7 +18,6 @@ tokenizer from this repository.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import secrets
 import threading

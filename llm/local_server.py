@@ -2,7 +2,7 @@
 
 Run ``python -m llm.local_server --host 127.0.0.1 --port 8001`` and point the
 official ``openai`` client at ``http://127.0.0.1:8001/v1``. It serves
-``GET /v1/models``, ``POST /v1/embeddings`` (MiniLM, float or base64),
+``GET /v1/models``, ``POST /v1/embeddings`` (MiniLM or multilingual-e5-small, float or base64),
 ``POST /v1/chat/completions`` (the bundled chat model LOCAL_CHAT_MODEL, or the GGUF at
 LOCAL_CHAT_MODEL_PATH; streamed or not) and ``GET /healthz``.
 
@@ -43,6 +43,7 @@ class LocalModelsBackend:
         self._chat_config = dict(threads=gen_threads, batch_threads=threads, ctx_size=ctx_size,
                                  max_tokens=max_tokens)
         self.embedder = None
+        self.e5_embedder = None
         self.chat_engine = None
         self._ready = threading.Event()
 
@@ -58,8 +59,10 @@ class LocalModelsBackend:
         # sees it: BundledModelError otherwise, and nothing is loaded.
         path = self._chat_model_path or local_models.default_gguf_path(self._bundled.name, self._cache_dir)
         self.embedder = local_models.MiniLMEmbedder(threads=self._threads)
+        self.e5_embedder = _load_e5(self._threads)
         self.chat_engine = local_models.SmolChatEngine(model_path=path, **self._chat_config)
         self.embedder.embed(["warm up"])
+        self.e5_embedder.embed(["query: warm up"])
         self.chat_engine.complete({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 1})
         self._ready.set()
 
@@ -72,9 +75,10 @@ class LocalModelsBackend:
         return self._ready.is_set()
 
     def model_ids(self) -> list[str]:
+        from llm.e5 import E5_MODEL_ID
         from llm.local_models import EMBEDDING_MODEL_ID
 
-        return [self.chat_model_id, EMBEDDING_MODEL_ID]
+        return [self.chat_model_id, EMBEDDING_MODEL_ID, E5_MODEL_ID]
 
     def record(self, path: str, body: dict | None) -> None:
         """Nothing is recorded by the real server."""
@@ -82,13 +86,15 @@ class LocalModelsBackend:
     def embeddings(self, body: dict, texts: list[str]):
         from llm.local_models import EMBEDDING_DIM
 
-        if not _is_embedding_model(body["model"]):
+        name = _embedding_model_name(body["model"])
+        if name is None:
             raise ApiError(404, f"The model '{body['model']}' does not exist or is not an "
                                 "embedding model", code="model_not_found", param="model")
         dims = body.get("dimensions")
         if dims is not None and dims != EMBEDDING_DIM:
             raise ApiError(400, f"this model only supports dimensions={EMBEDDING_DIM}", param="dimensions")
-        return self.embedder.embed(texts)
+        # Usage is the tokens each model's own tokenizer fed it (the app charges exactly that).
+        return (self.e5_embedder if name == _E5 else self.embedder).embed(texts)
 
     def chat(self, body: dict) -> dict:
         self._check_chat_model(body["model"])
@@ -115,9 +121,25 @@ class LocalModelsBackend:
             raise ApiError(err.status, err.message, err.error_type) from err
 
 
-def _is_embedding_model(model: str) -> bool:
+_MINILM, _E5 = "all-minilm-l6-v2", "multilingual-e5-small"
+
+
+def _embedding_model_name(model: str) -> str | None:
+    """Which local embedding model a request names ("intfloat/multilingual-e5-small" too),
+    or None for any other name."""
     name = model.lower().rsplit("/", 1)[-1]
-    return name == "all-minilm-l6-v2"
+    return name if name in (_MINILM, _E5) else None
+
+
+def _is_embedding_model(model: str) -> bool:
+    return _embedding_model_name(model) is not None
+
+
+def _load_e5(threads: int):
+    """The e5 engine with the server's --threads (OpenMP threads of its C engine)."""
+    from llm.e5 import E5Embedder
+
+    return E5Embedder(threads=threads)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

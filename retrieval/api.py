@@ -7,14 +7,29 @@ from __future__ import annotations
 
 import uuid
 
+from django.conf import settings
 from drf_spectacular.utils import extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
 
 from accounts.permissions import Action, allows
 from core.views import AccountAPIView
-from retrieval.search.query import search_for_query
+from retrieval.explain import explained_search, search_result
+from retrieval.search.query import query_search
 from documents.selectors import collection_ids_requested
+
+
+class JSONBooleanField(serializers.BooleanField):
+    """true or false as JSON booleans only: DRF's BooleanField also takes "yes", 1 or "false",
+    and a flag that changes the answer's shape should not guess."""
+
+    default_error_messages = {"invalid": "Must be a JSON boolean, true or false.",
+                              "null": "Must be a JSON boolean, true or false, not null."}
+
+    def to_internal_value(self, data):
+        if not isinstance(data, bool):
+            self.fail("invalid")
+        return data
 
 
 class SearchRequestSerializer(serializers.Serializer):
@@ -22,6 +37,9 @@ class SearchRequestSerializer(serializers.Serializer):
     top_k = serializers.IntegerField(min_value=1, max_value=50, required=False)
     collection = serializers.JSONField(required=False, allow_null=True,
                                        help_text="A collection id, or a list of them: search those only")
+    explain = JSONBooleanField(required=False, default=False,
+                               help_text="true: each result also has each path's rank and the vector score, "
+                                         "and the answer the threshold and the candidates that did not pass")
 
 
 class SearchResultSerializer(serializers.Serializer):
@@ -33,14 +51,25 @@ class SearchResultSerializer(serializers.Serializer):
     text = serializers.CharField()
 
 
+class ExplainedResultSerializer(SearchResultSerializer):
+    rank = serializers.IntegerField(allow_null=True, help_text="1-based place in the fused list; null below it")
+    vector_rank = serializers.IntegerField(allow_null=True, help_text="1-based; null: the vector path missed it")
+    fulltext_rank = serializers.IntegerField(allow_null=True, help_text="1-based; null: full text missed it")
+    vector_score = serializers.FloatField(allow_null=True, help_text="cosine similarity; null: vector path missed it")
+    passed_threshold = serializers.BooleanField(help_text="the vector score is at or above the threshold")
+
+
+class SearchChargeSerializer(serializers.Serializer):
+    tokens = serializers.IntegerField()
+    credits = serializers.IntegerField()
+    model = serializers.CharField()
+
+
 class SearchResponseSerializer(serializers.Serializer):
     results = SearchResultSerializer(many=True)
-
-
-def _result(hit) -> dict:
-    pages = [hit.page_start, hit.page_end] if hit.page_start is not None and hit.page_end is not None else None
-    return {"document_id": hit.document_id, "document_name": hit.document_name, "chunk_index": hit.chunk_index,
-            "pages": pages, "score": round(hit.score, 6), "text": hit.text}
+    threshold = serializers.FloatField(required=False, help_text="with explain")
+    below_threshold = ExplainedResultSerializer(many=True, required=False, help_text="with explain")
+    charged = SearchChargeSerializer(required=False, help_text="with explain")
 
 
 class SearchView(AccountAPIView):
@@ -56,8 +85,10 @@ class SearchView(AccountAPIView):
         body.is_valid(raise_exception=True)
         # An id the caller may not see is a 404, before anything is charged.
         collection_ids = collection_ids_requested(account=self.account, requested=body.validated_data.get("collection"))
-        hits = search_for_query(account=self.account, query=body.validated_data["query"],
-                                collection_ids=collection_ids,
-                                top_k=body.validated_data.get("top_k"), key=f"search:{uuid.uuid4()}",
-                                user=request.user, api_key=self.api_key)
-        return Response({"results": [_result(hit) for hit in hits]})
+        found = query_search(account=self.account, query=body.validated_data["query"],
+                             collection_ids=collection_ids, top_k=body.validated_data.get("top_k"),
+                             key=f"search:{uuid.uuid4()}", user=request.user, api_key=self.api_key,
+                             explain=body.validated_data["explain"])
+        if body.validated_data["explain"]:
+            return Response(explained_search(found, threshold=settings.RAG_MATCH_THRESHOLD))
+        return Response({"results": [search_result(hit) for hit in found.hits]})

@@ -109,7 +109,7 @@ def migration_step(*, account_id: int, run_id: int) -> bool:
         result = llm.with_retries(lambda: llm.embed(
             # A chunk has the draft's content and heading_path: the same text as at ingestion.
             [embedding_text(c, document.title or document.name) for c in chunks],
-            model=run.embedding_model, dimensions=run.embedding_dimensions))
+            model=run.embedding_model, dimensions=run.embedding_dimensions, purpose=llm.Purpose.PASSAGE))
         with account_context(account_id=account_id):
             _store_batch(account_id, run_id, document, batch_index, chunks, result)
     except (llm.ProviderError, InsufficientCredits, BudgetExceeded) as exc:

@@ -299,3 +299,37 @@ def test_a_capable_model_rewrites_the_followup_and_the_rewrite_is_paid_for(api, 
     with account_context(account_a):
         rewrite = CreditLedgerEntry.objects.for_account(account_a).filter(idempotency_key__endswith=":rewrite")
         assert rewrite.count() == 1 and rewrite.get().kind == "chat" and rewrite.get().delta < 0
+
+
+# --- never made up: abstention when the model is not marked capable --------------------------
+
+@pytest.mark.django_db(transaction=True)
+def test_a_small_model_abstains_with_the_closest_passages_and_no_model_call(api, account_a, handbook, fake_llm,
+                                                                            settings):
+    """The bundled small models are not trusted with general knowledge: a question the
+    documents do not answer gets "Your documents don't cover this." and the nearest passages
+    as sources, the model is not called, and only the query embedding is charged."""
+    settings.CHAT_PROFILE, settings.RAG_MIN_RELEVANCE = "small", 5.0
+    fake_llm.answer = "The capital city of Australia is Sydney."
+    fake_llm.clear()
+    body = _ask(api, "Which paid holiday does the capital of Australia have?")
+    assert body["answer"].startswith("Your documents don't cover this.") and "Sydney" not in body["answer"]
+    assert body["citations"] == [] and not fake_llm.requests_to("/v1/chat/completions")
+    with account_context(account_a):
+        stored = Message.objects.for_account(account_a).get(pk=body["message_id"])
+        assert [s["n"] for s in stored.sources] and stored.sources[0]["document_name"] == "handbook.md"
+        ledger = CreditLedgerEntry.objects.for_account(account_a)
+        assert not ledger.filter(kind="chat").exists() and stored.credits_charged == 0
+        assert ledger.filter(kind="embedding", idempotency_key__startswith="chat:").exists()
+        assert not CreditHold.objects.for_account(account_a).filter(status=HoldStatus.OPEN).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_general_answers_follow_the_operators_setting(api, account_a, handbook, fake_llm, settings):
+    settings.RAG_MIN_RELEVANCE = 5.0
+    fake_llm.answer = "Canberra is the capital of Australia."
+    settings.CHAT_GENERAL_ANSWERS = False  # a provider model the operator does not trust
+    assert _ask(api, "What is the capital of Australia?")["answer"].startswith("Your documents don't cover this.")
+    settings.CHAT_PROFILE, settings.CHAT_GENERAL_ANSWERS = "small", True  # marked capable: answered, marked
+    body = _ask(api, "What is the capital of Australia?")
+    assert body["answer"].startswith("Your team's documents don't cover this") and "Canberra" in body["answer"]

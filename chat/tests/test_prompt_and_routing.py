@@ -72,6 +72,9 @@ def test_routing(question, kind):
     ("Why can't they contain statements?", "Why can't they contain statements? How do I make a script executable on Unix?"),
     ("And on Windows?", "And on Windows? How do I make a script executable on Unix?"),
     ("What is the refund policy for conference tickets?", "What is the refund policy for conference tickets?"),
+    ("What about its price?", "What about its price? How do I make a script executable on Unix?"),
+    ("How do I make it run at startup?", "How do I make it run at startup? How do I make a script executable on Unix?"),
+    ("Is there a way to list installed packages?", "Is there a way to list installed packages?"),
 ])
 def test_a_followup_is_searched_with_the_question_before_it(question, expected):
     history = [("user", "How do I make a script executable on Unix?"), ("assistant", "Use chmod +x [Document 1].")]

@@ -13,7 +13,7 @@ import re
 
 from documents.errors import IngestionError
 from documents.parsing import ocr
-from documents.parsing.sections import ParsedDocument, Section, squeeze_blank_lines
+from documents.parsing.sections import ParsedDocument, Section, dehyphenate, squeeze_blank_lines
 from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents.parsing")
@@ -156,7 +156,7 @@ def _page_list(numbers: list[int]) -> str:
 def _clean_pdf_text(text: str) -> str:
     text = text.translate(_LIGATURES).replace("\r\n", "\n").replace("\r", "\n")
     text = _TRAILING_SPACE.sub("\n", text)
-    return squeeze_blank_lines(text).strip()
+    return squeeze_blank_lines(dehyphenate(text)).strip()
 
 
 def _pdf_title(reader, damage) -> str:

@@ -11,6 +11,7 @@ No Django here: the sandboxed child imports this module without settings.
 from __future__ import annotations
 
 import logging
+import re
 import zipfile
 import zlib
 
@@ -25,6 +26,7 @@ MSG_PPTX_CORRUPT = ("This PowerPoint presentation is damaged and could not be re
                     "save it again as .pptx (or as PDF), and upload that.")
 # Group shapes nest; a file nesting deeper than this is not a real deck.
 MAX_GROUP_DEPTH = 20
+_NOTES_LABEL = re.compile(r"^(?:speaker\s+)?notes?\s*:\s*", re.I)
 
 
 def parse_pptx(path: str, fallback_title: str) -> ParsedDocument:
@@ -100,4 +102,7 @@ def _notes(slide) -> str:
     if not slide.has_notes_slide:
         return ""
     frame = slide.notes_slide.notes_text_frame
-    return " ".join(frame.text.split()) if frame is not None else ""
+    text = " ".join(frame.text.split()) if frame is not None else ""
+    # Notes that open with their own label ("Speaker note: …") would read "Speaker notes:
+    # Speaker note: …" under ours.
+    return _NOTES_LABEL.sub("", text)

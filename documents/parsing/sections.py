@@ -102,6 +102,35 @@ def squeeze_blank_lines(text: str) -> str:
     return _BLANK_RUN.sub("\n\n", text)
 
 
+# A word broken at a line end with a hyphen ("identi-\ncal"), and the first halves that keep
+# theirs when nothing else in the text says which it is ("well-\nknown", "self-\ncontained").
+_LINE_END_HYPHEN = re.compile(r"\b([A-Za-z]+)-[ \t]*\n[ \t]*([A-Za-z0-9]\w*)")
+_HYPHEN_PREFIXES = frozenset("""well self non ill all half cross long short high low full ever so free first second
+third one two three four five user end built read write run""".split())
+
+
+def dehyphenate(text: str) -> str:
+    """Line-end hyphenation joined: "identi-\ncal" becomes "identical". A hyphen before a
+    capital or a digit stays ("COVID-\n19": "COVID-19"), as does one the text itself writes
+    elsewhere ("well-known") or after a first half that usually keeps it ("self-"); the
+    joined word wins when the text writes it elsewhere."""
+    if "-" not in text:
+        return text
+    lowered = text.lower()
+
+    def join(match: re.Match) -> str:
+        first, second = match.group(1), match.group(2)
+        if not second[0].islower() or not first[-1].islower():
+            return f"{first}-{second}"
+        if f"{first}{second}".lower() in lowered:
+            return first + second
+        if f"{first}-{second}".lower() in lowered or first.lower() in _HYPHEN_PREFIXES:
+            return f"{first}-{second}"
+        return first + second
+
+    return _LINE_END_HYPHEN.sub(join, text)
+
+
 # ---------------------------------------------------------------------------------------
 # Sections and Markdown tables
 

@@ -256,23 +256,42 @@ def test_embedding_text_prepends_title_and_heading_path():
 # --- speed ----------------------------------------------------------------------------
 
 
-def test_a_300_page_megabyte_chunks_well_under_a_second():
+def _fastest(run, tries: int = 3) -> float:
+    """The quickest of a few runs: the least disturbed by whatever else the machine runs."""
+    times = []
+    for _ in range(tries):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+# Speed itself is measured in bench/ (docs/benchmarks.md), never asserted as wall-clock time
+# here; these tests check that chunking grows linearly: twice the text takes about twice the
+# time (a quadratic step would take four times as long), whatever the machine's load.
+
+def test_a_300_page_megabyte_chunks_in_linear_time():
     pages = [prose(1000 + n, paragraphs=4, wrap=90) for n in range(300)]
     scale = max(1, 1_000_000 // sum(len(p) for p in pages) + 1)
     pages = [("\n\n".join([p] * scale)) for p in pages]
-    parsed = ParsedDocument(title="Big", sections=[
-        Section(text=t, heading_path=[], page_start=n + 1, page_end=n + 1) for n, t in enumerate(pages)])
+
+    def parsed(count):
+        return ParsedDocument(title="Big", sections=[
+            Section(text=t, heading_path=[], page_start=n + 1, page_end=n + 1) for n, t in enumerate(pages[:count])])
     assert sum(len(p) for p in pages) >= 1_000_000
-    started = time.perf_counter()
-    chunks = chunk_document(parsed, size=800, overlap=200, count_tokens=words)
-    elapsed = time.perf_counter() - started
-    assert elapsed < 1.0, elapsed
+    half, whole = parsed(150), parsed(300)
+    chunks = chunk_document(whole, size=800, overlap=200, count_tokens=words)
     assert chunks[-1].page_end == 300
+    t_half = _fastest(lambda: chunk_document(half, size=800, overlap=200, count_tokens=words))
+    t_whole = _fastest(lambda: chunk_document(whole, size=800, overlap=200, count_tokens=words))
+    assert t_whole < 3.0 * t_half + 0.05, (t_half, t_whole)
 
 
 def test_one_megabyte_section_without_line_breaks_is_linear():
     text = " ".join(["word"] * 200_000)  # 1 MB, one line, no sentence ends
-    started = time.perf_counter()
+    half = " ".join(["word"] * 100_000)
     chunks = chunk_document(single(text), size=800, overlap=200, count_tokens=words)
-    assert time.perf_counter() - started < 1.0
+    t_half = _fastest(lambda: chunk_document(single(half), size=800, overlap=200, count_tokens=words))
+    t_whole = _fastest(lambda: chunk_document(single(text), size=800, overlap=200, count_tokens=words))
+    assert t_whole < 3.0 * t_half + 0.05, (t_half, t_whole)
     assert all(len(c.content) <= 800 for c in chunks)

@@ -57,6 +57,7 @@ def test_upload_returns_202_pending_then_becomes_ready(api, commit_and_run):
     detail = api.get(f"/api/v1/documents/{body['id']}/").json()
     assert detail["status"] == "ready", detail
     assert detail["chunk_count"] == len(detail["chunks"]) >= 3
+    assert detail["language"] == "en"  # detected at ingestion (documents/language.py)
     assert detail["chunks"][0]["index"] == 0 and detail["chunks"][0]["token_count"] > 0
     assert detail["chunks"][0]["preview"]
     assert detail["token_count"] == sum(c["token_count"] for c in detail["chunks"])

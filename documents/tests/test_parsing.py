@@ -438,12 +438,10 @@ def test_sandbox_refuses_unknown_kinds():
 # --- speed ----------------------------------------------------------------------------
 
 
-def test_hundred_page_pdf_parses_and_chunks_quickly(tmp_path):
+def test_hundred_page_pdf_parses_and_chunks_within_the_sandbox_limits(tmp_path):
+    """Within the sandbox's default time and memory limits (how fast: bench ingestion)."""
     path = write(tmp_path, "long.pdf", make_pdf([prose_page(n, sentences=40) for n in range(1, 101)]))
-    started = time.perf_counter()
     parsed = parse_in_sandbox(path, "pdf")
     chunks = chunk_document(parsed, size=800, overlap=200, count_tokens=words)
-    elapsed = time.perf_counter() - started
     assert len(parsed.sections) == 100
     assert chunks[-1].page_end == 100
-    assert elapsed < 15, elapsed

@@ -126,7 +126,7 @@ def test_prints_ready_line(server):
 def test_healthz_and_model_list(server, client):
     assert get_json(server["root"] + "/healthz") == (200, {"status": "ok"})
     models = {m.id: m.owned_by for m in client.models.list()}
-    assert models == {CHAT_MODEL: "local", EMBED_MODEL: "local"}
+    assert models == {CHAT_MODEL: "local", EMBED_MODEL: "local", "multilingual-e5-small": "local"}
 
 
 def test_embeddings_are_unit_vectors_with_meaningful_similarity(client):
@@ -239,21 +239,25 @@ def test_disconnect_stops_generation_and_server_stays_responsive(server, client)
     stream = client.chat.completions.create(
         model=CHAT_MODEL, messages=[{"role": "user", "content": "Write a very long story about the sea."}],
         max_tokens=1000, temperature=0.8, stream=True)
-    received = 0
+    received, arrived = 0, []
     for _chunk in stream:
         received += 1
+        arrived.append(time.monotonic())
         if received == 5:
             # Health checks are answered while a generation holds the model.
             assert get_json(server["root"] + "/healthz")[0] == 200
             break
     stream.close()
-    # 1000 tokens would take ~10 s; an abandoned stream must free the model
-    # within a token or two, so the next request starts right away.
+    # An abandoned stream must free the model within a token or two, so the next request
+    # starts right away instead of waiting for the ~995 tokens left. Judged against this
+    # machine's own pace (the time a token takes here, under whatever else runs), not a
+    # wall-clock limit: a tenth of the abandoned tokens' time is far above a 2-token answer.
+    per_token = max((arrived[-1] - arrived[1]) / 3, 0.005)
     started = time.monotonic()
     resp = client.chat.completions.create(
         model=CHAT_MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
     assert resp.usage.completion_tokens <= 2
-    assert time.monotonic() - started < 4
+    assert time.monotonic() - started < max(4.0, 100 * per_token)
 
 
 def local_cache_dir():

@@ -92,6 +92,13 @@ class Hit:
     similarity: float | None  # cosine similarity of the vector match; None if only full text matched
     text: str
     ocr: bool = False  # its text was (partly) read by OCR: its citation says so
+    # Where each path put it among its candidates (1-based; None: that path did not find it),
+    # and the raw cosine similarity also when under the threshold (`similarity` is None then):
+    # what the retrieval test page and `"explain": true` show.
+    vector_rank: int | None = None
+    fulltext_rank: int | None = None
+    vector_similarity: float | None = None
+    passed: bool = True  # False: a vector candidate under the threshold that full text did not find
 
 
 # --- guards -------------------------------------------------------------------------------
@@ -237,7 +244,8 @@ def _vector_sql(path: str, account_id: int, dims: int) -> str:
 
 def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None,
                   threshold: float | None = None, mode: str = "hybrid",
-                  collection_ids: list[int] | None = None, embedding_model: str | None = None) -> list[Hit]:
+                  collection_ids: list[int] | None = None, embedding_model: str | None = None,
+                  explain: bool = False) -> list[Hit]:
     """The account's best `top_k` chunks for `query` (text) and `query_vector` (its embedding).
 
     Vector top-N and full-text top-N (N = max(4*top_k, 40)) fused by reciprocal rank
@@ -250,6 +258,10 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
     `query_vector` is compared only with chunk vectors of `embedding_model` (the model that
     made it; by default the account's active model) and of its own dimension: never with
     vectors of another model, also while a migration builds the next model's vectors.
+
+    `explain`: the hits are followed by up to `top_k` candidates that did not pass (vector
+    matches under `threshold` that full text did not find; `passed` False, score 0), most
+    similar first. Every hit carries both paths' ranks either way.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {MODES}")
@@ -280,11 +292,12 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
         fulltext_sql = _FULLTEXT if mode != "vector" and params["query"].strip() else _NONE.format(column="rank")
         cursor.execute(_SEARCH_SQL.format(vector=vector_sql, fulltext=fulltext_sql), params)
         rows = cursor.fetchall()
-    return _fuse(rows, top_k=top_k, threshold=threshold)
+    return _fuse(rows, top_k=top_k, threshold=threshold, explain=explain)
 
 
-def _fuse(rows, *, top_k: int, threshold: float) -> list[Hit]:
-    """Reciprocal rank fusion of the two candidate lists carried by `rows`.
+def _fuse(rows, *, top_k: int, threshold: float, explain: bool = False) -> list[Hit]:
+    """Reciprocal rank fusion of the two candidate lists carried by `rows` (with `explain`,
+    followed by the best `top_k` candidates that scored nothing).
 
     The vector list is re-sorted by distance here: the iterative index scan returns it in
     relaxed order.
@@ -293,22 +306,25 @@ def _fuse(rows, *, top_k: int, threshold: float) -> list[Hit]:
     by_rank = sorted((r for r in rows if r[7] is not None), key=lambda r: (-r[7], r[0]))
     vector_rank = {r[0]: i for i, r in enumerate(by_distance, start=1)}
     text_rank = {r[0]: i for i, r in enumerate(by_rank, start=1)}
-    hits = []
+    hits, missed = [], []
     for chunk_id, document_id, name, index, page_start, page_end, distance, _rank, content, ocr in rows:
-        similarity = None if distance is None else 1.0 - float(distance)
+        raw = None if distance is None else 1.0 - float(distance)
+        similarity = raw if raw is not None and raw >= threshold else None
         score = 0.0
-        if similarity is not None and similarity >= threshold:
+        if similarity is not None:
             score += 1.0 / (RRF_K + vector_rank[chunk_id])
-        else:
-            similarity = None
         if chunk_id in text_rank:
             score += 1.0 / (RRF_K + text_rank[chunk_id])
-        if score > 0:
-            hits.append(Hit(chunk_id=chunk_id, document_id=document_id, document_name=name, chunk_index=index,
-                            page_start=page_start, page_end=page_end, score=score, similarity=similarity,
-                            text=content, ocr=bool(ocr)))
+        hit = Hit(chunk_id=chunk_id, document_id=document_id, document_name=name, chunk_index=index,
+                  page_start=page_start, page_end=page_end, score=score, similarity=similarity,
+                  text=content, ocr=bool(ocr), vector_rank=vector_rank.get(chunk_id),
+                  fulltext_rank=text_rank.get(chunk_id), vector_similarity=raw, passed=score > 0)
+        (hits if hit.passed else missed).append(hit)
     hits.sort(key=lambda h: (-h.score, -(h.similarity or 0.0), h.chunk_id))
-    return hits[:top_k]
+    if not explain:
+        return hits[:top_k]
+    missed.sort(key=lambda h: (-(h.vector_similarity or 0.0), h.chunk_id))
+    return hits[:top_k] + missed[:top_k]
 
 
 # --- the one embed -> charge -> search: the search API, the chat turn and MCP call it --------
@@ -331,6 +347,7 @@ class QuerySearch:
 
     hits: list[Hit]
     embedding: QueryEmbedding
+    below_threshold: list[Hit] = dataclasses.field(default_factory=list)  # with `explain` only
 
 
 def query_embed(*, account, query: str, key: str, user=None, api_key=None, hold: CreditHold | None = None,
@@ -354,7 +371,8 @@ def query_embed(*, account, query: str, key: str, user=None, api_key=None, hold:
     # EMBEDDING_MODEL, which may name the model a migration is building), and compared with
     # vectors of that model only (hybrid_search's `embedding_model`).
     active = active or active_embedding_model(account_id=getattr(account, "pk", account))
-    embedding = llm.with_retries(lambda: llm.embed([query], model=active.model, dimensions=active.dimensions),
+    embedding = llm.with_retries(lambda: llm.embed([query], model=active.model, dimensions=active.dimensions,
+                                                       purpose=llm.Purpose.QUERY),
                                  tries=2, first_delay=0.2)
     embedded = QueryEmbedding(query=query, vector=embedding.vectors[0], model=embedding.model,
                               provider=embedding.provider, tokens=embedding.total_tokens)
@@ -372,7 +390,7 @@ def query_embed(*, account, query: str, key: str, user=None, api_key=None, hold:
 def query_search(*, account, query: str, key: str, top_k: int | None = None, user=None, api_key=None,
                  collection_ids: list[int] | None = None, hold: CreditHold | None = None,
                  draws: list[HoldDraw] | None = None, active: ActiveEmbeddingModel | None = None,
-                 embedded: QueryEmbedding | None = None) -> QuerySearch:
+                 embedded: QueryEmbedding | None = None, explain: bool = False) -> QuerySearch:
     """Embed `query` and charge it (`query_embed`, which the arguments it shares go to),
     then search: the account's best `top_k` chunks in the collections the principal may see
     (narrowed to `collection_ids`), compared only with vectors of the embedding's model.
@@ -380,7 +398,8 @@ def query_search(*, account, query: str, key: str, top_k: int | None = None, use
     The charge happens before retrieval: a refused charge aborts with nothing retrieved.
     `embedded`: this query's `query_embed`, made and charged before the caller's
     transaction (a chat turn keeps the provider call outside any transaction); then only
-    the search runs here.
+    the search runs here. `explain`: `below_threshold` holds the candidates that did not
+    pass (hybrid_search's `explain`); the charge is the same.
     """
     account_id_in_context(account)
     if embedded is not None and embedded.query != query:
@@ -388,8 +407,9 @@ def query_search(*, account, query: str, key: str, top_k: int | None = None, use
     embedded = embedded or query_embed(account=account, query=query, key=key, user=user, api_key=api_key,
                                        hold=hold, draws=draws, active=active)
     hits = hybrid_search(account=account, query=query, query_vector=embedded.vector, top_k=top_k,
-                         collection_ids=collection_ids, embedding_model=embedded.model)
-    return QuerySearch(hits=hits, embedding=embedded)
+                         collection_ids=collection_ids, embedding_model=embedded.model, explain=explain)
+    return QuerySearch(hits=[h for h in hits if h.passed], embedding=embedded,
+                       below_threshold=[h for h in hits if not h.passed])
 
 
 def search_for_query(*, account, query: str, top_k: int | None = None, key: str, user=None,

@@ -1,31 +1,28 @@
-// Answers' Markdown, rendered safely: Groundwork.markdown.render(text, sources) returns a
-// DocumentFragment built from a small subset (paragraphs, bold headings, lists, fenced and
-// inline code, bold, italic, links) in which [Document N] becomes a link to the cited chunk.
+// Answers' Markdown: Groundwork.markdown.render(text, sources) returns a DocumentFragment,
+// rendered by markdown-it and then cleaned by DOMPurify (both vendored: static/vendor/README.md),
+// in which [Document N] becomes a link to the cited chunk.
 //
-// Safety: model and document text never goes through innerHTML. The renderer builds DOM
-// nodes with Groundwork.el (app.js), which puts every piece of text in as a text node, so
-// "<script>" in an answer is shown as text; only the whitelisted formatting below becomes
-// elements, and links are limited to http(s) URLs.
+// Safety, in two layers. markdown-it runs with `html: false`, so "<script>" or
+// "<img onerror=…>" in an answer (or in a document the answer quotes) is escaped text, and
+// links are kept only for http(s) and mailto (citations link to the app's /documents/ paths). DOMPurify then
+// keeps only the tags and attributes listed below (and data-* attributes, which run nothing):
+// whatever a renderer bug let through, no script, no on* handler, no style attribute (the CSP
+// forbids them too) reaches the page.
 //
 // Links: an answer's text can carry a link a document planted ("[refund portal](https://…)"),
 // so a labelled link also shows the host it leads to, its title is the whole address, and it
 // opens in a new tab with rel="noopener noreferrer nofollow" (README, "Chat": links in answers).
+// Images are not rendered: an image in an answer would fetch a URL a document chose.
 (function () {
   "use strict";
-  var el = Groundwork.el;
 
-  var SAFE_URL = /^https?:\/\/[^\s<>"']+$/i;
-  var EXTERNAL = { rel: "noopener noreferrer nofollow", target: "_blank" };
-  // Inline tokens, in priority order: code, citation, link, bold, italic, bare URL.
-  var INLINE = new RegExp([
-    "(`[^`\\n]+`)",
-    "(\\[Documents?\\s+\\d+(?:\\s*(?:,|and|&)\\s*(?:Document\\s+)?\\d+)*\\])",
-    "(\\[[^\\]\\n]+\\]\\([^)\\s]+\\))",
-    // Only the asterisk forms: underscores are common in file and code names.
-    "(\\*\\*[^\\n]+?\\*\\*)",
-    "(\\*[^*\\s][^*\\n]*?\\*)",
-    "(https?:\\/\\/[^\\s<>()\"']+[^\\s<>()\"'.,;:!?])"
-  ].join("|"), "g");
+  var SAFE_LINK = /^(?:https?:\/\/|mailto:)[^\s<>"']+$/i;
+  var CITATION = /^\[Documents?\s+\d+(?:\s*(?:,|and|&)\s*(?:Document\s+)?\d+)*\]/;
+  var TAGS = ["a", "p", "br", "strong", "em", "s", "del", "code", "pre", "ul", "ol", "li", "blockquote", "hr",
+              "table", "thead", "tbody", "tr", "th", "td", "div", "span"];
+  var ATTRS = ["href", "title", "class", "rel", "target", "start", "data-n", "aria-label"];
+  var PURIFY = { ALLOWED_TAGS: TAGS, ALLOWED_ATTR: ATTRS, ALLOW_DATA_ATTR: true, RETURN_DOM_FRAGMENT: true,
+                 ALLOWED_URI_REGEXP: /^(?:https?:|mailto:|\/documents\/)/i };
 
   // Where a source (a retrieved chunk) is read; the chat's sources panel links there too.
   function chunkUrl(source) {
@@ -41,124 +38,85 @@
     return pages[0] + (pages[1] !== pages[0] ? "–" + pages[1] : "");
   }
 
-  function citationNode(n, sources) {
+  var md = window.markdownit({ html: false, linkify: true, typographer: false, breaks: true });
+  md.disable("image");
+  md.linkify.set({ fuzzyLink: false, fuzzyEmail: false, fuzzyIP: false });
+  md.validateLink = function (url) { return SAFE_LINK.test(url); };
+  var escape = md.utils.escapeHtml;
+
+  // [Document 3] and [Documents 1, 2 and 4]: read before markdown-it's own links, so a
+  // reference definition an answer carries ("[Document 1]: https://…") cannot turn one into
+  // a link elsewhere.
+  md.inline.ruler.before("link", "citation", function (state, silent) {
+    if (state.src.charCodeAt(state.pos) !== 0x5B /* [ */) return false;
+    var match = CITATION.exec(state.src.slice(state.pos));
+    if (!match) return false;
+    if (!silent) state.push("citation", "", 0).meta = { numbers: match[0].match(/\d+/g).map(Number) };
+    state.pos += match[0].length;
+    return true;
+  });
+
+  function citationHtml(n, sources) {
     var source = sources && sources[n];
-    if (!source) return document.createTextNode("[Document " + n + "]");
+    if (!source) return escape("[Document " + n + "]");
     var where = source.pages ? ", page " + pageRange(source.pages) : "";
-    return el("a", {
-      class: "citation", href: chunkUrl(source), title: source.document_name + where, "data-n": n,
-      "aria-label": "Source " + n + ": " + source.document_name + where + ", chunk " + source.chunk_index
-    }, "Document " + n);
+    return '<a class="citation" href="' + escape(chunkUrl(source)) + '" title="' + escape(source.document_name + where) +
+      '" data-n="' + n + '" aria-label="' + escape("Source " + n + ": " + source.document_name + where + ", chunk " +
+      source.chunk_index) + '">Document ' + n + "</a>";
   }
 
-  // An element whose content is more inline Markdown (bold, italic and link labels).
-  function inlineEl(tag, attrs, text, sources) {
-    var node = el(tag, attrs);
-    inline(node, text, sources);
-    return node;
+  var rules = md.renderer.rules;
+  rules.citation = function (tokens, idx, options, env) {
+    return '<span class="citations">' + tokens[idx].meta.numbers.map(function (n) {
+      return citationHtml(n, env.sources);
+    }).join(" ") + "</span>";
+  };
+  rules.link_open = function (tokens, idx, options, env, self) {
+    var token = tokens[idx], href = token.attrGet("href");
+    token.attrSet("title", href);
+    token.attrSet("rel", "noopener noreferrer nofollow");
+    token.attrSet("target", "_blank");
+    // A labelled link shows where it leads (its close tag adds the host); a bare URL says it.
+    var labelled = token.markup !== "linkify" && token.markup !== "autolink";
+    if (labelled) token.attrSet("class", "external");
+    env.hosts.push(labelled ? hostOf(href) : null);
+    return self.renderToken(tokens, idx, options);
+  };
+  rules.link_close = function (tokens, idx, options, env) {
+    var host = env.hosts.pop();
+    return (host ? '<span class="link-host"> (' + escape(host) + ")</span>" : "") + "</a>";
+  };
+  // Headings are bold paragraphs: an answer has no page outline.
+  rules.heading_open = function () { return '<p class="md-heading"><strong>'; };
+  rules.heading_close = function () { return "</strong></p>\n"; };
+  // Wide tables scroll inside their box, not the page; alignment is a class (no style attribute).
+  rules.table_open = function () { return '<div class="table-wrap"><table>\n'; };
+  rules.table_close = function () { return "</table></div>\n"; };
+  function cell(tag) {
+    return function (tokens, idx) {
+      var align = /text-align:(left|right|center)/.exec(tokens[idx].attrGet("style") || "");
+      return "<" + tag + (align ? ' class="align-' + align[1] + '"' : "") + ">";
+    };
   }
+  rules.th_open = cell("th");
+  rules.td_open = cell("td");
 
-  function inlineNode(match, sources) {
-    var token = match[0];
-    if (match[1]) return el("code", null, token.slice(1, -1));
-    if (match[2]) {
-      return el("span", { class: "citations" }, token.match(/\d+/g).map(function (n, i) {
-        return [i ? " " : null, citationNode(Number(n), sources)];
-      }));
+  // Only what the renderer writes survives; external links always open apart.
+  DOMPurify.addHook("afterSanitizeAttributes", function (node) {
+    if (node.tagName === "A" && !/^\/documents\//.test(node.getAttribute("href") || "")) {
+      node.setAttribute("rel", "noopener noreferrer nofollow");
+      node.setAttribute("target", "_blank");
     }
-    if (match[3]) {
-      var close = token.indexOf("](");
-      var url = token.slice(close + 2, -1);
-      if (!SAFE_URL.test(url)) return document.createTextNode(token);
-      var link = inlineEl("a", Object.assign({ href: url, title: url, class: "external" }, EXTERNAL),
-                          token.slice(1, close), sources);
-      link.appendChild(el("span", { class: "link-host" }, " (" + hostOf(url) + ")"));
-      return link;
-    }
-    if (match[4]) return inlineEl("strong", null, token.slice(2, -2), sources);
-    if (match[5]) return inlineEl("em", null, token.slice(1, -1), sources);
-    return el("a", Object.assign({ href: token }, EXTERNAL), token);
-  }
+  });
 
-  function inline(parent, text, sources) {
-    // A regex of its own per call: bold and link labels recurse, and a shared global
-    // regex's lastIndex would be reset under the outer loop.
-    var pattern = new RegExp(INLINE.source, "g");
-    var last = 0, match;
-    while ((match = pattern.exec(text)) !== null) {
-      if (match.index > last) parent.appendChild(document.createTextNode(text.slice(last, match.index)));
-      parent.appendChild(inlineNode(match, sources));
-      last = match.index + match[0].length;
-    }
-    if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
-  }
+  // Set once: DOMPurify otherwise parses the configuration again on every call, and a
+  // streaming answer is rendered many times.
+  DOMPurify.setConfig(PURIFY);
 
-  var LIST_ITEM = /^\s{0,3}([-*+]|\d{1,3}[.)])\s+(.*)$/;
-
-  // Blocks: fenced code, headings (shown as bold paragraphs: an answer has no page outline),
-  // lists, paragraphs. A fence that is still open while streaming is shown as code.
   function render(text, sources) {
-    var root = document.createDocumentFragment();
-    var lines = String(text).replace(/\r\n?/g, "\n").split("\n");
-    var paragraph = [], list = null, i = 0;
-
-    function flushParagraph() {
-      if (!paragraph.length) return;
-      var p = el("p");
-      paragraph.forEach(function (line, index) {
-        if (index) p.appendChild(el("br"));
-        inline(p, line, sources);
-      });
-      root.appendChild(p);
-      paragraph = [];
-    }
-    function flushList() { if (list) { root.appendChild(list); list = null; } }
-
-    while (i < lines.length) {
-      var line = lines[i];
-      var fence = line.match(/^\s*```\s*([\w+-]*)\s*$/);
-      if (fence) {
-        flushParagraph(); flushList();
-        var code = [];
-        i += 1;
-        while (i < lines.length && !/^\s*```\s*$/.test(lines[i])) { code.push(lines[i]); i += 1; }
-        root.appendChild(el("pre", null, el("code", { "data-lang": fence[1] || null }, code.join("\n"))));
-        i += 1;
-        continue;
-      }
-      if (!line.trim()) { flushParagraph(); flushList(); i += 1; continue; }
-      var heading = line.match(/^\s{0,3}#{1,6}\s+(.*)$/);
-      if (heading) {
-        flushParagraph(); flushList();
-        root.appendChild(el("p", null, inlineEl("strong", null, heading[1].replace(/\s#+\s*$/, ""), sources)));
-        i += 1;
-        continue;
-      }
-      var item = line.match(LIST_ITEM);
-      if (item) {
-        flushParagraph();
-        var ordered = /\d/.test(item[1]);
-        if (list && (list.tagName === "OL") !== ordered) flushList();
-        if (!list) {
-          var start = ordered ? parseInt(item[1], 10) : 1;
-          list = el(ordered ? "ol" : "ul", { start: start > 1 ? start : null });
-        }
-        list.appendChild(inlineEl("li", null, item[2], sources));
-        i += 1;
-        continue;
-      }
-      if (list && /^\s{2,}\S/.test(line)) {  // a list item's continuation line
-        list.lastChild.appendChild(document.createTextNode(" "));
-        inline(list.lastChild, line.trim(), sources);
-        i += 1;
-        continue;
-      }
-      flushList();
-      paragraph.push(line);
-      i += 1;
-    }
-    flushParagraph(); flushList();
-    return root;
+    var html = md.render(String(text), { sources: sources || {}, hosts: [] });
+    var fragment = DOMPurify.sanitize(html);
+    return fragment.ownerDocument === document ? fragment : document.importNode(fragment, true);
   }
 
   Groundwork.markdown = { render: render, chunkUrl: chunkUrl, pageRange: pageRange };
