@@ -284,6 +284,14 @@ class Guard:
             if len(words) >= 3 and key in self._sentences:
                 self.stopped = "repeat"
                 return ""
+            if claim.lstrip().startswith("#"):
+                # A chunk's heading ("[Document 2]## Parental leave"): the model is reciting the
+                # chunks it was shown, not answering. Before the answer it is left out (with the
+                # marker held before it); after it, the answer ends there.
+                self._pending = []
+                if self._sentences:
+                    self.stopped = "enough"
+                return ""
             # Checked before "too short to judge": a held piece is shown unjudged later.
             made_up = self._made_up(claim)
             if made_up:

@@ -162,3 +162,22 @@ def test_the_extractive_answer_streams_soon_after_the_models_first_sentence_fail
     stream = fake_llm.streams[-1]
     full = len(fake_llm.answer.split(" ")) * fake_llm.backend.chunk_delay  # ~8 s for the whole generation
     assert arrivals[0][0] < full / 4 and len(stream["sent_at"]) < 20
+
+
+def test_strict_guard_does_not_recite_the_chunks_section_by_section():
+    """Found using the product (Qwen2.5-0.5B, a three-section policy): asked about meals, the
+    model recited every chunk it was shown, each after its "[Document N]## Heading" line. A
+    heading before the answer is left out; a heading after it ends the answer there."""
+    policy = [P(text="## Expenses\nMeals are reimbursed up to 45 euros per day. Receipts must be submitted "
+                     "within 30 days of the trip through the expense portal."),
+              P(text="## Parental leave\nEmployees receive 16 weeks of paid parental leave."),
+              P(text="## Travel policy\nEmployees may book economy class for flights under six hours.")]
+    recited = ("[Document 1]## Expenses\nMeals are reimbursed up to 45 euros per day [Document 1]. "
+               "Receipts must be submitted within 30 days of the trip through the expense portal [Document 1].\n\n"
+               "[Document 2]## Parental leave\nEmployees receive 16 weeks of paid parental leave [Document 2].\n\n"
+               "[Document 3]## Travel policy\nEmployees may book economy class for flights under six hours.")
+    guard = answering.Guard(policy, strict=True, question="How much are meals reimbursed per day?")
+    out = _stream(guard, recited)
+    assert "##" not in out and "Parental" not in out and "Travel" not in out, out
+    assert out.startswith("Meals are reimbursed up to 45 euros per day [Document 1].")
+    assert "expense portal [Document 1]." in out and guard.stopped == "enough"
