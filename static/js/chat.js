@@ -323,10 +323,6 @@
       if (!current) return;
       var citations = frame.citations || [];
       renderSources(current.sourceList || [], citations);
-      if (current.found) {
-        current.found.textContent = Groundwork.turnStatus.afterAnswer(current.found.textContent, current.text,
-                                                                      current.sourceList);
-      }
       var used = frame.usage && frame.usage.total_tokens;
       var stopped = frame.status === "cancelled";
       var article = current.article;

@@ -1,13 +1,11 @@
 // What a chat turn says about its search (chat.js shows it on the answer, before any token):
 // Groundwork.turnStatus.found(frame) for a chat.sources frame, "Found 3 passages in
 // handbook.pdf (p. 7), guide.docx" (document names as given: chat.js puts them in as text),
-// small talk, or nothing found; afterAnswer(line, answer, sources) once the answer is written,
-// which says so when the answer is "Your documents don't cover this".
+// small talk, or what the documents do not cover: a searched turn routed "general" (the
+// "Your documents don't cover this" reply with the closest passages, or a capable model's
+// general answer), read from the frame itself, never from the answer's words.
 (function () {
   "use strict";
-
-  // Said at the start of the answer (after a note the turn may put first).
-  var NOT_COVERED = /your documents don['’]t cover this/i;
 
   // By document, in the order of the sources, with the pages its passages came from.
   function foundText(list) {
@@ -28,15 +26,13 @@
   function found(frame) {
     var list = frame.sources || [];
     var searched = typeof frame.query === "string" && frame.query.trim() !== "";
+    if (frame.route === "general" && searched) {
+      return "Your documents don't cover this" + (list.length ? ": the closest passages are listed below." : ".");
+    }
     if (list.length) return foundText(list);
-    if (frame.route === "general" && !searched) return "Small talk: no need to search your documents.";
+    if (frame.route === "general") return "Small talk: no need to search your documents.";
     return "Nothing in your documents matches this question.";
   }
 
-  function afterAnswer(line, answer, sources) {
-    if (!NOT_COVERED.test(String(answer || "").slice(0, 300))) return line;
-    return "Your documents don't cover this" + (sources && sources.length ? ": the closest passages are listed below." : ".");
-  }
-
-  Groundwork.turnStatus = { found: found, afterAnswer: afterAnswer };
+  Groundwork.turnStatus = { found: found };
 })();
