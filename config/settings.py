@@ -62,6 +62,7 @@ INSTALLED_APPS = [
     "retrieval",
     "chat",
     "exports",
+    "integrations",
     "config",
 ]
 

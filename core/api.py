@@ -204,6 +204,22 @@ class AccountRateThrottle(throttling.SimpleRateThrottle):
         return self.cache_format % {"scope": self.scope, "ident": ident}
 
 
+class _AccountOnly:
+    """What AccountRateThrottle reads of a request, for a surface that has no DRF request."""
+
+    def __init__(self, account):
+        self.account = account
+
+
+def account_rate_check(*, account) -> None:
+    """The API's per-account request limit (AccountRateThrottle, API_RATE_LIMIT) for a surface
+    outside DRF (MCP's tools): the same counter as REST, so MCP and REST share the account's
+    rate. Raises DRF's Throttled (429 `rate_limited`, with the wait) past it."""
+    throttle = AccountRateThrottle()
+    if not throttle.allow_request(_AccountOnly(account), None):
+        raise exceptions.Throttled(throttle.wait())
+
+
 class EventStreamRenderer(renderers.BaseRenderer):
     """Lets a streaming endpoint accept `Accept: text/event-stream`. Streams are sent by
     `streaming_response`; this renders what is not streamed (an error before the stream

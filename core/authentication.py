@@ -5,6 +5,9 @@ from __future__ import annotations
 from django.contrib.auth.models import AnonymousUser
 from rest_framework import authentication, exceptions
 
+# What a request with an unknown or revoked key is told (REST, /v1 and MCP: integrations.mcp_http).
+INVALID_API_KEY_MESSAGE = "The API key is unknown or has been revoked. Create a new key in Team settings."
+
 
 class ApiKeyAuthentication(authentication.BaseAuthentication):
     """`Authorization: Bearer gw_…`: the key names its account."""
@@ -14,8 +17,7 @@ class ApiKeyAuthentication(authentication.BaseAuthentication):
     def authenticate(self, request):
         raw_request = request._request
         if getattr(raw_request, "bad_api_key", False):
-            raise exceptions.AuthenticationFailed(
-                "The API key is unknown or has been revoked. Create a new key in Team settings.")
+            raise exceptions.AuthenticationFailed(INVALID_API_KEY_MESSAGE)
         key = getattr(raw_request, "api_key", None)
         if key is None:
             return None

@@ -29,7 +29,8 @@ from core.errors import error_body
 
 logger = logging.getLogger("groundwork.limits")
 
-API_PREFIXES = ("/api/", "/v1/")
+# (/mcp: the MCP server answers JSON too, integrations/mcp_http.py.)
+API_PREFIXES = ("/api/", "/v1/", "/mcp")
 # A multipart upload carries its part headers and boundaries besides the file.
 MULTIPART_OVERHEAD = 64 * 1024
 # How long a refused client may keep its connection while it reads the 413.
