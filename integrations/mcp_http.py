@@ -63,10 +63,12 @@ async def _send_json(send, status: int, body: dict, headers: tuple = ()) -> None
     await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
-async def _refuse(send, exc: exceptions.APIException) -> None:
-    """401 with the REST API's body for the same refusal."""
-    body = exception_handler(exc, {}).data
-    await _send_json(send, exc.status_code, body, headers=((b"www-authenticate", b'Bearer realm="mcp"'),))
+async def _refuse(send, exc: exceptions.APIException, headers: tuple = ()) -> None:
+    """The REST API's status and body for the same refusal."""
+    await _send_json(send, exc.status_code, exception_handler(exc, {}).data, headers=headers)
+
+
+_CHALLENGE = ((b"www-authenticate", b'Bearer realm="mcp"'),)
 
 
 def _host_allowed(scope) -> bool:
@@ -121,10 +123,15 @@ async def mcp_endpoint(scope, receive, send) -> None:
     headers = dict(scope.get("headers") or [])
     token = bearer_token(headers.get(b"authorization", b"").decode("latin-1") or None)
     if token is None:
-        return await _refuse(send, exceptions.NotAuthenticated())
+        return await _refuse(send, exceptions.NotAuthenticated(), _CHALLENGE)
     key = await sync_to_async(_authenticated_key, thread_sensitive=False)(token)
     if key is None:
-        return await _refuse(send, exceptions.AuthenticationFailed(INVALID_API_KEY_MESSAGE))
+        return await _refuse(send, exceptions.AuthenticationFailed(INVALID_API_KEY_MESSAGE), _CHALLENGE)
+    if scope["method"] != "POST":
+        # Stateless: no session to end (DELETE), and nothing would ever arrive on the stream a
+        # GET opens, which would hold the connection open for nothing. The spec's answer for a
+        # server without that stream is 405.
+        return await _refuse(send, exceptions.MethodNotAllowed(scope["method"]), ((b"allow", b"POST"),))
     manager = await _sessions.ready()
     await manager.handle_request({**scope, API_KEY_SCOPE: key}, receive, send)
 

@@ -130,6 +130,14 @@ def test_without_a_key_or_with_a_revoked_one_the_answer_is_401(world, daphne, mc
     assert refused_by_sdk.value.subgroup(lambda exc: isinstance(exc, MCPError)) is not None
 
 
+def test_only_post_is_served_stateless_there_is_no_stream_to_open(world, daphne):
+    with httpx2.Client(timeout=10, headers={"Authorization": f"Bearer {world.write}"}) as http:
+        for method in ("GET", "DELETE"):
+            answer = http.request(method, f"{daphne}/mcp", headers={"Accept": "text/event-stream"})
+            assert answer.status_code == 405 and answer.headers["Allow"] == "POST"
+            assert answer.json()["error"]["code"] == "method_not_allowed"
+
+
 def test_a_host_outside_allowed_hosts_is_refused(world, daphne):
     refused = _initialize(daphne, {"Authorization": f"Bearer {world.write}", "Host": "evil.test"})
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "bad_request"
