@@ -138,6 +138,13 @@ def test_only_post_is_served_stateless_there_is_no_stream_to_open(world, daphne)
             assert answer.json()["error"]["code"] == "method_not_allowed"
 
 
+def test_an_oversized_body_is_413_before_anything_reads_it(world, daphne):
+    with httpx2.Client(timeout=30) as http:
+        answer = http.post(f"{daphne}/mcp", content=b"{" + b" " * (2 * 1024 * 1024) + b"}",
+                           headers={"Authorization": f"Bearer {world.write}", "Content-Type": "application/json"})
+    assert answer.status_code == 413 and answer.json()["error"]["code"] == "too_large"
+
+
 def test_a_host_outside_allowed_hosts_is_refused(world, daphne):
     refused = _initialize(daphne, {"Authorization": f"Bearer {world.write}", "Host": "evil.test"})
     assert refused.status_code == 400 and refused.json()["error"]["code"] == "bad_request"
