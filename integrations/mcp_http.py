@@ -82,10 +82,12 @@ def _host_allowed(scope) -> bool:
 class _Sessions:
     """The SDK's session manager, started once per event loop on the first request: daphne
     speaks no ASGI lifespan, so nothing would start it at boot. Stateless, so it keeps nothing
-    between requests; its task group only runs each request's server."""
+    between requests; its task group only runs each request's server. Started again if it ever
+    stopped (its task ended)."""
 
     def __init__(self):
-        self._started: dict[asyncio.AbstractEventLoop, asyncio.Future] = {}
+        # loop -> (the started manager's future, the task running it): one loop per server process.
+        self._running: dict[asyncio.AbstractEventLoop, tuple[asyncio.Future, asyncio.Task]] = {}
 
     @staticmethod
     def _manager() -> StreamableHTTPSessionManager:
@@ -95,15 +97,16 @@ class _Sessions:
 
     async def ready(self) -> StreamableHTTPSessionManager:
         loop = asyncio.get_running_loop()
-        started = self._started.get(loop)
-        if started is None:
-            started = self._started[loop] = loop.create_future()
-            loop.create_task(self._run(started))
-        return await asyncio.shield(started)
+        running = self._running.get(loop)
+        if running is None or running[1].done():
+            started = loop.create_future()
+            running = self._running[loop] = (started, loop.create_task(self._run(started)))
+        return await asyncio.shield(running[0])
 
-    async def _run(self, started: asyncio.Future) -> None:
+    @classmethod
+    async def _run(cls, started: asyncio.Future) -> None:
         try:
-            manager = self._manager()
+            manager = cls._manager()
             async with manager.run():
                 started.set_result(manager)
                 await asyncio.Event().wait()  # for the life of the process
