@@ -3,6 +3,8 @@ served by daphne, driven by the `mcp` SDK's own client. Each tool acts with the 
 account, scope, collections and budget, and answers what its REST counterpart answers."""
 from __future__ import annotations
 
+import json
+
 import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -28,6 +30,11 @@ def _rest(daphne: str, key: str, method: str, path: str, **kwargs):
 
 def _texts(found: dict) -> str:
     return " ".join(result["text"] for result in found["results"])
+
+
+def _prompts(fake_llm) -> str:
+    """Everything the model was sent to answer questions since the last `clear()`."""
+    return json.dumps([body["messages"] for body in fake_llm.requests_to("/v1/chat/completions")])
 
 
 # --- the protocol ---------------------------------------------------------------------------
@@ -152,12 +159,15 @@ def test_a_host_outside_allowed_hosts_is_refused(world, daphne):
 
 # --- isolation: accounts, collections, scope, budget ------------------------------------------
 
-def test_another_accounts_ids_are_not_found_and_its_text_never_found(world, mcp):
+def test_another_accounts_ids_are_not_found_and_its_text_never_found(world, mcp, fake_llm):
     assert mcp.refused(world.key_b, "fetch_document", {"document_id": world.handbook.pk})["code"] == "not_found"
     assert [d["id"] for d in mcp.ok(world.key_b, "list_documents")["results"]] == [world.beta.pk]
     found = mcp.ok(world.key_b, "search", {"query": "twenty-eight days of paid holiday at Acme", "top_k": 10})
     assert {r["document_id"] for r in found["results"]} <= {world.beta.pk}
     assert "twenty-eight" not in _texts(found) and "Acme" not in _texts(found)
+    fake_llm.clear()
+    assert mcp.ok(world.key_b, "ask", {"question": "How many days of paid holiday at Acme?"})["answer"]
+    assert "twenty-eight" not in _prompts(fake_llm) and "periwinkle" in _prompts(fake_llm)
     mine = mcp.ok(world.write, "ask", {"question": "How many days of paid holiday?"})
     theirs = mcp.refused(world.key_b, "ask", {"question": "Go on", "conversation_id": mine["conversation_id"]})
     assert theirs["code"] == "not_found"
@@ -169,11 +179,16 @@ def test_another_keys_conversation_in_the_same_account_is_not_found(world, mcp_l
     assert other["code"] == "not_found"
 
 
-def test_a_restricted_collection_is_invisible_to_a_key_without_access(world, mcp):
+def test_a_restricted_collection_is_invisible_to_a_key_without_access(world, mcp, fake_llm):
     question = {"query": "Project Nightingale Zephyrine Robotics acquisition", "top_k": 10}
     assert mcp.refused(world.write, "fetch_document", {"document_id": world.secret.pk})["code"] == "not_found"
     assert world.secret.pk not in {d["id"] for d in mcp.ok(world.write, "list_documents")["results"]}
     assert "Zephyrine" not in _texts(mcp.ok(world.write, "search", question))
+
+    fake_llm.clear()
+    answered = mcp.ok(world.write, "ask", {"question": "What will Project Nightingale acquire, Zephyrine Robotics?"})
+    assert world.secret.pk not in {c["document_id"] for c in answered["citations"]}
+    assert "forty-two million" not in _prompts(fake_llm)
 
     assert "Zephyrine" in mcp.ok(world.insider, "fetch_document", {"document_id": world.secret.pk})["text"]
     assert world.secret.pk in {d["id"] for d in mcp.ok(world.insider, "list_documents")["results"]}
