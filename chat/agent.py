@@ -129,7 +129,8 @@ def _hold_bounds(question: str, history: list[tuple[str, str]], kind: str, optio
     turn is refused. Whatever is held, the prompt and the answer are fitted to it
     (`_fitted`), so a chat turn is never charged more than its hold."""
     passages = {GENERAL: 0, LOOKUP: chosen.passages or settings.RAG_TOP_K * 3, SUMMARY: SUMMARY_CHUNKS}[kind]
-    bare = max(_prompt_bound(question, [], history, options, grounded=grounded) for grounded in (True, False))
+    bare = max(_prompt_bound(question, [], history, options, grounded=grounded, chosen=chosen)
+               for grounded in (True, False))
     retrieval = _retrieval_worst_case(question, history, kind, chosen)
     least = pricing.credits_at_most(kind=pricing.CHAT, tokens=bare + MIN_ANSWER_TOKENS) + retrieval
     most = pricing.credits_at_most(kind=pricing.CHAT, tokens=(
@@ -139,14 +140,19 @@ def _hold_bounds(question: str, history: list[tuple[str, str]], kind: str, optio
 
 
 def _prompt_messages(question: str, passages: list, history: list[tuple[str, str]], options: TurnOptions, *,
-                     grounded: bool) -> list[dict]:
+                     grounded: bool, chosen: Profile) -> list[dict]:
+    """The model's messages; on a profile with `prompt_words`, the passages cut to what is
+    nearest the question (the guard and the sources keep them whole)."""
+    if chosen.prompt_words:
+        passages = answering.focused(question, passages, chosen.prompt_words)
     return build_messages(question=question, passages=passages, history=history, grounded=grounded,
-                          history_budget=settings.CHAT_HISTORY_TOKENS, instructions=options.system)
+                          history_budget=chosen.history_tokens or settings.CHAT_HISTORY_TOKENS,
+                          instructions=options.system, style=chosen.prompt)
 
 
 def _prompt_bound(question: str, passages: list, history: list[tuple[str, str]], options: TurnOptions, *,
-                  grounded: bool) -> int:
-    messages = _prompt_messages(question, passages, history, options, grounded=grounded)
+                  grounded: bool, chosen: Profile) -> int:
+    messages = _prompt_messages(question, passages, history, options, grounded=grounded, chosen=chosen)
     return chat_tokens.prompt_tokens_bound([m["content"] for m in messages])
 
 
@@ -177,7 +183,7 @@ def _fitted(asked: _Asked, opened: _Opened, passages: list) -> tuple[list, list[
     found = bool(passages)
     while True:
         messages = _prompt_messages(asked.question, passages, opened.history, asked.options,
-                                    grounded=bool(passages))
+                                    grounded=bool(passages), chosen=asked.profile)
         prompt = chat_tokens.prompt_tokens_bound([m["content"] for m in messages])
         if prompt + MIN_ANSWER_TOKENS <= within:
             return passages, messages, max(1, min(wanted, within - prompt))

@@ -21,6 +21,7 @@ from chat import answering
 from chat.router import GENERAL, LOOKUP, SUMMARY, Route, match_document, previous_question, standalone_query
 from documents.models import Document, Status
 from llm import client as llm
+from llm.embedding_specs import embedding_spec
 from retrieval.search import (Passage, QueryEmbedding, expand_passages, first_chunks, hit_passages, ocr_chunk_ids,
                               query_search)
 
@@ -28,7 +29,7 @@ MAX_QUESTION_CHARS = 4000
 SUMMARY_CHUNKS = 15  # how much of a document "summarize <document>" reads from its start
 REWRITE_MAX_TOKENS = 64
 NEAREST_SHOWN = 3  # the closest passages listed with "Your documents don't cover this."
-BUNDLED_MIN_RELEVANCE = 0.58  # bench/answer_eval.py: all-MiniLM-L6-v2, FAQ vs unanswerable questions
+BUNDLED_MIN_RELEVANCE = 0.58  # an embedding model not calibrated (llm/embedding_specs.py): MiniLM's
 
 
 @dataclass(frozen=True)
@@ -43,11 +44,17 @@ class Retrieved:
     nearest: list[Passage] = field(default_factory=list)
 
 
-def min_relevance() -> float:
-    """settings.RAG_MIN_RELEVANCE, or the bundled embedding model's calibrated value."""
+def relevance_rule(model: str) -> tuple[float, float]:
+    """(floor, coverage weight) for text retrieved with embedding `model`: settings.RAG_MIN_RELEVANCE,
+    or on the bundled chat models the embedding model's calibrated floor (llm/embedding_specs.py);
+    no floor for a provider's model, which is told to say when the chunks do not answer."""
+    spec = embedding_spec(model)
+    weight = spec.coverage_weight if spec.relevance_floor is not None else answering.COVERAGE_WEIGHT
     if settings.RAG_MIN_RELEVANCE is not None:
-        return settings.RAG_MIN_RELEVANCE
-    return BUNDLED_MIN_RELEVANCE if settings.LLM_BUNDLED else 0.0
+        return settings.RAG_MIN_RELEVANCE, weight
+    if not settings.LLM_BUNDLED:
+        return 0.0, weight
+    return (spec.relevance_floor if spec.relevance_floor is not None else BUNDLED_MIN_RELEVANCE), weight
 
 
 def search_query(question: str, history: list[tuple[str, str]], *, rewrite: bool, key: str,
@@ -100,7 +107,8 @@ def turn_passages(*, account, route: Route, query: str, embedded: QueryEmbedding
     found = query_search(account=account, query=query, key=key, collection_ids=collection_ids, hold=hold,
                          draws=draws, embedded=embedded)
     passages = expand_passages(account=account, hits=found.hits)
-    if not passages or answering.relevance(query, found.hits, passages) < min_relevance():
+    floor, weight = relevance_rule(found.embedding.model)
+    if not passages or answering.relevance(query, found.hits, passages, weight) < floor:
         return Retrieved(GENERAL, [], nearest=hit_passages(found.hits[:limit or NEAREST_SHOWN]))
     return Retrieved(LOOKUP, hit_passages(found.hits[:limit]) if limit else passages)
 

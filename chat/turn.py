@@ -33,6 +33,11 @@ class Profile:
     rewrite: bool  # follow-ups rewritten into standalone questions by the model
     max_sentences: int = 0  # a longer answer is stopped there (0: only the token budget)
     prompt: str = "default"  # chat/prompt.py's wording of the question and chunks ("own_words")
+    # The model reads each passage cut to its sentences nearest the question, this many words
+    # in all (answering.focused; None: whole passages), and earlier turns within this many
+    # tokens (None: CHAT_HISTORY_TOKENS): a small local model's first token within its budget.
+    prompt_words: int | None = None
+    history_tokens: int | None = None
 
 
 PROFILES = {
@@ -45,7 +50,8 @@ PROFILES = {
     # only (penalties made it drop the citations); no model rewrite of follow-ups (it answered
     # the rewrite request instead). Measured in bench/chat_models.py.
     "medium": Profile("medium", passages=3, max_tokens=300, strict=True, rewrite=False, max_sentences=6,
-                      sampling={"repeat_penalty": 1.05, "top_k": 40, "min_p": 0.05}, prompt="own_words"),
+                      sampling={"repeat_penalty": 1.05, "top_k": 40, "min_p": 0.05}, prompt="own_words",
+                      prompt_words=240, history_tokens=300),
     "capable": Profile("capable", passages=None, max_tokens=None, strict=False, rewrite=True, sampling={}),
 }
 
