@@ -19,6 +19,9 @@ from chat.passage_text import (ends_sentence, is_toc_line, names, plain, scripts
                                words_lower)
 
 CITATION = re.compile(r"\s*\[Document\s+(\d+)\]", re.I)
+# "[Chunk 0]": a small model citing the chunk attribute of <document_chunk> too; a strict guard
+# (a sentence at a time) never shows it.
+CHUNK_MARK = re.compile(r"\s*\[Chunk\s+\d+\]", re.I)
 _WORD = re.compile(r"[a-z0-9][a-z0-9_+#'-]*")
 # Words that carry no topic: function words, and the words of a question's frame.
 STOPWORDS = frozenset("""a about above after again against all also am an and any are aren't as at be because been
@@ -303,6 +306,7 @@ class Guard:
         return len(terms(text)) >= 3 if self.strict else bool(text.strip())
 
     def _check(self, piece: str) -> str:
+        piece = CHUNK_MARK.sub("", piece)
         body = piece.strip()
         if not body:  # (strict: no blank lines before the first sentence it released)
             return piece if not self.strict or self.released else ""
