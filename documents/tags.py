@@ -67,6 +67,14 @@ def tags_filter(value, *, field: str) -> list[str] | None:
     return [tag.lower() for tag in tags] or None
 
 
+def tags_excluded(tags, exclude_tags) -> bool:
+    """Whether a document carrying `tags` is left out by `exclude_tags` (compared as
+    RETRIEVABLE_BY_TAGS_SQL compares them): what the Knowledge base shows as "excluded from
+    answers"."""
+    excluded = {tag.lower() for tag in exclude_tags or []}
+    return any(tag.lower() in excluded for tag in tags or [])
+
+
 def _invalid(field: str, message: str) -> TagsInvalid:
     return TagsInvalid(DocumentErrorCode.INVALID_TAGS, message, field=field)
 
