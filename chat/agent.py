@@ -10,6 +10,7 @@ itself, its answer's stream and its settings are chat/turn.py.
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import uuid
@@ -42,6 +43,7 @@ from documents.chunking import embedding_tokens
 from documents.embedding import active_embedding_model
 from documents.models import ActiveEmbeddingModel
 from documents.selectors import collection_ids_requested
+from documents.tags import tags_filter
 from retrieval.search import QueryEmbedding, query_embed
 from llm import client as llm
 from llm import chat_tokens
@@ -217,6 +219,13 @@ def _retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: s
             + pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=max(query, REWRITE_MAX_TOKENS + 2)))
 
 
+def _options_checked(options: TurnOptions) -> TurnOptions:
+    """The options with their tags checked (documents/tags.py's rules: TagsInvalid, a 400 /
+    chat.error `invalid_tags`, before anything is held) and lower-cased as retrieval compares them."""
+    return dataclasses.replace(options, tags=tags_filter(options.tags, field="tags"),
+                               exclude_tags=tags_filter(options.exclude_tags, field="exclude_tags"))
+
+
 def turn_prepare(*, account: Account, user: User | AnonymousUser | None = None, api_key: ApiKey | None = None,
                  question, conversation_id=None, history: list[tuple[str, str]] | None = None,
                  request_id: str | None = None, cancelled: threading.Event | None = None,
@@ -236,10 +245,11 @@ def turn_prepare(*, account: Account, user: User | AnonymousUser | None = None, 
     What the turn spends before the answer is drawn from the hold and written when the hold
     is settled (`ChatTurn.draws`), so the balance row is locked twice a turn, not four times."""
     question = _question(question)
+    options = _options_checked(options or TurnOptions())
     chosen = profile()
     check_chat_rate(account_id=account.pk, user_id=getattr(user, "pk", None),
                     api_key_id=getattr(api_key, "pk", None))
-    asked = _Asked(account=account, user=user, api_key=api_key, question=question, options=options or TurnOptions(),
+    asked = _Asked(account=account, user=user, api_key=api_key, question=question, options=options,
                    profile=chosen, route=route(question), request_id=request_id or uuid.uuid4().hex,
                    cancelled=cancelled or threading.Event())
     opened = turn_hold(asked, conversation_id=conversation_id, history=history, authorize=authorize)
@@ -300,7 +310,8 @@ def turn_retrieve(asked: _Asked, opened: _Opened, query: str, embedded: QueryEmb
     """The passages for the turn's route, in the turn's second transaction."""
     return turn_passages(account=asked.account, route=asked.route, query=query, embedded=embedded,
                          collection_ids=opened.collection_ids, hold=opened.hold, draws=opened.draws,
-                         key=f"chat:{asked.request_id}:query", limit=asked.profile.passages)
+                         key=f"chat:{asked.request_id}:query", limit=asked.profile.passages,
+                         tags=asked.options.tags, exclude_tags=asked.options.exclude_tags)
 
 
 def turn_prompt(asked: _Asked, opened: _Opened, query: str, retrieved: Retrieved) -> ChatTurn:

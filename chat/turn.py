@@ -85,6 +85,10 @@ class TurnOptions:
     end_user: str = ""  # the caller's end-user id (OpenAI `user`), stored on the question
     # A collection id or a list of them to narrow retrieval to (None: all visible).
     collection: int | str | list[int | str] | None = None
+    # Only documents carrying any of `tags`; none carrying any of `exclude_tags` (the
+    # account's excluded tags apply whatever is asked): documents/tags.py's rules.
+    tags: list[str] | None = None
+    exclude_tags: list[str] | None = None
 
     def bounded_max_tokens(self, default: int | None = None) -> int:
         cap = settings.CHAT_MAX_TOKENS
