@@ -55,6 +55,15 @@ from retrieval.search.maintenance import DEFAULT_DIMENSIONS, tenant_index_name
 from llm import client as llm
 
 RRF_K = 60
+# When the full-text list shares no chunk with the vector list in their first AGREEMENT_DEPTH,
+# full text found words, not the meaning (a German question's "Python" in English documents; an
+# English question about a German document): its ranks then count DISJOINT_TEXT_WEIGHT of a
+# vector rank's. Only for a query of DISJOINT_MIN_WORDS words or more: a keyword or two ("zanzibar",
+# an error code) is what full text is for, found by it alone or not. Measured on the answer
+# evaluation's corpora (`python -m bench fusion_weight`): docs/benchmarks.md.
+AGREEMENT_DEPTH = 10
+DISJOINT_TEXT_WEIGHT = 0.25
+DISJOINT_MIN_WORDS = 3
 MIN_CANDIDATES = 40
 # Full text ranks at most this many matching chunks (migration 0012): ts_rank_cd costs a few
 # µs a chunk, and a common word can match a quarter of a large account (27,000 of 100,000
@@ -210,20 +219,24 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
         fulltext_sql = sql.FULLTEXT if mode != "vector" and params["query"].strip() else sql.NONE.format(column="rank")
         cursor.execute(sql.SEARCH_SQL.format(vector=vector_sql, fulltext=fulltext_sql), params)
         rows = cursor.fetchall()
-    return _fuse(rows, top_k=top_k, threshold=threshold, explain=explain)
+    return _fuse(rows, top_k=top_k, threshold=threshold, explain=explain,
+                 sentence=len(re.findall(r"\w+", query)) >= DISJOINT_MIN_WORDS)
 
 
-def _fuse(rows, *, top_k: int, threshold: float, explain: bool = False) -> list[Hit]:
+def _fuse(rows, *, top_k: int, threshold: float, explain: bool = False, sentence: bool = True) -> list[Hit]:
     """Reciprocal rank fusion of the two candidate lists carried by `rows` (with `explain`,
     followed by the best `top_k` candidates that scored nothing).
 
     The vector list is re-sorted by distance here: the iterative index scan returns it in
-    relaxed order.
+    relaxed order. `sentence`: the query has DISJOINT_MIN_WORDS words or more (full text then
+    counts DISJOINT_TEXT_WEIGHT when the two lists share nothing in their first AGREEMENT_DEPTH).
     """
     by_distance = sorted((r for r in rows if r[6] is not None), key=lambda r: (r[6], r[0]))
     by_rank = sorted((r for r in rows if r[7] is not None), key=lambda r: (-r[7], r[0]))
     vector_rank = {r[0]: i for i, r in enumerate(by_distance, start=1)}
     text_rank = {r[0]: i for i, r in enumerate(by_rank, start=1)}
+    agree = bool({r[0] for r in by_distance[:AGREEMENT_DEPTH]} & {r[0] for r in by_rank[:AGREEMENT_DEPTH]})
+    text_weight = DISJOINT_TEXT_WEIGHT if sentence and by_distance and not agree else 1.0
     hits, missed = [], []
     for chunk_id, document_id, name, index, page_start, page_end, distance, _rank, content, ocr in rows:
         raw = None if distance is None else 1.0 - float(distance)
@@ -232,7 +245,7 @@ def _fuse(rows, *, top_k: int, threshold: float, explain: bool = False) -> list[
         if similarity is not None:
             score += 1.0 / (RRF_K + vector_rank[chunk_id])
         if chunk_id in text_rank:
-            score += 1.0 / (RRF_K + text_rank[chunk_id])
+            score += text_weight / (RRF_K + text_rank[chunk_id])
         hit = Hit(chunk_id=chunk_id, document_id=document_id, document_name=name, chunk_index=index,
                   page_start=page_start, page_end=page_end, score=score, similarity=similarity,
                   text=content, ocr=bool(ocr), vector_rank=vector_rank.get(chunk_id),
