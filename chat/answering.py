@@ -7,6 +7,7 @@ what the model streams.
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import functools
 import math
@@ -168,9 +169,16 @@ def focused(question: str, passages: list, max_words: int) -> list:
                     break
                 chosen.append(i)
                 words += size
-        text = "\n".join(parts[i][0] for i in sorted(chosen))
-        out.append(dataclasses.replace(passage, text=text))
+        out.append(_with_text(passage, "\n".join(parts[i][0] for i in sorted(chosen))))
     return out
+
+
+def _with_text(passage, text: str):
+    if dataclasses.is_dataclass(passage):
+        return dataclasses.replace(passage, text=text)
+    clone = copy.copy(passage)  # a benchmark's SimpleNamespace
+    clone.text = text
+    return clone
 
 
 def _quoted(following: list[tuple[int, str, str]], wanted: set[str], max_words: int) -> Iterator[str]:
