@@ -83,15 +83,15 @@ def test_the_medium_profile_reads_focused_passages_and_a_short_history(settings)
     """Qwen 0.5B reads ~100 prompt tokens a second on 2 cores (bench/chat_models.py): three whole
     chunks and 1,500 tokens of history put its first token at 10-14 s; the profile's prompt
     stays near 500 tokens. The sources and the guard keep the whole passages."""
-    from chat.agent import _prompt_messages
+    from chat.holds import prompt_messages
     from chat.turn import TurnOptions
     from llm.tokens import count_tokens
 
     passages = [_real_passage(FILLER + " The stipend is 650 euros. " + FILLER, name=f"d{n}.pdf") for n in range(3)]
     history = [("user", "What is the rota? " * 60), ("assistant", "The rota is weekly. " * 80)] * 3
-    medium = _prompt_messages("How large is the stipend?", passages, history, TurnOptions(), grounded=True,
+    medium = prompt_messages("How large is the stipend?", passages, history, TurnOptions(), grounded=True,
                               chosen=PROFILES["medium"])
-    small = _prompt_messages("How large is the stipend?", passages, history, TurnOptions(), grounded=True,
+    small = prompt_messages("How large is the stipend?", passages, history, TurnOptions(), grounded=True,
                              chosen=PROFILES["small"])
     tokens = lambda messages: sum(count_tokens(m["content"]) for m in messages)  # noqa: E731
     assert tokens(medium) < 800 < tokens(small)
