@@ -10,7 +10,6 @@ itself, its answer's stream and its settings are chat/turn.py.
 """
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 import uuid
@@ -40,7 +39,6 @@ from chat.turn import ChatTurn, Profile, Spender, TurnOptions, general_answers, 
 from documents.embedding import active_embedding_model
 from documents.models import ActiveEmbeddingModel
 from documents.selectors import collection_ids_requested
-from documents.tags import tags_filter
 from retrieval.search import QueryEmbedding, query_embed
 from llm import client as llm
 from core.error_codes import CoreErrorCode
@@ -116,13 +114,6 @@ def _history(conversation: Conversation) -> list[tuple[str, str]]:
     return list(rows)
 
 
-def _options_checked(options: TurnOptions) -> TurnOptions:
-    """The options with their tags checked (documents/tags.py's rules: TagsInvalid, a 400 /
-    chat.error `invalid_tags`, before anything is held) and lower-cased as retrieval compares them."""
-    return dataclasses.replace(options, tags=tags_filter(options.tags, field="tags"),
-                               exclude_tags=tags_filter(options.exclude_tags, field="exclude_tags"))
-
-
 def turn_prepare(*, account: Account, user: User | AnonymousUser | None = None, api_key: ApiKey | None = None,
                  question, conversation_id=None, history: list[tuple[str, str]] | None = None,
                  request_id: str | None = None, cancelled: threading.Event | None = None,
@@ -142,7 +133,7 @@ def turn_prepare(*, account: Account, user: User | AnonymousUser | None = None, 
     What the turn spends before the answer is drawn from the hold and written when the hold
     is settled (`ChatTurn.draws`), so the balance row is locked twice a turn, not four times."""
     question = _question(question)
-    options = _options_checked(options or TurnOptions())
+    options = (options or TurnOptions()).tags_checked()
     chosen = profile()
     check_chat_rate(account_id=account.pk, user_id=getattr(user, "pk", None),
                     api_key_id=getattr(api_key, "pk", None))

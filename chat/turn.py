@@ -3,6 +3,7 @@ answer's stream; how a turn uses the chat model (`Profile`) and what an API call
 set for one (`TurnOptions`)."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from billing.models import CreditHold
 from billing.services import HoldDraw
 from chat import answering
 from chat.models import Conversation, Message
+from documents.tags import tags_filter
 from llm import client as llm
 from retrieval.search import Passage
 
@@ -89,6 +91,12 @@ class TurnOptions:
     # account's excluded tags apply whatever is asked): documents/tags.py's rules.
     tags: list[str] | None = None
     exclude_tags: list[str] | None = None
+
+    def tags_checked(self) -> TurnOptions:
+        """These options with their tags checked (TagsInvalid, a 400 / chat.error
+        `invalid_tags`, before anything is held) and lower-cased as retrieval compares them."""
+        return dataclasses.replace(self, tags=tags_filter(self.tags, field="tags"),
+                                   exclude_tags=tags_filter(self.exclude_tags, field="exclude_tags"))
 
     def bounded_max_tokens(self, default: int | None = None) -> int:
         cap = settings.CHAT_MAX_TOKENS

@@ -160,7 +160,7 @@ class Document(TenantModel):
     search_config = RegConfigField(db_default="english")
     # Set by people (page, API, upload) and sources: documents/tags.py's rules. They steer
     # retrieval (RETRIEVABLE_BY_TAGS_SQL) and filter the Knowledge base.
-    tags = ArrayField(models.CharField(max_length=40), default=list, blank=True)
+    tags = ArrayField(models.TextField(), default=list, blank=True)
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -359,7 +359,7 @@ class RetrievalSettings(TenantModel):
     `exclude_tags`: documents carrying any of these tags are never retrieved, on any surface
     (RETRIEVABLE_BY_TAGS_SQL); set by owners and admins (documents/tags.py), audited."""
 
-    exclude_tags = ArrayField(models.CharField(max_length=40), default=list, blank=True)
+    exclude_tags = ArrayField(models.TextField(), default=list, blank=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -30,7 +30,6 @@ from documents.serializers import DocumentSerializer
 from documents.storage import file_open
 from documents.tags import retrieval_exclude_tags, tags_excluded, tags_from_form
 
-
 # A 314-chunk PDF is 13 pages of 25, each one screen or two, instead of one page 225,000 px tall.
 CHUNKS_PER_PAGE = 25
 

@@ -82,7 +82,7 @@ def tags_from_condition(condition) -> tuple[list[str] | None, list[str] | None]:
     if not isinstance(condition, dict) or not isinstance(condition.get("conditions", []), list):
         raise DifyRequestError("metadata_condition must be {\"logical_operator\": \"and\"|\"or\", \"conditions\": [...]}.",
                                field="metadata_condition")
-    operator = (condition.get("logical_operator") or "and").lower()
+    operator = str(condition.get("logical_operator") or "and").lower()
     if operator not in ("and", "or"):
         raise DifyRequestError('logical_operator must be "and" or "or".', field="metadata_condition")
     include, exclude, kept = [], [], 0

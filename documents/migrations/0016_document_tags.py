@@ -41,7 +41,7 @@ CREATE_FUNCTION = (f"DROP FUNCTION IF EXISTS {OLD_SIGNATURE};\n"
                    + _0012._0007._hand_to_search_role(SIGNATURE, _0015.GRANTS))
 REVERSE_FUNCTION = f"DROP FUNCTION IF EXISTS {SIGNATURE};\n" + _0015.CREATE_FUNCTION
 
-TAGS_DEFAULT = "ALTER TABLE documents_document ALTER COLUMN tags SET DEFAULT '{}'::varchar(40)[];"
+TAGS_DEFAULT = "ALTER TABLE documents_document ALTER COLUMN tags SET DEFAULT '{}'::text[];"
 
 
 class Migration(migrations.Migration):
@@ -57,7 +57,7 @@ class Migration(migrations.Migration):
             name='RetrievalSettings',
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('exclude_tags', django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=40), blank=True, default=list, size=None)),
+                ('exclude_tags', django.contrib.postgres.fields.ArrayField(base_field=models.TextField(), blank=True, default=list, size=None)),
                 ('updated_at', models.DateTimeField(auto_now=True)),
             ],
             managers=[
@@ -67,7 +67,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='document',
             name='tags',
-            field=django.contrib.postgres.fields.ArrayField(base_field=models.CharField(max_length=40), blank=True, default=list, size=None),
+            field=django.contrib.postgres.fields.ArrayField(base_field=models.TextField(), blank=True, default=list, size=None),
         ),
         migrations.AddIndex(
             model_name='document',

@@ -237,3 +237,21 @@ def test_retrieval_settings_refuse_members_viewers_and_keys(client, account_a, f
         assert client.put("/api/v1/settings/retrieval/", {"exclude_tags": []}, content_type="application/json",
                           **headers).status_code == 403
     assert client.get("/api/v1/settings/retrieval/").status_code == 401
+
+
+def test_document_ids_retrievable_by_tags_and_its_isolation(account_a, account_b, fake_llm, queue):
+    from documents.selectors import document_ids_retrievable
+
+    hr = _doc(account_a, "hr.txt", b"HR.\n", tags=["HR"])
+    draft = _doc(account_a, "draft.txt", b"Draft.\n", tags=["draft"])
+    plain = _doc(account_a, "plain.txt", b"Plain.\n")
+    ids = [hr.pk, draft.pk, plain.pk]
+    with account_context(account_a):
+        assert document_ids_retrievable(account=account_a, document_ids=ids) == set(ids)
+        assert document_ids_retrievable(account=account_a, document_ids=ids, tags=["hr"]) == {hr.pk}
+        assert document_ids_retrievable(account=account_a, document_ids=ids, exclude_tags=["HR"]) == {draft.pk, plain.pk}
+        retrieval_exclude_tags_set(account=account_a, actor=None, exclude_tags=["Draft"])
+        assert document_ids_retrievable(account=account_a, document_ids=ids) == {hr.pk, plain.pk}
+    with account_context(account_b):
+        assert document_ids_retrievable(account=account_b, document_ids=ids) == set()
+        assert document_ids_retrievable(account=account_a, document_ids=ids) == set()  # RLS: B's transaction
