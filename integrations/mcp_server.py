@@ -105,21 +105,25 @@ def _valid(serializer_class, data: dict) -> dict:
 
 def search_body(key: ApiKey, arguments: dict) -> dict:
     """POST /api/v1/search/'s answer: the query embedded and charged to the key, then searched
-    in the collections it may see."""
+    in the collections it may see (and `tags` / `exclude_tags`, and never the account's
+    excluded tags: retrieval's SQL)."""
     args = _valid(SearchRequestSerializer, arguments)
     collection_ids = documents.collection_ids_requested(account=key.account, requested=args.get("collection"))
     hits = search_for_query(account=key.account, query=args["query"], top_k=args.get("top_k"),
-                            key=f"search:{uuid.uuid4()}", api_key=key, collection_ids=collection_ids)
+                            key=f"search:{uuid.uuid4()}", api_key=key, collection_ids=collection_ids,
+                            tags=args.get("tags"), exclude_tags=args.get("exclude_tags"))
     return {"results": [search_result(hit) for hit in hits]}
 
 
 @server.tool(description="Search the team's documents (hybrid: meaning and words). Returns the best passages, "
-                         "each with document_id, document_name, chunk_index, pages, score and text. "
-                         "Costs the query's embedding credits.")
-async def search(ctx: Context, query: str, top_k: int | None = None,
+                         "each with document_id, document_name, chunk_index, pages, score and text. `top_k`: "
+                         "1-50 results; `tags`: only documents carrying any of them; `exclude_tags`: none "
+                         "carrying any of them. Costs the query's embedding credits.")
+async def search(ctx: Context, query: str, top_k: int | None = None, tags: list[str] | None = None,
+                 exclude_tags: list[str] | None = None,
                  collection: int | list[int] | None = None) -> CallToolResult:
-    """`top_k`: 1-50 results (default RAG_TOP_K); `collection`: only these collections."""
-    arguments = {"query": query, "top_k": top_k, "collection": collection}
+    arguments = {"query": query, "top_k": top_k, "tags": tags, "exclude_tags": exclude_tags,
+                 "collection": collection}
     return await _call(ctx, "search", Action.SEARCH, lambda key: search_body(key, arguments))
 
 
@@ -182,21 +186,25 @@ async def fetch_document(ctx: Context, document_id: int) -> CallToolResult:
 
 # --- ask ------------------------------------------------------------------------------------
 
-def ask_body(key: ApiKey, arguments: dict) -> dict:
+def ask_body(key: ApiKey, question: str, arguments: dict) -> dict:
     """POST /api/v1/chat/'s answer: one turn through the chat driver (chat.driver.TurnRun), held,
     charged and stored like every chat turn; `conversation_id` continues one of this key's
-    conversations (any other is not found)."""
-    args = _valid(ChatRequestSerializer, {"message": arguments["question"],
-                                          "conversation_id": arguments.get("conversation_id")})
+    conversations (any other is not found); `tags` / `exclude_tags` steer its retrieval as they
+    steer REST chat's."""
+    args = _valid(ChatRequestSerializer, {"message": question, **arguments})
     run = TurnRun(account=key.account, api_key=key, question=args["message"],
-                  conversation_id=args.get("conversation_id"))
+                  conversation_id=args.get("conversation_id"), tags=args.get("tags"),
+                  exclude_tags=args.get("exclude_tags"))
     return ChatResponseSerializer(run.run()).data
 
 
 @server.tool(description="Ask a question about the team's documents. Returns the answer, its citations "
                          "([Document N] -> document_id, document_name, chunk_index, pages), the usage and the "
-                         "credits left; pass conversation_id to ask a follow-up in the same conversation. "
-                         "Costs credits like a chat message.")
-async def ask(ctx: Context, question: str, conversation_id: int | None = None) -> CallToolResult:
-    arguments = {"question": question, "conversation_id": conversation_id}
-    return await _call(ctx, "ask", Action.CHAT, lambda key: ask_body(key, arguments), transaction=False)
+                         "credits left; pass conversation_id to ask a follow-up in the same conversation, "
+                         "`tags` to answer only from documents carrying any of them, `exclude_tags` from none "
+                         "carrying any of them. Costs credits like a chat message.")
+async def ask(ctx: Context, question: str, conversation_id: int | None = None, tags: list[str] | None = None,
+              exclude_tags: list[str] | None = None) -> CallToolResult:
+    arguments = {"conversation_id": conversation_id, "tags": tags, "exclude_tags": exclude_tags}
+    return await _call(ctx, "ask", Action.CHAT, lambda key: ask_body(key, question, arguments),
+                       transaction=False)

@@ -3,6 +3,7 @@ the deterministic fake model server, driven by the `mcp` SDK's own client over H
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import dataclass
 
 import httpx2
@@ -134,3 +135,17 @@ def mcp(daphne, request) -> Mcp:
 @pytest.fixture
 def mcp_legacy(daphne) -> Mcp:
     return Mcp(daphne)
+
+
+def rest_call(daphne: str, key: str, method: str, path: str, **kwargs):
+    with httpx2.Client(timeout=60, headers={"Authorization": f"Bearer {key}"}) as http:
+        return http.request(method, f"{daphne}/api/v1/{path}", **kwargs)
+
+
+def texts_of(found: dict) -> str:
+    return " ".join(result["text"] for result in found["results"])
+
+
+def prompts_sent(fake_llm) -> str:
+    """Everything the model was sent to answer questions since the last `clear()`."""
+    return json.dumps([body["messages"] for body in fake_llm.requests_to("/v1/chat/completions")])

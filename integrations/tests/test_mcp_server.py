@@ -3,8 +3,6 @@ served by daphne, driven by the `mcp` SDK's own client. Each tool acts with the 
 account, scope, collections and budget, and answers what its REST counterpart answers."""
 from __future__ import annotations
 
-import json
-
 import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -15,7 +13,7 @@ from billing.budgets import budget_set
 from billing.models import CreditHold, CreditLedgerEntry, HoldStatus
 from chat.models import Conversation
 from core.tenancy import account_context
-from integrations.tests.conftest import key_row
+from integrations.tests.conftest import key_row, prompts_sent, rest_call, texts_of
 
 pytestmark = pytest.mark.django_db(transaction=True)  # daphne reads what the tests write
 
@@ -23,26 +21,12 @@ TOOLS = {"search", "list_documents", "fetch_document", "ask"}
 RESULT_FIELDS = {"document_id", "document_name", "chunk_index", "pages", "score", "text"}
 
 
-def _rest(daphne: str, key: str, method: str, path: str, **kwargs):
-    with httpx2.Client(timeout=60, headers={"Authorization": f"Bearer {key}"}) as http:
-        return http.request(method, f"{daphne}/api/v1/{path}", **kwargs)
-
-
-def _texts(found: dict) -> str:
-    return " ".join(result["text"] for result in found["results"])
-
-
-def _prompts(fake_llm) -> str:
-    """Everything the model was sent to answer questions since the last `clear()`."""
-    return json.dumps([body["messages"] for body in fake_llm.requests_to("/v1/chat/completions")])
-
-
 # --- the protocol ---------------------------------------------------------------------------
 
 def test_the_four_tools_are_listed_with_their_arguments(world, mcp):
     tools = {tool.name: tool for tool in mcp.tools(world.write)}
     assert set(tools) == TOOLS
-    assert set(tools["search"].input_schema["properties"]) >= {"query", "top_k"}
+    assert set(tools["search"].input_schema["properties"]) >= {"query", "top_k", "tags"}
     assert tools["search"].input_schema["required"] == ["query"]
     assert tools["fetch_document"].input_schema["required"] == ["document_id"]
     assert set(tools["ask"].input_schema["properties"]) >= {"question", "conversation_id"}
@@ -54,7 +38,7 @@ def test_search_answers_the_rest_search_results_and_is_charged(world, mcp, daphn
     assert found["results"] and all(set(r) == RESULT_FIELDS for r in found["results"])
     assert found["results"][0]["document_id"] == world.handbook.pk
     assert "twenty-eight days of paid holiday" in found["results"][0]["text"]
-    rest = _rest(daphne, world.write, "POST", "search/", json={"query": "How many days of paid holiday?", "top_k": 3})
+    rest = rest_call(daphne, world.write, "POST", "search/", json={"query": "How many days of paid holiday?", "top_k": 3})
     assert rest.status_code == 200
     assert [(r["document_id"], r["chunk_index"]) for r in found["results"]] == \
         [(r["document_id"], r["chunk_index"]) for r in rest.json()["results"]]
@@ -76,7 +60,7 @@ def test_search_refuses_bad_arguments_with_the_rest_errors(world, mcp_legacy):
 
 def test_list_documents_is_the_rest_list(world, mcp, daphne):
     listed = mcp.ok(world.write, "list_documents")
-    rest = _rest(daphne, world.write, "GET", "documents/").json()["results"]
+    rest = rest_call(daphne, world.write, "GET", "documents/").json()["results"]
     assert listed["results"] == rest
     assert [d["id"] for d in listed["results"]] == [world.handbook.pk]  # the secret is in Board
     assert mcp.ok(world.write, "list_documents", {"query": "nothing like this"})["results"] == []
@@ -164,10 +148,10 @@ def test_another_accounts_ids_are_not_found_and_its_text_never_found(world, mcp,
     assert [d["id"] for d in mcp.ok(world.key_b, "list_documents")["results"]] == [world.beta.pk]
     found = mcp.ok(world.key_b, "search", {"query": "twenty-eight days of paid holiday at Acme", "top_k": 10})
     assert {r["document_id"] for r in found["results"]} <= {world.beta.pk}
-    assert "twenty-eight" not in _texts(found) and "Acme" not in _texts(found)
+    assert "twenty-eight" not in texts_of(found) and "Acme" not in texts_of(found)
     fake_llm.clear()
     assert mcp.ok(world.key_b, "ask", {"question": "How many days of paid holiday at Acme?"})["answer"]
-    assert "twenty-eight" not in _prompts(fake_llm) and "periwinkle" in _prompts(fake_llm)
+    assert "twenty-eight" not in prompts_sent(fake_llm) and "periwinkle" in prompts_sent(fake_llm)
     mine = mcp.ok(world.write, "ask", {"question": "How many days of paid holiday?"})
     theirs = mcp.refused(world.key_b, "ask", {"question": "Go on", "conversation_id": mine["conversation_id"]})
     assert theirs["code"] == "not_found"
@@ -183,16 +167,16 @@ def test_a_restricted_collection_is_invisible_to_a_key_without_access(world, mcp
     question = {"query": "Project Nightingale Zephyrine Robotics acquisition", "top_k": 10}
     assert mcp.refused(world.write, "fetch_document", {"document_id": world.secret.pk})["code"] == "not_found"
     assert world.secret.pk not in {d["id"] for d in mcp.ok(world.write, "list_documents")["results"]}
-    assert "Zephyrine" not in _texts(mcp.ok(world.write, "search", question))
+    assert "Zephyrine" not in texts_of(mcp.ok(world.write, "search", question))
 
     fake_llm.clear()
     answered = mcp.ok(world.write, "ask", {"question": "What will Project Nightingale acquire, Zephyrine Robotics?"})
     assert world.secret.pk not in {c["document_id"] for c in answered["citations"]}
-    assert "forty-two million" not in _prompts(fake_llm)
+    assert "forty-two million" not in prompts_sent(fake_llm)
 
     assert "Zephyrine" in mcp.ok(world.insider, "fetch_document", {"document_id": world.secret.pk})["text"]
     assert world.secret.pk in {d["id"] for d in mcp.ok(world.insider, "list_documents")["results"]}
-    assert "Zephyrine" in _texts(mcp.ok(world.insider, "search", question))
+    assert "Zephyrine" in texts_of(mcp.ok(world.insider, "search", question))
 
 
 def test_a_read_key_may_search_list_fetch_and_ask_as_the_rest_api_lets_it(world, mcp_legacy):
