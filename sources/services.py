@@ -117,3 +117,10 @@ def source_delete(*, account, source: Source, actor=None) -> Source:
         audit_record(account=account, action="source.delete", actor=actor, target=_target(source))
     jobs.enqueue_purge(source)
     return source
+
+
+def account_sources_withdraw(sender, *, account, **kwargs) -> None:
+    """Receiver of accounts.signals.account_deleted (in its transaction): the account's
+    sources go, so no schedule syncs them again and a running sync stops at its next item
+    (documents purges the documents themselves)."""
+    Source.objects.for_account(account).delete()

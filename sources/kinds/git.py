@@ -61,8 +61,9 @@ class GitKind:
                               field="url")
         if parts.username or parts.password:
             raise SourceError(SourceErrorCode.INVALID_URL, "Give the URL without a user name or password.", field="url")
+        options = clean_options(options)
         _checked_address(url)
-        return url, clean_options(options)
+        return url, options
 
     def open(self, source, *, known: dict[str, Known]) -> GitReader:
         return GitReader(url=source.url, options=source.options, max_files=source.max_pages, known=known)

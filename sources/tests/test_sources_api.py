@@ -135,3 +135,14 @@ def test_a_document_two_sources_share_goes_with_the_last_of_them(api_a, site, ac
 
 def test_unauthenticated_is_401(client):
     assert client.get("/api/v1/sources/").status_code == 401
+
+
+def test_a_deleted_accounts_sources_go_with_it(api_a, source_a, account_a, owner_a):
+    from accounts.services.deletion import account_delete
+    from core.tenancy import dangerously_bypass_tenancy
+
+    with account_context(account_a):
+        account_delete(account=account_a, actor=owner_a)
+    with dangerously_bypass_tenancy(reason="test: nothing of the account's sources is left"):
+        assert not Source.all_accounts.filter(account_id=account_a.pk).exists()
+        assert not SourceSync.all_accounts.filter(account_id=account_a.pk).exists()
