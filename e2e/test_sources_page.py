@@ -11,7 +11,8 @@ from playwright.sync_api import expect
 
 from accounts.tests.factories import make_account
 from e2e.pages import log_in
-from sources.tests.site import LoopbackSite, page as html_page
+from sources.tests.site import LoopbackSite
+from sources.tests.site import page as html_page
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

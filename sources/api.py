@@ -9,7 +9,11 @@ from core.error_codes import CoreErrorCode
 from core.views import AccountAPIView
 from sources import selectors, services
 from sources.errors import SourceError
-from sources.serializers import SourceCreateSerializer, SourceDetailSerializer, SourceSerializer
+from sources.serializers import (
+    SourceCreateSerializer,
+    SourceDetailSerializer,
+    SourceSerializer,
+)
 
 # Adding, syncing and deleting a source need what uploading a document needs (a source uploads).
 PERMISSIONS = allows(GET=Action.DOCUMENT_READ, POST=Action.DOCUMENT_UPLOAD, DELETE=Action.DOCUMENT_DELETE)

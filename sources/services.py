@@ -10,7 +10,14 @@ from sources import jobs
 from sources.error_codes import SourceErrorCode
 from sources.errors import SourceError
 from sources.kinds import KIND_MODULES, kind_for
-from sources.models import DEFAULT_MAX_PAGES, Schedule, Source, SourceStatus, SourceSync, SyncStatus
+from sources.models import (
+    DEFAULT_MAX_PAGES,
+    Schedule,
+    Source,
+    SourceStatus,
+    SourceSync,
+    SyncStatus,
+)
 from sources.sync import next_sync_after
 
 MAX_TAGS, MAX_TAG_LENGTH = 20, 40

@@ -28,7 +28,14 @@ from documents.errors import UploadRejected
 from documents.models import Document
 from documents.services import document_delete, document_upload
 from sources.kinds import Content, Gone, Known, Skipped, Unchanged, kind_for
-from sources.models import Schedule, Source, SourceItem, SourceStatus, SourceSync, SyncStatus
+from sources.models import (
+    Schedule,
+    Source,
+    SourceItem,
+    SourceStatus,
+    SourceSync,
+    SyncStatus,
+)
 
 logger = logging.getLogger("groundwork.sources")
 
@@ -57,7 +64,7 @@ def sync_run(*, account_id: int, sync_id: int) -> None:
     claimed = _claim(account_id, sync_id)
     if claimed is None:
         return
-    sync, source, known = claimed
+    _, source, known = claimed
     counts, problems = Counter(), []
     reader = None
     try:

@@ -39,7 +39,7 @@ def _option_error(message: str, field: str) -> SourceError:
 def clean_options(options: dict) -> dict:
     unknown = set(options) - {"branch", "path"}
     if unknown:
-        raise _option_error(f"Unknown option {sorted(unknown)[0]!r}; a git source takes `branch` and `path`.",
+        raise _option_error(f"Unknown option {min(unknown)!r}; a git source takes `branch` and `path`.",
                             "options")
     branch = options.get("branch") or ""
     if branch and (not isinstance(branch, str) or not SAFE_REF.match(branch) or ".." in branch):

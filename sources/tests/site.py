@@ -32,7 +32,7 @@ class LoopbackSite:
         site = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 (http.server's name)
+            def do_GET(self):
                 site._answer(self)
 
             def log_message(self, *args):

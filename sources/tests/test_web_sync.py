@@ -1,7 +1,7 @@
 """A web source end to end against a site on loopback: the first sync, then re-syncs that
 see pages changed, removed and added, with the ledger charging only what changed."""
-from core.tenancy import account_context
 from billing.models import CreditLedgerEntry
+from core.tenancy import account_context
 from documents.models import Chunk, Document
 from sources.models import SourceItem
 from sources.tests.site import page
