@@ -26,6 +26,7 @@ from core.errors import GroundworkError
 from core.tenancy import account_context, dangerously_bypass_tenancy
 from documents.errors import UploadRejected
 from documents.models import Document
+from documents.revisions import document_content_replace
 from documents.services import document_delete, document_upload
 from sources.kinds import Content, Gone, Known, Skipped, Unchanged, kind_for
 from sources.models import (
@@ -161,10 +162,9 @@ def _content_apply(account_id: int, source: Source, item: SourceItem | None, fet
     if item is not None and item.sha256 == sha256 and _document_alive(account_id, item.document_id):
         _item_update(item, **fields)
         return "unchanged", ""
+    upload = SimpleUploadedFile(fetched.filename, fetched.data, content_type=fetched.content_type)
     try:
-        document, created = document_upload(
-            account=source.account, actor=source.created_by,
-            upload=SimpleUploadedFile(fetched.filename, fetched.data, content_type=fetched.content_type))
+        document, created = _document_write(source, item, upload)
     except UploadRejected as exc:
         if exc.status in (402, 403):
             raise
@@ -177,6 +177,19 @@ def _content_apply(account_id: int, source: Source, item: SourceItem | None, fet
     owns = created or (item.document_id == document.pk and item.owns_document)
     _item_update(item, document=document, owns_document=owns, sha256=sha256, **fields)
     return outcome, ""
+
+
+def _document_write(source: Source, item: SourceItem | None, upload) -> tuple[Document, bool]:
+    """(document, created): a changed item's own document gets the new content as its next
+    revision (it keeps its id and tags; search answers from the old chunks until the new are
+    published); anything else is an upload, which may find the same bytes already there."""
+    if item is not None and item.owns_document and _document_alive(source.account_id, item.document_id):
+        document = Document.objects.for_account(source.account_id).get(pk=item.document_id)
+        replaced = document_content_replace(account=source.account, document=document, upload=upload)
+        if replaced is not None:
+            return replaced, False
+        upload.seek(0)
+    return document_upload(account=source.account, actor=source.created_by, upload=upload)
 
 
 def _item_update(item: SourceItem, **fields) -> None:

@@ -65,7 +65,10 @@ def test_resync_charges_only_changed_pages_and_removes_gone_ones(api_a, handbook
     # Charged for the index, the changed page and the new one; not for the unchanged page.
     assert _embedding_charges(account_a) == charges + 3
     with account_context(account_a):
-        assert not Document.objects.for_account(account_a).visible().filter(pk=leave_doc).exists()
+        # The changed page's document is the same document, at its next revision.
+        leave = Document.objects.for_account(account_a).get(pk=leave_doc)
+        assert leave.revision == 2 and leave.status == "ready" and leave.name == "Leave.md"
+        assert SourceItem.objects.for_account(account_a).get(key=handbook.url("/docs/leave")).document_id == leave_doc
     # The unchanged page was asked for with its ETag and answered 304: nothing downloaded.
     assert handbook.fetched("/docs/expenses", 304) == 1
 
