@@ -63,7 +63,7 @@ def resolve(host: str, port: int) -> str:
     unless the host is allowed. AddressRefused (400) says which address and what to do."""
     try:
         infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as exc:
+    except (OSError, UnicodeError, ValueError) as exc:  # gaierror is an OSError; a NUL a ValueError
         raise SourceError(SourceErrorCode.FETCH_FAILED, f"The host {host} could not be found ({exc}).") from None
     addresses = list(dict.fromkeys(info[4][0] for info in infos))
     if not host_allowed(host):

@@ -54,7 +54,11 @@ class GitKind:
     name = "git"
 
     def check(self, *, url: str, options: dict) -> tuple[str, dict]:
-        parts = urlsplit(url)
+        try:
+            parts = urlsplit(url)
+            parts.port  # noqa: B018 (raises ValueError for a port out of range)
+        except ValueError:
+            raise SourceError(SourceErrorCode.INVALID_URL, f"{url[:200]} is not a valid URL.", field="url") from None
         if parts.scheme.lower() not in SCHEMES or not parts.hostname:
             raise SourceError(SourceErrorCode.INVALID_URL, "A git source's URL must start with https://, http:// or "
                                                            "git:// (such as https://git.example.com/team/docs.git).",

@@ -48,7 +48,10 @@ class WebKind:
     name = "web"
 
     def check(self, *, url: str, options: dict) -> tuple[str, dict]:
-        url = normalise(url or "")
+        try:
+            url = normalise(url or "")
+        except ValueError:  # urlsplit: "http://[" and the like
+            raise SourceError(SourceErrorCode.INVALID_URL, f"{url[:200]} is not a valid URL.", field="url") from None
         net.check_url(url)  # a bad scheme or a refused address: 400 now, not at the first sync
         return url, {}
 

@@ -118,3 +118,16 @@ def test_a_page_larger_than_the_cap_is_not_read(site, settings):
     with pytest.raises(SourceError) as error:
         net.fetch(site.url("/big"))
     assert error.value.code == "too_large"
+
+
+@pytest.mark.parametrize("kind", ["web", "git"])
+@pytest.mark.parametrize("url", [
+    "http://[", "http://[::1", "http://example.com:99999/", "http://exa mple.com/", "http://\x01host/",
+    "http://" + "a" * 70 + ".example/", "http://%00/", "https://[fe80::1%25eth0]/", "http://0x7f000001/",
+    "http://2130706433/", "git://[::1]:9418/r.git", "http:///nohost", "//example.com/x",
+])
+def test_hostile_urls_are_a_400_never_a_500(api_a, kind, url, settings):
+    settings.SOURCES_ALLOWED_HOSTS = []
+    response = api_a.post("/api/v1/sources/", {"kind": kind, "url": url})
+    assert response.status_code == 400, (url, response.content)
+    assert response.json()["error"]["code"] in ("invalid_url", "address_refused", "fetch_failed")
