@@ -161,4 +161,6 @@ def _reason(exc: Exception) -> str:
         return "the server did not answer in time"
     if "refused" in text.lower():
         return "the connection was refused"
+    if isinstance(exc, urllib3.exceptions.SSLError) or "certificate" in text.lower() or "doesn't match" in text:
+        return f"its TLS certificate is not valid for this address ({text.split(': ', 1)[-1][:150]})"
     return text.split(": ", 1)[-1][:200]
