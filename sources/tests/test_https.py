@@ -20,7 +20,7 @@ HOST = "docs.example.test"
 
 
 def _certificates(folder):
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     ca_key, key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "Test CA")])
     ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
@@ -51,7 +51,7 @@ def tls_site(tmp_path, monkeypatch, settings):
     seen = {}
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
+        def do_GET(self):
             seen["host"], seen["sni"] = self.headers["Host"], getattr(self.connection, "sni", None)
             body = b"<html><body>Over TLS.</body></html>"
             self.send_response(200)
