@@ -105,3 +105,79 @@ def test_git_urls_and_options_are_checked(api_a, body, code, settings):
     settings.SOURCES_ALLOWED_HOSTS = []
     response = api_a.post("/api/v1/sources/", body)
     assert response.status_code == 400 and response.json()["error"]["code"] == code, response.content
+
+
+class _GitHttpBackend:
+    """Smart HTTP: `git http-backend` (CGI) behind http.server, on loopback."""
+
+    def __init__(self, root):
+        import http.server
+        import threading
+
+        backend = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802
+                backend.serve(self)
+
+            do_POST = do_GET  # noqa: N815
+
+            def log_message(self, *args):
+                pass
+
+        self.root = root
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def serve(self, handler):
+        import os
+
+        path, _, query = handler.path.partition("?")
+        length = int(handler.headers.get("Content-Length") or 0)
+        env = {"PATH": os.environ["PATH"], "GIT_PROJECT_ROOT": str(self.root), "GIT_HTTP_EXPORT_ALL": "1",
+               "REQUEST_METHOD": handler.command, "PATH_INFO": path, "QUERY_STRING": query,
+               "CONTENT_TYPE": handler.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(length),
+               "REMOTE_ADDR": "127.0.0.1", "GIT_PROTOCOL": handler.headers.get("Git-Protocol", "")}
+        body = handler.rfile.read(length) if length else b""
+        if handler.headers.get("Content-Encoding") == "gzip":
+            import gzip
+            body = gzip.decompress(body)
+            env["CONTENT_LENGTH"] = str(len(body))
+        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
+        head, _, payload = out.partition(b"\r\n\r\n") if b"\r\n\r\n" in out else out.partition(b"\n\n")
+        headers = [line.split(b": ", 1) for line in head.splitlines() if b": " in line]
+        status = next((int(v.split()[0]) for k, v in headers if k.lower() == b"status"), 200)
+        handler.send_response(status)
+        for key, value in headers:
+            if key.lower() != b"status":
+                handler.send_header(key.decode(), value.decode())
+        handler.send_header("Content-Length", str(len(payload)))
+        handler.end_headers()
+        handler.wfile.write(payload)
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_git_over_http_connects_to_the_checked_address(api_a, repository, commit_and_run, monkeypatch, settings):
+    """The host name does not resolve for git itself: only curl's resolve option, set to the
+    address Groundwork checked, lets the clone connect (no second lookup to rebind)."""
+    from sources import net
+
+    work, _ = repository
+    backend = _GitHttpBackend(work.parent)
+    real = socket.getaddrinfo
+    monkeypatch.setattr(net.socket, "getaddrinfo", lambda host, *a, **k: real(
+        "127.0.0.1" if host == "git.example.test" else host, *a, **k))
+    settings.SOURCES_ALLOWED_HOSTS = ["git.example.test"]
+    try:
+        url = f"http://git.example.test:{backend.port}/handbook/.git"
+        created = commit_and_run(lambda: api_a.post("/api/v1/sources/", {
+            "kind": "git", "url": url, "options": {"path": "docs"}}))
+        source = api_a.get(f"/api/v1/sources/{created.json()['id']}/").json()
+    finally:
+        backend.close()
+    assert source["status"] == "idle", source["error"]
+    assert source["last_sync"]["added"] == 3
