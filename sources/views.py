@@ -12,7 +12,7 @@ from accounts.permissions import Action, page_require, principal_may
 from core.errors import GroundworkError
 from sources import selectors, services
 from sources.errors import SourceNotFound
-from sources.models import Schedule
+from sources.models import Schedule, SourceStatus
 
 
 def _account(request):
@@ -38,6 +38,7 @@ def sources_view(request):
         source.may_delete = principal_may(request, Action.DOCUMENT_DELETE, source)
     return render(request, "sources/sources.html", {
         "sources": sources, "schedules": Schedule.choices,
+        "syncing": any(s.status == SourceStatus.SYNCING for s in sources),
         "may_add": principal_may(request, Action.DOCUMENT_UPLOAD)})
 
 

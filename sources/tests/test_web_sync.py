@@ -143,3 +143,15 @@ def test_a_linked_page_that_fails_is_kept_and_reported(api_a, handbook, commit_a
     assert source["status"] == "idle" and source["document_count"] == 4
     assert source["last_sync"]["removed"] == 0
     assert any("redirects more than" in p for p in source["syncs"][0]["problems"])
+
+
+def test_not_enough_credits_fails_the_sync_with_the_reason(api_a, handbook, commit_and_run, account_a):
+    from billing.selectors import balance_get
+    from billing.services import credits_debit
+
+    with account_context(account_a):
+        credits_debit(account=account_a, tokens=balance_get(account=account_a) - 10, key="spend", kind="chat")
+    source_id = _create(api_a, commit_and_run, handbook.url("/docs/"))
+    source = api_a.get(f"/api/v1/sources/{source_id}/").json()
+    assert source["status"] == "failed" and source["document_count"] == 0
+    assert "credits" in source["error"].lower(), source["error"]
