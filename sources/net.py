@@ -132,7 +132,9 @@ def fetch(url: str, *, headers: dict | None = None, max_bytes: int | None = None
     timeout = timeout or settings.SOURCES_FETCH_TIMEOUT_SECONDS
     for _ in range(MAX_REDIRECTS + 1):
         target = check_url(url)
-        request_headers = {"Host": _host_header(target), "User-Agent": USER_AGENT, "Accept-Encoding": "gzip",
+        request_headers = {"Host": _host_header(target), "User-Agent": USER_AGENT,
+                           # identity: a compressed body could expand far past the size cap in one read
+                           "Accept-Encoding": "identity",
                            **(headers or {})}
         pool = _pool(target, timeout)
         try:
