@@ -28,7 +28,7 @@ class SourceStatus(models.TextChoices):
 
 class Source(TenantModel):
     kind = models.CharField(max_length=16, choices=Kind.choices)
-    url = models.URLField(max_length=2000)
+    url = models.CharField(max_length=2000)
     max_pages = models.PositiveIntegerField(default=DEFAULT_MAX_PAGES)
     # Kind-specific settings (git: "branch", "path"); validated by the kind's module.
     options = models.JSONField(default=dict, blank=True)
@@ -68,7 +68,7 @@ class SourceItem(TenantModel):
 
     source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="items")
     key = models.CharField(max_length=2000)
-    url = models.URLField(max_length=2000, blank=True)
+    url = models.CharField(max_length=2000, blank=True)
     title = models.CharField(max_length=255, blank=True)
     document = models.ForeignKey("documents.Document", null=True, blank=True, on_delete=models.SET_NULL,
                                  related_name="+")

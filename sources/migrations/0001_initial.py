@@ -24,7 +24,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('kind', models.CharField(choices=[('web', 'Web site'), ('git', 'Git repository')], max_length=16)),
-                ('url', models.URLField(max_length=2000)),
+                ('url', models.CharField(max_length=2000)),
                 ('max_pages', models.PositiveIntegerField(default=50)),
                 ('options', models.JSONField(blank=True, default=dict)),
                 ('tags', models.JSONField(blank=True, default=list)),
@@ -49,7 +49,7 @@ class Migration(migrations.Migration):
             fields=[
                 ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
                 ('key', models.CharField(max_length=2000)),
-                ('url', models.URLField(blank=True, max_length=2000)),
+                ('url', models.CharField(blank=True, max_length=2000)),
                 ('title', models.CharField(blank=True, max_length=255)),
                 ('owns_document', models.BooleanField(default=True)),
                 ('etag', models.CharField(blank=True, max_length=500)),
