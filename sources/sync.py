@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
+from accounts.models import Membership
 from core.errors import GroundworkError
 from core.tenancy import account_context, dangerously_bypass_tenancy
 from documents.errors import UploadRejected
@@ -55,8 +56,15 @@ def next_sync_after(source: Source, when) -> dt.datetime | None:
 
 
 def _principal(source: Source) -> dict:
-    """The sync acts as whoever added the source: their budgets limit what it ingests."""
-    return {"user": source.created_by, "api_key": source.created_by_api_key}
+    """The sync acts as whoever added the source (their budgets limit what it ingests), while
+    they still may: a key revoked, or a member who left, and it acts as the system."""
+    key = source.created_by_api_key
+    if key is not None:
+        return {"api_key": key} if key.revoked_at is None else {}
+    user = source.created_by
+    if user is not None and Membership.objects.for_account(source.account_id).filter(user=user).exists():
+        return {"user": user}
+    return {}
 
 
 def sync_run(*, account_id: int, sync_id: int) -> None:
@@ -65,7 +73,7 @@ def sync_run(*, account_id: int, sync_id: int) -> None:
     claimed = _claim(account_id, sync_id)
     if claimed is None:
         return
-    _, source, known = claimed
+    _, source, known, principal = claimed
     counts, problems = Counter(), []
     reader = None
     try:
@@ -82,12 +90,13 @@ def sync_run(*, account_id: int, sync_id: int) -> None:
                 seen.add(key)
             if isinstance(fetched, Skipped):
                 problems.append(fetched.problem)
-            outcome, problem = _apply(account_id, source, sync_id, fetched, bytes_fetched=reader.bytes_fetched)
+            outcome, problem = _apply(account_id, source, sync_id, fetched, principal=principal,
+                                      bytes_fetched=reader.bytes_fetched)
             counts[outcome] += 1
             if problem:
                 problems.append(problem)
         if complete:
-            counts["removed"] += _remove_unseen(account_id, source, sync_id, seen)
+            counts["removed"] += _remove_unseen(account_id, source, sync_id, seen, principal=principal)
         _finish(account_id, sync_id, counts, problems, error="")
     except _SourceDeleted:
         return
@@ -115,7 +124,7 @@ def _claim(account_id: int, sync_id: int):
         known = {item.key: Known(etag=item.etag, last_modified=item.last_modified, sha256=item.sha256,
                                  links=tuple(item.links))
                  for item in SourceItem.objects.for_account(account_id).filter(source=sync.source)}
-        return sync, sync.source, known
+        return sync, sync.source, known, _principal(sync.source)
 
 
 def _locked_source(account_id: int, source: Source, sync_id: int, bytes_fetched: int = 0) -> Source:
@@ -130,9 +139,10 @@ def _locked_source(account_id: int, source: Source, sync_id: int, bytes_fetched:
     return locked
 
 
-def _apply(account_id: int, source: Source, sync_id: int, fetched, *, bytes_fetched: int) -> tuple[str, str]:
+def _apply(account_id: int, source: Source, sync_id: int, fetched, *, principal: dict,
+           bytes_fetched: int) -> tuple[str, str]:
     """One fetched item into the knowledge base: (outcome, problem)."""
-    with account_context(account_id=account_id, **_principal(source)):
+    with account_context(account_id=account_id, **principal):
         source = _locked_source(account_id, source, sync_id, bytes_fetched)
         item = SourceItem.objects.for_account(account_id).filter(source=source, key=fetched.key).first()
         if isinstance(fetched, Skipped):
@@ -148,14 +158,15 @@ def _apply(account_id: int, source: Source, sync_id: int, fetched, *, bytes_fetc
             item.etag, item.last_modified = fetched.etag, fetched.last_modified
             item.save(update_fields=["etag", "last_modified", "updated_at"])
             return "unchanged", ""
-        return _content_apply(account_id, source, item, fetched)
+        return _content_apply(account_id, source, item, fetched, actor=principal.get("user"))
 
 
 def _document_alive(account_id: int, document_id: int | None) -> bool:
     return bool(document_id) and Document.objects.for_account(account_id).visible().filter(pk=document_id).exists()
 
 
-def _content_apply(account_id: int, source: Source, item: SourceItem | None, fetched: Content) -> tuple[str, str]:
+def _content_apply(account_id: int, source: Source, item: SourceItem | None, fetched: Content, *,
+                   actor) -> tuple[str, str]:
     sha256 = hashlib.sha256(fetched.data).hexdigest()
     fields = {"etag": fetched.etag[:500], "last_modified": fetched.last_modified[:100], "url": fetched.url[:2000],
               "title": fetched.title[:255], "links": fetched.links}
@@ -164,7 +175,7 @@ def _content_apply(account_id: int, source: Source, item: SourceItem | None, fet
         return "unchanged", ""
     upload = SimpleUploadedFile(fetched.filename, fetched.data, content_type=fetched.content_type)
     try:
-        document, created = _document_write(source, item, upload)
+        document, created = _document_write(source, item, upload, actor=actor)
     except UploadRejected as exc:
         if exc.status in (402, 403):
             raise
@@ -179,7 +190,7 @@ def _content_apply(account_id: int, source: Source, item: SourceItem | None, fet
     return outcome, ""
 
 
-def _document_write(source: Source, item: SourceItem | None, upload) -> tuple[Document, bool]:
+def _document_write(source: Source, item: SourceItem | None, upload, *, actor) -> tuple[Document, bool]:
     """(document, created): a changed item's own document gets the new content as its next
     revision (it keeps its id and tags; search answers from the old chunks until the new are
     published); anything else is an upload, which may find the same bytes already there."""
@@ -189,7 +200,7 @@ def _document_write(source: Source, item: SourceItem | None, upload) -> tuple[Do
         if replaced is not None:
             return replaced, False
         upload.seek(0)
-    return document_upload(account=source.account, actor=source.created_by, upload=upload)
+    return document_upload(account=source.account, actor=actor, upload=upload)
 
 
 def _item_update(item: SourceItem, **fields) -> None:
@@ -218,10 +229,10 @@ def _item_remove(account, item: SourceItem) -> None:
     item.delete()
 
 
-def _remove_unseen(account_id: int, source: Source, sync_id: int, seen: set[str]) -> int:
+def _remove_unseen(account_id: int, source: Source, sync_id: int, seen: set[str], *, principal: dict) -> int:
     """Items the source no longer has (its pages gone, not linked any more, past max_pages)."""
     removed = 0
-    with account_context(account_id=account_id, **_principal(source)):
+    with account_context(account_id=account_id, **principal):
         source = _locked_source(account_id, source, sync_id)
         for item in SourceItem.objects.for_account(account_id).filter(source=source).order_by("pk"):
             if item.key not in seen:

@@ -155,3 +155,30 @@ def test_not_enough_credits_fails_the_sync_with_the_reason(api_a, handbook, comm
     source = api_a.get(f"/api/v1/sources/{source_id}/").json()
     assert source["status"] == "failed" and source["document_count"] == 0
     assert "credits" in source["error"].lower(), source["error"]
+
+
+def test_a_source_whose_creator_left_still_syncs(client, account_a, handbook, commit_and_run, fake_llm, queue):
+    from accounts.models import Membership, Role
+    from accounts.tests.factories import add_member
+    from sources.models import Source
+
+    member = add_member(account_a, role=Role.MEMBER)
+    client.force_login(member)
+    created = commit_and_run(lambda: client.post("/api/v1/sources/", {"kind": "web", "url": handbook.url("/docs/")},
+                                                 content_type="application/json"))
+    with account_context(account_a):
+        Membership.objects.for_account(account_a).filter(user=member).delete()
+        source = Source.objects.for_account(account_a).get(pk=created.json()["id"])
+    handbook.set("/docs/leave", page("Leave", "Everyone has thirty days of paid holiday a year."))
+    from sources.services import source_sync_request
+
+    commit_and_run(lambda: _in_context(account_a, lambda: source_sync_request(account=account_a, source=source)))
+    with account_context(account_a):
+        source.refresh_from_db()
+        sync = source.syncs.order_by("-pk").first()
+    assert source.status == "idle" and (sync.added, sync.updated, sync.unchanged) == (0, 1, 3), source.error
+
+
+def _in_context(account, fn):
+    with account_context(account):
+        return fn()
