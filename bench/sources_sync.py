@@ -69,10 +69,14 @@ def _phase(account, site, queue, *, start) -> dict:
     sync_s, ingest_s = _run_jobs(queue)
     with account_context(account):
         sync = SourceSync.objects.for_account(account).filter(source_id=source_id).order_by("-pk").first()
-        entries = CreditLedgerEntry.objects.for_account(account).filter(kind="embedding").exclude(pk__in=ledger_before)
+        entries = list(CreditLedgerEntry.objects.for_account(account).filter(kind="embedding")
+                       .exclude(pk__in=ledger_before))
         credits = -sum(e.delta for e in entries)
+        # Each embedding charge is one document revision ("ingest:<document>:<revision>"):
+        # the chunks embedded are those revisions' chunks (new documents and changed pages).
+        embedded = {int(e.idempotency_key.split(":")[1]) for e in entries if e.idempotency_key.startswith("ingest:")}
+        chunks = sum(Document.objects.for_account(account).filter(pk__in=embedded).values_list("chunk_count", flat=True))
         new_documents = Document.objects.for_account(account).filter(pk__gt=newest_document or 0)
-        chunks = sum(new_documents.values_list("chunk_count", flat=True))
         failed = new_documents.filter(status="failed").count()
     answers = [status for _, _, status in site.log[log_before:]]
     return {"sync_s": round(sync_s, 2), "ingestion_s": round(ingest_s, 2), "status": sync.status,
