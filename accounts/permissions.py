@@ -44,6 +44,8 @@ class Action(StrEnum):
     ACCOUNT_DELETE = "account.delete"
     DATA_EXPORT = "data.export"            # one's own data export (a person's, across their accounts)
     FEEDBACK_VIEW = "feedback.view"        # everyone's thumbs up/down on answers, with the answers
+    DOCUMENT_TAG = "document.tag"          # set a document's tags (they steer retrieval)
+    RETRIEVAL_SETTINGS = "retrieval.settings"  # read and set the account's excluded tags
 
 
 class Grant(StrEnum):
@@ -78,6 +80,8 @@ _TABLE = {
     Action.ACCOUNT_DELETE:   (_Y, _N, _N, _N, _N, _N),
     Action.DATA_EXPORT:      (_Y, _Y, _Y, _Y, _N, _N),
     Action.FEEDBACK_VIEW:    (_Y, _Y, _N, _N, _N, _N),
+    Action.DOCUMENT_TAG:     (_Y, _Y, _O, _N, _N, _Y),
+    Action.RETRIEVAL_SETTINGS: (_Y, _Y, _N, _N, _N, _N),
 }
 RULES: dict[Action, dict[str, Grant]] = {action: dict(zip(GRANTEES, row)) for action, row in _TABLE.items()}
 
@@ -93,6 +97,8 @@ PHRASES = {
     Action.ACCOUNT_DELETE: "delete the account",
     Action.DATA_EXPORT: "export a person's data",
     Action.FEEDBACK_VIEW: "read the team's feedback on answers",
+    Action.DOCUMENT_TAG: "tag this document",
+    Action.RETRIEVAL_SETTINGS: "change the account's retrieval settings",
 }
 
 

@@ -15,6 +15,8 @@ ACTIONS = {
     "document.reindex": "Document reindexed",
     "account.reindex": "All documents reindexed",
     "document.move": "Document moved",
+    "document.tags": "Document tags changed",
+    "retrieval.exclude_tags": "Excluded tags changed",
     "collection.create": "Collection created",
     "collection.rename": "Collection renamed",
     "collection.restrict": "Collection restricted or opened",

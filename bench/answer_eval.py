@@ -18,6 +18,8 @@ section of shared/eval's python_faq.jsonl). Scoring: bench/answer_scoring.py.
 
 Environment: ANSWER_EVAL_CORPORA=office,foreign (a comma list; all by default);
 ANSWER_EVAL_LIMIT=N (the first N questions of each group); ANSWER_EVAL_GROUPS=short,what_is;
+ANSWER_EVAL_REINGEST=postgres_html (those corpora's documents deleted and ingested again, after a
+parser change; "all");
 ANSWER_EVAL_SEED (1; "none" for the product's unseeded sampling); ANSWER_EVAL_PROFILE='{"passages": 5}'
 (overrides of the chat profile in use); ANSWER_EVAL_VERBOSE=1 prints every answer. The product's
 own variables choose the models and pass through unchanged (LOCAL_CHAT_MODEL_PATH,
@@ -81,14 +83,25 @@ def _account(corpus: str):
     return account, User.objects.get(email=email)
 
 
-def ingest(account, files: list[Path]) -> dict:
-    """Upload and ingest (in this process) every file not yet ready in the account."""
+def reingested() -> set[str]:
+    """ANSWER_EVAL_REINGEST=postgres_html,office: corpora whose documents are deleted and
+    ingested again (after a parser change); "all" for every corpus."""
+    chosen = {c.strip() for c in os.environ.get("ANSWER_EVAL_REINGEST", "").split(",") if c.strip()}
+    return set(BUILDERS) if "all" in chosen else chosen
+
+
+def ingest(account, files: list[Path], fresh: bool = False) -> dict:
+    """Upload and ingest (in this process) every file not yet ready in the account (`fresh`:
+    every file, the account's documents deleted first)."""
     from core.tenancy import account_context
     from documents import jobs
     from documents.kinds import KIND_BY_EXTENSION
     from documents.models import Document, Status
     from documents.services import document_upload
 
+    if fresh:
+        with account_context(account):
+            Document.objects.for_account(account).delete()
     with account_context(account):
         ready = set(Document.objects.for_account(account).filter(status=Status.READY).values_list("name", flat=True))
     started = time.perf_counter()
@@ -332,7 +345,7 @@ def _run_corpora(corpora: list[str], limit: int | None, about: dict, log) -> tup
     for corpus in corpora:
         account, user = _account(corpus)
         questions = load_questions(corpus)
-        about["corpora"][corpus] = ingest(account, corpus_files(corpus)) | {
+        about["corpora"][corpus] = ingest(account, corpus_files(corpus), fresh=corpus in reingested()) | {
             "questions": len(questions), "unjudgeable": unjudgeable(account, questions)}
         log(f"  {corpus}: {json.dumps(about['corpora'][corpus])}", flush=True)
         results = evaluate_questions(account, user, _chosen_groups(questions, limit), log=log)

@@ -80,7 +80,9 @@ LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+\S", re.M)
 
 
 def loops(answer: str) -> bool:
-    words = CITATION.sub(" ", answer).lower().split()
+    """A run of four words three times. Words have a letter or digit: a Markdown table's
+    "| --- | --- |" rule and empty cells are its layout, not a loop."""
+    words = [w for w in CITATION.sub(" ", answer).lower().split() if any(c.isalnum() for c in w)]
     grams = Counter(tuple(words[i:i + 4]) for i in range(len(words) - 3))
     return any(count >= 3 for count in grams.values())
 

@@ -36,7 +36,9 @@ EVAL_FILE = Path(os.environ.get("GROUNDWORK_EVAL_DIR", "/work/shared/eval")) / "
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CONFIGS = "smollm2-135m:1,qwen2.5-0.5b:1,qwen2.5-0.5b:2,qwen2.5-1.5b:1"
 RUNS = int(os.environ.get("BENCH_CHAT_RUNS", "5"))
-PASSAGE_CHARS = 1400  # three of these make a ~1,000-1,300-token prompt
+# Three of 1,400 characters make a ~1,000-1,300-token prompt; BENCH_CHAT_PASSAGE_CHARS=800 is the
+# product's CHUNK_SIZE. A profile with prompt_words reads them focused, as the product does.
+PASSAGE_CHARS = int(os.environ.get("BENCH_CHAT_PASSAGE_CHARS") or 1400)
 SEED = 23
 UNANSWERABLE = ["What is the capital city of Australia?", "How many days of parental leave do employees get?"]
 
@@ -110,13 +112,16 @@ def ask(server: dict, case: dict) -> dict:
     """One streamed answer with the model's profile: timings, usage and text."""
     from openai import OpenAI
 
+    from chat.answering import focused
     from chat.prompt import build_messages
     from chat.turn import PROFILES
     from llm import bundled_models
 
     entry = bundled_models.model(server["name"])
     profile = PROFILES[entry.profile]
-    messages = build_messages(question=case["question"], passages=case["passages"], history=[], grounded=True,
+    passages = focused(case["question"], case["passages"], profile.prompt_words) if profile.prompt_words \
+        else case["passages"]
+    messages = build_messages(question=case["question"], passages=passages, history=[], grounded=True,
                               history_budget=0, style=profile.prompt)
     client = OpenAI(base_url=server["base_url"], api_key="local", max_retries=0, timeout=900)
     cpu_start, cpu_first = cpu_seconds(server), None

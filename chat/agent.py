@@ -15,7 +15,6 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
-from django.conf import settings
 from django.contrib.auth.models import AnonymousUser
 from django.utils import timezone
 
@@ -23,32 +22,27 @@ from core import rows
 from core.tenancy import account_context
 from accounts.models import Account, ApiKey, User
 from billing import pricing, references
-from billing.errors import BudgetExceeded, InsufficientCredits
 from billing.models import CreditHold, Kind
 from billing.budgets import BudgetStatus, budget_status_for
 from billing.selectors import balance_get
-from billing.services import HoldDraw, credits_hold, hold_release, hold_settle
+from billing.services import HoldDraw, hold_release, hold_settle
 from chat import answering
 from chat.errors import ChatError
+from chat.holds import credits_hold_fitting, fitted, hold_bounds
 from chat.models import Conversation, Message, MessageStatus, Role
-from chat.prompt import build_messages
 from chat.ratelimit import check_chat_rate
-from chat.retrieve import (MAX_QUESTION_CHARS, REWRITE_MAX_TOKENS, SUMMARY_CHUNKS, Retrieved, numbered_sources,
-                           rewrite_messages, search_query, turn_passages)
+from chat.retrieve import (MAX_QUESTION_CHARS, Retrieved, numbered_sources,
+                           search_query, turn_passages)
 from chat.selectors import conversation_access_by_id
-from chat.router import GENERAL, LOOKUP, SUMMARY, Route, previous_question, route, standalone_query
+from chat.router import GENERAL, LOOKUP, Route, route
 from chat.turn import ChatTurn, Profile, Spender, TurnOptions, general_answers, profile
-from documents.chunking import embedding_tokens
 from documents.embedding import active_embedding_model
 from documents.models import ActiveEmbeddingModel
 from documents.selectors import collection_ids_requested
 from retrieval.search import QueryEmbedding, query_embed
 from llm import client as llm
-from llm import chat_tokens
 from core.error_codes import CoreErrorCode
 
-# The least answer a turn is held for: a few sentences (below it the turn is refused).
-MIN_ANSWER_TOKENS = 64
 NOT_IN_DOCUMENTS = ("Your team's documents don't cover this, so this is a general answer, "
                     "not from your documents:\n\n")
 NOT_COVERED = "Your documents don't cover this."
@@ -120,97 +114,6 @@ def _history(conversation: Conversation) -> list[tuple[str, str]]:
     return list(rows)
 
 
-def _hold_bounds(question: str, history: list[tuple[str, str]], kind: str, options: TurnOptions,
-                 chosen: Profile) -> tuple[int, int]:
-    """(least, most) credits to hold for the turn. Most: its worst case, the prompt counted as
-    the model that charges counts it (llm/chat_tokens.py: the bundled model's own tokenizer,
-    else UTF-8 bytes, which no provider's tokenizer exceeds) with the passages' allowance and
-    the longest answer. Least: the prompt with no passage and a short answer, below which the
-    turn is refused. Whatever is held, the prompt and the answer are fitted to it
-    (`_fitted`), so a chat turn is never charged more than its hold."""
-    passages = {GENERAL: 0, LOOKUP: chosen.passages or settings.RAG_TOP_K * 3, SUMMARY: SUMMARY_CHUNKS}[kind]
-    bare = max(_prompt_bound(question, [], history, options, grounded=grounded) for grounded in (True, False))
-    retrieval = _retrieval_worst_case(question, history, kind, chosen)
-    least = pricing.credits_at_most(kind=pricing.CHAT, tokens=bare + MIN_ANSWER_TOKENS) + retrieval
-    most = pricing.credits_at_most(kind=pricing.CHAT, tokens=(
-        bare + passages * chat_tokens.passage_tokens_allowance(settings.CHUNK_SIZE)
-        + options.bounded_max_tokens(chosen.max_tokens))) + retrieval
-    return least, max(least, most)
-
-
-def _prompt_messages(question: str, passages: list, history: list[tuple[str, str]], options: TurnOptions, *,
-                     grounded: bool) -> list[dict]:
-    return build_messages(question=question, passages=passages, history=history, grounded=grounded,
-                          history_budget=settings.CHAT_HISTORY_TOKENS, instructions=options.system)
-
-
-def _prompt_bound(question: str, passages: list, history: list[tuple[str, str]], options: TurnOptions, *,
-                  grounded: bool) -> int:
-    messages = _prompt_messages(question, passages, history, options, grounded=grounded)
-    return chat_tokens.prompt_tokens_bound([m["content"] for m in messages])
-
-
-def _hold(account: Account, *, least: int, most: int, key: str, reference: str, **spender) -> CreditHold:
-    """The worst case held or, when the balance or a budget cannot cover it, what they can,
-    down to `least` (the turn then reads fewer passages or answers shorter). Below `least`,
-    refused as the error says."""
-    try:
-        return credits_hold(account=account, amount=most, key=key, reference=reference, **spender)
-    except InsufficientCredits as short:
-        affordable, refusal = short.balance, InsufficientCredits(needed=least, balance=short.balance)
-    except BudgetExceeded as short:
-        affordable, refusal = short.limit - short.spent, short
-    if affordable < least:
-        raise refusal
-    return credits_hold(account=account, amount=affordable, key=key, reference=reference, **spender)
-
-
-def _fitted(asked: _Asked, opened: _Opened, passages: list) -> tuple[list, list[dict], int]:
-    """(passages, messages, max_tokens) that the turn's hold pays for whatever the model's
-    tokenizer makes of them: the passages ranked last are left out until the prompt's bound
-    and a short answer fit in what the hold has left after its draws, and the answer may
-    use the rest (the model stops there: finish_reason "length")."""
-    left = opened.hold.amount - sum(pricing.credits_for(kind=d.kind, model=d.model, tokens=d.tokens)
-                                    for d in opened.draws)
-    within = pricing.tokens_within(kind=pricing.CHAT, credits=left)
-    wanted = asked.options.bounded_max_tokens(asked.profile.max_tokens)
-    found = bool(passages)
-    while True:
-        messages = _prompt_messages(asked.question, passages, opened.history, asked.options,
-                                    grounded=bool(passages))
-        prompt = chat_tokens.prompt_tokens_bound([m["content"] for m in messages])
-        if prompt + MIN_ANSWER_TOKENS <= within:
-            return passages, messages, max(1, min(wanted, within - prompt))
-        if len(passages) == 1 or not found:
-            # Not even the best passage fits: an answer without the documents it found would
-            # read as "not in your documents". Refused instead, saying what it needs (the
-            # turn's hold is released by turn_prepare).
-            drawn = opened.hold.amount - left
-            needed = drawn + pricing.credits_at_most(kind=pricing.CHAT, tokens=prompt + MIN_ANSWER_TOKENS)
-            raise InsufficientCredits(needed=needed, balance=opened.hold.amount)
-        passages = passages[:-1]
-
-
-def _retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: str, chosen: Profile) -> int:
-    """The most a turn spends before its answer: the follow-up rewrite (a chat call) and the
-    query embedding. The turn's hold covers them too and they are drawn from it, so the
-    balance and the principal's budgets refuse a turn before anything runs, never halfway.
-    The embedding is counted exactly for the bundled model (embedding_tokens) and by its UTF-8
-    bytes for another provider's, which no tokenizer exceeds."""
-    if kind == GENERAL:
-        return 0
-    searched = standalone_query(question, history)
-    query = embedding_tokens(searched) if settings.LLM_BUNDLED else len(searched.encode("utf-8")) + 2
-    if not (previous_question(question, history) and chosen.rewrite):
-        return pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=query)
-    # The model's rewrite (at most REWRITE_MAX_TOKENS, with [CLS] and [SEP]) or, when it
-    # fails, the deterministic query.
-    rewrite = (chat_tokens.prompt_tokens_bound([m["content"] for m in rewrite_messages(question, history)])
-               + REWRITE_MAX_TOKENS)
-    return (pricing.credits_at_most(kind=pricing.CHAT, tokens=rewrite)
-            + pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=max(query, REWRITE_MAX_TOKENS + 2)))
-
-
 def turn_prepare(*, account: Account, user: User | AnonymousUser | None = None, api_key: ApiKey | None = None,
                  question, conversation_id=None, history: list[tuple[str, str]] | None = None,
                  request_id: str | None = None, cancelled: threading.Event | None = None,
@@ -230,10 +133,11 @@ def turn_prepare(*, account: Account, user: User | AnonymousUser | None = None, 
     What the turn spends before the answer is drawn from the hold and written when the hold
     is settled (`ChatTurn.draws`), so the balance row is locked twice a turn, not four times."""
     question = _question(question)
+    options = (options or TurnOptions()).tags_checked()
     chosen = profile()
     check_chat_rate(account_id=account.pk, user_id=getattr(user, "pk", None),
                     api_key_id=getattr(api_key, "pk", None))
-    asked = _Asked(account=account, user=user, api_key=api_key, question=question, options=options or TurnOptions(),
+    asked = _Asked(account=account, user=user, api_key=api_key, question=question, options=options,
                    profile=chosen, route=route(question), request_id=request_id or uuid.uuid4().hex,
                    cancelled=cancelled or threading.Event())
     opened = turn_hold(asked, conversation_id=conversation_id, history=history, authorize=authorize)
@@ -272,8 +176,8 @@ def turn_hold(asked: _Asked, *, conversation_id, history: list[tuple[str, str]] 
             return opened
         # The query is embedded with the model the account's chunks are searched by.
         opened.active = active_embedding_model(account_id=account.pk) if decision.kind == LOOKUP else None
-        least, most = _hold_bounds(question, history, decision.kind, options, chosen)
-        hold = _hold(account, least=least, most=most, key=f"chat:{request_id}",
+        least, most = hold_bounds(question, history, decision.kind, options, chosen)
+        hold = credits_hold_fitting(account, least=least, most=most, key=f"chat:{request_id}",
                      reference=references.conversation(conversation.pk), **spender)
     opened.hold = hold
     return opened
@@ -294,7 +198,8 @@ def turn_retrieve(asked: _Asked, opened: _Opened, query: str, embedded: QueryEmb
     """The passages for the turn's route, in the turn's second transaction."""
     return turn_passages(account=asked.account, route=asked.route, query=query, embedded=embedded,
                          collection_ids=opened.collection_ids, hold=opened.hold, draws=opened.draws,
-                         key=f"chat:{asked.request_id}:query", limit=asked.profile.passages)
+                         key=f"chat:{asked.request_id}:query", limit=asked.profile.passages,
+                         tags=asked.options.tags, exclude_tags=asked.options.exclude_tags)
 
 
 def turn_prompt(asked: _Asked, opened: _Opened, query: str, retrieved: Retrieved) -> ChatTurn:
@@ -313,7 +218,9 @@ def turn_prompt(asked: _Asked, opened: _Opened, query: str, retrieved: Retrieved
                         request_id=asked.request_id, route=GENERAL, profile=asked.profile, cancelled=asked.cancelled,
                         spender=asked.spender, sources=sources, hold=opened.hold, query=query, draws=opened.draws,
                         reply=reply)
-    passages, messages, max_tokens = _fitted(asked, opened, retrieved.passages)
+    passages, messages, max_tokens = fitted(question=asked.question, options=options, chosen=asked.profile,
+                                            history=opened.history, hold=opened.hold, draws=opened.draws,
+                                            passages=retrieved.passages)
     sources = numbered_sources(passages)
     searched = query if asked.route.kind != GENERAL else ""
     user_message = _question_store(asked, opened.conversation, route=retrieved.route, sources=sources, query=searched)

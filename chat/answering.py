@@ -7,6 +7,8 @@ what the model streams.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import functools
 import math
 import re
@@ -18,6 +20,9 @@ from chat.passage_text import (ends_sentence, is_toc_line, names, plain, scripts
                                words_lower)
 
 CITATION = re.compile(r"\s*\[Document\s+(\d+)\]", re.I)
+# "[Chunk 0]": a small model citing the chunk attribute of <document_chunk> too; a strict guard
+# (a sentence at a time) never shows it.
+CHUNK_MARK = re.compile(r"\s*\[Chunk\s+\d+\]", re.I)
 _WORD = re.compile(r"[a-z0-9][a-z0-9_+#'-]*")
 # Words that carry no topic: function words, and the words of a question's frame.
 STOPWORDS = frozenset("""a about above after again against all also am an and any are aren't as at be because been
@@ -69,13 +74,15 @@ def coverage(question: str, passage_text: str) -> float:
     return sum(1 for t in wanted if t in have) / len(wanted)
 
 
-def relevance(question: str, hits: list, passages: list) -> float:
+def relevance(question: str, hits: list, passages: list, coverage_weight: float = COVERAGE_WEIGHT) -> float:
     """How near the retrieved text is to answering: the best vector similarity plus
-    COVERAGE_WEIGHT x the best passage's coverage of the question's topic words. Retrieval
-    always returns its nearest chunks; this says whether the nearest are near enough
-    (settings.RAG_MIN_RELEVANCE, calibrated in bench/answer_eval.py)."""
+    `coverage_weight` x the best passage's coverage of the question's topic words. Retrieval
+    always returns its nearest chunks; this says whether the nearest are near enough (the
+    embedding model's floor: llm/embedding_specs.py, chat/retrieve.py relevance_rule)."""
     similarity = max((h.similarity or 0.0 for h in hits), default=0.0)
-    return similarity + COVERAGE_WEIGHT * max((coverage(question, p.text) for p in passages), default=0.0)
+    if not coverage_weight:
+        return similarity
+    return similarity + coverage_weight * max((coverage(question, p.text) for p in passages), default=0.0)
 
 
 # --- the passages' own sentences -------------------------------------------------------------
@@ -125,6 +132,53 @@ def extractive_sentences(question: str, passages: list, *, max_words: int = 90, 
         following = [(n, s, kind) for n, s, kind in following
                      if kind in ("code", "table") or not _mostly_in(terms(s), known)]
     yield from _quoted(following, wanted, max_words)
+
+
+def focused(question: str, passages: list, max_words: int) -> list:
+    """The passages as a small model reads them: each cut to its sentences nearest the question,
+    `max_words` words in all (the best-ranked passage half of them, the others an even share of
+    the rest), so the prompt stays within the model's first-token budget (a 0.5B model on 2 cores
+    reads ~100 prompt tokens a second: bench/chat_models.py). A cut passage keeps its best-
+    matching sentence (by the question's topic words, weighted by rarity), what follows it, then
+    what comes before it, in the document's order; a table keeps its header and matching rows.
+    The guard and the passages' own answer still read the whole passages."""
+    if not passages:
+        return passages
+    wanted = set(terms(question))
+    split = [[(s, kind) for s, kind in sentences(plain(p.text))] for p in passages]
+    df = Counter(t for ss in split for s, _ in ss for t in set(terms(s)))
+    count = sum(len(ss) for ss in split) or 1
+    weight = {t: math.log(1 + count / (1 + df[t])) for t in wanted}
+    shares = [max_words] if len(passages) == 1 else \
+        [max_words // 2] + [(max_words - max_words // 2) // (len(passages) - 1)] * (len(passages) - 1)
+    out = []
+    for passage, parts, share in zip(passages, split, shares):
+        if len(passage.text.split()) <= share or not parts:
+            out.append(passage)
+            continue
+        parts = [(table_rows(s, wanted) if kind == "table" else s, kind) for s, kind in parts]
+        scores = [sum(weight[t] for t in wanted if t in set(terms(s))) for s, _ in parts]
+        best = max(range(len(parts)), key=lambda i: (scores[i], -i))
+        if len(parts[best][0].split()) > share:  # the best sentence alone is longer: its start
+            parts[best] = (" ".join(parts[best][0].split()[:share]) + " …", parts[best][1])
+        chosen, words = [best], len(parts[best][0].split())
+        for step in (range(best + 1, len(parts)), range(best - 1, -1, -1)):
+            for i in step:
+                size = len(parts[i][0].split())
+                if words + size > share:
+                    break
+                chosen.append(i)
+                words += size
+        out.append(_with_text(passage, "\n".join(parts[i][0] for i in sorted(chosen))))
+    return out
+
+
+def _with_text(passage, text: str):
+    if dataclasses.is_dataclass(passage):
+        return dataclasses.replace(passage, text=text)
+    clone = copy.copy(passage)  # a benchmark's SimpleNamespace
+    clone.text = text
+    return clone
 
 
 def _quoted(following: list[tuple[int, str, str]], wanted: set[str], max_words: int) -> Iterator[str]:
@@ -260,6 +314,7 @@ class Guard:
         return len(terms(text)) >= 3 if self.strict else bool(text.strip())
 
     def _check(self, piece: str) -> str:
+        piece = CHUNK_MARK.sub("", piece)
         body = piece.strip()
         if not body:  # (strict: no blank lines before the first sentence it released)
             return piece if not self.strict or self.released else ""

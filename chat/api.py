@@ -54,7 +54,9 @@ class ChatView(ChatAPIView):
         run = TurnRun(account=self.account, user=self.user, api_key=self.api_key,
                       question=body.validated_data["message"],
                       conversation_id=body.validated_data.get("conversation_id"),
-                      options=TurnOptions(collection=body.validated_data.get("collection")))
+                      options=TurnOptions(collection=body.validated_data.get("collection"),
+                                          tags=body.validated_data.get("tags"),
+                                          exclude_tags=body.validated_data.get("exclude_tags")))
         run.prepare()
         if request.query_params.get("stream") in ("1", "true") or wants_event_stream(request):
             return streaming_response(run.http_events(request._request, lambda frame: (sse(frame),)))

@@ -361,7 +361,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.run = _SocketTurn(principal=principal, account=principal.account, user=principal.user,
                                api_key=principal.api_key, question=content.get("message"),
                                conversation_id=content.get("conversation_id"),
-                               options=TurnOptions(collection=content.get("collection")))
+                               options=TurnOptions(collection=content.get("collection"), tags=content.get("tags"),
+                                                   exclude_tags=content.get("exclude_tags")))
         self.generation = asyncio.create_task(self._relay(self.run))
 
     async def _error(self, error: ChatError):

@@ -9,6 +9,7 @@ or `chat.error`. `frames()` is the turn itself, synchronous (ORM and model calls
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 import uuid
@@ -37,7 +38,12 @@ class TurnRun:
 
     def __init__(self, *, account, user=None, api_key=None, question, conversation_id=None,
                  history: list[tuple[str, str]] | None = None, options: TurnOptions | None = None,
-                 authorize=None):
+                 authorize=None, tags: list[str] | None = None, exclude_tags: list[str] | None = None):
+        # `tags` / `exclude_tags` (MCP's ask passes them here) win over the options' own.
+        if tags is not None or exclude_tags is not None:
+            options = dataclasses.replace(options or TurnOptions(),
+                                          **({"tags": tags} if tags is not None else {}),
+                                          **({"exclude_tags": exclude_tags} if exclude_tags is not None else {}))
         self.id = uuid.uuid4().hex
         self.cancelled = threading.Event()
         self.error: GroundworkError | None = None

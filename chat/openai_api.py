@@ -78,6 +78,11 @@ class CompletionRequest(serializers.Serializer):
     temperature = _Number(required=False, allow_null=True, min_value=0, max_value=2, error_messages={
         "invalid": TEMPERATURE, "min_value": TEMPERATURE, "max_value": TEMPERATURE})
     max_tokens = _max_tokens_field()
+    # Groundwork's own (an OpenAI SDK sends them with `extra_body`): retrieval steered by tags.
+    tags = serializers.JSONField(required=False, allow_null=True,
+                                 help_text="Answer only from documents carrying any of these tags")
+    exclude_tags = serializers.JSONField(required=False, allow_null=True,
+                                         help_text="Answer from no document carrying any of these tags")
     max_completion_tokens = _max_tokens_field()  # OpenAI's newer name; wins over max_tokens
     user = serializers.CharField(required=False, allow_blank=True)
 
@@ -105,7 +110,7 @@ def _options(data: dict) -> TurnOptions:
                           if (text := _text(m.get("content")).strip()))
     max_tokens = data.get("max_completion_tokens") or data.get("max_tokens")
     return TurnOptions(max_tokens=max_tokens, temperature=data.get("temperature"), system=system,
-                       end_user=data.get("user") or "")
+                       end_user=data.get("user") or "", tags=data.get("tags"), exclude_tags=data.get("exclude_tags"))
 
 
 class OpenAIView(AccountAPIView):

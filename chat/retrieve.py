@@ -20,7 +20,9 @@ from billing.services import HoldDraw
 from chat import answering
 from chat.router import GENERAL, LOOKUP, SUMMARY, Route, match_document, previous_question, standalone_query
 from documents.models import Document, Status
+from documents.selectors import document_ids_retrievable
 from llm import client as llm
+from llm.embedding_specs import embedding_spec
 from retrieval.search import (Passage, QueryEmbedding, expand_passages, first_chunks, hit_passages, ocr_chunk_ids,
                               query_search)
 
@@ -28,7 +30,7 @@ MAX_QUESTION_CHARS = 4000
 SUMMARY_CHUNKS = 15  # how much of a document "summarize <document>" reads from its start
 REWRITE_MAX_TOKENS = 64
 NEAREST_SHOWN = 3  # the closest passages listed with "Your documents don't cover this."
-BUNDLED_MIN_RELEVANCE = 0.58  # bench/answer_eval.py: all-MiniLM-L6-v2, FAQ vs unanswerable questions
+BUNDLED_MIN_RELEVANCE = 0.58  # an embedding model not calibrated (llm/embedding_specs.py): MiniLM's
 
 
 @dataclass(frozen=True)
@@ -43,11 +45,17 @@ class Retrieved:
     nearest: list[Passage] = field(default_factory=list)
 
 
-def min_relevance() -> float:
-    """settings.RAG_MIN_RELEVANCE, or the bundled embedding model's calibrated value."""
+def relevance_rule(model: str) -> tuple[float, float]:
+    """(floor, coverage weight) for text retrieved with embedding `model`: settings.RAG_MIN_RELEVANCE,
+    or on the bundled chat models the embedding model's calibrated floor (llm/embedding_specs.py);
+    no floor for a provider's model, which is told to say when the chunks do not answer."""
+    spec = embedding_spec(model)
+    weight = spec.coverage_weight if spec.relevance_floor is not None else answering.COVERAGE_WEIGHT
     if settings.RAG_MIN_RELEVANCE is not None:
-        return settings.RAG_MIN_RELEVANCE
-    return BUNDLED_MIN_RELEVANCE if settings.LLM_BUNDLED else 0.0
+        return settings.RAG_MIN_RELEVANCE, weight
+    if not settings.LLM_BUNDLED:
+        return 0.0, weight
+    return (spec.relevance_floor if spec.relevance_floor is not None else BUNDLED_MIN_RELEVANCE), weight
 
 
 def search_query(question: str, history: list[tuple[str, str]], *, rewrite: bool, key: str,
@@ -86,32 +94,42 @@ def _rewrite_followup(question: str, history: list[tuple[str, str]], key: str, d
 
 def turn_passages(*, account, route: Route, query: str, embedded: QueryEmbedding | None,
                   collection_ids: list[int] | None, hold: CreditHold, draws: list[HoldDraw], key: str,
-                  limit: int | None) -> Retrieved:
+                  limit: int | None, tags: list[str] | None = None,
+                  exclude_tags: list[str] | None = None) -> Retrieved:
     """The passages for the turn's route, in the caller's account context. A lookup searches
     `query` with `embedded` (its query_embed, made before this transaction); a summary of a
     document that is not there looks its words up instead, embedded here (a rare path).
-    `limit`: the model reads that many single hits (None: every hit with its neighbours)."""
+    `limit`: the model reads that many single hits (None: every hit with its neighbours).
+    `tags` / `exclude_tags` (and the account's excluded tags, always) steer both routes: a
+    summary names only a document they let through, a lookup searches only those."""
     if route.kind == GENERAL:
         return Retrieved(GENERAL, [])
     if route.kind == SUMMARY:
-        document = _summary_document(account, route.summary_target, collection_ids)
+        document = _summary_document(account, route.summary_target, collection_ids, tags, exclude_tags)
         if document is not None:
-            return Retrieved(SUMMARY, first_chunks(account=account, document=document, limit=SUMMARY_CHUNKS))
+            return Retrieved(SUMMARY, first_chunks(account=account, document=document, limit=SUMMARY_CHUNKS,
+                                                   tags=tags, exclude_tags=exclude_tags))
     found = query_search(account=account, query=query, key=key, collection_ids=collection_ids, hold=hold,
-                         draws=draws, embedded=embedded)
+                         draws=draws, embedded=embedded, tags=tags, exclude_tags=exclude_tags)
     passages = expand_passages(account=account, hits=found.hits)
-    if not passages or answering.relevance(query, found.hits, passages) < min_relevance():
+    floor, weight = relevance_rule(found.embedding.model)
+    if not passages or answering.relevance(query, found.hits, passages, weight) < floor:
         return Retrieved(GENERAL, [], nearest=hit_passages(found.hits[:limit or NEAREST_SHOWN]))
     return Retrieved(LOOKUP, hit_passages(found.hits[:limit]) if limit else passages)
 
 
-def _summary_document(account, target: str, collection_ids: list[int] | None) -> Document | None:
+def _summary_document(account, target: str, collection_ids: list[int] | None, tags: list[str] | None,
+                      exclude_tags: list[str] | None) -> Document | None:
     """The ready document a summary names, among those the principal may read in the
-    collections asked for."""
+    collections asked for that its tags let through (RETRIEVABLE_BY_TAGS_SQL, the rule
+    search uses)."""
     documents = Document.objects.for_account(account).readable().filter(status=Status.READY)
     if collection_ids is not None:
         documents = documents.filter(collection_id__in=collection_ids)
-    return match_document(target, list(documents))
+    documents = list(documents)
+    allowed = document_ids_retrievable(account=account, document_ids=[d.pk for d in documents], tags=tags,
+                                       exclude_tags=exclude_tags)
+    return match_document(target, [d for d in documents if d.pk in allowed])
 
 
 def numbered_sources(passages: list[Passage]) -> list[dict]:

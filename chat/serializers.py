@@ -8,6 +8,10 @@ class ChatRequestSerializer(serializers.Serializer):
     conversation_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
     collection = serializers.JSONField(required=False, allow_null=True,
                                        help_text="A collection id, or a list of them: answer from those only")
+    tags = serializers.JSONField(required=False, allow_null=True,
+                                 help_text="Answer only from documents carrying any of these tags")
+    exclude_tags = serializers.JSONField(required=False, allow_null=True,
+                                         help_text="From no document carrying any of these tags")
 
 
 class CitationSerializer(serializers.Serializer):

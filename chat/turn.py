@@ -3,6 +3,7 @@ answer's stream; how a turn uses the chat model (`Profile`) and what an API call
 set for one (`TurnOptions`)."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from billing.models import CreditHold
 from billing.services import HoldDraw
 from chat import answering
 from chat.models import Conversation, Message
+from documents.tags import tags_filter
 from llm import client as llm
 from retrieval.search import Passage
 
@@ -33,6 +35,11 @@ class Profile:
     rewrite: bool  # follow-ups rewritten into standalone questions by the model
     max_sentences: int = 0  # a longer answer is stopped there (0: only the token budget)
     prompt: str = "default"  # chat/prompt.py's wording of the question and chunks ("own_words")
+    # The model reads each passage cut to its sentences nearest the question, this many words
+    # in all (answering.focused; None: whole passages), and earlier turns within this many
+    # tokens (None: CHAT_HISTORY_TOKENS): a small local model's first token within its budget.
+    prompt_words: int | None = None
+    history_tokens: int | None = None
 
 
 PROFILES = {
@@ -45,7 +52,8 @@ PROFILES = {
     # only (penalties made it drop the citations); no model rewrite of follow-ups (it answered
     # the rewrite request instead). Measured in bench/chat_models.py.
     "medium": Profile("medium", passages=3, max_tokens=300, strict=True, rewrite=False, max_sentences=6,
-                      sampling={"repeat_penalty": 1.05, "top_k": 40, "min_p": 0.05}, prompt="own_words"),
+                      sampling={"repeat_penalty": 1.05, "top_k": 40, "min_p": 0.05}, prompt="own_words",
+                      prompt_words=240, history_tokens=300),
     "capable": Profile("capable", passages=None, max_tokens=None, strict=False, rewrite=True, sampling={}),
 }
 
@@ -79,6 +87,16 @@ class TurnOptions:
     end_user: str = ""  # the caller's end-user id (OpenAI `user`), stored on the question
     # A collection id or a list of them to narrow retrieval to (None: all visible).
     collection: int | str | list[int | str] | None = None
+    # Only documents carrying any of `tags`; none carrying any of `exclude_tags` (the
+    # account's excluded tags apply whatever is asked): documents/tags.py's rules.
+    tags: list[str] | None = None
+    exclude_tags: list[str] | None = None
+
+    def tags_checked(self) -> TurnOptions:
+        """These options with their tags checked (TagsInvalid, a 400 / chat.error
+        `invalid_tags`, before anything is held) and lower-cased as retrieval compares them."""
+        return dataclasses.replace(self, tags=tags_filter(self.tags, field="tags"),
+                                   exclude_tags=tags_filter(self.exclude_tags, field="exclude_tags"))
 
     def bounded_max_tokens(self, default: int | None = None) -> int:
         cap = settings.CHAT_MAX_TOKENS

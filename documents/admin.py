@@ -48,7 +48,8 @@ class DocumentAdmin(AllAccountsMixin, ReadOnlyMixin, admin.ModelAdmin):
     list_select_related = ("account",)
     ordering = ("-created_at",)
     fieldsets = (
-        (None, {"fields": ("name", "title", "account", "uploaded_by", "kind", "content_type", "size", "sha256")}),
+        (None, {"fields": ("name", "title", "account", "uploaded_by", "kind", "content_type", "size", "sha256",
+                           "tags")}),
         ("Status", {"fields": ("status", "error_code", "error", "attempts", "revision", "progress_done",
                                "progress_total", "heartbeat_at")}),
         ("Index", {"fields": ("page_count", "chunk_count", "token_count", "embedding_tokens", "credits_estimate",

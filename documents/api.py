@@ -8,13 +8,17 @@ from accounts.permissions import Action, allows, principal_require
 from core.api import CursorPagination
 from core.views import AccountAPIView
 from documents import selectors, services
+from documents.error_codes import DocumentErrorCode
+from documents.errors import TagsInvalid
 from documents.models import Status
 from documents.serializers import (
     DocumentDetailSerializer,
     DocumentSerializer,
+    DocumentUpdateSerializer,
     ReindexRunSerializer,
     UploadSerializer,
 )
+from documents.tags import document_tags_set, tags_from_form
 
 
 class DocumentPagination(CursorPagination):
@@ -29,6 +33,8 @@ class DocumentListView(AccountAPIView):
                                OpenApiParameter("q", str, required=False, description="Name contains"),
                                OpenApiParameter("collection", int, required=False,
                                                 description="Only this collection's documents"),
+                               OpenApiParameter("tag", str, required=False,
+                                                description="Only documents carrying this tag"),
                                OpenApiParameter("cursor", str, required=False),
                                OpenApiParameter("page_size", int, required=False)],
                    responses=DocumentSerializer(many=True))
@@ -38,7 +44,8 @@ class DocumentListView(AccountAPIView):
                                             status=request.query_params.get("status") or None,
                                             query=request.query_params.get("q") or None,
                                             collection_ids=selectors.collection_ids_requested(
-                                                account=account, requested=request.query_params.get("collection")))
+                                                account=account, requested=request.query_params.get("collection")),
+                                            tag=request.query_params.get("tag") or None)
         paginator = DocumentPagination()
         page = paginator.paginate_queryset(documents, request, view=self)
         return paginator.get_paginated_response(DocumentSerializer(page, many=True).data)
@@ -52,14 +59,15 @@ class DocumentListView(AccountAPIView):
         collection = request.data.get("collection")
         collection = selectors.collection_access_by_id(account=account, collection_id=collection) if collection \
             else None
+        tags = tags_from_form(request.data.getlist("tags") if hasattr(request.data, "getlist") else [])
         document, created = services.document_upload(
-            account=account, actor=request.user, upload=request.FILES.get("file"), collection=collection)
+            account=account, actor=request.user, upload=request.FILES.get("file"), collection=collection, tags=tags)
         return Response(DocumentSerializer(document).data,
                         status=status.HTTP_202_ACCEPTED if created else status.HTTP_200_OK)
 
 
 class DocumentDetailView(AccountAPIView):
-    permission_classes = [allows(GET=Action.DOCUMENT_READ, DELETE=Action.DOCUMENT_DELETE)]
+    permission_classes = [allows(GET=Action.DOCUMENT_READ, DELETE=Action.DOCUMENT_DELETE, PATCH=Action.DOCUMENT_TAG)]
 
     @extend_schema(responses=DocumentDetailSerializer)
     def get(self, request, document_id: int):
@@ -67,6 +75,19 @@ class DocumentDetailView(AccountAPIView):
         document = selectors.document_access_by_id(account=account, document_id=document_id)
         chunks = selectors.chunk_list(account=account, document=document)
         return Response(DocumentDetailSerializer(document, context={"chunks": chunks}).data)
+
+    @extend_schema(request=DocumentUpdateSerializer, responses=DocumentSerializer,
+                   description="Replace the document's tags.")
+    def patch(self, request, document_id: int):
+        account = self.account
+        document = selectors.document_access_by_id(account=account, document_id=document_id)
+        principal_require(self.principal, Action.DOCUMENT_TAG, document)  # a member: only their own
+        if not isinstance(request.data, dict) or "tags" not in request.data:
+            raise TagsInvalid(DocumentErrorCode.INVALID_TAGS, 'Send {"tags": [...]}: the tags that replace the '
+                              "document's tags ([] removes them).", field="tags")
+        document = document_tags_set(account=account, actor=request.user, document=document,
+                                     tags=request.data["tags"])
+        return Response(DocumentSerializer(document).data)
 
     @extend_schema(request=None, responses={202: DocumentSerializer})
     def delete(self, request, document_id: int):

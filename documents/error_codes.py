@@ -15,6 +15,7 @@ class DocumentErrorCode(StrEnum):
     IMAGE_TOO_LARGE = "image_too_large"
     INTERNAL_ERROR = "internal_error"
     INVALID_ACCESS = "invalid_access"
+    INVALID_TAGS = "invalid_tags"
     NO_FILE = "no_file"
     NO_TEXT = "no_text"
     PARSE_FAILED = "parse_failed"

@@ -33,3 +33,7 @@ class CollectionNotFound(NotFound):
 class CollectionError(GroundworkError):
     """A collection change that cannot be made as asked (a duplicate name, a non-empty
     collection to delete, the default collection restricted or deleted)."""
+
+
+class TagsInvalid(GroundworkError):
+    """Tags that break documents/tags.py's rules (400 `invalid_tags`, naming the field)."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector, SearchVectorField
 from django.db import models
@@ -56,6 +57,21 @@ VISIBLE_DOCUMENT_SQL = f"d.status <> '{Status.DELETING.value}'"
 # is an InitPlan: evaluated once per statement, not once per row.
 VISIBLE_COLLECTION_IDS_SQL = "(SELECT public.visible_collection_ids())::bigint[]"
 READABLE_DOCUMENT_SQL = f"d.collection_id = ANY ({VISIBLE_COLLECTION_IDS_SQL})"
+
+# "A document carrying a tag the account excludes (RetrievalSettings) is never retrieved; a
+# retrieval asked for `tags` reads only documents carrying one of them, and never those with
+# one of its `exclude_tags`": the one rule in SQL, on `documents_document AS d`, tags compared
+# lower-cased (documents/tags.py: tags are unique case-insensitively). Parameters:
+# %(account_id)s, %(exclude_tags)s (text[], lower-cased, may be empty) and %(tags)s (text[]
+# lower-cased, or NULL: no narrowing). The account's setting is an uncorrelated sub-select
+# (an InitPlan, read once per statement). No braces in it: search SQL goes through format().
+_DOCUMENT_TAGS_LOWER = "ARRAY(SELECT lower(t.tag) FROM unnest(d.tags) AS t(tag))"
+ACCOUNT_EXCLUDED_TAGS_SQL = ("ARRAY(SELECT lower(t.tag) FROM documents_retrievalsettings AS r,"
+                             " unnest(r.exclude_tags) AS t(tag) WHERE r.account_id = %(account_id)s)")
+RETRIEVABLE_BY_TAGS_SQL = (
+    f"(NOT ({_DOCUMENT_TAGS_LOWER} && ({ACCOUNT_EXCLUDED_TAGS_SQL}"
+    " || COALESCE(%(exclude_tags)s::text[], ARRAY[]::text[])))"
+    f" AND (%(tags)s::text[] IS NULL OR {_DOCUMENT_TAGS_LOWER} && %(tags)s::text[]))")
 DEFAULT_COLLECTION_NAME = "General"
 
 
@@ -142,6 +158,9 @@ class Document(TenantModel):
     # its chunks are indexed and searched with `search_config` (migration 0015).
     language = models.CharField(max_length=8, blank=True, default="")
     search_config = RegConfigField(db_default="english")
+    # Set by people (page, API, upload) and sources: documents/tags.py's rules. They steer
+    # retrieval (RETRIEVABLE_BY_TAGS_SQL) and filter the Knowledge base.
+    tags = ArrayField(models.TextField(), default=list, blank=True)
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
@@ -169,7 +188,8 @@ class Document(TenantModel):
             models.UniqueConstraint(fields=["collection", "sha256"], condition=~models.Q(status="deleting"),
                                     name="document_sha256_unique_per_collection"),
         ]
-        indexes = [models.Index(fields=["account", "-created_at"], name="document_account_recent")]
+        indexes = [models.Index(fields=["account", "-created_at"], name="document_account_recent"),
+                   GinIndex(fields=["tags"], name="document_tags_gin")]
 
     def __str__(self):
         return self.name
@@ -332,3 +352,15 @@ class ChunkEmbedding(TenantModel):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["chunk", "model"], name="chunk_embedding_unique")]
         indexes = [models.Index(fields=["document", "model"], name="chunk_embedding_document")]
+
+
+class RetrievalSettings(TenantModel):
+    """How an account's retrieval behaves, one row per account (none: the defaults).
+    `exclude_tags`: documents carrying any of these tags are never retrieved, on any surface
+    (RETRIEVABLE_BY_TAGS_SQL); set by owners and admins (documents/tags.py), audited."""
+
+    exclude_tags = ArrayField(models.TextField(), default=list, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["account"], name="retrieval_settings_per_account")]

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from django.db import connection
 from django.db.models import Count, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from core.errors import object_id
+from documents.tags import tags_filter
 from documents.errors import CollectionNotFound, DocumentNotFound, ReindexRunNotFound
-from documents.models import VISIBLE_COLLECTION_IDS_SQL, Chunk, Collection, CollectionAccess, Document, ReindexRun
+from documents.models import RETRIEVABLE_BY_TAGS_SQL, VISIBLE_COLLECTION_IDS_SQL, Chunk, Collection, CollectionAccess, Document, ReindexRun
 
 # --- collections ----------------------------------------------------------------------------
 # Who sees which collection is decided in one place, the SQL function visible_collection_ids()
@@ -76,12 +78,30 @@ def document_ids_readable(*, account, document_ids: Iterable[int]) -> set[int]:
     return set(Document.objects.for_account(account).readable().filter(pk__in=ids).values_list("pk", flat=True))
 
 
+def document_ids_retrievable(*, account, document_ids: Iterable[int], tags: list[str] | None = None,
+                             exclude_tags: list[str] | None = None) -> set[int]:
+    """Which of `document_ids` retrieval may read by their tags (RETRIEVABLE_BY_TAGS_SQL: not
+    carrying one of the account's excluded tags or of `exclude_tags`; carrying one of `tags`
+    when given). One query; it does not check readability (ask `readable()` for that)."""
+    ids = sorted({i for i in (object_id(d) for d in document_ids) if i is not None})
+    if not ids:
+        return set()
+    account_id = getattr(account, "pk", account)
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT d.id FROM documents_document AS d WHERE d.account_id = %(account_id)s"
+                       f" AND d.id = ANY(%(ids)s::bigint[]) AND {RETRIEVABLE_BY_TAGS_SQL}",
+                       {"account_id": account_id, "ids": ids, "tags": tags_filter(tags, field="tags"),
+                        "exclude_tags": tags_filter(exclude_tags, field="exclude_tags") or []})
+        return {row[0] for row in cursor.fetchall()}
+
+
 # --- documents --------------------------------------------------------------------------------
 
 def document_list(*, account, status: str | None = None, query: str | None = None,
-                  collection_ids: list[int] | None = None) -> QuerySet[Document]:
+                  collection_ids: list[int] | None = None, tag: str | None = None) -> QuerySet[Document]:
     """The documents the principal may read (`readable()`: not being deleted, in a visible
-    collection), newest first; `collection_ids` narrows to some of those collections."""
+    collection), newest first; `collection_ids` narrows to some of those collections, `tag`
+    to those carrying it (as spelled, through the GIN index on tags)."""
     documents = (Document.objects.for_account(account).readable().select_related("collection")
                  .order_by("-created_at", "-pk"))
     if collection_ids is not None:
@@ -90,6 +110,8 @@ def document_list(*, account, status: str | None = None, query: str | None = Non
         documents = documents.filter(status=status)
     if query:
         documents = documents.filter(name__icontains=query)
+    if tag:
+        documents = documents.filter(tags__contains=[tag.strip()])
     return documents
 
 

@@ -2,6 +2,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from documents.models import Chunk, Collection, Document, ReindexRun
+from documents.source_links import sources_of
 
 
 class CollectionRefSerializer(serializers.Serializer):
@@ -9,15 +10,40 @@ class CollectionRefSerializer(serializers.Serializer):
     name = serializers.CharField()
 
 
+class SourceRefSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    url = serializers.CharField()
+
+
+class DocumentListSerializer(serializers.ListSerializer):
+    """A page of documents: their sources (documents.source_links) looked up once for the page."""
+
+    def to_representation(self, data):
+        documents = list(data.all() if hasattr(data, "all") else data)
+        self.child.context["sources"] = sources_of([d.pk for d in documents])
+        return super().to_representation(documents)
+
+
 class DocumentSerializer(serializers.ModelSerializer):
     progress = serializers.SerializerMethodField()
     collection = serializers.SerializerMethodField()
+    tags = serializers.ListField(child=serializers.CharField(), read_only=True)
+    source = serializers.SerializerMethodField()
 
     class Meta:
         model = Document
+        list_serializer_class = DocumentListSerializer
         fields = ["id", "name", "content_type", "size", "status", "error", "chunk_count", "token_count",
                   "created_at", "updated_at", "error_code", "page_count", "credits_estimate", "credits_charged", "revision", "progress", "collection",
-                  "language"]
+                  "language", "tags", "source"]
+
+    @extend_schema_field(SourceRefSerializer(allow_null=True))
+    def get_source(self, document) -> dict | None:
+        """Where the document came from (a source's id and the page's URL), null for an upload."""
+        sources = self.context.get("sources")
+        if sources is None:  # one document on its own (detail, upload): its own lookup
+            sources = sources_of([document.pk])
+        return sources.get(document.pk)
 
     def get_progress(self, document) -> dict:
         return {"done": document.progress_done, "total": document.progress_total}
@@ -57,6 +83,13 @@ class DocumentDetailSerializer(DocumentSerializer):
 class UploadSerializer(serializers.Serializer):
     file = serializers.FileField(help_text="PDF, DOCX, TXT, Markdown, CSV or HTML")
     collection = serializers.IntegerField(required=False, help_text="A collection id (default: General)")
+    tags = serializers.ListField(child=serializers.CharField(), required=False,
+                                 help_text="Tags, comma-separated or the field repeated (1-40 characters, at most 20)")
+
+
+class DocumentUpdateSerializer(serializers.Serializer):
+    tags = serializers.JSONField(help_text="The document's tags, replacing the ones it has "
+                                           "(1-40 characters each, at most 20, unique case-insensitively)")
 
 
 class ReindexRunSerializer(serializers.ModelSerializer):

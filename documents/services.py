@@ -27,6 +27,7 @@ from documents.models import (
 )
 from documents.run_kinds import run_kind_for
 from documents.storage import document_path, file_delete, file_save
+from documents.tags import tags_clean
 from documents.validation import validate_upload
 from core.error_codes import CoreErrorCode
 from documents.error_codes import DocumentErrorCode
@@ -64,9 +65,11 @@ def upload_request_check(*, content_length) -> None:
                                           "Split it into smaller files and upload them separately.", status=413)
 
 
-def document_upload(*, account, actor, upload, collection: Collection | None = None) -> tuple[Document, bool]:
+def document_upload(*, account, actor, upload, collection: Collection | None = None,
+                    tags: list[str] | None = None) -> tuple[Document, bool]:
     """Validate, store and queue a file into `collection` (a collection the principal may
-    see, from `collection_access_by_id`; the account's default when None). Returns
+    see, from `collection_access_by_id`; the account's default when None), carrying `tags`
+    (documents/tags.py's rules; TagsInvalid before anything is stored). Returns
     (document, created).
 
     The same bytes again in the same account return the existing document (created=False)
@@ -74,6 +77,7 @@ def document_upload(*, account, actor, upload, collection: Collection | None = N
     the file is stored again in `collection`. Nothing is stored or written when validation
     fails.
     """
+    tags = tags_clean(tags)
     if upload is None:
         raise UploadRejected(DocumentErrorCode.NO_FILE, "Attach a file in the `file` field of a multipart form.", status=400)
     validated = validate_upload(name=upload.name or "", declared_type=getattr(upload, "content_type", None),
@@ -95,13 +99,14 @@ def document_upload(*, account, actor, upload, collection: Collection | None = N
             document = Document.objects.for_account(account).create(
                 account=account, collection=collection, name=validated.safe_name, kind=validated.kind, content_type=validated.content_type,
                 size=upload.size, sha256=sha256, file=stored, uploaded_by=actor if getattr(actor, "pk", None) else None,
-                uploaded_by_api_key_id=api_key_id)
+                uploaded_by_api_key_id=api_key_id, tags=tags)
     except IntegrityError:
         # NOTE: the same bytes uploaded twice at once: the unique (collection, sha256)
         # constraint lets one win; the other returns the winner and removes its stored copy.
         file_delete(stored)
         return Document.objects.for_account(account).readable().get(collection=collection, sha256=sha256), False
-    audit_record(account=account, action="document.upload", actor=actor, target=_target(document), detail={"size": document.size})
+    audit_record(account=account, action="document.upload", actor=actor, target=_target(document),
+                 detail={"size": document.size, **({"tags": tags} if tags else {})})
     jobs.enqueue_ingest(document)
     return document, True
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from documents import collection_views, views
+from documents import collection_views, tag_views, views
 
 urlpatterns = [
     path("", views.knowledge_base_view, name="knowledge-base"),
@@ -16,6 +16,8 @@ urlpatterns = [
     path("collections/<int:collection_id>/", collection_views.collection_update_view, name="collection-update"),
     path("collections/<int:collection_id>/delete/", collection_views.collection_delete_view,
          name="collection-delete"),
+    path("<int:document_id>/tags/", tag_views.document_tags_view, name="tags"),
+    path("exclude-tags/", tag_views.exclude_tags_view, name="exclude-tags"),
     path("<int:document_id>/delete/", views.delete_view, name="delete"),
     path("<int:document_id>/reindex/", views.reindex_view, name="reindex"),
     path("<int:document_id>/reindex/cancel/", views.reindex_cancel_view, name="reindex-cancel"),

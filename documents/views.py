@@ -24,11 +24,11 @@ from billing.errors import BillingError
 from billing.selectors import balance_get, ledger_list
 from documents import images, selectors, services
 from documents.chunk_preview import chunk_blocks
-from documents.errors import NotFound, UploadRejected
+from documents.errors import NotFound, TagsInvalid, UploadRejected
 from documents.kinds import KIND_BY_NAME, UPLOAD_ACCEPT, UPLOAD_HINT
 from documents.serializers import DocumentSerializer
 from documents.storage import file_open
-
+from documents.tags import retrieval_exclude_tags, tags_excluded, tags_from_form
 
 # A 314-chunk PDF is 13 pages of 25, each one screen or two, instead of one page 225,000 px tall.
 CHUNKS_PER_PAGE = 25
@@ -73,10 +73,12 @@ def _back_to_list_or(request, default):
 
 
 def _with_permissions(request, documents) -> list:
-    """Each document with `may_delete` (a member: only their own), for its Delete button."""
+    """Each document with `may_delete` and `may_tag` (a member: only their own), for its
+    Delete button and its tags form."""
     documents = list(documents)
     for document in documents:
         document.may_delete = principal_may(request, Action.DOCUMENT_DELETE, document)
+        document.may_tag = principal_may(request, Action.DOCUMENT_TAG, document)
     return documents
 
 
@@ -86,13 +88,19 @@ def knowledge_base_view(request):
     account = _account(request)
     status = request.GET.get("status") or None
     query = (request.GET.get("q") or "").strip() or None
+    tag = (request.GET.get("tag") or "").strip() or None
     collections = list(selectors.collection_list(account=account))
     collection = _found(selectors.collection_access_by_id, account=account,
                         collection_id=request.GET["collection"]) if request.GET.get("collection") else None
     documents = _with_permissions(request, selectors.document_list(
-        account=account, status=status, query=query, collection_ids=[collection.pk] if collection else None)[:200])
+        account=account, status=status, query=query, collection_ids=[collection.pk] if collection else None,
+        tag=tag)[:200])
+    exclude_tags = retrieval_exclude_tags(account=account)
+    for document in documents:
+        document.excluded = tags_excluded(document.tags, exclude_tags)
     return render(request, "documents/knowledge_base.html", {
-        "documents": documents, "status": status or "", "query": query or "",
+        "documents": documents, "status": status or "", "query": query or "", "tag": tag or "",
+        "exclude_tags": exclude_tags,
         "collections": collections, "collection": collection,
         # The live rows (static/js/knowledge_base.js) show the same buttons as the server's.
         "delete_grant": grant_of(request, Action.DOCUMENT_DELETE).value,  # yes, own or no
@@ -132,8 +140,9 @@ def upload_view(request):
         collection = _found(selectors.collection_access_by_id, account=account,
                             collection_id=request.POST["collection"]) if request.POST.get("collection") else None
         document, created = services.document_upload(account=account, actor=request.user,
-                                                     upload=request.FILES.get("file"), collection=collection)
-    except (UploadRejected, BillingError) as exc:
+                                                     upload=request.FILES.get("file"), collection=collection,
+                                                     tags=tags_from_form(request.POST.getlist("tags")))
+    except (UploadRejected, BillingError, TagsInvalid) as exc:
         if wants_json:
             return JsonResponse({"error": {"code": exc.code, "message": exc.message}}, status=exc.status)
         messages.error(request, exc.message)
@@ -172,6 +181,8 @@ def document_view(request, document_id: int):
         "collections": selectors.collection_list(account=account),
         "may_delete": principal_may(request, Action.DOCUMENT_DELETE, document),
         "may_reindex": principal_may(request, Action.DOCUMENT_REINDEX),
+        "may_tag": principal_may(request, Action.DOCUMENT_TAG, document),
+        "excluded": tags_excluded(document.tags, retrieval_exclude_tags(account=account)),
     })
 
 

@@ -129,9 +129,12 @@ def test_small_talk_and_questions_nothing_answers_say_so(new_page, stack):
     page.get_by_label("Your question").fill("What is the capital of Australia?")
     page.get_by_label("Your question").press("Enter")
     answer = page.locator(".message.assistant").last
-    expect(answer.locator(".found-passages")).to_have_text("Your documents don't cover this.")
+    nothing = "Searched your documents: nothing near enough to answer from."
+    expect(answer.locator(".found-passages")).to_have_text(nothing)
     expect(page.locator(".message.streaming")).to_have_count(0, timeout=30_000)
-    expect(answer.locator(".found-passages")).to_have_text("Your documents don't cover this.")
+    expect(answer.locator(".found-passages")).to_have_text(nothing)
+    # The status line does not say the reply's words a second time.
+    expect(answer.locator(".bubble")).not_to_contain_text(nothing)
 
 
 def test_thumbs_down_with_a_comment_reaches_the_owners_feedback_page(new_page, screenshot, stack):

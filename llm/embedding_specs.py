@@ -26,6 +26,13 @@ class EmbeddingSpec:
     dimensions: int
     query_prefix: str = ""
     passage_prefix: str = ""
+    # How near retrieved text must be for a bundled chat model to answer from it (chat/retrieve.py):
+    # best vector similarity + coverage_weight x the best passage's share of the question's words,
+    # at least relevance_floor. Each model has its own scale of similarities (unrelated text: ~0.2
+    # for MiniLM, ~0.75 for e5), so both are the model's, calibrated by `python -m bench
+    # relevance_floor` on the answer evaluation's corpora (docs/benchmarks.md). None: not calibrated.
+    relevance_floor: float | None = None
+    coverage_weight: float = 0.35
 
     def prefixed(self, texts: list[str], purpose: Purpose) -> list[str]:
         prefix = self.query_prefix if purpose == Purpose.QUERY else self.passage_prefix
@@ -34,8 +41,11 @@ class EmbeddingSpec:
 
 KNOWN = {
     spec.name: spec for spec in (
-        EmbeddingSpec("all-minilm-l6-v2", 384),
-        EmbeddingSpec("multilingual-e5-small", 384, query_prefix="query: ", passage_prefix="passage: "),
+        EmbeddingSpec("all-minilm-l6-v2", 384, relevance_floor=0.58),
+        # e5's coverage term let in near-domain questions the documents do not answer (their
+        # words are the documents'): the similarity alone separates better.
+        EmbeddingSpec("multilingual-e5-small", 384, query_prefix="query: ", passage_prefix="passage: ",
+                      relevance_floor=0.82, coverage_weight=0.0),
         EmbeddingSpec("multilingual-e5-base", 768, query_prefix="query: ", passage_prefix="passage: "),
         EmbeddingSpec("multilingual-e5-large", 1024, query_prefix="query: ", passage_prefix="passage: "),
     )

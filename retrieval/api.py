@@ -1,4 +1,5 @@
-"""`POST /api/v1/search/` (README, "API"): hybrid search in the caller's account.
+"""`POST /api/v1/search/` (README, "API"): hybrid search in the caller's account; and
+`GET/PUT /api/v1/settings/retrieval/`, the account's excluded tags.
 
 Errors are domain errors mapped by core.api's handler: 400 invalid body, 401 without a
 key, 402 insufficient credits (nothing retrieved), 502 provider unavailable.
@@ -16,7 +17,10 @@ from accounts.permissions import Action, allows
 from core.views import AccountAPIView
 from retrieval.explain import explained_search, search_result
 from retrieval.search.query import query_search
+from documents.error_codes import DocumentErrorCode
+from documents.errors import TagsInvalid
 from documents.selectors import collection_ids_requested
+from documents.tags import retrieval_exclude_tags, retrieval_exclude_tags_set
 
 
 class JSONBooleanField(serializers.BooleanField):
@@ -37,6 +41,10 @@ class SearchRequestSerializer(serializers.Serializer):
     top_k = serializers.IntegerField(min_value=1, max_value=50, required=False)
     collection = serializers.JSONField(required=False, allow_null=True,
                                        help_text="A collection id, or a list of them: search those only")
+    tags = serializers.JSONField(required=False, allow_null=True,
+                                 help_text="Only documents carrying any of these tags")
+    exclude_tags = serializers.JSONField(required=False, allow_null=True,
+                                         help_text="No document carrying any of these tags")
     explain = JSONBooleanField(required=False, default=False,
                                help_text="true: each result also has each path's rank and the vector score, "
                                          "and the answer the threshold and the candidates that did not pass")
@@ -88,7 +96,33 @@ class SearchView(AccountAPIView):
         found = query_search(account=self.account, query=body.validated_data["query"],
                              collection_ids=collection_ids, top_k=body.validated_data.get("top_k"),
                              key=f"search:{uuid.uuid4()}", user=request.user, api_key=self.api_key,
-                             explain=body.validated_data["explain"])
+                             explain=body.validated_data["explain"], tags=body.validated_data.get("tags"),
+                             exclude_tags=body.validated_data.get("exclude_tags"))
         if body.validated_data["explain"]:
             return Response(explained_search(found, threshold=settings.RAG_MATCH_THRESHOLD))
         return Response({"results": [search_result(hit) for hit in found.hits]})
+
+
+class RetrievalSettingsSerializer(serializers.Serializer):
+    exclude_tags = serializers.ListField(child=serializers.CharField(), help_text=(
+        "Documents carrying any of these tags are never retrieved, on any surface (1-40 characters each, "
+        "at most 20)"))
+
+
+class RetrievalSettingsView(AccountAPIView):
+    """`GET/PUT settings/retrieval/`: the account's excluded tags (owners and admins)."""
+
+    permission_classes = [allows(Action.RETRIEVAL_SETTINGS)]
+
+    @extend_schema(responses=RetrievalSettingsSerializer)
+    def get(self, request):
+        return Response({"exclude_tags": retrieval_exclude_tags(account=self.account)})
+
+    @extend_schema(request=RetrievalSettingsSerializer, responses=RetrievalSettingsSerializer)
+    def put(self, request):
+        if not isinstance(request.data, dict) or "exclude_tags" not in request.data:
+            raise TagsInvalid(DocumentErrorCode.INVALID_TAGS, 'Send {"exclude_tags": [...]} ([] excludes none).',
+                              field="exclude_tags")
+        tags = retrieval_exclude_tags_set(account=self.account, actor=request.user,
+                                          exclude_tags=request.data["exclude_tags"])
+        return Response({"exclude_tags": tags})

@@ -22,6 +22,7 @@ from core.errors import GroundworkError
 from documents.embedding import active_embedding_model
 from documents.models import ReindexRun
 from documents.selectors import collection_ids_requested, collection_list
+from documents.tags import tags_from_form
 from retrieval import services
 from retrieval.embedding_models import model_change
 from retrieval.explain import explained_search
@@ -74,6 +75,9 @@ class RetrievalTestForm(forms.Form):
     top_k = forms.IntegerField(min_value=1, max_value=50, required=False,
                                error_messages={"invalid": "Results must be a whole number from 1 to 50."})
     collection = forms.CharField(required=False)
+    # Comma-separated, as on the Knowledge base (documents/tags.py's rules, checked by the search).
+    tags = forms.CharField(required=False, max_length=900)
+    exclude_tags = forms.CharField(required=False, max_length=900)
 
 
 def _retrieval_test_search(request, form: RetrievalTestForm) -> dict:
@@ -81,7 +85,9 @@ def _retrieval_test_search(request, form: RetrievalTestForm) -> dict:
     account, data = request.account, form.cleaned_data
     found = query_search(account=account, query=data["query"], top_k=data["top_k"],
                          collection_ids=collection_ids_requested(account=account, requested=data["collection"]),
-                         key=f"search:{uuid.uuid4()}", user=request.user, explain=True)
+                         key=f"search:{uuid.uuid4()}", user=request.user, explain=True,
+                         tags=tags_from_form([data["tags"]]) or None,
+                         exclude_tags=tags_from_form([data["exclude_tags"]]) or None)
     return explained_search(found, threshold=settings.RAG_MATCH_THRESHOLD)
 
 

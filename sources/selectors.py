@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
 from core.errors import object_id
+from core.tenancy import current_account_id
 from sources.errors import SourceNotFound
 from sources.models import Source, SourceItem, SourceSync, SyncStatus
 
@@ -49,3 +50,10 @@ def sources_of_documents(*, account, document_ids: Iterable[int]) -> dict[int, d
             .filter(document_id__in=list(document_ids), source__deleted_at__isnull=True, owns_document=True)
             .values_list("document_id", "source_id", "url"))
     return {document_id: {"id": source_id, "url": url} for document_id, source_id, url in rows}
+
+
+def sources_of_current_account(document_ids: Iterable[int]) -> dict[int, dict]:
+    """documents.source_links' lookup: `sources_of_documents` in the unit of work's account
+    (none outside one)."""
+    account_id = current_account_id()
+    return sources_of_documents(account=account_id, document_ids=document_ids) if account_id else {}

@@ -6,6 +6,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from audit.services import audit_record
+from documents.tags import tags_clean
 from sources import jobs
 from sources.error_codes import SourceErrorCode
 from sources.errors import SourceError
@@ -19,9 +20,6 @@ from sources.models import (
     SyncStatus,
 )
 from sources.sync import next_sync_after
-
-MAX_TAGS, MAX_TAG_LENGTH = 20, 40
-
 
 def _clean_max_pages(value) -> int:
     if value is None:
@@ -42,16 +40,6 @@ def _clean_schedule(value) -> str:
     return value
 
 
-def _clean_tags(value) -> list[str]:
-    if value in (None, []):
-        return []
-    if not isinstance(value, list) or len(value) > MAX_TAGS or not all(
-            isinstance(t, str) and 1 <= len(t.strip()) <= MAX_TAG_LENGTH for t in value):
-        raise SourceError(SourceErrorCode.INVALID_OPTION, f"`tags` must be a list of at most {MAX_TAGS} tags of "
-                                                          f"1-{MAX_TAG_LENGTH} characters.", field="tags")
-    return list(dict.fromkeys(t.strip() for t in value))
-
-
 def _target(source: Source) -> str:
     return f"{source.url} (source {source.pk})"
 
@@ -70,7 +58,7 @@ def source_create(*, account, actor=None, api_key=None, kind, url, max_pages=Non
                           field="url")
     if options is not None and not isinstance(options, dict):
         raise SourceError(SourceErrorCode.INVALID_OPTION, "`options` must be an object.", field="options")
-    max_pages, schedule, tags = _clean_max_pages(max_pages), _clean_schedule(schedule), _clean_tags(tags)
+    max_pages, schedule, tags = _clean_max_pages(max_pages), _clean_schedule(schedule), tags_clean(tags)
     url, options = kind_for(kind).check(url=url.strip(), options=options or {})
     source = Source.objects.for_account(account).create(
         account=account, kind=kind, url=url, max_pages=max_pages, schedule=schedule, options=options, tags=tags,

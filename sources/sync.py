@@ -192,15 +192,16 @@ def _content_apply(account_id: int, source: Source, item: SourceItem | None, fet
 
 def _document_write(source: Source, item: SourceItem | None, upload, *, actor) -> tuple[Document, bool]:
     """(document, created): a changed item's own document gets the new content as its next
-    revision (it keeps its id and tags; search answers from the old chunks until the new are
-    published); anything else is an upload, which may find the same bytes already there."""
+    revision (it keeps its id and tags, a person's edits included; search answers from the old
+    chunks until the new are published); anything else is an upload carrying the source's
+    tags, which may find the same bytes already there."""
     if item is not None and item.owns_document and _document_alive(source.account_id, item.document_id):
         document = Document.objects.for_account(source.account_id).get(pk=item.document_id)
         replaced = document_content_replace(account=source.account, document=document, upload=upload)
         if replaced is not None:
             return replaced, False
         upload.seek(0)
-    return document_upload(account=source.account, actor=actor, upload=upload)
+    return document_upload(account=source.account, actor=actor, upload=upload, tags=source.tags)
 
 
 def _item_update(item: SourceItem, **fields) -> None:

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 
 from accounts.permissions import Action, page_require, principal_may
 from core.errors import GroundworkError
+from documents.tags import tags_from_form
 from sources import selectors, services
 from sources.errors import SourceNotFound
 from sources.models import Schedule, SourceStatus
@@ -61,7 +62,7 @@ def source_create_view(request):
         source = services.source_create(
             account=account, actor=request.user, kind=request.POST.get("kind") or "web",
             url=request.POST.get("url", ""), max_pages=int(max_pages) if max_pages.isdigit() else (max_pages or None),
-            schedule=request.POST.get("schedule") or None)
+            schedule=request.POST.get("schedule") or None, tags=tags_from_form(request.POST.getlist("tags")))
         messages.success(request, f"Added {source.url}; its first sync has started.")
     return _done(request, create)
 

@@ -50,6 +50,10 @@ def test_loops_list_dumps_and_the_token_cap_are_degenerate():
     assert scoring.degenerate_kind("\n".join(f"- item {n}" for n in range(9))) == "list"
     assert scoring.degenerate_kind("A clean answer.", "length") == "token_cap"
     assert scoring.degenerate_kind("- first step\n- second step\n- third step") == ""
+    # A six-column Markdown table's rule and empty cells are layout, not a loop.
+    wide = ("| Project | Sponsor | Owner | Budget | Spent | Status |\n| --- | --- | --- | --- | --- | --- |\n"
+            "| Atlas | Dr Helen Okafor | Marek Nowak | 180000 | 142500 | On track |\n|  |  |  |  |  |  |")
+    assert scoring.degenerate_kind(wide) == ""
 
 
 def test_wrong_script_in_an_english_answer_is_garbage():

@@ -34,6 +34,13 @@ def test_strict_guard_stops_a_name_found_in_no_passage_nor_the_question():
     assert "Acme" in _stream(guard, "Parental leave at Acme is sixteen weeks at full pay.")  # a known name
 
 
+def test_a_chunk_marker_is_never_shown():
+    """Qwen 0.5B (a strict profile) cited the element's chunk attribute too: "Yes. [Document 1] [Chunk 0]"."""
+    guard = answering.Guard(PASSAGES, strict=True, question="How long is parental leave?")
+    out = _stream(guard, "Parental leave is sixteen weeks at full pay [Document 1] [Chunk 0]. ")
+    assert "Chunk" not in out and out.startswith("Parental leave is sixteen weeks at full pay [Document 1]")
+
+
 def test_strict_guard_stops_text_in_a_script_neither_the_question_nor_the_passages_use():
     guard = answering.Guard(PASSAGES, strict=True, question="How long is parental leave?")
     out = _stream(guard, "Parental leave is sixteen weeks at full pay. مرحبا بكم في العالم\n"

@@ -54,3 +54,73 @@ def test_the_qwen_profile_gets_the_own_words_prompt_with_the_chunks_still_escape
     user = build_messages(question="How much leave?", passages=[_passage(hostile)], history=[],
                           grounded=True, history_budget=0)[-1]["content"]
     assert user.startswith("Question: How much leave?") and "cite the chunks you use as [Document n]" in user
+
+
+def _real_passage(text, name="handbook.pdf"):
+    from retrieval.search import Passage
+
+    return Passage(document_id=1, document_name=name, chunk_start=0, chunk_end=0, pages=None, score=0.9,
+                   text=text, chunk_ids=(1,))
+
+
+FILLER = " ".join(f"Section {n} describes the office kitchen rota and the recycling rules." for n in range(40))
+
+
+def test_focused_passages_keep_the_sentences_nearest_the_question_within_the_words():
+    from chat.answering import focused
+
+    best = _real_passage(FILLER + " Employees receive an equipment stipend of 650 euros once. " + FILLER)
+    other = _real_passage(FILLER, name="other.docx")
+    cut = focused("How large is the equipment stipend?", [best, other], 120)
+    assert "stipend of 650 euros" in cut[0].text
+    assert len(cut[0].text.split()) <= 60 and len(cut[1].text.split()) <= 60
+    assert (cut[0].document_name, cut[1].document_name) == ("handbook.pdf", "other.docx")
+    short = _real_passage("Leave is 28 days.")
+    assert focused("How much leave?", [short], 120)[0] is short  # already within: unchanged
+
+
+def test_the_medium_profile_reads_focused_passages_and_a_short_history(settings):
+    """Qwen 0.5B reads ~100 prompt tokens a second on 2 cores (bench/chat_models.py): three whole
+    chunks and 1,500 tokens of history put its first token at 10-14 s; the profile's prompt
+    stays near 500 tokens. The sources and the guard keep the whole passages."""
+    from chat.holds import prompt_messages
+    from chat.turn import TurnOptions
+    from llm.tokens import count_tokens
+
+    passages = [_real_passage(FILLER + " The stipend is 650 euros. " + FILLER, name=f"d{n}.pdf") for n in range(3)]
+    history = [("user", "What is the rota? " * 60), ("assistant", "The rota is weekly. " * 80)] * 3
+    medium = prompt_messages("How large is the stipend?", passages, history, TurnOptions(), grounded=True,
+                              chosen=PROFILES["medium"])
+    small = prompt_messages("How large is the stipend?", passages, history, TurnOptions(), grounded=True,
+                             chosen=PROFILES["small"])
+    tokens = lambda messages: sum(count_tokens(m["content"]) for m in messages)  # noqa: E731
+    assert tokens(medium) < 800 < tokens(small)
+    assert "The stipend is 650 euros." in medium[-1]["content"]
+    assert len(medium) <= 3  # system, at most one earlier turn within 300 tokens, the question
+
+
+def test_the_relevance_floor_is_the_embedding_models_own(settings):
+    """multilingual-e5-small puts unrelated text near 0.75 cosine similarity, where MiniLM's
+    floor (0.58) stopped nothing: every question the documents do not cover was answered from
+    them (bench relevance_floor). Each model has its calibrated rule."""
+    from chat.retrieve import relevance_rule
+
+    settings.LLM_BUNDLED, settings.RAG_MIN_RELEVANCE = True, None
+    assert relevance_rule("multilingual-e5-small") == (0.82, 0.0)
+    assert relevance_rule("intfloat/multilingual-e5-small") == (0.82, 0.0)  # a provider's name for it
+    assert relevance_rule("all-minilm-l6-v2") == (0.58, 0.35)
+    assert relevance_rule("some-other-model") == (0.58, 0.35)
+    settings.RAG_MIN_RELEVANCE = 0.9
+    assert relevance_rule("multilingual-e5-small") == (0.9, 0.0)
+    settings.LLM_BUNDLED, settings.RAG_MIN_RELEVANCE = False, None
+    assert relevance_rule("multilingual-e5-small")[0] == 0.0
+
+
+def test_relevance_without_the_coverage_term_is_the_similarity():
+    from types import SimpleNamespace
+
+    from chat.answering import relevance
+
+    hits, passages = [SimpleNamespace(similarity=0.8)], [SimpleNamespace(text="leave is 28 days")]
+    assert relevance("How much leave?", hits, passages, 0.0) == 0.8
+    assert relevance("How much leave?", hits, passages, 0.35) == 0.8 + 0.35

@@ -15,6 +15,11 @@ _BLOCK_TAGS = {"p", "div", "section", "article", "header", "footer", "main", "na
                "pre", "ul", "ol", "li", "dl", "dt", "dd", "form", "fieldset", "figure", "figcaption",
                "address", "details", "summary", "hr", "caption", "body", "html", "table", "tr", "td",
                "th", "thead", "tbody", "tfoot"}
+# Navigation, not content: <nav>, role="navigation", and the class names documentation
+# generators give their page headers and footers (DocBook's navheader/navfooter: "Prev | Up |
+# Home | Next" tables that answered a question about creating a database).
+_NAV_CLASSES = {"navheader", "navfooter", "navbar", "breadcrumb", "breadcrumbs", "related", "sphinxsidebar",
+                "toc-sidebar", "skip-link"}
 # Marks a <br> in collected text; NUL never occurs in decoded input (decode_text refuses it).
 _BR = "\x00"
 
@@ -58,7 +63,7 @@ class _HtmlText(HTMLParser):
             if tag == self._skip_tag:
                 self._skip_depth += 1
             return
-        if tag in _SKIPPED_TAGS:
+        if tag in _SKIPPED_TAGS or _is_navigation(tag, attrs):
             self._skip_tag, self._skip_depth = tag, 1
             return
         if tag == "title":
@@ -168,7 +173,9 @@ class _HtmlText(HTMLParser):
         raw = "".join(self._buffer)
         self._buffer = []
         if self._pre:
-            text = raw.replace(_BR, "\n").strip("\n")
+            # Preformatted text (code, a program's output) stays a block of its own, indented,
+            # so an answer quotes it as code instead of reading "city | temp_lo" as a sentence.
+            text = "\n".join("    " + line for line in raw.replace(_BR, "\n").strip("\n").split("\n"))
         else:
             lines = (" ".join(part.split()) for part in raw.split(_BR))
             text = "\n".join(line for line in lines if line)
@@ -183,6 +190,12 @@ class _HtmlText(HTMLParser):
             self.builder.heading(level, heading)
         else:
             self.builder.block(prefix + text, tight=bool(prefix))
+
+
+def _is_navigation(tag: str, attrs) -> bool:
+    attributes = dict(attrs)
+    classes = set((attributes.get("class") or "").lower().split())
+    return tag == "nav" or (attributes.get("role") or "").lower() == "navigation" or bool(classes & _NAV_CLASSES)
 
 
 def parse_html(path: str, fallback_title: str) -> ParsedDocument:

@@ -232,6 +232,8 @@ HTML = """<!DOCTYPE html>
 <style>body { color: red } .secret { display: none }</style>
 <script>var leaked = "<p>SCRIPT TEXT</p>";</script></head>
 <body>
+<div class="navheader"><table><tr><td>Prev</td><td>Up</td><td>NAVHEADER</td><td>Next</td></tr></table></div>
+<nav><a href="/">NAV LINKS</a></nav><div role="navigation">ROLE NAV</div>
 <noscript>Enable JavaScript</noscript>
 <template><p>TEMPLATE TEXT</p></template>
 <iframe src="x">IFRAME TEXT</iframe>
@@ -254,7 +256,8 @@ desk.</p>
 def test_html_text_headings_lists_tables(tmp_path):
     parsed = parse_file(write(tmp_path, "h.html", HTML), "html", filename="h.html")
     everything = "\n".join(s.text for s in parsed.sections)
-    for hidden in ("SCRIPT", "color: red", "Enable JavaScript", "TEMPLATE", "IFRAME", "SVG", "leaked"):
+    for hidden in ("SCRIPT", "color: red", "Enable JavaScript", "TEMPLATE", "IFRAME", "SVG", "leaked",
+                   "NAVHEADER", "NAV LINKS", "ROLE NAV"):
         assert hidden not in everything
     assert parsed.title == "Team & Handbook"
     assert [s.heading_path for s in parsed.sections] == [
@@ -263,7 +266,8 @@ def test_html_text_headings_lists_tables(tmp_path):
     assert parsed.sections[1].text == ("## Rules\n\n- Be kind\n- Ship it\n  1. tests\n  2. review\n- Rest\n\n"
                                        "After the list.")
     assert parsed.sections[2].text == "### Rooms\n\n| Room | Seats |\n| --- | --- |\n| Blue | 8 |\n| Red | 4 |"
-    assert parsed.sections[3].text == "## Code\n\ndef f():\n    return 1"
+    # Preformatted text stays indented, so an answer quotes it as code, not as sentences.
+    assert parsed.sections[3].text == "## Code\n\n    def f():\n        return 1"
 
 
 def test_html_title_falls_back_to_first_h1_then_file_name(tmp_path):

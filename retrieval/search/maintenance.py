@@ -79,7 +79,7 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
     An account of more than `SEARCH_TENANT_INDEX_MIN_CHUNKS` chunks (documents not being
     deleted) gets `chunk_embedding_hnsw_a<id>`, `USING hnsw (embedding vector_cosine_ops)
     WHERE (account_id + 0) = <id>` (m=16, ef_construction=64, as the table-wide index; the
-    predicate's form is the one `_VECTOR_TENANT_HNSW` repeats); an account
+    predicate's form is the one `sql.VECTOR_TENANT_HNSW` repeats); an account
     under half of that (or deleted) loses it. Idempotent and cheap when nothing changes:
     call it after an account's documents are published or deleted, or from a periodic job.
 

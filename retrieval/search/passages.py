@@ -12,7 +12,12 @@ from itertools import groupby
 from django.conf import settings
 from django.db import connection
 
-from documents.models import READABLE_DOCUMENT_SQL, VISIBLE_DOCUMENT_SQL
+from documents.models import (
+    READABLE_DOCUMENT_SQL,
+    RETRIEVABLE_BY_TAGS_SQL,
+    VISIBLE_DOCUMENT_SQL,
+)
+from documents.tags import tags_filter
 from retrieval.search.query import Hit, account_id_in_context
 
 # Overlap between consecutive chunks is at most CHUNK_OVERLAP (200) characters; a shorter
@@ -52,7 +57,7 @@ SELECT c.id, c.document_id, d.name, c.chunk_index, c.page_start, c.page_end, c.c
 FROM documents_chunk AS c
 JOIN documents_document AS d ON d.id = c.document_id AND d.account_id = %(account_id)s
 WHERE c.document_id = %(document_id)s AND c.account_id = %(account_id)s AND {VISIBLE_DOCUMENT_SQL}
-  AND {READABLE_DOCUMENT_SQL}
+  AND {READABLE_DOCUMENT_SQL} AND {RETRIEVABLE_BY_TAGS_SQL}
 ORDER BY c.chunk_index
 LIMIT %(limit)s
 """
@@ -142,12 +147,16 @@ def expand_passages(*, account, hits: list[Hit]) -> list[Passage]:
     return passages
 
 
-def first_chunks(*, account, document, limit: int = 15) -> list[Passage]:
+def first_chunks(*, account, document, limit: int = 15, tags: list[str] | None = None,
+                 exclude_tags: list[str] | None = None) -> list[Passage]:
     """The first `limit` chunks of `document` (for "summarize <document>"), merged into one
-    passage per consecutive run (normally one). Empty for a deleting or foreign document."""
+    passage per consecutive run (normally one). Empty for a deleting or foreign document, and
+    for one its tags leave out (the account's excluded tags, `exclude_tags`, or without any of
+    `tags` when given: RETRIEVABLE_BY_TAGS_SQL)."""
     account_id = account_id_in_context(account)
     with connection.cursor() as cursor:
         cursor.execute(_FIRST_SQL, {"account_id": account_id, "document_id": getattr(document, "pk", document),
-                                    "limit": max(1, int(limit))})
+                                    "limit": max(1, int(limit)), "tags": tags_filter(tags, field="tags"),
+                                    "exclude_tags": tags_filter(exclude_tags, field="exclude_tags") or []})
         rows = cursor.fetchall()
     return _passages(rows, {}) if rows else []

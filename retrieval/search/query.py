@@ -7,6 +7,10 @@ Guarantees of every search function (here and in passages.py):
 - only chunks in the collections the transaction's principal may see are returned (the
   set `visible_collection_ids()` gives, intersected with the caller's narrowing list), by
   each query itself and again by the row-level-security policy `collection_visibility`;
+- chunks of a document carrying a tag the account excludes (RetrievalSettings) are never
+  returned, nor, when a search asks, those of documents without one of its `tags` or with
+  one of its `exclude_tags` (RETRIEVABLE_BY_TAGS_SQL): left out by each statement itself
+  (sql.py), like collections, so top_k stays k;
 - chunks of a `deleting` document are never returned (VISIBLE_DOCUMENT_SQL); a
   document's chunks are always one published revision (ingestion swaps them in one
   transaction), so what is found is the current text while a reindex is still running;
@@ -43,12 +47,23 @@ from core.tenancy import UnscopedQueryError, current_account_id
 from billing import references
 from billing.models import CreditHold, Kind
 from billing.services import HoldDraw, credits_debit
-from documents.models import VISIBLE_COLLECTION_IDS_SQL, VISIBLE_DOCUMENT_SQL, ActiveEmbeddingModel
+from documents.models import ActiveEmbeddingModel
 from documents.embedding import active_embedding_model
+from documents.tags import tags_filter
+from retrieval.search import sql
 from retrieval.search.maintenance import DEFAULT_DIMENSIONS, tenant_index_name
 from llm import client as llm
 
 RRF_K = 60
+# When the full-text list shares no chunk with the vector list in their first AGREEMENT_DEPTH,
+# full text found words, not the meaning (a German question's "Python" in English documents; an
+# English question about a German document): its ranks then count DISJOINT_TEXT_WEIGHT of a
+# vector rank's. Only for a query of DISJOINT_MIN_WORDS words or more: a keyword or two ("zanzibar",
+# an error code) is what full text is for, found by it alone or not. Measured on the answer
+# evaluation's corpora (`python -m bench fusion_weight`): docs/benchmarks.md.
+AGREEMENT_DEPTH = 10
+DISJOINT_TEXT_WEIGHT = 0.25
+DISJOINT_MIN_WORDS = 3
 MIN_CANDIDATES = 40
 # Full text ranks at most this many matching chunks (migration 0012): ts_rank_cd costs a few
 # µs a chunk, and a common word can match a quarter of a large account (27,000 of 100,000
@@ -132,100 +147,6 @@ def _vector_literal(vector) -> str:
 
 # --- hybrid search ------------------------------------------------------------------------
 
-# One statement: the collections searched (those the principal may see, narrowed to the
-# caller's list when given), the size of what is searched, the deleting documents, and the
-# per-transaction pgvector settings (SET LOCAL semantics: set_config(..., true) ends with the
-# transaction). Whether the account has a usable index of its own is read from the catalog.
-_PREPARE_SQL = f"""
-SELECT COALESCE(SUM(d.chunk_count) FILTER (WHERE {VISIBLE_DOCUMENT_SQL}), 0)::bigint,
-       COALESCE(ARRAY_AGG(d.id) FILTER (WHERE NOT ({VISIBLE_DOCUMENT_SQL})), '{{}}')::bigint[],
-       COALESCE((SELECT i.indisvalid AND i.indisready FROM pg_catalog.pg_index AS i
-                 WHERE i.indexrelid = to_regclass(%(tenant_index)s)), false),
-       v.ids,
-       COALESCE(%(model)s::text,
-                (SELECT a.model FROM documents_activeembeddingmodel AS a WHERE a.account_id = %(account_id)s),
-                (SELECT c.embedding_model FROM documents_chunk AS c WHERE c.account_id = %(account_id)s LIMIT 1),
-                %(default_model)s::text),
-       set_config('hnsw.iterative_scan', 'relaxed_order', true),
-       set_config('hnsw.ef_search', LEAST(%(ef_max)s, GREATEST(%(ef_search)s,
-           COALESCE(SUM(d.chunk_count) FILTER (WHERE {VISIBLE_DOCUMENT_SQL}), 0) / %(ef_step)s))::text, true)
-FROM (SELECT ARRAY(SELECT unnest({VISIBLE_COLLECTION_IDS_SQL})
-                   INTERSECT SELECT unnest(COALESCE(%(narrow)s::bigint[], {VISIBLE_COLLECTION_IDS_SQL}))
-                   ORDER BY 1) AS ids) AS v
-LEFT JOIN documents_document AS d ON d.account_id = %(account_id)s AND d.collection_id = ANY (v.ids)
-GROUP BY v.ids
-"""
-
-# `(distance) + 0` cannot be answered by the HNSW index, so the planner reads the account's
-# rows through the account_id btree and sorts them: exact, for small accounts.
-# Every vector query compares the query only with vectors of its own model
-# (`c.embedding_model = %(model)s`) and dimension: `{dims}` is the query's dimension written in
-# as an integer literal, in the expression and predicate of the per-dimension HNSW indexes
-# (search.maintenance.vector_expression / vector_dims_predicate), so the planner can use them.
-_VECTOR_EXACT = """
-SELECT c.id, (c.embedding::vector({dims:d})) <=> %(vector)s::vector({dims:d}) AS distance
-FROM documents_chunk AS c
-WHERE c.account_id = %(account_id)s AND c.collection_id = ANY(%(collections)s::bigint[])
-  AND NOT (c.document_id = ANY(%(deleting)s::bigint[]))
-  AND c.embedding_model = %(model)s AND vector_dims(c.embedding) = {dims:d}
-ORDER BY ((c.embedding::vector({dims:d})) <=> %(vector)s::vector({dims:d})) + 0
-LIMIT %(candidates)s
-"""
-
-_VECTOR_HNSW = """
-SELECT c.id, (c.embedding::vector({dims:d})) <=> %(vector)s::vector({dims:d}) AS distance
-FROM documents_chunk AS c
-WHERE c.account_id = %(account_id)s AND c.collection_id = ANY(%(collections)s::bigint[])
-  AND NOT (c.document_id = ANY(%(deleting)s::bigint[]))
-  AND c.embedding_model = %(model)s AND vector_dims(c.embedding) = {dims:d}
-ORDER BY (c.embedding::vector({dims:d})) <=> %(vector)s::vector({dims:d})
-LIMIT %(candidates)s
-"""
-
-# The account's own partial HNSW index, predicate `(account_id + 0) = N`. `{account_id:d}`
-# is the account id written into the statement as an integer literal (never text), so the
-# WHERE clause is the index predicate itself and the planner can prove it, whatever the plan
-# cache does (a parameter would not match in a generic plan). `+ 0` keeps the account_id
-# btree out: with a plain `account_id = N` the planner still sorts the account's rows from
-# the btree, because it takes the RLS policy's filter for selective (~10 %) and so believes
-# the account has a tenth of its rows (measured: 73 ms instead of 2 ms for 10,000 chunks).
-_VECTOR_TENANT_HNSW = """
-SELECT c.id, (c.embedding::vector({dims:d})) <=> %(vector)s::vector({dims:d}) AS distance
-FROM documents_chunk AS c
-WHERE (c.account_id + 0) = {account_id:d} AND vector_dims(c.embedding) = {dims:d}
-  AND c.collection_id = ANY(%(collections)s::bigint[])
-  AND NOT (c.document_id = ANY(%(deleting)s::bigint[])) AND c.embedding_model = %(model)s
-ORDER BY (c.embedding::vector({dims:d})) <=> %(vector)s::vector({dims:d})
-LIMIT %(candidates)s
-"""
-
-_FULLTEXT = ("SELECT chunk_id AS id, rank FROM chunk_fulltext_search(%(account_id)s, %(query)s, %(candidates)s,"
-             " %(collections)s::bigint[], %(fulltext_pool)s)")
-_NONE = "SELECT NULL::bigint AS id, NULL::float8 AS {column} WHERE false"
-
-# The candidates' rows are read by primary key (`id = ANY(ARRAY(...))`) behind a
-# MATERIALIZED fence, before the join with their documents. Joined directly, the planner
-# (which takes the RLS filter for selective) believed a document has about one chunk and
-# walked all the chunks of the account's documents to find the ~80 candidates: 100 ms for a
-# 10,000-chunk document, against 0.3 ms this way.
-_SEARCH_SQL = f"""
-WITH v AS MATERIALIZED ({{vector}}),
-     f AS MATERIALIZED ({{fulltext}}),
-     hits AS MATERIALIZED (
-        SELECT c.id, c.document_id, c.chunk_index, c.page_start, c.page_end, c.content, c.text_source = 'ocr' AS ocr
-        FROM documents_chunk AS c
-        WHERE c.id = ANY(ARRAY(SELECT id FROM v UNION SELECT id FROM f)) AND c.account_id = %(account_id)s
-          AND c.collection_id = ANY(%(collections)s::bigint[]))
-SELECT h.id, h.document_id, d.name, h.chunk_index, h.page_start, h.page_end, v.distance, f.rank, h.content, h.ocr
-FROM hits AS h
-JOIN documents_document AS d ON d.id = h.document_id AND d.account_id = %(account_id)s
- AND d.collection_id = ANY(%(collections)s::bigint[])
-LEFT JOIN v ON v.id = h.id
-LEFT JOIN f ON f.id = h.id
-WHERE {VISIBLE_DOCUMENT_SQL}
-"""
-
-
 def search_path_for(chunk_count: int, *, tenant_index: bool = False) -> str:
     """"exact", "tenant_hnsw" or "hnsw" for an account of `chunk_count` chunks that has (or
     has not) a valid HNSW index of its own."""
@@ -236,16 +157,17 @@ def search_path_for(chunk_count: int, *, tenant_index: bool = False) -> str:
 
 def _vector_sql(path: str, account_id: int, dims: int) -> str:
     if path == "exact":
-        return _VECTOR_EXACT.format(dims=int(dims))
+        return sql.VECTOR_EXACT.format(dims=int(dims))
     if path == "tenant_hnsw":
-        return _VECTOR_TENANT_HNSW.format(account_id=int(account_id), dims=int(dims))
-    return _VECTOR_HNSW.format(dims=int(dims))
+        return sql.VECTOR_TENANT_HNSW.format(account_id=int(account_id), dims=int(dims))
+    return sql.VECTOR_HNSW.format(dims=int(dims))
 
 
 def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None,
                   threshold: float | None = None, mode: str = "hybrid",
                   collection_ids: list[int] | None = None, embedding_model: str | None = None,
-                  explain: bool = False) -> list[Hit]:
+                  explain: bool = False, tags: list[str] | None = None,
+                  exclude_tags: list[str] | None = None) -> list[Hit]:
     """The account's best `top_k` chunks for `query` (text) and `query_vector` (its embedding).
 
     Vector top-N and full-text top-N (N = max(4*top_k, 40)) fused by reciprocal rank
@@ -254,6 +176,9 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
     full text stays. `mode` "vector" or "fulltext" uses one list only (evaluation).
     Searches the collections the principal may see, or those of `collection_ids` among them
     (selectors.collection_ids_requested checks them first). Two queries, whatever top_k.
+    `tags`: only documents carrying any of them; `exclude_tags`: none carrying any of them;
+    the account's excluded tags always (documents/tags.py's rules: TagsInvalid, before any
+    query, for malformed ones).
 
     `query_vector` is compared only with chunk vectors of `embedding_model` (the model that
     made it; by default the account's active model) and of its own dimension: never with
@@ -277,35 +202,41 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
               "ef_max": settings.SEARCH_EF_SEARCH_MAX, "ef_step": EF_SEARCH_CHUNKS_PER_STEP,
               "tenant_index": tenant_index_name(account_id, dims or DEFAULT_DIMENSIONS),
               "narrow": None if collection_ids is None else [int(i) for i in collection_ids],
-              # No model given: the account's active one, read by _PREPARE_SQL with the rules of
+              "tags": tags_filter(tags, field="tags"),
+              "exclude_tags": tags_filter(exclude_tags, field="exclude_tags") or [],
+              # No model given: the account's active one, read by PREPARE_SQL with the rules of
               # documents.embedding.active_embedding_model (without writing its row).
               "vector": vector, "model": embedding_model, "default_model": settings.EMBEDDING_MODEL}
     with connection.cursor() as cursor:
-        cursor.execute(_PREPARE_SQL, params)
+        cursor.execute(sql.PREPARE_SQL, params)
         chunk_count, deleting, tenant_index, collections, params["model"], *_ = cursor.fetchone()
         params["deleting"], params["collections"] = list(deleting), list(collections)
         if not collections:
             return []
-        vector_sql = _NONE.format(column="distance")
+        vector_sql = sql.NONE.format(column="distance")
         if mode != "fulltext":
             vector_sql = _vector_sql(search_path_for(chunk_count, tenant_index=tenant_index), account_id, dims)
-        fulltext_sql = _FULLTEXT if mode != "vector" and params["query"].strip() else _NONE.format(column="rank")
-        cursor.execute(_SEARCH_SQL.format(vector=vector_sql, fulltext=fulltext_sql), params)
+        fulltext_sql = sql.FULLTEXT if mode != "vector" and params["query"].strip() else sql.NONE.format(column="rank")
+        cursor.execute(sql.SEARCH_SQL.format(vector=vector_sql, fulltext=fulltext_sql), params)
         rows = cursor.fetchall()
-    return _fuse(rows, top_k=top_k, threshold=threshold, explain=explain)
+    return _fuse(rows, top_k=top_k, threshold=threshold, explain=explain,
+                 sentence=len(re.findall(r"\w+", query)) >= DISJOINT_MIN_WORDS)
 
 
-def _fuse(rows, *, top_k: int, threshold: float, explain: bool = False) -> list[Hit]:
+def _fuse(rows, *, top_k: int, threshold: float, explain: bool = False, sentence: bool = True) -> list[Hit]:
     """Reciprocal rank fusion of the two candidate lists carried by `rows` (with `explain`,
     followed by the best `top_k` candidates that scored nothing).
 
     The vector list is re-sorted by distance here: the iterative index scan returns it in
-    relaxed order.
+    relaxed order. `sentence`: the query has DISJOINT_MIN_WORDS words or more (full text then
+    counts DISJOINT_TEXT_WEIGHT when the two lists share nothing in their first AGREEMENT_DEPTH).
     """
     by_distance = sorted((r for r in rows if r[6] is not None), key=lambda r: (r[6], r[0]))
     by_rank = sorted((r for r in rows if r[7] is not None), key=lambda r: (-r[7], r[0]))
     vector_rank = {r[0]: i for i, r in enumerate(by_distance, start=1)}
     text_rank = {r[0]: i for i, r in enumerate(by_rank, start=1)}
+    agree = bool({r[0] for r in by_distance[:AGREEMENT_DEPTH]} & {r[0] for r in by_rank[:AGREEMENT_DEPTH]})
+    text_weight = DISJOINT_TEXT_WEIGHT if sentence and by_distance and not agree else 1.0
     hits, missed = [], []
     for chunk_id, document_id, name, index, page_start, page_end, distance, _rank, content, ocr in rows:
         raw = None if distance is None else 1.0 - float(distance)
@@ -314,7 +245,7 @@ def _fuse(rows, *, top_k: int, threshold: float, explain: bool = False) -> list[
         if similarity is not None:
             score += 1.0 / (RRF_K + vector_rank[chunk_id])
         if chunk_id in text_rank:
-            score += 1.0 / (RRF_K + text_rank[chunk_id])
+            score += text_weight / (RRF_K + text_rank[chunk_id])
         hit = Hit(chunk_id=chunk_id, document_id=document_id, document_name=name, chunk_index=index,
                   page_start=page_start, page_end=page_end, score=score, similarity=similarity,
                   text=content, ocr=bool(ocr), vector_rank=vector_rank.get(chunk_id),
@@ -390,7 +321,8 @@ def query_embed(*, account, query: str, key: str, user=None, api_key=None, hold:
 def query_search(*, account, query: str, key: str, top_k: int | None = None, user=None, api_key=None,
                  collection_ids: list[int] | None = None, hold: CreditHold | None = None,
                  draws: list[HoldDraw] | None = None, active: ActiveEmbeddingModel | None = None,
-                 embedded: QueryEmbedding | None = None, explain: bool = False) -> QuerySearch:
+                 embedded: QueryEmbedding | None = None, explain: bool = False, tags: list[str] | None = None,
+                 exclude_tags: list[str] | None = None) -> QuerySearch:
     """Embed `query` and charge it (`query_embed`, which the arguments it shares go to),
     then search: the account's best `top_k` chunks in the collections the principal may see
     (narrowed to `collection_ids`), compared only with vectors of the embedding's model.
@@ -399,24 +331,30 @@ def query_search(*, account, query: str, key: str, top_k: int | None = None, use
     `embedded`: this query's `query_embed`, made and charged before the caller's
     transaction (a chat turn keeps the provider call outside any transaction); then only
     the search runs here. `explain`: `below_threshold` holds the candidates that did not
-    pass (hybrid_search's `explain`); the charge is the same.
+    pass (hybrid_search's `explain`); the charge is the same. `tags` / `exclude_tags`: as
+    hybrid_search's, checked before anything is charged.
     """
     account_id_in_context(account)
+    for value, field in ((tags, "tags"), (exclude_tags, "exclude_tags")):
+        tags_filter(value, field=field)  # malformed: a 400 before anything is charged
     if embedded is not None and embedded.query != query:
         raise ValueError("`embedded` is another query's embedding")
     embedded = embedded or query_embed(account=account, query=query, key=key, user=user, api_key=api_key,
                                        hold=hold, draws=draws, active=active)
     hits = hybrid_search(account=account, query=query, query_vector=embedded.vector, top_k=top_k,
-                         collection_ids=collection_ids, embedding_model=embedded.model, explain=explain)
+                         collection_ids=collection_ids, embedding_model=embedded.model, explain=explain,
+                         tags=tags, exclude_tags=exclude_tags)
     return QuerySearch(hits=[h for h in hits if h.passed], embedding=embedded,
                        below_threshold=[h for h in hits if not h.passed])
 
 
 def search_for_query(*, account, query: str, top_k: int | None = None, key: str, user=None,
                      api_key=None, collection_ids: list[int] | None = None,
-                     hold: CreditHold | None = None) -> list[Hit]:
+                     hold: CreditHold | None = None, tags: list[str] | None = None,
+                     exclude_tags: list[str] | None = None) -> list[Hit]:
     """`query_search`'s hits (the search API's): embed `query`, charge its provider-reported
     tokens (idempotency `key`) to the principal (`user` or `api_key`, whose budgets apply) or
-    draw them from `hold`, then search."""
+    draw them from `hold`, then search (only documents with any of `tags`, none with any of
+    `exclude_tags` or of the account's excluded tags)."""
     return query_search(account=account, query=query, top_k=top_k, key=key, user=user, api_key=api_key,
-                        collection_ids=collection_ids, hold=hold).hits
+                        collection_ids=collection_ids, hold=hold, tags=tags, exclude_tags=exclude_tags).hits

@@ -128,3 +128,21 @@ def test_without_credits_the_page_says_so(client, account_a, owner_a, library):
     page = client.post(URL, {"query": "holiday"})
     assert page.status_code == 402
     assert 'role="alert"' in page.content.decode() and "credits" in page.content.decode().lower()
+
+
+def test_tags_and_exclude_tags_narrow_the_test_search(client, account_a, owner_a, library):
+    from documents.tags import document_tags_set, retrieval_exclude_tags_set
+
+    with account_context(account_a):
+        document_tags_set(account=account_a, actor=None, document=library["kitchen"], tags=["Office"])
+    client.force_login(owner_a)
+    query = {"query": "holiday fridge espresso", "top_k": "50"}
+    html = client.post(URL, {**query, "tags": "office"}).content.decode()
+    assert "kitchen.txt" in html and "holidays.txt" not in html
+    html = client.post(URL, {**query, "exclude_tags": "office"}).content.decode()
+    assert "holidays.txt" in html and "kitchen.txt" not in html
+    with account_context(account_a):
+        retrieval_exclude_tags_set(account=account_a, actor=None, exclude_tags=["office"])
+    assert "kitchen.txt" not in client.post(URL, query).content.decode()
+    response = client.post(URL, {**query, "tags": "x" * 41})
+    assert response.status_code == 400 and "at most 40 characters" in response.content.decode()

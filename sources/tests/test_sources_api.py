@@ -29,7 +29,8 @@ def source_a(api_a, handbook, commit_and_run):
     ({"kind": "web", "url": "http://example.com/", "max_pages": True}, "invalid_max_pages", "max_pages"),
     ({"kind": "web", "url": "http://example.com/", "schedule": "weekly"}, "invalid_schedule", "schedule"),
     ({"kind": "web", "url": "http://example.com/", "options": []}, "invalid_option", "options"),
-    ({"kind": "web", "url": "http://example.com/", "tags": ["x" * 41]}, "invalid_option", "tags"),
+    ({"kind": "web", "url": "http://example.com/", "tags": ["x" * 41]}, "invalid_tags", "tag"),
+    ({"kind": "web", "url": "http://example.com/", "tags": "policy"}, "invalid_tags", "tags"),
 ])
 def test_bad_input_is_a_specific_400(api_a, body, code, field_word):
     response = api_a.post("/api/v1/sources/", body)

@@ -182,3 +182,29 @@ def test_a_source_whose_creator_left_still_syncs(client, account_a, handbook, co
 def _in_context(account, fn):
     with account_context(account):
         return fn()
+
+
+def test_documents_name_their_source_and_carry_its_tags(api_a, handbook, commit_and_run, account_a,
+                                                        upload_and_ingest):
+    source_id = _create(api_a, commit_and_run, handbook.url("/docs/"), tags=["handbook", "HR"])
+    upload_and_ingest(account_a, "notes.txt", b"Notes uploaded by hand.", "text/plain")
+    documents = api_a.get("/api/v1/documents/").json()["results"]
+    by_name = {d["name"]: d for d in documents}
+    assert by_name["notes.txt"]["source"] is None and by_name["notes.txt"]["tags"] == []
+    leave = by_name["Leave.md"]
+    assert leave["source"] == {"id": source_id, "url": handbook.url("/docs/leave")}
+    assert leave["tags"] == ["handbook", "HR"]
+    assert api_a.get(f"/api/v1/documents/{leave['id']}/").json()["source"]["id"] == source_id
+    # A person's tags on a source's document survive the page changing (its next revision).
+    response = api_a.client.patch(f"/api/v1/documents/{leave['id']}/", {"tags": ["handbook", "checked"]},
+                                  content_type="application/json", **api_a.headers)
+    assert response.status_code == 200, response.content
+    handbook.set("/docs/leave", page("Leave", "Everyone has thirty days of paid holiday a year."))
+    commit_and_run(lambda: api_a.post(f"/api/v1/sources/{source_id}/sync/"))
+    after = api_a.get(f"/api/v1/documents/{leave['id']}/").json()
+    assert after["tags"] == ["handbook", "checked"] and after["revision"] == 2 and after["status"] == "ready"
+
+
+def test_another_accounts_documents_never_show_this_accounts_source(api_a, api_b, handbook, commit_and_run):
+    _create(api_a, commit_and_run, handbook.url("/docs/"))
+    assert api_b.get("/api/v1/documents/").json()["results"] == []

@@ -41,6 +41,7 @@
     var data = new FormData();
     data.append("file", file);
     if (form.elements.collection) data.append("collection", form.elements.collection.value);  // the chosen collection
+    if (form.elements.tags && form.elements.tags.value.trim()) data.append("tags", form.elements.tags.value);  // "a, b"
     var xhr = new XMLHttpRequest();
     xhr.open("POST", form.action);
     xhr.setRequestHeader("X-CSRFToken", csrf);
@@ -92,7 +93,10 @@
 
   function newRow(d) {
     return el("tr", { "data-document-id": d.id },
-      el("td", { class: "doc-name-cell" }, el("a", { class: "doc-name", href: "/documents/" + encodeURIComponent(d.id) + "/" }, d.name)),
+      el("td", { class: "doc-name-cell" }, el("a", { class: "doc-name", href: "/documents/" + encodeURIComponent(d.id) + "/" }, d.name),
+        (d.tags && d.tags.length) ? el("ul", { class: "tag-list", "aria-label": "Tags" }, d.tags.map(function (t) {
+          return el("li", null, el("span", { class: "tag" }, t));
+        })) : ""),
       el("td", { "data-label": "Status", "data-field": "status-cell" }, el("span", { class: "badge", "data-field": "status" })),
       el("td", { class: "num", "data-label": "Chunks", "data-field": "chunk_count" }),
       el("td", { class: "num", "data-label": "Size" }, size(d.size)),

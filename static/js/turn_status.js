@@ -27,7 +27,9 @@
     var list = frame.sources || [];
     var searched = typeof frame.query === "string" && frame.query.trim() !== "";
     if (frame.route === "general" && searched) {
-      return "Your documents don't cover this" + (list.length ? ": the closest passages are listed below." : ".");
+      // Not the reply's own words ("Your documents don't cover this."), which follow it.
+      return "Searched your documents: nothing near enough to answer from" +
+        (list.length ? "; the closest passages are listed." : ".");
     }
     if (list.length) return foundText(list);
     if (frame.route === "general") return "Small talk: no need to search your documents.";

@@ -1,0 +1,120 @@
+"""What a chat turn holds and how its prompt fits the hold: the worst case and the least of a
+turn (`hold_bounds`), the hold taken down to what the balance and budgets allow
+(`credits_hold_fitting`), and the prompt and answer fitted to it (`fitted`), so no chat turn
+is charged more than it held (docs/architecture.md, "A chat turn's path"). The prompt is
+counted as the model that charges counts it (llm/chat_tokens.py)."""
+from __future__ import annotations
+
+from django.conf import settings
+
+from accounts.models import Account
+from billing import pricing
+from billing.errors import BudgetExceeded, InsufficientCredits
+from billing.models import CreditHold
+from billing.services import HoldDraw, credits_hold
+from chat import answering
+from chat.prompt import build_messages
+from chat.retrieve import REWRITE_MAX_TOKENS, SUMMARY_CHUNKS, rewrite_messages
+from chat.router import GENERAL, LOOKUP, SUMMARY, previous_question, standalone_query
+from chat.turn import Profile, TurnOptions
+from documents.chunking import embedding_tokens
+from llm import chat_tokens
+
+# The least answer a turn is held for: a few sentences (below it the turn is refused).
+MIN_ANSWER_TOKENS = 64
+
+
+def hold_bounds(question: str, history: list[tuple[str, str]], kind: str, options: TurnOptions,
+                 chosen: Profile) -> tuple[int, int]:
+    """(least, most) credits to hold for the turn. Most: its worst case, the prompt counted as
+    the model that charges counts it (llm/chat_tokens.py: the bundled model's own tokenizer,
+    else UTF-8 bytes, which no provider's tokenizer exceeds) with the passages' allowance and
+    the longest answer. Least: the prompt with no passage and a short answer, below which the
+    turn is refused. Whatever is held, the prompt and the answer are fitted to it
+    (`fitted`), so a chat turn is never charged more than its hold."""
+    passages = {GENERAL: 0, LOOKUP: chosen.passages or settings.RAG_TOP_K * 3, SUMMARY: SUMMARY_CHUNKS}[kind]
+    bare = max(prompt_bound(question, [], history, options, grounded=grounded, chosen=chosen)
+               for grounded in (True, False))
+    retrieval = retrieval_worst_case(question, history, kind, chosen)
+    least = pricing.credits_at_most(kind=pricing.CHAT, tokens=bare + MIN_ANSWER_TOKENS) + retrieval
+    most = pricing.credits_at_most(kind=pricing.CHAT, tokens=(
+        bare + passages * chat_tokens.passage_tokens_allowance(settings.CHUNK_SIZE)
+        + options.bounded_max_tokens(chosen.max_tokens))) + retrieval
+    return least, max(least, most)
+
+
+def prompt_messages(question: str, passages: list, history: list[tuple[str, str]], options: TurnOptions, *,
+                     grounded: bool, chosen: Profile) -> list[dict]:
+    """The model's messages; on a profile with `prompt_words`, the passages cut to what is
+    nearest the question (the guard and the sources keep them whole)."""
+    if chosen.prompt_words:
+        passages = answering.focused(question, passages, chosen.prompt_words)
+    return build_messages(question=question, passages=passages, history=history, grounded=grounded,
+                          history_budget=chosen.history_tokens or settings.CHAT_HISTORY_TOKENS,
+                          instructions=options.system, style=chosen.prompt)
+
+
+def prompt_bound(question: str, passages: list, history: list[tuple[str, str]], options: TurnOptions, *,
+                  grounded: bool, chosen: Profile) -> int:
+    messages = prompt_messages(question, passages, history, options, grounded=grounded, chosen=chosen)
+    return chat_tokens.prompt_tokens_bound([m["content"] for m in messages])
+
+
+def credits_hold_fitting(account: Account, *, least: int, most: int, key: str, reference: str, **spender) -> CreditHold:
+    """The worst case held or, when the balance or a budget cannot cover it, what they can,
+    down to `least` (the turn then reads fewer passages or answers shorter). Below `least`,
+    refused as the error says."""
+    try:
+        return credits_hold(account=account, amount=most, key=key, reference=reference, **spender)
+    except InsufficientCredits as short:
+        affordable, refusal = short.balance, InsufficientCredits(needed=least, balance=short.balance)
+    except BudgetExceeded as short:
+        affordable, refusal = short.limit - short.spent, short
+    if affordable < least:
+        raise refusal
+    return credits_hold(account=account, amount=affordable, key=key, reference=reference, **spender)
+
+
+def fitted(*, question: str, options: TurnOptions, chosen: Profile, history: list[tuple[str, str]],
+           hold: CreditHold, draws: list[HoldDraw], passages: list) -> tuple[list, list[dict], int]:
+    """(passages, messages, max_tokens) that the turn's hold pays for whatever the model's
+    tokenizer makes of them: the passages ranked last are left out until the prompt's bound
+    and a short answer fit in what the hold has left after its draws, and the answer may
+    use the rest (the model stops there: finish_reason "length")."""
+    left = hold.amount - sum(pricing.credits_for(kind=d.kind, model=d.model, tokens=d.tokens) for d in draws)
+    within = pricing.tokens_within(kind=pricing.CHAT, credits=left)
+    wanted = options.bounded_max_tokens(chosen.max_tokens)
+    found = bool(passages)
+    while True:
+        messages = prompt_messages(question, passages, history, options, grounded=bool(passages), chosen=chosen)
+        prompt = chat_tokens.prompt_tokens_bound([m["content"] for m in messages])
+        if prompt + MIN_ANSWER_TOKENS <= within:
+            return passages, messages, max(1, min(wanted, within - prompt))
+        if len(passages) == 1 or not found:
+            # Not even the best passage fits: an answer without the documents it found would
+            # read as "not in your documents". Refused instead, saying what it needs (the
+            # turn's hold is released by turn_prepare).
+            drawn = hold.amount - left
+            needed = drawn + pricing.credits_at_most(kind=pricing.CHAT, tokens=prompt + MIN_ANSWER_TOKENS)
+            raise InsufficientCredits(needed=needed, balance=hold.amount)
+        passages = passages[:-1]
+
+
+def retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: str, chosen: Profile) -> int:
+    """The most a turn spends before its answer: the follow-up rewrite (a chat call) and the
+    query embedding. The turn's hold covers them too and they are drawn from it, so the
+    balance and the principal's budgets refuse a turn before anything runs, never halfway.
+    The embedding is counted exactly for the bundled model (embedding_tokens) and by its UTF-8
+    bytes for another provider's, which no tokenizer exceeds."""
+    if kind == GENERAL:
+        return 0
+    searched = standalone_query(question, history)
+    query = embedding_tokens(searched) if settings.LLM_BUNDLED else len(searched.encode("utf-8")) + 2
+    if not (previous_question(question, history) and chosen.rewrite):
+        return pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=query)
+    # The model's rewrite (at most REWRITE_MAX_TOKENS, with [CLS] and [SEP]) or, when it
+    # fails, the deterministic query.
+    rewrite = (chat_tokens.prompt_tokens_bound([m["content"] for m in rewrite_messages(question, history)])
+               + REWRITE_MAX_TOKENS)
+    return (pricing.credits_at_most(kind=pricing.CHAT, tokens=rewrite)
+            + pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=max(query, REWRITE_MAX_TOKENS + 2)))
