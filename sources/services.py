@@ -21,6 +21,7 @@ from sources.models import (
 )
 from sources.sync import next_sync_after
 
+
 def _clean_max_pages(value) -> int:
     if value is None:
         return DEFAULT_MAX_PAGES
