@@ -12,7 +12,8 @@ from bench.common import machine, setup_django
 
 BENCHMARKS = ["billing_debits", "ingestion", "chat_ws", "search_scale", "retrieval_eval", "answer_eval", "connections",
               "rls_context", "ocr", "chat_open_loop", "ingestion_fairness", "chat_turn_cpu",
-              "ingestion_claim_scale", "sweeper_topup", "relevance_floor", "fusion_weight"]
+              "ingestion_claim_scale", "sweeper_topup", "relevance_floor", "fusion_weight",
+              "sources_sync"]
 
 
 def main(names: list[str]) -> int:

@@ -6,6 +6,7 @@ from billing.jobs import release_stale_holds
 from documents.jobs import backfill_document_languages, requeue_stale_work
 from exports.jobs import cleanup_exports
 from retrieval.jobs import refresh_search_indexes
+from sources.schedule import sync_due_sources
 
 # (job, every N seconds, name)
 PERIODIC_JOBS = [
@@ -14,6 +15,8 @@ PERIODIC_JOBS = [
     (refresh_search_indexes, 600, "refresh-search-indexes"),
     (cleanup_exports, 600, "cleanup-exports"),
     (backfill_document_languages, 600, "backfill-document-languages"),
+    # Hourly and daily source syncs: due ones started once each (sources/schedule.py).
+    (sync_due_sources, 60, "sync-due-sources"),
 ]
 
 for job, interval, name in PERIODIC_JOBS:

@@ -60,6 +60,7 @@ INSTALLED_APPS = [
     "billing",
     "documents",
     "retrieval",
+    "sources",
     "chat",
     "exports",
     "integrations",
@@ -268,6 +269,10 @@ SPECTACULAR_SETTINGS = {
         "ReindexRunStatusEnum": "documents.models.ReindexRun.RunStatus",
         "MessageStatusEnum": "chat.models.MessageStatus",
         "LedgerKindEnum": "billing.models.Kind",
+        "SourceKindEnum": "sources.models.Kind",
+        "SourceStatusEnum": "sources.models.SourceStatus",
+        "SourceSyncStatusEnum": "sources.models.SyncStatus",
+        "SourceScheduleEnum": "sources.models.Schedule",
     },
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
@@ -339,6 +344,18 @@ VISION_MODEL = env("VISION_MODEL", default="")
 VISION_MAX_TOKENS = env.int("VISION_MAX_TOKENS", default=300)
 DOCUMENT_STALE_SECONDS = env.int("DOCUMENT_STALE_SECONDS", default=300)
 CHAT_MAX_TOKENS = env.int("CHAT_MAX_TOKENS", default=512)
+# Sources (sources/; README, "Sources"): hosts whose private, loopback or link-local
+# addresses a source may still read (an intranet wiki, tests), comma-separated host names as
+# written in the URL; every other such address is refused (server-side request forgery).
+SOURCES_ALLOWED_HOSTS = [h.strip().lower() for h in env.list("SOURCES_ALLOWED_HOSTS", default=[]) if h.strip()]
+# The most pages a source may ask for, the bytes one page and one sync may fetch, and the
+# seconds one request may take (connect and read each; a response's whole read at most 3x).
+SOURCES_MAX_PAGES_LIMIT = env.int("SOURCES_MAX_PAGES_LIMIT", default=1000)
+SOURCES_MAX_PAGE_BYTES = env.int("SOURCES_MAX_PAGE_BYTES", default=5 * 1024 * 1024)
+SOURCES_MAX_SYNC_BYTES = env.int("SOURCES_MAX_SYNC_BYTES", default=200 * 1024 * 1024)
+SOURCES_FETCH_TIMEOUT_SECONDS = env.float("SOURCES_FETCH_TIMEOUT_SECONDS", default=15.0)
+# A sync whose worker stopped (no heartbeat for this long) is marked failed by cron.
+SOURCES_SYNC_STALE_SECONDS = env.int("SOURCES_SYNC_STALE_SECONDS", default=900)
 LOCAL_CHAT_MODEL_PATH = env("LOCAL_CHAT_MODEL_PATH", default="")
 # Whether the provider is the bundled local model server (`make run` sets it when it starts
 # one; without LLM_BASE_URL the app talks to it on LOCAL_LLM_PORT).

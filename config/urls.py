@@ -11,6 +11,7 @@ api_v1 = [
     path("", include("billing.api_urls")),
     path("", include("documents.api_urls")),
     path("", include("retrieval.api_urls")),
+    path("", include("sources.api_urls")),
     path("", include("chat.api_urls")),
     path("", include("exports.api_urls")),
 ]
@@ -27,6 +28,7 @@ urlpatterns = [
     path("v1/", include("chat.openai_urls")),
     path("documents/", include((("documents.urls"), "documents"))),
     path("documents/", include(("retrieval.urls", "retrieval"))),
+    path("documents/sources/", include(("sources.urls", "sources"))),
     path("chat/", include(("chat.urls", "chat"))),
     path("credits/", include(("billing.urls", "billing"))),
     path("exports/", include("exports.urls")),

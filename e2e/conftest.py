@@ -127,6 +127,8 @@ def stack(django_db_setup, tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
     env.update(DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + database,
                GROUNDWORK_TESTING="1", ALLOWED_HOSTS="127.0.0.1,localhost", LLM_BASE_URL=model.base_url,
+               # Sources may read the sites tests serve on loopback (e2e/test_sources_page.py).
+               SOURCES_ALLOWED_HOSTS="127.0.0.1",
                PYTHONUNBUFFERED="1")
     port = _free_port()
     commands = {

@@ -10,7 +10,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # Lowest first. Apps on one floor may import each other's modules (no loops still).
-FLOORS = [("core", "llm", "audit"), ("accounts",), ("billing",), ("documents",), ("retrieval",), ("chat",), ("exports", "integrations"),
+FLOORS = [("core", "llm", "audit"), ("accounts",), ("billing",), ("documents",), ("retrieval", "sources"), ("chat",),
+          ("exports", "integrations"),
           ("config",)]
 FLOOR_OF = {app: level for level, apps in enumerate(FLOORS) for app in apps}
 # core is the ground floor and imports no app, llm included.
