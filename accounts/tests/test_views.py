@@ -104,6 +104,7 @@ def test_api_key_is_shown_once_then_revoked(client_a, account_a):
     client_a.post("/team/api-keys/", {"name": "zapier"})
     first = client_a.get("/team/").content.decode()
     secret = re.search(r'id="new-api-key">(gw_[^<]+)<', first).group(1)
+    assert '<code id="mcp-url">http://testserver/mcp</code>' in first  # where an MCP client connects with it
     assert secret not in client_a.get("/team/").content.decode()
     assert client_a.get("/api/v1/account/", HTTP_AUTHORIZATION=f"Bearer {secret}").status_code == 200
     with account_context(account_a):
