@@ -409,6 +409,7 @@ def test_collections_page_for_managers_and_members(client, world):
     client.force_login(world["owner"])
     page = client.get("/documents/collections/").content.decode()
     assert "Board" in page and "New collection" in page
+    assert f'<code class="collection-id">{board.pk}</code>' in page  # the Knowledge ID Dify asks for
     response = client.post("/documents/collections/new/", {"name": "Legal", "restricted": "on",
                                                             "users": [str(world["member"].pk)]})
     assert response.status_code == 302
