@@ -54,23 +54,20 @@ def _run_jobs(queue) -> tuple[float, float]:
 
 def _phase(account, site, queue, *, start) -> dict:
     """Run `start()` (it returns the source's id), then the jobs it queued; what it cost."""
-    from billing.models import CreditLedgerEntry
+    from billing.selectors import ledger_list
     from core.tenancy import account_context
     from documents.models import Document
     from sources.models import SourceSync
 
     log_before = len(site.log)
     with account_context(account):
-        ledger_before = CreditLedgerEntry.objects.for_account(account).filter(kind="embedding").values_list(
-            "pk", flat=True)
-        ledger_before = set(ledger_before)
+        ledger_before = set(ledger_list(account=account, kind="embedding").values_list("pk", flat=True))
         newest_document = Document.objects.for_account(account).order_by("-pk").values_list("pk", flat=True).first()
         source_id = start()
     sync_s, ingest_s = _run_jobs(queue)
     with account_context(account):
         sync = SourceSync.objects.for_account(account).filter(source_id=source_id).order_by("-pk").first()
-        entries = list(CreditLedgerEntry.objects.for_account(account).filter(kind="embedding")
-                       .exclude(pk__in=ledger_before))
+        entries = list(ledger_list(account=account, kind="embedding").exclude(pk__in=ledger_before))
         credits = -sum(e.delta for e in entries)
         # Each embedding charge is one document revision ("ingest:<document>:<revision>"):
         # the chunks embedded are those revisions' chunks (new documents and changed pages).
