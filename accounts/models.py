@@ -182,3 +182,8 @@ class ApiKey(TenantModel):
     @property
     def is_active(self) -> bool:
         return self.revoked_at is None
+
+
+# SCIM provisioning's rows live with their package (accounts/scim/); imported here so they
+# are the accounts app's models.
+from accounts.scim.models import ScimIdentity, ScimToken  # noqa: E402,F401

@@ -31,6 +31,7 @@ account_patterns = [
     path("team/invitations/<int:invitation_id>/cancel/", views.invitation_cancel_view, name="invitation-cancel"),
     path("team/api-keys/", views.api_key_create_view, name="api-key-create"),
     path("team/api-keys/<int:key_id>/revoke/", views.api_key_revoke_view, name="api-key-revoke"),
+    path("team/scim-tokens/", include("accounts.scim.page_urls")),
     path("team/delete/", views.account_delete_view, name="account-delete"),
 ]
 

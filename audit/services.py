@@ -27,6 +27,8 @@ ACTIONS = {
     "source.delete": "Source deleted",
     "key.create": "API key created",
     "key.revoke": "API key revoked",
+    "scim_token.create": "SCIM token created",
+    "scim_token.revoke": "SCIM token revoked",
     "member.role_change": "Role changed",
     "member.remove": "Member removed",
     "member.add": "Member added",

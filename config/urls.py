@@ -32,6 +32,7 @@ urlpatterns = [
     path("chat/", include(("chat.urls", "chat"))),
     path("credits/", include(("billing.urls", "billing"))),
     path("exports/", include("exports.urls")),
+    path("scim/v2/", include(("accounts.scim.urls", "scim"))),
     path("", home_view, name="home"),
     path("", include("accounts.urls")),
 ]

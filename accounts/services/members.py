@@ -119,7 +119,8 @@ def member_remove(*, account: Account, actor: User, membership_id: int, by_staff
         if membership.role == Role.OWNER and actor_membership.role != Role.OWNER:
             raise Forbidden("Only owners can remove an owner.")
     if membership.role == Role.OWNER and _owner_count(account) == 1:
-        verb = "leave" if membership.user_id == actor.pk else "be removed"
+        # `actor` may be an audit Actor (SCIM provisioning), which is nobody's membership.
+        verb = "leave" if membership.user_id == getattr(actor, "pk", None) else "be removed"
         raise AccountError(AccountErrorCode.LAST_OWNER, f"The last owner cannot {verb}. Make someone else an owner first.")
     membership.delete()
     audit_record(account=account, action="member.remove", actor=actor, target=membership.user.email, detail={"role": membership.role})

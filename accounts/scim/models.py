@@ -1,0 +1,65 @@
+"""SCIM's rows: the account's provisioning tokens, and one identity per (account, person).
+
+Imported by accounts.models, so they belong to the accounts app and its migrations.
+"""
+from __future__ import annotations
+
+import uuid
+
+from django.db import models
+
+from core.tenancy import TenantModel
+
+
+class ScimToken(TenantModel):
+    """An identity provider's bearer token for /scim/v2/. Only a SHA-256 of the secret is
+    stored (like API keys, accounts/keys.py); it is shown once. It sees and changes the
+    members of its own account only."""
+
+    prefix = models.CharField(max_length=16, help_text="The first characters, to recognise a token.")
+    token_hash = models.CharField(max_length=64, unique=True)
+    created_by = models.ForeignKey("accounts.User", null=True, on_delete=models.SET_NULL, related_name="+")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "SCIM token"
+
+    def __str__(self):
+        return f"SCIM token ({self.prefix}…)"
+
+    @property
+    def is_active(self) -> bool:
+        return self.revoked_at is None
+
+
+class ScimIdentity(TenantModel):
+    """A person as this account's identity provider knows them: the SCIM `id` (a random
+    UUID per account and person, never the global user id), what the provider said about
+    them (kept here, per account: one team's directory never rewrites the person's name or
+    login seen by their other teams), and the role to give back on reactivation.
+
+    Active means "is a member now" (the membership is the one truth: a member removed on the
+    Team page reads as inactive). Deactivation ends the membership and keeps this row, so the
+    same `id` answers and reactivation restores `role`."""
+
+    scim_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    user = models.ForeignKey("accounts.User", on_delete=models.CASCADE, related_name="+")
+    external_id = models.CharField(max_length=255, blank=True, default="")
+    given_name = models.CharField(max_length=150, blank=True, default="")
+    family_name = models.CharField(max_length=150, blank=True, default="")
+    display_name = models.CharField(max_length=150, blank=True, default="")
+    emails = models.JSONField(default=list, blank=True)
+    # The role the membership had when it last ended here, given back on reactivation.
+    role = models.CharField(max_length=10, default="member")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "SCIM identity"
+        verbose_name_plural = "SCIM identities"
+        constraints = [models.UniqueConstraint(fields=["account", "user"], name="scimidentity_account_user_unique")]
+
+    def __str__(self):
+        return f"{self.user} in {self.account_id} (SCIM {self.scim_id})"

@@ -1,0 +1,55 @@
+"""SCIM's reads: the token a provider presents, and the account's identities."""
+from __future__ import annotations
+
+import uuid
+
+from django.db.models import Exists, OuterRef, QuerySet
+
+from accounts.keys import hash_key
+from accounts.models import Account, Membership
+from accounts.scim.errors import ScimError
+from accounts.scim.models import ScimIdentity, ScimToken
+from core.tenancy import api_key_context
+
+SCIM_TOKEN_PREFIX = "gwscim_"
+
+
+def scim_token_for_secret(*, raw: str) -> ScimToken | None:
+    """The active token for a presented secret, or None (unknown, revoked, or its account
+    deleted). Row-level security shows only the row whose hash was computed here
+    (the policy scimtoken_by_hash), so the unscoped manager reads at most that one."""
+    if not raw or not raw.startswith(SCIM_TOKEN_PREFIX) or len(raw) > 200:
+        return None
+    token_hash = hash_key(raw)
+    with api_key_context(token_hash):
+        return (ScimToken.all_accounts.select_related("account")
+                .filter(token_hash=token_hash, revoked_at__isnull=True, account__deleted_at__isnull=True).first())
+
+
+def scim_token_list(*, account: Account) -> QuerySet[ScimToken]:
+    return ScimToken.objects.for_account(account).filter(revoked_at__isnull=True).order_by("-created_at")
+
+
+def scim_identity_list(*, account: Account, user_name: str | None = None,
+                       external_id: str | None = None) -> QuerySet[ScimIdentity]:
+    """The account's identities, oldest first, each with `is_member` (SCIM's `active`)."""
+    identities = (ScimIdentity.objects.for_account(account).select_related("user")
+                  .annotate(is_member=Exists(Membership.objects.for_account(account).filter(user_id=OuterRef("user_id"))))
+                  .order_by("created_at", "pk"))
+    if user_name is not None:
+        identities = identities.filter(user__email__iexact=user_name)
+    if external_id is not None:
+        identities = identities.filter(external_id=external_id)
+    return identities
+
+
+def scim_identity_access_by_id(*, account: Account, scim_id: str) -> ScimIdentity:
+    """The account's identity with this SCIM id, or 404 (not ours and unknown look alike)."""
+    try:
+        key = uuid.UUID(str(scim_id))
+    except ValueError:
+        key = None
+    identity = scim_identity_list(account=account).filter(scim_id=key).first() if key else None
+    if identity is None:
+        raise ScimError(404, f"No user with id {scim_id!r} in this account.")
+    return identity

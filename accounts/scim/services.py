@@ -1,0 +1,238 @@
+"""SCIM's writes: the account's provisioning tokens, and provisioning people into it.
+
+Every provisioning write runs in the token's account context (accounts/scim/views.py) and
+goes through the Team page's own member services (accounts/services/members.py): a
+deactivation is a member removal (its sockets close, its grants go, the last owner stays),
+a reactivation a member addition with the role the person had.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+from django.core.exceptions import ValidationError
+from django.core.validators import validate_email
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.errors import AccountError
+from accounts.keys import hash_key
+from accounts.models import Account, Membership, Role, User
+from accounts.permissions import Action
+from accounts.scim.errors import ScimError, ScimType
+from accounts.scim.models import ScimIdentity, ScimToken
+from accounts.scim.selectors import SCIM_TOKEN_PREFIX
+from accounts.services.members import _require_manager, member_add, member_remove
+from audit.actors import Actor
+from audit.models import ActorKind
+from audit.services import audit_record
+from core.error_codes import CoreErrorCode
+from core.text import has_control_characters
+
+
+def scim_actor(token: ScimToken) -> Actor:
+    """Who the audit log names for what a token changes: the identity provider."""
+    return Actor(ActorKind.SYSTEM, None, f"SCIM provisioning ({token.prefix}…)")
+
+
+# --- Tokens (the Team page, owners) -------------------------------------------------------------
+
+@transaction.atomic
+def scim_token_create(*, account: Account, actor: User) -> tuple[ScimToken, str]:
+    """A new provisioning token for the account (owners only). Returns (token, raw secret);
+    the secret is never stored or shown again."""
+    _require_manager(account=account, actor=actor, action=Action.SCIM_MANAGE)
+    raw = SCIM_TOKEN_PREFIX + secrets.token_urlsafe(32)
+    token = ScimToken.objects.for_account(account).create(
+        account=account, prefix=raw[:12], token_hash=hash_key(raw), created_by=actor)
+    audit_record(account=account, action="scim_token.create", actor=actor, target=f"{token.prefix}…")
+    return token, raw
+
+
+@transaction.atomic
+def scim_token_revoke(*, account: Account, actor: User, token_id: int) -> ScimToken:
+    """Revoke a token (idempotent): /scim/v2/ answers it 401 from now on."""
+    _require_manager(account=account, actor=actor, action=Action.SCIM_MANAGE)
+    token = ScimToken.objects.for_account(account).filter(pk=token_id).first()
+    if token is None:
+        raise AccountError(CoreErrorCode.NOT_FOUND, "That SCIM token was not found.", status=404)
+    if token.revoked_at is None:
+        token.revoked_at = timezone.now()
+        token.save(update_fields=["revoked_at"])
+        audit_record(account=account, action="scim_token.revoke", actor=actor, target=f"{token.prefix}…")
+    return token
+
+
+def scim_token_touch(*, token: ScimToken) -> None:
+    """Record use, at most once a minute (a provider's sync sends many requests)."""
+    now = timezone.now()
+    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
+        ScimToken.objects.for_account(token.account_id).filter(pk=token.pk).update(last_used_at=now)
+        token.last_used_at = now
+
+
+# --- Identities -------------------------------------------------------------------------------
+
+def scim_identities_ensure(*, account: Account) -> None:
+    """Every current member has an identity (an `id` the provider can match and keep): the
+    members who joined on the Team page, by invitation or SSO, before the provider looked.
+    One statement; a concurrent request's identical insert is ignored."""
+    members = Membership.objects.for_account(account).exclude(
+        user_id__in=ScimIdentity.objects.for_account(account).values("user_id")).values_list("user_id", "role")
+    ScimIdentity.objects.for_account(account).bulk_create(
+        [ScimIdentity(account=account, user_id=user_id, role=role) for user_id, role in members],
+        ignore_conflicts=True)
+
+
+@dataclass
+class UserChanges:
+    """What a POST, PUT or PATCH said about a user; None: not mentioned."""
+
+    user_name: str | None = None
+    external_id: str | None = None
+    given_name: str | None = None
+    family_name: str | None = None
+    display_name: str | None = None
+    emails: list | None = None
+    active: bool | None = None
+    touched: set = field(default_factory=set)
+
+
+def _clean_text(value, name: str, limit: int) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ScimError(400, f"{name} must be a string.", ScimType.INVALID_VALUE)
+    value = value.strip()
+    if has_control_characters(value):
+        raise ScimError(400, f"{name} may not contain control characters.", ScimType.INVALID_VALUE)
+    if len(value) > limit:
+        raise ScimError(400, f"{name} may have at most {limit} characters.", ScimType.INVALID_VALUE)
+    return value
+
+
+def _clean_user_name(value) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ScimError(400, "userName is required: the person's email address.", ScimType.INVALID_VALUE)
+    email = value.strip().lower()
+    try:
+        validate_email(email)
+    except ValidationError:
+        raise ScimError(400, f"userName must be an email address (the person's login): {value!r} is not one.",
+                        ScimType.INVALID_VALUE)
+    return email
+
+
+def _clean_emails(value) -> list:
+    if not isinstance(value, list) or len(value) > 10:
+        raise ScimError(400, "emails must be a list of at most 10 {\"value\", \"type\", \"primary\"} objects.",
+                        ScimType.INVALID_VALUE)
+    emails = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("value"), str):
+            raise ScimError(400, "Each of emails must be an object with a string \"value\".", ScimType.INVALID_VALUE)
+        address = item["value"].strip()
+        try:
+            validate_email(address)
+        except ValidationError:
+            raise ScimError(400, f"emails: {address!r} is not an email address.", ScimType.INVALID_VALUE)
+        emails.append({"value": address, "type": _clean_text(item.get("type") or "work", "emails.type", 20),
+                       "primary": item.get("primary") in (True, "true", "True")})
+    return emails
+
+
+def _identity_apply(identity: ScimIdentity, changes: UserChanges) -> None:
+    """The provider's attributes onto this account's identity (never onto the global user:
+    another team's directory may say otherwise)."""
+    if changes.external_id is not None:
+        identity.external_id = _clean_text(changes.external_id, "externalId", 255)
+    if changes.given_name is not None:
+        identity.given_name = _clean_text(changes.given_name, "name.givenName", 150)
+    if changes.family_name is not None:
+        identity.family_name = _clean_text(changes.family_name, "name.familyName", 150)
+    if changes.display_name is not None:
+        identity.display_name = _clean_text(changes.display_name, "displayName", 150)
+    if changes.emails is not None:
+        identity.emails = _clean_emails(changes.emails)
+
+
+def _full_name(changes: UserChanges) -> str:
+    parts = [p for p in (changes.given_name, changes.family_name) if isinstance(p, str) and p.strip()]
+    name = " ".join(p.strip() for p in parts) or (changes.display_name or "")
+    return _clean_text(name, "name", 150) if isinstance(name, str) else ""
+
+
+def _member(account: Account, user_id: int) -> Membership | None:
+    return Membership.objects.for_account(account).filter(user_id=user_id).first()
+
+
+@transaction.atomic
+def scim_user_create(*, account: Account, token: ScimToken, changes: UserChanges) -> ScimIdentity:
+    """POST /Users: the person (an existing user with this address, or a new one who signs
+    in by SSO or sets a password through "forgot password") joins the account as a member,
+    at once; no invitation. `active: false` records the identity without a membership.
+    409 uniqueness if the person is already provisioned or a member here."""
+    email = _clean_user_name(changes.user_name)
+    user = User.objects.filter(email__iexact=email).first()
+    if user is None:
+        try:
+            with transaction.atomic():
+                user = User.objects.create_user(email=email, password=None, full_name=_full_name(changes))
+        except IntegrityError:  # NOTE: created by a concurrent request in between: use that one
+            user = User.objects.get(email__iexact=email)
+    if ScimIdentity.objects.for_account(account).filter(user=user).exists() or _member(account, user.pk):
+        raise ScimError(409, f"{email} is already a member of this account; look them up with "
+                             f"filter=userName eq \"{email}\".", ScimType.UNIQUENESS)
+    identity = ScimIdentity(account=account, user=user, role=Role.MEMBER)
+    _identity_apply(identity, changes)
+    identity.save()
+    if changes.active is not False:
+        _membership_start(account=account, token=token, identity=identity)
+    return identity
+
+
+def _membership_start(*, account: Account, token: ScimToken, identity: ScimIdentity) -> None:
+    member_add(account=account, actor=scim_actor(token), user=identity.user, role=identity.role,
+               by_staff=True)  # the owner who made the token gave the provider this power
+
+
+def _membership_end(*, account: Account, token: ScimToken, identity: ScimIdentity) -> None:
+    membership = _member(account, identity.user_id)
+    if membership is None:
+        return
+    identity.role = membership.role
+    identity.save(update_fields=["role", "updated_at"])
+    try:
+        # The Team page's removal: the last owner stays; grants go; sockets close on commit.
+        member_remove(account=account, actor=scim_actor(token), membership_id=membership.pk, by_staff=True)
+    except AccountError as exc:
+        raise ScimError(400, exc.message, ScimType.MUTABILITY) from exc
+
+
+@transaction.atomic
+def scim_user_update(*, account: Account, token: ScimToken, identity: ScimIdentity,
+                     changes: UserChanges) -> ScimIdentity:
+    """PUT and PATCH /Users/{id}: the identity's attributes, and `active` (false ends the
+    membership here, as removing the member on the Team page does; true restores it with its
+    previous role). userName is the person's login, shared by all their teams: it cannot be
+    changed here (400 mutability)."""
+    identity = ScimIdentity.objects.for_account(account).select_for_update().select_related("user").get(pk=identity.pk)
+    if changes.user_name is not None and _clean_user_name(changes.user_name) != identity.user.email.lower():
+        raise ScimError(400, "userName is the person's login email, shared with their other teams, and cannot be "
+                             "changed through SCIM.", ScimType.MUTABILITY)
+    _identity_apply(identity, changes)
+    identity.save()
+    is_member = _member(account, identity.user_id) is not None
+    if changes.active is True and not is_member:
+        _membership_start(account=account, token=token, identity=identity)
+    elif changes.active is False and is_member:
+        _membership_end(account=account, token=token, identity=identity)
+    return identity
+
+
+@transaction.atomic
+def scim_user_delete(*, account: Account, token: ScimToken, identity: ScimIdentity) -> None:
+    """DELETE /Users/{id}: the membership ends (as deactivation) and the id is forgotten."""
+    identity = ScimIdentity.objects.for_account(account).select_for_update().select_related("user").get(pk=identity.pk)
+    _membership_end(account=account, token=token, identity=identity)
+    identity.delete()
