@@ -18,6 +18,16 @@ class SignupForm(forms.Form):
                                    help_text="You can rename it later. Invited to a team? Open the link in your invitation email to join it.")
 
 
+class InvitationSignupForm(forms.Form):
+    """Sign-up from an invitation's link: the invited address, fixed (the posted value is
+    ignored: Django uses the initial value of a disabled field), and no team of one's own."""
+
+    full_name = SignupForm.base_fields["full_name"]
+    email = forms.EmailField(label="Work email", disabled=True,
+                             widget=forms.EmailInput(attrs={"autocomplete": "email", "readonly": True}))
+    password = SignupForm.base_fields["password"]
+
+
 class RateLimitedLoginMixin:
     """Counts failed logins per email and per IP (accounts.ratelimit); past either limit
     every attempt is refused before the password is checked, the right one included."""

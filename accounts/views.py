@@ -7,12 +7,14 @@ from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from accounts import ratelimit, selectors, services
 from accounts.errors import AccountError
-from accounts.forms import AccountDeleteForm, AccountForm, ApiKeyForm, InviteForm, LoginForm, RoleForm, SignupForm
+from accounts.forms import (AccountDeleteForm, AccountForm, ApiKeyForm, InvitationSignupForm, InviteForm, LoginForm,
+                            RoleForm, SignupForm)
 from accounts.permissions import Action, PageForbidden, page_require, principal_may
 from accounts.resolution import SESSION_ACCOUNT_KEY
 from audit.selectors import audit_entry_list
@@ -45,8 +47,11 @@ def _too_many(request, template: str, context: dict, wait: int):
 
 
 def signup_view(request):
+    token = request.POST.get("invitation") or request.GET.get("invitation")
     if request.user.is_authenticated:
-        return redirect(_safe_next(request) or "home")
+        return redirect(reverse("accounts:invitation", args=[token]) if token else (_safe_next(request) or "home"))
+    if token:
+        return _invitation_signup(request, token)
     form = SignupForm(request.POST or None)
     context = {"form": form, "next": _safe_next(request)}
     if request.method == "POST" and form.is_valid():
@@ -66,6 +71,41 @@ def signup_view(request):
             messages.success(request, f"Welcome to Groundwork. {account.name} is ready. We sent a link to "
                                       f"{user.email}: open it to verify your address and receive your starting credits.")
             return redirect(context["next"] or "home")
+    return render(request, "accounts/signup.html", context)
+
+
+def _invitation_signup(request, token: str):
+    """The sign-up an invitation's link leads to: the invited address, fixed; submitting it
+    joins the inviting account (services.invitation_signup) and lands on its dashboard."""
+    try:
+        invitation = services.invitation_for_token(token=token)
+    except AccountError as exc:
+        return render(request, "accounts/link_refused.html", {"title": "Invitation not valid", "error": exc},
+                      status=exc.status)
+    form = InvitationSignupForm(request.POST or None, initial={"email": invitation.email})
+    context = {"form": form, "invitation": invitation, "token": token,
+               "next": reverse("accounts:invitation", args=[token])}
+    if request.method == "POST" and form.is_valid():
+        limits = ratelimit.signup_limits(request, invitation.email)
+        wait = ratelimit.wait_for(limits)
+        if wait:
+            return _too_many(request, "accounts/signup.html", context, wait)
+        for limit in limits:
+            limit.hit()
+        try:
+            user, membership = services.invitation_signup(invitation=invitation, password=form.cleaned_data["password"],
+                                                          full_name=form.cleaned_data["full_name"])
+        except AccountError as exc:
+            if exc.status in (404, 410):  # used or withdrawn while the form was open
+                return render(request, "accounts/link_refused.html", {"title": "Invitation not valid", "error": exc},
+                              status=exc.status)
+            _form_error(form, exc)
+        else:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            request.session[SESSION_ACCOUNT_KEY] = membership.account_id
+            messages.success(request, f"Welcome to Groundwork. You joined {invitation.account.name} as "
+                                      f"{invitation.get_role_display().lower()}.")
+            return redirect("home")
     return render(request, "accounts/signup.html", context)
 
 
@@ -144,7 +184,7 @@ def invitation_view(request, token: str):
     except AccountError as exc:
         return render(request, "accounts/link_refused.html", {"title": "Invitation not valid", "error": exc},
                       status=exc.status)
-    context = {"invitation": invitation, "path": request.path}
+    context = {"invitation": invitation, "path": request.path, "token": token}
     if request.user.is_authenticated and request.user.email.lower() != invitation.email.lower():
         context["wrong_user"] = True
         return render(request, "accounts/invitation.html", context, status=403)

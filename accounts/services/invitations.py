@@ -19,7 +19,7 @@ from core.tenancy import account_context
 from accounts.error_codes import AccountErrorCode
 from core.error_codes import CoreErrorCode
 from accounts.services.members import _check_grantable, _may_invite_as, _require_manager
-from accounts.services.signup import _clean_email, user_last_account_set
+from accounts.services.signup import _clean_email, user_create, user_last_account_set
 from accounts.services.verification import _email_mark_verified, _send_mail
 
 
@@ -126,6 +126,17 @@ def invitation_accept(*, invitation: Invitation, user: User, via_link: bool) -> 
         _email_mark_verified(user)
     user_last_account_set(user=user, account_id=invitation.account_id)
     return membership
+
+
+@transaction.atomic
+def invitation_signup(*, invitation: Invitation, password: str, full_name: str = "") -> tuple[User, Membership]:
+    """Sign-up from an invitation's link: a user for the invited address and their
+    membership of the inviting account, and nothing else (no team of their own: they came to
+    join one). The link proves the address, so it is verified and the invitation accepted,
+    as the link's Accept button does. An address that already has a user: DUPLICATE_EMAIL
+    (they log in and accept instead); a weak password: nothing is made."""
+    user = user_create(email=invitation.email, password=password, full_name=full_name)
+    return user, invitation_accept(invitation=invitation, user=user, via_link=True)
 
 
 def _invitation_for_invitee(*, user: User, invitation_id: int) -> Invitation:
