@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import uuid
 
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import Exists, OuterRef, QuerySet, Subquery
 
 from accounts.keys import hash_key
 from accounts.models import Account, Membership
@@ -32,15 +32,22 @@ def scim_token_list(*, account: Account) -> QuerySet[ScimToken]:
 
 def scim_identity_list(*, account: Account, user_name: str | None = None,
                        external_id: str | None = None) -> QuerySet[ScimIdentity]:
-    """The account's identities, oldest first, each with `is_member` (SCIM's `active`)."""
+    """The account's identities, oldest first, each with `is_member` (SCIM's `active`) and
+    `member_role` (None when not a member)."""
+    memberships = Membership.objects.for_account(account).filter(user_id=OuterRef("user_id"))
     identities = (ScimIdentity.objects.for_account(account).select_related("user")
-                  .annotate(is_member=Exists(Membership.objects.for_account(account).filter(user_id=OuterRef("user_id"))))
+                  .annotate(is_member=Exists(memberships), member_role=Subquery(memberships.values("role")[:1]))
                   .order_by("created_at", "pk"))
     if user_name is not None:
         identities = identities.filter(user__email__iexact=user_name)
     if external_id is not None:
         identities = identities.filter(external_id=external_id)
     return identities
+
+
+def scim_identity_list_in_role(*, account: Account, role: str) -> QuerySet[ScimIdentity]:
+    """The identities of the account's current members with `role` (a group's members)."""
+    return scim_identity_list(account=account).filter(member_role=role)
 
 
 def scim_identity_access_by_id(*, account: Account, scim_id: str) -> ScimIdentity:

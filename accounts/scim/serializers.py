@@ -9,6 +9,7 @@ from accounts.scim.models import ScimIdentity
 from accounts.scim.services import UserChanges
 
 USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User"
+GROUP_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:Group"
 ENTERPRISE_SCHEMA = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
 LIST_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:ListResponse"
 ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
@@ -209,6 +210,95 @@ def _remove(changes: UserChanges, attribute: str) -> None:
                         if attribute else ScimType.INVALID_PATH)
 
 
+# --- groups (the four roles) ----------------------------------------------------------------------
+
+def group_resource(group: str, members: list[ScimIdentity] | None, *, base_url: str) -> dict:
+    """A fixed group; `members` None: asked without them (excludedAttributes=members)."""
+    resource = {"schemas": [GROUP_SCHEMA], "id": group, "displayName": group,
+                "meta": {"resourceType": "Group", "location": f"{base_url}/Groups/{group}"}}
+    if members is not None:
+        resource["members"] = [{"value": str(i.scim_id), "display": i.user.email,
+                                "$ref": f"{base_url}/Users/{i.scim_id}"} for i in members]
+    return resource
+
+
+_GROUP_FILTER = re.compile(r'^\s*displayName\s+eq\s+"((?:[^"\\]|\\.)*)"\s*$', re.IGNORECASE)
+
+
+def parse_group_filter(raw: str | None, groups) -> list[str]:
+    """The groups a `displayName eq "…"` filter (case-insensitive) selects, or all of them."""
+    if raw is None or not raw.strip():
+        return list(groups)
+    match = _GROUP_FILTER.match(raw)
+    if match is None:
+        raise ScimError(400, 'Only the filter displayName eq "…" is supported for groups.', ScimType.INVALID_FILTER)
+    return [g for g in groups if g == match.group(1).strip().lower()]
+
+
+def _member_ids(value) -> list[str]:
+    items = value if isinstance(value, list) else [value]
+    if not all(isinstance(i, dict) and isinstance(i.get("value"), str) for i in items):
+        raise ScimError(400, 'members must be a list of {"value": "<user id>"}.', ScimType.INVALID_VALUE)
+    return [i["value"] for i in items]
+
+
+_MEMBER_OF = re.compile(r'^members\[value eq "([^"]+)"\]$', re.IGNORECASE)
+
+
+def _check_group_name(group: str, value) -> None:
+    if not isinstance(value, str) or value.strip().lower() != group:
+        raise ScimError(400, f"The groups are fixed (owners, admins, members, viewers): {group} cannot be renamed.",
+                        ScimType.MUTABILITY)
+
+
+def group_changes_from_patch(body, *, group: str) -> tuple[list[str], list[str], list[str] | None]:
+    """A PatchOp on a group, as (added ids, removed ids, the whole new list or None): Okta's and
+    Entra's `add`/`remove` of `members`, `remove` of 'members[value eq "…"]', `replace`."""
+    if not isinstance(body, dict) or not isinstance(body.get("Operations", body.get("operations")), list):
+        raise ScimError(400, f"A PATCH body is a {PATCH_SCHEMA} with an \"Operations\" list.", ScimType.INVALID_SYNTAX)
+    add, remove, replace = [], [], None
+    for operation in body.get("Operations", body.get("operations")):
+        if not isinstance(operation, dict):
+            raise ScimError(400, "Each operation must be an object with \"op\".", ScimType.INVALID_SYNTAX)
+        op, path, value = str(operation.get("op", "")).lower(), str(operation.get("path") or ""), operation.get("value")
+        member = _MEMBER_OF.match(path.strip())
+        if op == "add" and path.lower() == "members":
+            add += _member_ids(value)
+        elif op == "remove" and member is not None:
+            remove.append(member.group(1))
+        elif op == "remove" and path.lower() == "members":
+            if value is None:
+                replace = []
+            else:
+                remove += _member_ids(value)
+        elif op == "replace" and path.lower() == "members":
+            replace = _member_ids(value)
+        elif op in ("add", "replace") and path.lower() == "displayname":
+            _check_group_name(group, value)
+        elif op in ("add", "replace") and not path and isinstance(value, dict):
+            for key, part in value.items():
+                if key.lower() == "members":
+                    replace = _member_ids(part)
+                elif key.lower() == "displayname":
+                    _check_group_name(group, part)
+                elif key.lower() not in ("id", "schemas"):
+                    raise ScimError(400, f"Unknown or unsupported group attribute {key!r}.", ScimType.INVALID_PATH)
+        elif op in ("add", "remove", "replace"):
+            raise ScimError(400, f"Unsupported group operation {op} {path!r}.", ScimType.INVALID_PATH)
+        else:
+            raise ScimError(400, f"Unknown PATCH op {operation.get('op')!r}: use add, replace or remove.",
+                            ScimType.INVALID_SYNTAX)
+    return add, remove, replace
+
+
+def group_members_from_put(body, *, group: str) -> list[str]:
+    if not isinstance(body, dict):
+        raise ScimError(400, "The body must be a JSON object (a SCIM Group resource).", ScimType.INVALID_SYNTAX)
+    if "displayName" in body:
+        _check_group_name(group, body["displayName"])
+    return _member_ids(body.get("members") or [])
+
+
 # --- discovery (RFC 7643 §5-7) ----------------------------------------------------------------------
 
 def service_provider_config(*, base_url: str) -> dict:
@@ -249,11 +339,26 @@ USER_SCHEMA_DOCUMENT = {
 }
 
 
+GROUP_SCHEMA_DOCUMENT = {
+    "schemas": ["urn:ietf:params:scim:schemas:core:2.0:Schema"],
+    "id": GROUP_SCHEMA, "name": "Group", "description": "A role: owners, admins, members, viewers (fixed)",
+    "attributes": [
+        _attr("displayName", required=True, uniqueness="server", mutability="immutable"),
+        _attr("members", "complex", multiValued=True, subAttributes=[_attr("value", mutability="immutable"),
+                                                                     _attr("display", mutability="readOnly")]),
+    ],
+}
+
+
 def schemas(*, base_url: str) -> list[dict]:
-    return [{**USER_SCHEMA_DOCUMENT, "meta": {"resourceType": "Schema", "location": f"{base_url}/Schemas/{USER_SCHEMA}"}}]
+    return [{**document, "meta": {"resourceType": "Schema", "location": f"{base_url}/Schemas/{document['id']}"}}
+            for document in (USER_SCHEMA_DOCUMENT, GROUP_SCHEMA_DOCUMENT)]
 
 
 def resource_types(*, base_url: str) -> list[dict]:
     return [{"schemas": ["urn:ietf:params:scim:schemas:core:2.0:ResourceType"], "id": "User", "name": "User",
              "endpoint": "/Users", "description": "The account's members", "schema": USER_SCHEMA,
-             "meta": {"resourceType": "ResourceType", "location": f"{base_url}/ResourceTypes/User"}}]
+             "meta": {"resourceType": "ResourceType", "location": f"{base_url}/ResourceTypes/User"}},
+            {"schemas": ["urn:ietf:params:scim:schemas:core:2.0:ResourceType"], "id": "Group", "name": "Group",
+             "endpoint": "/Groups", "description": "The account's roles (fixed groups)", "schema": GROUP_SCHEMA,
+             "meta": {"resourceType": "ResourceType", "location": f"{base_url}/ResourceTypes/Group"}}]

@@ -21,8 +21,8 @@ from accounts.models import Account, Membership, Role, User
 from accounts.permissions import Action
 from accounts.scim.errors import ScimError, ScimType
 from accounts.scim.models import ScimIdentity, ScimToken
-from accounts.scim.selectors import SCIM_TOKEN_PREFIX
-from accounts.services.members import _require_manager, member_add, member_remove
+from accounts.scim.selectors import SCIM_TOKEN_PREFIX, scim_identity_access_by_id, scim_identity_list_in_role
+from accounts.services.members import _require_manager, member_add, member_change_role, member_remove
 from audit.actors import Actor
 from audit.models import ActorKind
 from audit.services import audit_record
@@ -185,9 +185,15 @@ def scim_user_create(*, account: Account, token: ScimToken, changes: UserChanges
                              f"filter=userName eq \"{email}\".", ScimType.UNIQUENESS)
     identity = ScimIdentity(account=account, user=user, role=Role.MEMBER)
     _identity_apply(identity, changes)
-    identity.save()
-    if changes.active is not False:
-        _membership_start(account=account, token=token, identity=identity)
+    try:
+        # NOTE: two POSTs for one person at once: the unique constraints (one identity, one
+        # membership per account and person) let one in; the other is the same 409.
+        with transaction.atomic():
+            identity.save()
+            if changes.active is not False:
+                _membership_start(account=account, token=token, identity=identity)
+    except IntegrityError:
+        raise ScimError(409, f"{email} is already a member of this account.", ScimType.UNIQUENESS)
     return identity
 
 
@@ -236,3 +242,53 @@ def scim_user_delete(*, account: Account, token: ScimToken, identity: ScimIdenti
     identity = ScimIdentity.objects.for_account(account).select_for_update().select_related("user").get(pk=identity.pk)
     _membership_end(account=account, token=token, identity=identity)
     identity.delete()
+
+
+# --- Groups: the four roles ----------------------------------------------------------------------
+
+# The fixed groups /Groups exposes (their id and displayName) and the role each one gives.
+GROUP_ROLES = {"owners": Role.OWNER, "admins": Role.ADMIN, "members": Role.MEMBER, "viewers": Role.VIEWER}
+
+
+def _identities_by_scim_id(account: Account, scim_ids: list[str]) -> list[ScimIdentity]:
+    found = []
+    for scim_id in scim_ids:
+        try:
+            found.append(scim_identity_access_by_id(account=account, scim_id=scim_id))
+        except ScimError:
+            raise ScimError(400, f"No user with id {scim_id!r} in this account.", ScimType.INVALID_VALUE)
+    return found
+
+
+def _role_set(*, account: Account, token: ScimToken, identity: ScimIdentity, role: str) -> None:
+    membership = _member(account, identity.user_id)
+    if membership is None:
+        raise ScimError(400, f"{identity.user.email} is deactivated here: activate them before giving them a role.",
+                        ScimType.INVALID_VALUE)
+    if membership.role == role:
+        return
+    try:
+        # The Team page's role change: the last owner stays one; open sockets re-check.
+        member_change_role(account=account, actor=scim_actor(token), membership_id=membership.pk, role=role,
+                           by_staff=True)
+    except AccountError as exc:
+        raise ScimError(400, exc.message, ScimType.MUTABILITY) from exc
+
+
+@transaction.atomic
+def scim_group_members_change(*, account: Account, token: ScimToken, group: str, add: list[str],
+                              remove: list[str], replace: list[str] | None = None) -> None:
+    """PATCH and PUT /Groups/{id}: a person added to a group gets its role; one removed from
+    the group they are in falls back to member (removing from "members" changes nothing:
+    it is where everyone provisioned starts). `replace`: the group's whole new list. Adds
+    run first, so an owners' list that swaps one owner for another never has none."""
+    role = GROUP_ROLES[group]
+    if replace is not None:
+        current = {str(i.scim_id) for i in scim_identity_list_in_role(account=account, role=role)}
+        wanted = {str(i.scim_id) for i in _identities_by_scim_id(account, replace)}
+        add, remove = [*add, *sorted(wanted - current)], [*remove, *sorted(current - wanted)]
+    for identity in _identities_by_scim_id(account, add):
+        _role_set(account=account, token=token, identity=identity, role=role)
+    for identity in _identities_by_scim_id(account, remove):
+        if role != Role.MEMBER and (m := _member(account, identity.user_id)) is not None and m.role == role:
+            _role_set(account=account, token=token, identity=identity, role=Role.MEMBER)

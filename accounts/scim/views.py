@@ -100,6 +100,49 @@ def user_view(request, scim_id: str, *, token, base_url):
     return _response(serializers.user_resource(identity, base_url=base_url))
 
 
+def _group_members(account, group: str) -> list:
+    return list(selectors.scim_identity_list_in_role(account=account, role=services.GROUP_ROLES[group]))
+
+
+def _wants_members(request) -> bool:
+    excluded = {a.strip().lower() for a in request.GET.get("excludedAttributes", "").split(",")}
+    return "members" not in excluded
+
+
+@scim_endpoint("GET")
+def groups_view(request, *, token, base_url):
+    """The four fixed groups, one per role (a group cannot be created or deleted)."""
+    account = token.account
+    names = serializers.parse_group_filter(request.GET.get("filter"), services.GROUP_ROLES)
+    start, count = serializers.parse_paging(request.GET)
+    page = names[start - 1:start - 1 + count]
+    if _wants_members(request):
+        services.scim_identities_ensure(account=account)
+    resources = [serializers.group_resource(g, _group_members(account, g) if _wants_members(request) else None,
+                                            base_url=base_url) for g in page]
+    return _response(serializers.list_response(resources, total=len(names), start_index=start))
+
+
+@scim_endpoint("GET", "PUT", "PATCH")
+def group_view(request, group: str, *, token, base_url):
+    account = token.account
+    if group not in services.GROUP_ROLES:
+        raise ScimError(404, f"No group {group!r}: the groups are owners, admins, members and viewers.")
+    if request.method in ("PUT", "PATCH"):
+        services.scim_identities_ensure(account=account)
+        if request.method == "PUT":
+            add, remove, replace = [], [], serializers.group_members_from_put(_body(request), group=group)
+        else:
+            add, remove, replace = serializers.group_changes_from_patch(_body(request), group=group)
+        services.scim_group_members_change(account=account, token=token, group=group, add=add, remove=remove,
+                                           replace=replace)
+        if request.method == "PATCH":
+            return _response(None, status=204)
+    services.scim_identities_ensure(account=account)
+    members = _group_members(account, group) if _wants_members(request) else None
+    return _response(serializers.group_resource(group, members, base_url=base_url))
+
+
 @scim_endpoint("GET")
 def service_provider_config_view(request, *, token, base_url):
     return _response(serializers.service_provider_config(base_url=base_url))

@@ -18,6 +18,7 @@ pytestmark = pytest.mark.django_db
 SCIM = "application/scim+json"
 USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User"
 PATCH_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
+GROUP_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:Group"
 ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
 
 
@@ -180,10 +181,10 @@ def test_discovery_documents(scim_a):
     assert config["patch"]["supported"] is True and config["bulk"]["supported"] is False
     assert config["authenticationSchemes"][0]["type"] == "oauthbearertoken"
     schemas = scim_a.get("/Schemas").json()
-    assert schemas["totalResults"] == 1 and schemas["Resources"][0]["id"] == USER_SCHEMA
+    assert [r["id"] for r in schemas["Resources"]] == [USER_SCHEMA, GROUP_SCHEMA]
     types = scim_a.get("/ResourceTypes").json()
-    assert [t["endpoint"] for t in types["Resources"]] == ["/Users"]
-    assert_error(scim_a.get("/Groups"), 404)
+    assert [t["endpoint"] for t in types["Resources"]] == ["/Users", "/Groups"]
+    assert_error(scim_a.get("/Devices"), 404)
 
 
 # --- create ----------------------------------------------------------------------------------------
@@ -423,3 +424,115 @@ def test_account_bs_token_never_sees_or_changes_as_members(client, account_a, ac
     assert scim_b.patch(f"/Users/{b_user['id']}", okta_deactivate()).json()["active"] is False
     assert membership(account_a, person) is not None and membership(account_b, person) is None
     assert scim_a.get(f"/Users/{a_user['id']}").json()["active"] is True
+
+
+def test_a_deleted_accounts_token_is_401(client, account_a, owner_a):
+    scim = Scim(client, make_token(client, account_a))
+    from accounts import services
+    with account_context(account_a):
+        services.account_delete(account=account_a, actor=owner_a)
+    assert_error(scim.get("/Users"), 401)
+
+
+# --- groups: the four roles ------------------------------------------------------------------------
+
+def _group(scim, name):
+    return scim.get(f"/Groups/{name}").json()
+
+
+def _role(account, email):
+    return membership(account, User.objects.get(email=email)).role
+
+
+def test_groups_are_the_four_roles_with_their_members(scim_a, account_a, owner_a):
+    viewer = add_member(account_a, role=Role.VIEWER)
+    groups = scim_a.get("/Groups").json()
+    assert [g["id"] for g in groups["Resources"]] == ["owners", "admins", "members", "viewers"]
+    by_id = {g["id"]: [m["display"] for m in g["members"]] for g in groups["Resources"]}
+    assert by_id == {"owners": [owner_a.email], "admins": [], "members": [], "viewers": [viewer.email]}
+    # Entra's group matching query.
+    found = scim_a.get("/Groups", filter='displayName eq "Admins"', excludedAttributes="members").json()
+    assert [g["id"] for g in found["Resources"]] == ["admins"] and "members" not in found["Resources"][0]
+    assert scim_a.get("/Groups", filter='displayName eq "staff"').json()["totalResults"] == 0
+    assert_error(scim_a.get("/Groups", filter='id eq "admins"'), 400, "invalidFilter")
+    assert_error(scim_a.get("/Groups/everyone"), 404)
+    assert_error(scim_a.post("/Groups", {"displayName": "staff"}), 405)
+    assert_error(scim_a.delete("/Groups/admins"), 405)
+
+
+def test_okta_and_entra_group_patches_set_roles(scim_a, account_a):
+    one = scim_a.post("/Users", okta_user("one@example.test")).json()
+    two = scim_a.post("/Users", entra_user("two@example.test")).json()
+    # Okta's "add members" (developer.okta.com, SCIM 2.0: Update a Group's members).
+    response = scim_a.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "add", "path": "members", "value": [{"value": one["id"], "display": "one@example.test"},
+                                                     {"value": two["id"]}]}]})
+    assert response.status_code == 204
+    assert (_role(account_a, "one@example.test"), _role(account_a, "two@example.test")) == (Role.ADMIN, Role.ADMIN)
+    assert sorted(m["display"] for m in _group(scim_a, "admins")["members"]) == ["one@example.test", "two@example.test"]
+    # Okta's removal, by filter.
+    scim_a.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "remove", "path": f'members[value eq "{one["id"]}"]'}]})
+    assert _role(account_a, "one@example.test") == Role.MEMBER
+    # Entra's removal, with a value list (learn.microsoft.com, "Update Group [Remove Members]").
+    scim_a.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "Remove", "path": "members", "value": [{"value": two["id"]}]}]})
+    assert _role(account_a, "two@example.test") == Role.MEMBER
+    # Into viewers, then a PUT of the whole list.
+    scim_a.patch("/Groups/viewers", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "Add", "path": "members", "value": [{"value": one["id"]}]}]})
+    assert _role(account_a, "one@example.test") == Role.VIEWER
+    put = scim_a.put("/Groups/viewers", {"schemas": [GROUP_SCHEMA], "displayName": "viewers",
+                                         "members": [{"value": two["id"]}]}).json()
+    assert [m["value"] for m in put["members"]] == [two["id"]]
+    assert (_role(account_a, "one@example.test"), _role(account_a, "two@example.test")) == (Role.MEMBER, Role.VIEWER)
+
+
+def test_the_owners_group_never_empties(scim_a, account_a, owner_a):
+    heir = scim_a.post("/Users", okta_user("heir@example.test")).json()
+    owner_id = _group(scim_a, "owners")["members"][0]["value"]
+    assert_error(scim_a.put("/Groups/owners", {"displayName": "owners", "members": []}), 400, "mutability")
+    assert_error(scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "remove", "path": f'members[value eq "{owner_id}"]'}]}), 400, "mutability")
+    assert membership(account_a, owner_a).role == Role.OWNER
+    # Swapping one owner for another in one list works: the new one is added first.
+    scim_a.put("/Groups/owners", {"displayName": "owners", "members": [{"value": heir["id"]}]})
+    assert (_role(account_a, "heir@example.test"), membership(account_a, owner_a).role) == (Role.OWNER, Role.MEMBER)
+
+
+@pytest.mark.parametrize("operations,scim_type", [
+    ([{"op": "replace", "path": "displayName", "value": "superusers"}], "mutability"),
+    ([{"op": "add", "path": "members", "value": [{"value": "6f1c0b3e-8f1a-4a55-9d39-7b7f0b1f0e11"}]}],
+     "invalidValue"),
+    ([{"op": "add", "path": "members", "value": "one"}], "invalidValue"),
+    ([{"op": "add", "path": "owner", "value": "x"}], "invalidPath"),
+    ([{"op": "merge", "path": "members", "value": []}], "invalidSyntax"),
+])
+def test_bad_group_patches_are_400_and_change_nothing(scim_a, account_a, operations, scim_type):
+    one = scim_a.post("/Users", okta_user("one@example.test")).json()
+    patch = {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "add", "path": "members", "value": [{"value": one["id"]}]}, *operations]}
+    assert_error(scim_a.patch("/Groups/admins", patch), 400, scim_type)
+    assert _role(account_a, "one@example.test") == Role.MEMBER
+
+
+def test_a_deactivated_person_cannot_be_given_a_role(scim_a, account_a):
+    one = scim_a.post("/Users", okta_user("one@example.test")).json()
+    scim_a.patch(f"/Users/{one['id']}", okta_deactivate())
+    assert_error(scim_a.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "add", "path": "members", "value": [{"value": one["id"]}]}]}), 400, "invalidValue")
+    assert membership(account_a, User.objects.get(email="one@example.test")) is None
+
+
+def test_account_bs_token_cannot_give_as_members_roles(client, account_a, account_b, owner_a):
+    scim_a, scim_b = Scim(client, make_token(client, account_a)), Scim(client, make_token(client, account_b))
+    a_user = scim_a.post("/Users", okta_user("only-a@example.test")).json()
+    owner_a_id = _group(scim_a, "owners")["members"][0]["value"]
+    for scim_id in (a_user["id"], owner_a_id):
+        assert_error(scim_b.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
+            {"op": "add", "path": "members", "value": [{"value": scim_id}]}]}), 400, "invalidValue")
+        assert_error(scim_b.put("/Groups/owners", {"displayName": "owners", "members": [{"value": scim_id}]}),
+                     400, "invalidValue")
+    assert (_role(account_a, "only-a@example.test"), membership(account_a, owner_a).role) == (Role.MEMBER, Role.OWNER)
+    assert [m["display"] for m in _group(scim_b, "owners")["members"]] == ["owner@beta.test"]
+    assert all(g["members"] == [] for g in scim_b.get("/Groups").json()["Resources"] if g["id"] != "owners")
