@@ -10,7 +10,6 @@ from accounts.scim.services import UserChanges
 
 USER_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:User"
 GROUP_SCHEMA = "urn:ietf:params:scim:schemas:core:2.0:Group"
-ENTERPRISE_SCHEMA = "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"
 LIST_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:ListResponse"
 ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
 PATCH_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
@@ -107,9 +106,11 @@ def parse_active(value) -> bool:
 def _attribute(path: str) -> str:
     """A path without its schema URN, lower-cased (SCIM attribute names are case-insensitive)."""
     path = path.strip()
-    for urn in (USER_SCHEMA, ENTERPRISE_SCHEMA):
-        if path.lower().startswith(urn.lower() + ":"):
-            return ("" if urn == USER_SCHEMA else "enterprise.") + path[len(urn) + 1:].lower()
+    if path.lower().startswith(USER_SCHEMA.lower() + ":"):
+        return path[len(USER_SCHEMA) + 1:].lower()
+    if path.lower().startswith("urn:"):
+        # An extension's attribute (Entra's enterprise or a custom one): not kept here.
+        return "extension." + path.lower()
     return path.lower()
 
 
@@ -141,7 +142,7 @@ def _set(changes: UserChanges, attribute: str, value, *, op: str = "replace") ->
     elif (match := _EMAIL_OF_TYPE.match(attribute)) is not None:
         others = [e for e in (changes.emails or []) if isinstance(e, dict) and e.get("type") != match.group(1)]
         changes.emails = [*others, {"value": value, "type": match.group(1), "primary": match.group(1) == "work"}]
-    elif attribute in IGNORED_ATTRIBUTES or attribute.startswith("enterprise.") or attribute.split("[")[0] in IGNORED_ATTRIBUTES:
+    elif attribute in IGNORED_ATTRIBUTES or attribute.startswith("extension.") or attribute.split("[")[0] in IGNORED_ATTRIBUTES:
         return
     else:
         raise ScimError(400, f"Unknown or unsupported attribute {attribute!r}.", ScimType.INVALID_PATH)
@@ -160,8 +161,6 @@ def changes_from_resource(body) -> UserChanges:
         raise ScimError(400, "The body must be a JSON object (a SCIM User resource).", ScimType.INVALID_SYNTAX)
     changes = UserChanges(external_id="", given_name="", family_name="", display_name="", emails=[])
     for key, value in body.items():
-        if key == ENTERPRISE_SCHEMA:
-            continue
         _set(changes, _attribute(key), value)
     return changes
 
@@ -203,7 +202,7 @@ def _remove(changes: UserChanges, attribute: str) -> None:
         changes.given_name = changes.family_name = ""
     elif attribute == "emails":
         changes.emails = []
-    elif attribute in IGNORED_ATTRIBUTES or attribute.startswith("enterprise.") or attribute.split("[")[0] in IGNORED_ATTRIBUTES:
+    elif attribute in IGNORED_ATTRIBUTES or attribute.startswith("extension.") or attribute.split("[")[0] in IGNORED_ATTRIBUTES:
         return
     else:
         raise ScimError(400, f"{attribute or 'A remove without a path'} cannot be removed.", ScimType.NO_TARGET

@@ -344,6 +344,26 @@ def test_entra_patches_active_as_a_string_and_names_by_path(scim_a, account_a):
     assert person.email == "f@example.test"
 
 
+def test_entras_custom_extension_and_add_of_a_work_email(scim_a, account_a):
+    # As Entra sent them (learn.microsoft.com Q&A 1684621, "Entra ID patch sending Add instead of Replace").
+    created = scim_a.post("/Users", {
+        "schemas": [USER_SCHEMA, "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"],
+        "userName": "joe@testaccount.example.test", "active": True,
+        "emails": [{"primary": True, "type": "work", "value": "joe@joe.example.test"}],
+        "meta": {"resourceType": "User"}, "name": {"familyName": "TestLastName1", "givenName": "joe"},
+        "title": "scim tester",
+        "urn:ietf:params:scim:schemas:extension:custom:2.0:User": {"employeeNumber": "99887766", "worksiteId": "180"}})
+    assert created.status_code == 201, created.content
+    patched = scim_a.patch(f"/Users/{created.json()['id']}", {
+        "schemas": [PATCH_SCHEMA], "Operations": [
+            {"op": "Replace", "path": "title", "value": "tester"},
+            {"op": "Add", "path": 'emails[type eq "work"].value', "value": "joe.new@joe.example.test"},
+            {"op": "Replace", "path": "urn:ietf:params:scim:schemas:extension:custom:2.0:User:worksiteId",
+             "value": "181"}]})
+    assert patched.status_code == 200, patched.content
+    assert patched.json()["emails"] == [{"value": "joe.new@joe.example.test", "type": "work", "primary": True}]
+
+
 @pytest.mark.parametrize("operations,scim_type", [
     ([{"op": "replace", "path": "active", "value": "maybe"}], "invalidValue"),
     ([{"op": "replace", "path": "userName", "value": "new@example.test"}], "mutability"),
