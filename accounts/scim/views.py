@@ -10,6 +10,7 @@ from django.http import HttpResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 
+from accounts.errors import AccountError
 from accounts.resolution import bearer_token
 from accounts.scim import selectors, serializers, services
 from accounts.scim.errors import ScimError, ScimType
@@ -51,6 +52,8 @@ def scim_endpoint(*methods: str):
                     return view(request, *args, token=token, base_url=base_url, **kwargs)
             except ScimError as exc:
                 return _error(exc)
+            except AccountError as exc:  # a member service's refusal the SCIM services did not word
+                return _error(ScimError(exc.status, exc.message))
         # The account is the token's, not the session's: no request transaction
         # (accounts.middleware); the endpoint opens the token account's context itself.
         endpoint.account_transaction = False
