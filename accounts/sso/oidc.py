@@ -146,5 +146,5 @@ def _claim_refused(exc) -> SsoError:
 
 
 def _refused(code: SsoErrorCode, message: str, exc: Exception | None, status: int = 400) -> SsoError:
-    logger.warning("sso sign-in refused (%s): %s", code, exc)
+    logger.warning("sso: the provider's answer was rejected (%s): %s", code, exc)
     return SsoError(code, message, status=status)

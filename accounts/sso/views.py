@@ -29,9 +29,11 @@ logger = logging.getLogger("groundwork.sso")
 
 NEXT_KEY = "sso_next"
 # What a password session may still open while its account requires single sign-on: signing
-# in with SSO, logging out, switching to another team; and what is not a page (the API and
+# in with SSO, logging out, switching to (or making, or joining) another team, the emailed
+# links; and what is not a page (the API and
 # /v1 answer for themselves: no account, no access; the admin has its own rules).
-OPEN_URL_NAMES = {"sso-login", "sso-callback", "logout", "switch", "login"}
+OPEN_URL_NAMES = {"sso-login", "sso-callback", "logout", "switch", "login", "account-create", "invitation",
+                  "invitation-accept", "invitation-decline", "verify-email", "verify-email-resend"}
 OPEN_PREFIXES = ("/static/", "/api/", "/v1/", "/mcp", "/admin/", "/healthz", "/metrics")
 
 

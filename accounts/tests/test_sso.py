@@ -13,7 +13,7 @@ from django.test import Client
 from accounts import services
 from accounts.models import Account, Invitation, Membership, Role, SsoIdentity, User
 from accounts.sso.services import account_sso_required_set
-from accounts.tests.factories import add_member, make_account, make_api_key, make_user
+from accounts.tests.factories import add_member, make_api_key, make_user, staff_with
 from accounts.tests.oidc_provider import Provider, path_of
 from audit.models import AuditEntry
 from billing.selectors import balance_get
@@ -287,3 +287,21 @@ def test_accounts_that_do_not_require_it_keep_password_sign_in(client, account_a
 
 
 # The websocket's side of the switch is chat/tests/test_sso_socket.py (the chat tests' one server loop).
+
+
+def test_support_sees_the_links_and_only_credential_setters_remove_one(client, provider, account_a):
+
+
+    provider.user("ann-at-idp", email="owner@acme.test", email_verified=True)
+    _sso(Client(), provider, "ann-at-idp")
+    link = SsoIdentity.objects.get()
+    viewer = staff_with("accounts.view_ssoidentity", "accounts.delete_ssoidentity")
+    client.force_login(viewer)
+    listing = client.get("/admin/accounts/ssoidentity/")
+    assert listing.status_code == 200 and "ann-at-idp" in listing.content.decode()
+    assert client.post(f"/admin/accounts/ssoidentity/{link.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert SsoIdentity.objects.filter(pk=link.pk).exists()
+    client.force_login(staff_with("accounts.view_ssoidentity", "accounts.delete_ssoidentity",
+                                  "accounts.set_user_credentials"))
+    assert client.post(f"/admin/accounts/ssoidentity/{link.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not SsoIdentity.objects.filter(pk=link.pk).exists()
