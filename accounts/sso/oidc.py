@@ -88,7 +88,9 @@ def identity_from_callback(request) -> Identity:
     Every refusal is an SsoError with its own code, and is logged."""
     client = _client()
     claims_options = {
-        "iss": {"essential": True, "value": settings.OIDC_ISSUER},
+        # The issuer exactly as configured; with a trailing slash too (some providers' issuer
+        # has one, and OIDC_ISSUER is kept without it).
+        "iss": {"essential": True, "values": [settings.OIDC_ISSUER, settings.OIDC_ISSUER + "/"]},
         "aud": {"essential": True, "value": settings.OIDC_CLIENT_ID},
         "sub": {"essential": True},
         "exp": {"essential": True},
@@ -127,7 +129,9 @@ def identity_from_callback(request) -> Identity:
                        "signed in.", None)
     return Identity(issuer=settings.OIDC_ISSUER, subject=str(claims["sub"]),
                     email=str(claims.get("email") or "").strip().lower(),
-                    email_verified=claims.get("email_verified") is True, name=str(claims.get("name") or "")[:150])
+                    # A JSON true; some providers send the string "true".
+                    email_verified=claims.get("email_verified") in (True, "true"),
+                    name=str(claims.get("name") or "")[:150])
 
 
 def _claim_refused(exc) -> SsoError:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.error_codes import SsoErrorCode
@@ -33,6 +33,7 @@ from accounts.sso.errors import SsoError
 from accounts.sso.oidc import Identity, sso_enabled
 from audit.services import audit_record
 from core.tenancy import account_context
+from core.text import has_control_characters
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,12 @@ def _link(identity: Identity, user: User) -> SsoIdentity:
 
 def _existing_user_sign_in(identity: Identity, user: User) -> SsoSignIn:
     _require_active(user)
-    if SsoIdentity.objects.filter(issuer=identity.issuer, user=user).exists():
+    links = SsoIdentity.objects.filter(issuer=identity.issuer, user=user)
+    # NOTE: the user row is locked (sso_sign_in): a second first sign-in of the same subject at
+    # once waits here, then finds the link the first one made and signs in through it.
+    if links.filter(subject=identity.subject).exists():
+        return SsoSignIn(user=user, account_id=None, message=f"Signed in as {user.email}.")
+    if links.exists():
         raise SsoError(SsoErrorCode.SSO_IDENTITY_CONFLICT, f"{user.email} is already linked to another identity at "
                        "your sign-in provider, so this one cannot sign in as it. Ask your team's owner or support.",
                        status=403)
@@ -91,7 +97,15 @@ def _existing_user_sign_in(identity: Identity, user: User) -> SsoSignIn:
 
 
 def _new_user(identity: Identity) -> User:
-    user = User.objects.create_user(email=identity.email, password=None, full_name=identity.name)
+    """A user who signs in only through SSO (no usable password; a password reset can give one)."""
+    name = "" if has_control_characters(identity.name) else identity.name.strip()
+    try:
+        with transaction.atomic():
+            user = User.objects.create_user(email=identity.email, password=None, full_name=name)
+    except IntegrityError:
+        # NOTE: two first sign-ins of one new address at once: the other made the user.
+        raise SsoError(SsoErrorCode.SSO_IDENTITY_CONFLICT, "Another sign-in with this address is under way. Try "
+                       "again in a moment.", status=409)
     _link(identity, user)
     _email_mark_verified(user)
     user.refresh_from_db()

@@ -64,6 +64,8 @@ class _Tampering:
         key = self.key
         if self.mode == "audience":
             claims["aud"] = "another-application"
+        elif self.mode == "issuer":
+            claims["iss"] = "https://another-provider.example"
         elif self.mode == "nonce":
             claims["nonce"] = "not-the-nonce-of-this-sign-in"
         elif self.mode == "signature":
@@ -97,7 +99,7 @@ class Provider:
         self._thread.join(5)
 
     def tamper(self, mode: str | None) -> None:
-        """"audience", "nonce", "signature", or None (honest)."""
+        """"audience", "issuer", "nonce", "signature", or None (honest)."""
         self._tampering.mode = mode
 
     def user(self, sub: str, **claims) -> None:

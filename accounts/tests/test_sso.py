@@ -158,6 +158,7 @@ def test_an_unverified_address_is_refused(client, provider, account_a):
 
 @pytest.mark.parametrize("mode, status, words", [
     ("audience", 400, "meant for another application"),
+    ("issuer", 400, "came from another provider"),
     ("nonce", 400, "nonce mismatch"),
     ("signature", 400, "invalid signature"),
 ])
@@ -231,6 +232,10 @@ def test_only_owners_turn_it_on_and_only_after_signing_in_with_sso(provider, acc
     assert account_a.sso_required and not account_b.sso_required  # only the owner's own account
     assert [e.detail for e in _audit(account_a, "account.sso_required")] == [{"required": True}]
     assert _audit(account_b, "account.sso_required") == []
+    # A password (a stolen one, say) cannot lift it: that session no longer reaches the team.
+    assert password_owner.post("/team/sso/", {"required": "0"}).status_code == 403
+    account_a.refresh_from_db()
+    assert account_a.sso_required
     assert sso_owner.post("/team/sso/", {"required": "0"}).status_code == 302
     account_a.refresh_from_db()
     assert not account_a.sso_required
