@@ -16,6 +16,7 @@ from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from accounts.errors import AccountError
 from accounts.forms import LoginForm
 from accounts.permissions import Action, PageForbidden, page_require
 from accounts.resolution import SESSION_ACCOUNT_KEY
@@ -94,7 +95,7 @@ def sso_required_set_view(request):
     try:
         account_sso_required_set(account=request.account, actor=request.user, required=required,
                                  actor_signed_in_with_sso=signed_in_with_sso(request.session))
-    except SsoError as exc:
+    except AccountError as exc:  # SsoError, or Forbidden (the role changed since page_require)
         if exc.code == CoreErrorCode.FORBIDDEN:
             raise PageForbidden(exc.message) from exc
         messages.error(request, exc.message)
