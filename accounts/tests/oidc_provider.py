@@ -33,11 +33,13 @@ class _Tampering:
     def __init__(self, app):
         self.app = app
         self.mode: str | None = None
+        self.requests: list[str] = []  # the paths asked for, in order
         self.key = RSAKey.generate_key(2048, parameters={"kid": TAMPER_KID}, private=True)
         self.stranger = RSAKey.generate_key(2048, parameters={"kid": TAMPER_KID}, private=True)
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
+        self.requests.append(path)
         if path not in ("/jwks", "/oauth2/token"):
             return self.app(environ, start_response)
         seen = {}
@@ -101,6 +103,10 @@ class Provider:
     def tamper(self, mode: str | None) -> None:
         """"audience", "issuer", "nonce", "signature", or None (honest)."""
         self._tampering.mode = mode
+
+    @property
+    def requests(self) -> list[str]:
+        return self._tampering.requests
 
     def user(self, sub: str, **claims) -> None:
         response = requests.put(f"{self.issuer}/users/{sub}", json=claims, timeout=10)

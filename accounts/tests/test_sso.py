@@ -77,6 +77,7 @@ def test_sso_button_and_pages_only_when_sso_is_set_up(client, settings):
 
 
 def test_login_redirects_to_the_provider_with_state_nonce_and_pkce(client, provider):
+    assert provider.requests == []  # nothing asked of the provider before the first sign-in
     location = _start(client)
     query = {k: v[0] for k, v in parse_qs(urlsplit(location).query).items()}
     assert location.startswith(provider.issuer + "/oauth2/authorize?")
@@ -104,6 +105,8 @@ def test_an_existing_user_signs_in_and_keeps_their_identity_when_the_address_cha
     again = Client()
     assert _sso(again, provider, "ann-at-idp").status_code == 302
     assert _signed_in_as(again) == owner.pk
+    # The discovery document was read at the first sign-in, and kept.
+    assert provider.requests.count("/.well-known/openid-configuration") == 1
     assert User.objects.filter(email__iexact="ann.new@acme.test").count() == 0
     # Another subject claiming her (verified) address does not take her over.
     provider.user("someone-else", email="owner@acme.test", email_verified=True)
