@@ -32,6 +32,7 @@ from accounts.services.verification import _email_mark_verified
 from accounts.sso.errors import SsoError
 from accounts.sso.oidc import Identity, sso_enabled
 from audit.services import audit_record
+from core import sockets
 from core.tenancy import account_context
 from core.text import has_control_characters
 
@@ -151,4 +152,6 @@ def account_sso_required_set(*, account: Account, actor: User, required: bool,
         account.save(update_fields=["sso_required"])
         audit_record(account=account, action="account.sso_required", actor=actor, target=account.name,
                      detail={"required": required})
+        if required:  # open sockets re-read their principal: a password session's closes (4401)
+            sockets.notify_on_commit(sockets.account_group(account.pk), sockets.CHANGED)
     return account
