@@ -22,7 +22,7 @@ from core.tenancy import account_context
 from accounts import services
 from accounts.errors import AccountError
 from accounts.forms import AdminLoginForm
-from accounts.models import Account, ApiKey, Invitation, Membership, Role, User
+from accounts.models import Account, ApiKey, Invitation, Membership, Role, SsoIdentity, User
 from audit.services import audit_staff_access
 
 # The admin login counts failures with the dashboard's (accounts.ratelimit): one limit per
@@ -389,3 +389,25 @@ class ApiKeyAdmin(AllAccountsMixin, admin.ModelAdmin):
             with account_context(key.account):
                 services.api_key_revoke(account=key.account, actor=None, key_id=key.pk)
         record_action(self, request, keys, "Revoked the key (its open sockets are closed).")
+
+
+@admin.register(SsoIdentity)
+class SsoIdentityAdmin(admin.ModelAdmin):
+    """A person's link to their subject at the SSO provider (accounts/sso/services.py). Made
+    only by signing in; removing one lets another subject with the person's address link to
+    them at its next sign-in, so it is a credentials change: a superuser's or
+    `accounts.set_user_credentials`' power, like setting another person's email."""
+
+    list_display = ("user", "issuer", "subject", "email", "created_at", "last_login_at")
+    search_fields = ("user__email", "email", "subject")
+    list_select_related = ("user",)
+    readonly_fields = ("user", "issuer", "subject", "email", "created_at", "last_login_at")
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.is_superuser or request.user.has_perm("accounts.set_user_credentials")

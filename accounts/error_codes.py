@@ -22,3 +22,22 @@ class AccountErrorCode(StrEnum):
     TOO_MANY_TEAMS = "too_many_teams"
     WEAK_PASSWORD = "weak_password"
     WRONG_USER = "wrong_user"
+
+
+class SsoErrorCode(StrEnum):
+    """Single sign-on (accounts/sso/): why a sign-in through the provider was refused."""
+    SSO_DISABLED = "sso_disabled"
+    SSO_PROVIDER_UNAVAILABLE = "sso_provider_unavailable"
+    SSO_PROVIDER_REFUSED = "sso_provider_refused"
+    SSO_STATE_INVALID = "sso_state_invalid"
+    SSO_TOKEN_INVALID = "sso_token_invalid"
+    SSO_BAD_SIGNATURE = "sso_bad_signature"
+    SSO_WRONG_AUDIENCE = "sso_wrong_audience"
+    SSO_WRONG_ISSUER = "sso_wrong_issuer"
+    SSO_TOKEN_EXPIRED = "sso_token_expired"
+    SSO_NONCE_MISMATCH = "sso_nonce_mismatch"
+    SSO_EMAIL_UNVERIFIED = "sso_email_unverified"
+    SSO_USER_UNKNOWN = "sso_user_unknown"
+    SSO_USER_INACTIVE = "sso_user_inactive"
+    SSO_IDENTITY_CONFLICT = "sso_identity_conflict"
+    SSO_REQUIRED = "sso_required"

@@ -10,6 +10,7 @@ from django.http import Http404
 
 from accounts.resolution import Resolution, bearer_token, resolve_api_key, resolve_session
 from accounts.services import api_key_touch
+from accounts.sso.views import sso_required_response
 from core.api import rollback_request_transaction
 from core.middleware import api_error_response, is_api_path
 from core.tenancy import account_context, current_context, dangerously_bypass_tenancy
@@ -66,6 +67,9 @@ class AccountContextMiddleware:
         if request.path.startswith("/admin/") and request.user.is_authenticated and request.user.is_staff:
             with dangerously_bypass_tenancy(reason=f"admin {request.user.email} {request.method} {request.path}"):
                 return self.get_response(request)
+        request.sso_required_account = resolution.sso_required_account
+        if resolution.sso_required_account is not None and (refusal := sso_required_response(request)) is not None:
+            return refusal
         if resolution.account is None:
             return self.get_response(request)
         request._account_resolution = resolution

@@ -87,6 +87,9 @@ class Account(models.Model):
     # Deleted by an owner (accounts.services.account_delete): the row stays as a tombstone
     # that keeps the credit ledger and the audit log; nobody resolves into it any more.
     deleted_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    # An owner's switch (accounts/sso/): members use the account only from a session signed in
+    # through single sign-on; a password session sees the "requires single sign-on" page.
+    sso_required = models.BooleanField(default=False, help_text="Members must sign in with SSO.")
 
     def __str__(self):
         return f"{self.name} (deleted)" if self.deleted_at else self.name
@@ -187,3 +190,26 @@ class ApiKey(TenantModel):
 # SCIM provisioning's rows live with their package (accounts/scim/); imported here so they
 # are the accounts app's models.
 from accounts.scim.models import ScimIdentity, ScimToken  # noqa: E402,F401
+class SsoIdentity(models.Model):
+    """A person at the single sign-on provider: the provider's `sub` for a user, so a later
+    change of address at the provider still finds the same person (accounts/sso/services.py).
+    A person's, not a tenant's: no account column, like User."""
+
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="sso_identities")
+    email = models.EmailField(help_text="The address the provider gave at the last sign-in.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_login_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        verbose_name = "SSO identity"
+        verbose_name_plural = "SSO identities"
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="sso_identity_issuer_subject_unique"),
+            # One identity per person and provider: another `sub` never quietly joins a person.
+            models.UniqueConstraint(fields=["issuer", "user"], name="sso_identity_issuer_user_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.subject} at {self.issuer} → {self.user_id}"

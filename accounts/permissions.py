@@ -47,6 +47,7 @@ class Action(StrEnum):
     DOCUMENT_TAG = "document.tag"          # set a document's tags (they steer retrieval)
     RETRIEVAL_SETTINGS = "retrieval.settings"  # read and set the account's excluded tags
     SCIM_MANAGE = "scim.manage"            # create and revoke the account's SCIM provisioning tokens
+    SSO_REQUIRE = "sso.require"            # the switch "Members must sign in with SSO"
 
 
 class Grant(StrEnum):
@@ -84,6 +85,7 @@ _TABLE = {
     Action.DOCUMENT_TAG:     (_Y, _Y, _O, _N, _N, _Y),
     Action.RETRIEVAL_SETTINGS: (_Y, _Y, _N, _N, _N, _N),
     Action.SCIM_MANAGE:      (_Y, _N, _N, _N, _N, _N),
+    Action.SSO_REQUIRE:      (_Y, _N, _N, _N, _N, _N),
 }
 RULES: dict[Action, dict[str, Grant]] = {action: dict(zip(GRANTEES, row)) for action, row in _TABLE.items()}
 
@@ -102,6 +104,7 @@ PHRASES = {
     Action.DOCUMENT_TAG: "tag this document",
     Action.RETRIEVAL_SETTINGS: "change the account's retrieval settings",
     Action.SCIM_MANAGE: "manage SCIM provisioning tokens",
+    Action.SSO_REQUIRE: "change the single sign-on requirement",
 }
 
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from accounts.models import Account, ApiKey, Membership, User
 from accounts.selectors import api_key_for_secret, membership_list_for_user
+from accounts.sso.session import signed_in_with_sso
 
 SESSION_ACCOUNT_KEY = "account_id"
 
@@ -18,6 +19,9 @@ class Resolution:
     api_key: ApiKey | None = None
     memberships: list[Membership] | None = None
     bad_api_key: bool = False
+    # The session's account requires single sign-on and the session signed in otherwise: no
+    # account (no access), and the pages say so (accounts/sso/views.py, sso_required_response).
+    sso_required_account: Account | None = None
 
 
 def bearer_token(authorization: str | None) -> str | None:
@@ -38,7 +42,8 @@ def resolve_api_key(token: str) -> Resolution:
 
 def resolve_session(user: User, session) -> Resolution:
     """The session's chosen account if the user is still a member, else the one they used
-    last, else their first one."""
+    last, else their first one; none (and `sso_required_account`) if that account requires
+    single sign-on and the session signed in with a password. API keys are not sessions."""
     if not user or not user.is_authenticated or not user.is_active:
         return Resolution()
     memberships = membership_list_for_user(user=user)
@@ -47,4 +52,6 @@ def resolve_session(user: User, session) -> Resolution:
     chosen_id = session.get(SESSION_ACCOUNT_KEY) if session is not None else None
     membership = (next((m for m in memberships if m.account_id == chosen_id), None)
                   or next((m for m in memberships if m.account_id == user.last_account_id), memberships[0]))
+    if membership.account.sso_required and not signed_in_with_sso(session):
+        return Resolution(user=user, memberships=memberships, sso_required_account=membership.account)
     return Resolution(account=membership.account, user=user, membership=membership, memberships=memberships)

@@ -33,6 +33,7 @@ account_patterns = [
     path("team/api-keys/<int:key_id>/revoke/", views.api_key_revoke_view, name="api-key-revoke"),
     path("team/scim-tokens/", include("accounts.scim.page_urls")),
     path("team/delete/", views.account_delete_view, name="account-delete"),
+    path("", include("accounts.sso.urls")),  # single sign-on: /sso/login/, /sso/callback/, the Team switch
 ]
 
 urlpatterns = [

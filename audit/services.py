@@ -42,6 +42,8 @@ ACTIONS = {
     "billing.alert": "Low-balance alert sent",
     "staff.access": "Support staff opened the account",
     "account.delete": "Account deleted",
+    "account.sso_required": "Single sign-on requirement changed",
+    "sso.link": "Single sign-on identity linked",
 }
 
 

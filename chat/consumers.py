@@ -26,6 +26,7 @@ from django.http.request import split_domain_port, validate_host
 from accounts.models import Account, ApiKey, Membership
 from accounts.permissions import Action, principal_may, refusal_message
 from accounts.resolution import bearer_token, resolve_api_key, resolve_session
+from accounts.sso.session import signed_in_with_sso
 from chat.agent import TurnOptions
 from chat.driver import TurnRun
 from chat.errors import ChatError
@@ -140,6 +141,9 @@ class Principal:
     api_key: ApiKey | None = None
     user: object = None
     membership: Membership | None = None
+    # How the session signed in (accounts/sso/session.py): an account that requires single
+    # sign-on is no access to a member whose session signed in with a password.
+    signed_in_with_sso: bool = False
 
     @property
     def name(self) -> str:
@@ -179,10 +183,13 @@ def principal_refusal_here(principal: Principal) -> GroundworkError | None:
             return gone
         principal.api_key = key
         return None if _may_chat(key) else ChatError(CoreErrorCode.FORBIDDEN, refusal_message(key, Action.CHAT), status=403)
-    membership = (Membership.objects.for_account(principal.account).select_related("user")
+    membership = (Membership.objects.for_account(principal.account).select_related("user", "account")
                   .filter(user_id=principal.user.pk, account__deleted_at__isnull=True).first())
     if membership is None or not membership.user.is_active:
         return gone
+    if membership.account.sso_required and not principal.signed_in_with_sso:
+        return ChatError(ChatErrorCode.UNAUTHENTICATED, f"{membership.account.name} requires single sign-on: sign "
+                         "in with SSO.", status=401)
     principal.membership = membership
     if not _may_chat(membership):
         return ChatError(CoreErrorCode.FORBIDDEN, refusal_message(membership, Action.CHAT), status=403)
@@ -267,7 +274,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         # An API key is not the person who made it: it chats as itself, in its own conversations.
         principal = Principal(account=resolution.account, api_key=resolution.api_key,
                               user=None if token is not None else resolution.user,
-                              membership=None if token is not None else resolution.membership)
+                              membership=None if token is not None else resolution.membership,
+                              signed_in_with_sso=token is None and signed_in_with_sso(self.scope.get("session")))
         if not _may_chat(principal):
             await self._refuse(FORBIDDEN)
             return

@@ -408,6 +408,18 @@ RATE_LIMIT_PROXY_COUNT = env.int("RATE_LIMIT_PROXY_COUNT", default=0)
 # Emailed links: an invitation (signed, single use) and an email verification.
 INVITATION_MAX_AGE_DAYS = env.int("INVITATION_MAX_AGE_DAYS", default=7)
 EMAIL_VERIFICATION_MAX_AGE_DAYS = env.int("EMAIL_VERIFICATION_MAX_AGE_DAYS", default=3)
+# Single sign-on (OIDC, accounts/sso/): on when the issuer and the client id are set. The
+# provider's discovery document (<issuer>/.well-known/openid-configuration) is read at first
+# use, not here. OIDC_CREATE_USERS: an unknown, uninvited verified address gets a user and a
+# team of its own (as sign-up makes) instead of being refused.
+OIDC_ISSUER = env("OIDC_ISSUER", default="").rstrip("/")
+OIDC_CLIENT_ID = env("OIDC_CLIENT_ID", default="")
+OIDC_CLIENT_SECRET = env("OIDC_CLIENT_SECRET", default="")
+OIDC_CREATE_USERS = env.bool("OIDC_CREATE_USERS", default=False)
+OIDC_TIMEOUT_SECONDS = env.float("OIDC_TIMEOUT_SECONDS", default=10.0)
+# Password sign-in, and the backend that marks a session signed in through SSO (it
+# authenticates nothing itself: accounts.sso.backends).
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "accounts.sso.backends.SsoBackend"]
 
 LOGGING = {
     "version": 1,

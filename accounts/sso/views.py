@@ -1,0 +1,122 @@
+"""Single sign-on pages: the start (`/sso/login/`, a 302 to the provider), the callback
+(`/sso/callback/`, the redirect URI), the owner's switch on the Team page, and the page a
+password session gets for an account that requires single sign-on. Thin: the provider is
+accounts/sso/oidc.py, the rules accounts/sso/services.py."""
+from __future__ import annotations
+
+import logging
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.http import Http404
+from django.shortcuts import redirect, render
+from django.urls import Resolver404, resolve, reverse
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from accounts.errors import AccountError
+from accounts.forms import LoginForm
+from accounts.permissions import Action, PageForbidden, page_require
+from accounts.resolution import SESSION_ACCOUNT_KEY
+from accounts.sso import oidc
+from accounts.sso.errors import SsoError
+from accounts.sso.services import account_sso_required_set, sso_sign_in
+from accounts.sso.session import SSO_BACKEND, session_mark_sso, signed_in_with_sso
+from core.error_codes import CoreErrorCode
+
+logger = logging.getLogger("groundwork.sso")
+
+NEXT_KEY = "sso_next"
+# What a password session may still open while its account requires single sign-on: signing
+# in with SSO, logging out, switching to (or making, or joining) another team, the emailed
+# links; and what is not a page (the API and
+# /v1 answer for themselves: no account, no access; the admin has its own rules).
+OPEN_URL_NAMES = {"sso-login", "sso-callback", "logout", "switch", "login", "account-create", "invitation",
+                  "invitation-accept", "invitation-decline", "verify-email", "verify-email-resend"}
+OPEN_PREFIXES = ("/static/", "/api/", "/v1/", "/mcp", "/admin/", "/healthz", "/metrics")
+
+
+def _safe_next(request, target: str) -> str:
+    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
+                                                  require_https=request.is_secure()):
+        return target
+    return ""
+
+
+def _login_page(request, exc: SsoError):
+    """The login page, with what went wrong (the status says it too; never a traceback)."""
+    return render(request, "accounts/login.html", {"form": LoginForm(request), "sso_error": exc.message,
+                                                   "next": ""}, status=exc.status)
+
+
+@require_GET
+def sso_login_view(request):
+    if not oidc.sso_enabled():
+        raise Http404
+    request.session[NEXT_KEY] = _safe_next(request, request.GET.get("next", ""))
+    try:
+        return oidc.authorization_redirect(request, redirect_uri=request.build_absolute_uri(
+            reverse("accounts:sso-callback")))
+    except SsoError as exc:
+        return _login_page(request, exc)
+
+
+@require_GET
+def sso_callback_view(request):
+    if not oidc.sso_enabled():
+        raise Http404
+    try:
+        outcome = sso_sign_in(identity=oidc.identity_from_callback(request))
+    except SsoError as exc:
+        logger.warning("sso sign-in refused (%s): %s", exc.code, exc.message)
+        return _login_page(request, exc)
+    target = request.session.pop(NEXT_KEY, "")
+    # SSO relies on the provider's own MFA: no second factor of ours after it.
+    login(request, outcome.user, backend=SSO_BACKEND)
+    session_mark_sso(request.session)
+    account_id = outcome.account_id or outcome.user.last_account_id
+    if account_id:
+        request.session[SESSION_ACCOUNT_KEY] = account_id
+    logger.info("sso sign-in: user %s (subject at %s)", outcome.user.pk, settings.OIDC_ISSUER)
+    messages.success(request, outcome.message)
+    return redirect(_safe_next(request, target) or "home")
+
+
+@login_required
+@require_POST
+def sso_required_set_view(request):
+    """The Team page's switch (owners): `required` is "1" (on) or "0" (off)."""
+    if request.account is None:
+        raise Http404
+    page_require(request, Action.SSO_REQUIRE)
+    required = request.POST.get("required") == "1"
+    try:
+        account_sso_required_set(account=request.account, actor=request.user, required=required,
+                                 actor_signed_in_with_sso=signed_in_with_sso(request.session))
+    except AccountError as exc:  # SsoError, or Forbidden (the role changed since page_require)
+        if exc.code == CoreErrorCode.FORBIDDEN:
+            raise PageForbidden(exc.message) from exc
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Members of {request.account.name} must now sign in with SSO." if required else
+                         f"Members of {request.account.name} may sign in with a password again.")
+    return redirect("accounts:team")
+
+
+def sso_required_response(request):
+    """For a session whose account requires single sign-on and that signed in otherwise: the
+    page saying so (403), with the SSO button and the other teams; None where the path stays
+    open (see OPEN_URL_NAMES)."""
+    if request.path.startswith(OPEN_PREFIXES):
+        return None
+    try:
+        if resolve(request.path_info).url_name in OPEN_URL_NAMES:
+            return None
+    except Resolver404:
+        pass
+    account = request.sso_required_account
+    others = [m for m in request.memberships if m.account_id != account.pk]
+    return render(request, "accounts/sso_required.html", {
+        "required_account": account, "other_memberships": others, "sso_enabled": oidc.sso_enabled()}, status=403)

@@ -1,0 +1,25 @@
+"""Single sign-on on the pages: `{% load sso %}{% sso_button next %}` (login, sign-up and the
+"requires single sign-on" page; nothing when SSO is off) and `{% team_sso %}` (the Team page's
+switch, for owners)."""
+from django import template
+
+from accounts.permissions import Action, principal_may
+from accounts.sso.oidc import sso_enabled
+from accounts.sso.session import signed_in_with_sso
+
+register = template.Library()
+
+
+@register.inclusion_tag("accounts/sso/_button.html")
+def sso_button(next_url=""):
+    return {"show": sso_enabled(), "next": next_url or ""}
+
+
+@register.inclusion_tag("accounts/sso/_team_switch.html", takes_context=True)
+def team_sso(context):
+    request = context["request"]
+    account = getattr(request, "account", None)
+    if account is None or not principal_may(request, Action.SSO_REQUIRE):
+        return {"show": False}
+    return {"show": True, "csrf_token": context.get("csrf_token"), "current_account": account,
+            "sso_enabled": sso_enabled(), "signed_in_with_sso": signed_in_with_sso(request.session)}
