@@ -14,6 +14,7 @@ from accounts.permissions import Action, page_require, principal_may
 from billing import dashboard, references
 from billing.alerts import billing_settings_get, billing_settings_update
 from billing.models import BudgetPeriod, Kind
+from billing.purchases.views import buy_context
 from billing.context_processors import member_budgets
 from billing.selectors import balance_get
 from billing.budgets import budget_remove, budget_set
@@ -40,7 +41,7 @@ def credits_view(request):
 
 
 def _credits_page(request, *, billing_form: dict | None = None, billing_error: GroundworkError | None = None,
-                  status: int = 200):
+                  buy_form: dict | None = None, buy_error: GroundworkError | None = None, status: int = 200):
     account = request.account
     kind = request.GET.get("kind") or ""
     if kind not in Kind.values:
@@ -64,6 +65,7 @@ def _credits_page(request, *, billing_form: dict | None = None, billing_error: G
         "page": page, "kind": kind, "kinds": Kind.choices, "include_holds": include_holds,
         "budgets": member_budgets(request),
         **_billing_context(request, form=billing_form, error=billing_error),
+        **buy_context(request, form=buy_form, error=buy_error),
     }, status=status)
 
 
