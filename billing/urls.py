@@ -1,12 +1,11 @@
 from django.urls import path
 
 from billing import views
-from billing.purchases import views as purchase_views
 
 urlpatterns = [
     path("", views.credits_view, name="credits"),
     path("billing/", views.billing_settings_view, name="billing-settings"),
-    path("buy/", purchase_views.buy_view, name="buy"),
+    path("buy/", views.buy_view, name="buy"),
     path("budgets/", views.budget_set_view, name="budget-set"),
     path("budgets/<int:budget_id>/remove/", views.budget_remove_view, name="budget-remove"),
 ]

@@ -1,23 +1,23 @@
-"""The Credits page's Buy form, what the page shows of purchases, and Stripe's webhook."""
+"""What the Credits page shows of buying (billing.views renders it and takes the Buy form),
+and Stripe's webhook."""
 from __future__ import annotations
 
 import logging
 
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpResponse, HttpResponseRedirect, JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
 from accounts.models import Role
-from accounts.permissions import Action, page_require, principal_may
+from accounts.permissions import Action, principal_may
 from accounts.selectors import member_list
 from billing.purchases import stripe_api
 from billing.purchases.selectors import purchase_by_session, purchase_list
-from billing.purchases.services import WebhookRefused, money, price_cents, purchase_checkout_start, purchase_event_handle
+from billing.purchases.services import WebhookRefused, money, price_cents, purchase_event_handle
 from core.errors import GroundworkError
+
 
 logger = logging.getLogger("groundwork.billing.stripe")
 PURCHASES_SHOWN = 20
@@ -68,29 +68,6 @@ def _returned(request) -> dict | None:
         return {"kind": "success", "text": f"Thank you: {purchase.credits:,} credits were added."}
     return {"kind": "info", "text": f"Payment received: the {purchase.credits:,} credits appear here as soon as "
                                     "Stripe confirms it (usually within seconds; reload the page)."}
-
-
-@login_required
-@require_POST
-def buy_view(request):
-    """Credits → Buy: a pack (`credits`) or `credits=custom` with `custom_credits`, then off to
-    Stripe's checkout. Bad input: the page again, 400, saying why."""
-    from billing.views import _credits_page
-
-    if request.account is None:
-        raise Http404
-    page_require(request, Action.BILLING_MANAGE)
-    form = {"credits": request.POST.get("credits", ""), "custom_credits": request.POST.get("custom_credits", "")}
-    credits = form["custom_credits"] if form["credits"] == "custom" else form["credits"]
-    success_url, cancel_url = checkout_urls(request)
-    try:
-        checkout = purchase_checkout_start(account=request.account, actor=request.user, credits=credits,
-                                           success_url=success_url, cancel_url=cancel_url)
-    except GroundworkError as exc:
-        if exc.status == 403:
-            raise PermissionDenied(exc.message)
-        return _credits_page(request, buy_form=form, buy_error=exc, status=400 if exc.status < 500 else exc.status)
-    return HttpResponseRedirect(checkout.url, status=303)
 
 
 @csrf_exempt
