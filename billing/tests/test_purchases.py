@@ -351,3 +351,48 @@ def test_back_from_stripe_the_page_says_how_it_went(client_a, account_a, stripe_
     html = client_a.get(f"/credits/?checkout=done&session={session['id']}").content.decode()
     assert "10,000 credits were added" in html and "Stripe receipt" in html and ">Paid<" in html
     assert "nothing was charged" in client_a.get("/credits/?checkout=cancelled").content.decode()
+
+
+# --- deliveries at the same instant ----------------------------------------------------------
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_deliveries_grant_once(stripe_server, settings):
+    """Stripe may deliver one event twice at once, and completed/async_payment_succeeded
+    for one session together: six deliveries of three events, one grant."""
+    from accounts.tests.factories import make_account
+    from billing.purchases.services import purchase_checkout_start, purchase_event_handle
+    from billing.tests.threads import run_at_once
+
+    account = make_account("Racing", owner_email="owner@racing.test")
+    before = _balance(account)
+    with account_context(account):
+        checkout = purchase_checkout_start(account=account, actor=account.test_owner, credits=30_000,
+                                           success_url="http://x/ok", cancel_url="http://x/no")
+    session = stripe_server.pay(checkout.purchase.stripe_session_id)
+    payloads = [stripe_server.event("checkout.session.completed", session, event_id="evt_race_1"),
+                stripe_server.event("checkout.session.completed", session, event_id="evt_race_2"),
+                stripe_server.event("checkout.session.async_payment_succeeded", session, event_id="evt_race_3")]
+    outcomes = []
+
+    def deliver(n):
+        payload = payloads[n % 3]
+        outcomes.append(purchase_event_handle(payload=payload, signature=stripe_signature(payload, SECRET)))
+
+    assert run_at_once(deliver, 6) == []
+    assert outcomes.count("granted") == 1 and outcomes.count("duplicate") == 3
+    assert _balance(account) == before + 30_000
+    [purchase] = _purchases(account)
+    assert sorted(purchase.event_ids) == ["evt_race_1", "evt_race_2", "evt_race_3"]
+    assert len(_entries(account, reference=f"purchase:{purchase.public_id}")) == 1
+
+
+def test_support_sees_purchases_read_only_in_the_admin(client, client_a, account_a, stripe_server):
+    from accounts.tests.factories import staff_with
+
+    _, session = _paid(client_a, stripe_server, 10_000)
+    client.force_login(staff_with("billing.view_purchase"))
+    listing = client.get(f"/admin/billing/purchase/?q={session['id']}")
+    assert listing.status_code == 200 and session["id"] in listing.content.decode()
+    purchase = _purchases(account_a)[0]
+    assert client.post(f"/admin/billing/purchase/{purchase.pk}/change/", {"credits": 1}).status_code == 403
+    assert client.get("/admin/billing/purchase/add/").status_code == 403
