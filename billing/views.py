@@ -111,7 +111,9 @@ def buy_view(request):
         raise Http404
     page_require(request, Action.BILLING_MANAGE)
     form = {"credits": request.POST.get("credits", ""), "custom_credits": request.POST.get("custom_credits", "")}
-    credits = form["custom_credits"] if form["credits"] == "custom" else form["credits"]
+    # An amount typed in wins over a pack left selected (the field is empty unless typed in).
+    custom = form["credits"] == "custom" or form["custom_credits"].strip()
+    credits = form["custom_credits"] if custom else form["credits"]
     success_url, cancel_url = checkout_urls(request)
     try:
         checkout = purchase_checkout_start(account=request.account, actor=request.user, credits=credits,

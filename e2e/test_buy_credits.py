@@ -29,7 +29,7 @@ def _free_port() -> int:
 
 STRIPE_PORT = _free_port()
 STACK_ENV = {"STRIPE_SECRET_KEY": "sk_test_e2e", "STRIPE_WEBHOOK_SECRET": SECRET,
-             "STRIPE_API_BASE": f"http://127.0.0.1:{STRIPE_PORT}", "SIGNUP_CREDITS": "150000"}
+             "STRIPE_API_BASE": f"http://127.0.0.1:{STRIPE_PORT}"}
 
 
 @pytest.fixture(scope="module")

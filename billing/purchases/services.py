@@ -26,6 +26,7 @@ from django.utils import timezone
 from accounts.models import Account
 from audit.services import audit_record
 from billing.error_codes import BillingErrorCode
+from billing import references
 from billing.errors import BillingError
 from billing.purchases import stripe_api
 from billing.purchases.models import Purchase, PurchaseStatus
@@ -191,7 +192,7 @@ def _grant_if_due(purchase: Purchase, *, account: Account, event_id: str, sessio
                      purchase.stripe_session_id, session.get("amount_total"), session.get("currency"),
                      purchase.amount_cents, purchase.currency)
         return "amount_mismatch"
-    credits_grant(account=account, amount=purchase.credits, key=event_id, reference=f"purchase:{purchase.public_id}",
+    credits_grant(account=account, amount=purchase.credits, key=event_id, reference=references.purchase(purchase.pk),
                   reason=f"bought {purchase.credits:,} credits ({money(purchase.amount_cents, purchase.currency)})")
     purchase.status, purchase.paid_at, purchase.credits_granted = PurchaseStatus.PAID, timezone.now(), purchase.credits
     purchase.payment_intent_id = _id_of(session.get("payment_intent"))
@@ -243,7 +244,7 @@ def _charge_refunded(event_id: str, charge: dict) -> str:
             before = purchase.credits_granted * purchase.refunded_cents // purchase.amount_cents
             due = purchase.credits_granted * refunded // purchase.amount_cents - before
             entry = credits_take_back(account=account, amount=due, key=event_id,
-                                      reference=f"purchase:{purchase.public_id}",
+                                      reference=references.purchase(purchase.pk),
                                       reason=f"refund of {money(refunded - purchase.refunded_cents, purchase.currency)}"
                                              f" for {purchase.credits:,} bought credits") if due > 0 else None
             purchase.credits_taken_back += -entry.delta if entry is not None else 0

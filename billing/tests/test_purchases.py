@@ -151,7 +151,7 @@ def test_a_paid_session_grants_its_credits_once_and_a_replay_grants_nothing(clie
     assert first.status_code == 200 and first.json()["outcome"] == "granted"
     assert _balance(account_a) == before + 10_000
     [entry] = _entries(account_a, idempotency_key="evt_paid_1")
-    assert entry.delta == 10_000 and entry.kind == "grant" and entry.reference == f"purchase:{answer['purchase_id']}"
+    assert entry.delta == 10_000 and entry.kind == "grant" and entry.reference == f"purchase:{_purchases(account_a)[0].pk}"
     [purchase] = _purchases(account_a)
     assert purchase.status == PurchaseStatus.PAID and purchase.credits_granted == 10_000
     assert purchase.payment_intent_id == session["payment_intent"] and purchase.event_ids == ["evt_paid_1"]
@@ -164,7 +164,7 @@ def test_a_paid_session_grants_its_credits_once_and_a_replay_grants_nothing(clie
                                                       event_id="evt_paid_2"))
     assert other.status_code == 200 and other.json()["outcome"] == "already_paid"
     assert _balance(account_a) == before + 10_000
-    assert len(_entries(account_a, reference=f"purchase:{answer['purchase_id']}")) == 1
+    assert len(_entries(account_a, reference=f"purchase:{_purchases(account_a)[0].pk}")) == 1
     assert _purchases(account_a)[0].event_ids == ["evt_paid_1", "evt_paid_2"]
 
 
@@ -263,7 +263,7 @@ def test_refunds_take_back_credits_in_proportion_once_per_event(client_a, accoun
     assert _balance(account_a) == before
     [purchase] = _purchases(account_a)
     assert purchase.status == PurchaseStatus.REFUNDED and purchase.credits_taken_back == 50_000
-    [first, second] = _entries(account_a, reference=f"purchase:{answer['purchase_id']}", kind="adjustment")
+    [first, second] = _entries(account_a, reference=f"purchase:{purchase.pk}", kind="adjustment")
     assert (first.delta, first.idempotency_key, second.delta) == (-10_000, "evt_r1", -40_000)
 
 
@@ -323,7 +323,9 @@ def test_owner_buys_a_pack_from_the_credits_page(client_a, account_a, stripe_ser
     assert response.status_code == 303 and response["Location"].startswith(f"{stripe_server.base_url}/c/pay/")
     custom = client_a.post("/credits/buy/", {"credits": "custom", "custom_credits": "25,000"})
     assert custom.status_code == 303
-    assert [p.credits for p in _purchases(account_a)] == [50_000, 25_000]
+    typed = client_a.post("/credits/buy/", {"credits": "10000", "custom_credits": " 7500 "})  # typed in: wins
+    assert typed.status_code == 303
+    assert [p.credits for p in _purchases(account_a)] == [50_000, 25_000, 7_500]
 
 
 def test_a_bad_custom_amount_shows_the_page_again_saying_why(client_a, account_a, stripe_server):
@@ -383,7 +385,7 @@ def test_concurrent_deliveries_grant_once(stripe_server, settings):
     assert _balance(account) == before + 30_000
     [purchase] = _purchases(account)
     assert sorted(purchase.event_ids) == ["evt_race_1", "evt_race_2", "evt_race_3"]
-    assert len(_entries(account, reference=f"purchase:{purchase.public_id}")) == 1
+    assert len(_entries(account, reference=f"purchase:{purchase.pk}")) == 1
 
 
 def test_support_sees_purchases_read_only_in_the_admin(client, client_a, account_a, stripe_server):
