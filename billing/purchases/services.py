@@ -164,7 +164,8 @@ def _session_paid(event_id: str, session: dict) -> str:
         logger.warning("stripe event %s: checkout session %r is none of ours", event_id, session.get("id"))
         return "unknown_session"
     purchase_id, account_id = found
-    claimed = (session.get("metadata") or {}).get("account_id")
+    metadata = session.get("metadata")
+    claimed = metadata.get("account_id") if isinstance(metadata, dict) else None
     if claimed not in (None, "", str(account_id)):
         # The session is bound to the account that opened it; metadata cannot move it.
         logger.warning("stripe event %s: metadata names account %r, the session is account %s's",
@@ -236,7 +237,8 @@ def _charge_refunded(event_id: str, charge: dict) -> str:
             return "duplicate"
         purchase.event_ids.append(event_id)
         refunded = charge.get("amount_refunded")
-        refunded = min(refunded, purchase.amount_cents) if isinstance(refunded, int) and refunded > 0 else 0
+        refunded = (min(refunded, purchase.amount_cents)
+                    if isinstance(refunded, int) and not isinstance(refunded, bool) and refunded > 0 else 0)
         outcome = "nothing_new"
         if refunded > purchase.refunded_cents:
             # Proportional to the total refunded so far, less what earlier refunds accounted

@@ -160,8 +160,8 @@ def test_a_paid_session_grants_its_credits_once_and_a_replay_grants_nothing(clie
     replay = _post_event(client_a, payload)  # Stripe retries with the same event
     assert replay.status_code == 200 and replay.json()["outcome"] == "duplicate"
     # Another event for the same session (here async_payment_succeeded) grants nothing either.
-    other = _post_event(client_a, stripe_server.event("checkout.session.async_payment_succeeded", session,
-                                                      event_id="evt_paid_2"))
+    other = _post_event(client_a, stripe_server.event("checkout.session.async_payment_succeeded",
+                                                      dict(session, metadata="not a map"), event_id="evt_paid_2"))
     assert other.status_code == 200 and other.json()["outcome"] == "already_paid"
     assert _balance(account_a) == before + 10_000
     assert len(_entries(account_a, reference=f"purchase:{_purchases(account_a)[0].pk}")) == 1
@@ -229,8 +229,12 @@ def test_bad_signatures_stale_timestamps_and_bad_json_are_refused_and_write_noth
     _refused(client_a, account_a, payload, "t=1,v1=nothex", caplog)
     not_json = b"{not json"
     _refused(client_a, account_a, not_json, stripe_signature(not_json, SECRET), caplog)
-    no_object = json.dumps({"id": "evt_x", "type": "checkout.session.completed"}).encode()
-    _refused(client_a, account_a, no_object, stripe_signature(no_object, SECRET), caplog)
+    for signed_but_not_an_event in (b"[1]", b"null", b'"evt"', b"\xff\xfe", json.dumps(
+            {"id": "evt_x", "type": "checkout.session.completed"}).encode(), json.dumps(
+            {"id": 5, "type": "checkout.session.completed", "data": {"object": session}}).encode(), json.dumps(
+            {"id": "evt_y", "type": "checkout.session.completed", "data": {"object": [session]}}).encode()):
+        _refused(client_a, account_a, signed_but_not_an_event, stripe_signature(signed_but_not_an_event, SECRET),
+                 caplog)
     assert _purchases(account_a)[0].status == PurchaseStatus.PENDING
 
 
