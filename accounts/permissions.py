@@ -40,7 +40,7 @@ class Action(StrEnum):
     MEMBERS_MANAGE = "members.manage"      # invitations, roles, removing members (the Team page)
     AUDIT_VIEW = "audit.view"
     BUDGETS_MANAGE = "budgets.manage"      # credit caps per member and per key
-    BILLING_MANAGE = "billing.manage"      # the account's billing settings
+    BILLING_MANAGE = "billing.manage"      # the account's billing settings; buying credits (billing/purchases)
     ACCOUNT_DELETE = "account.delete"
     DATA_EXPORT = "data.export"            # one's own data export (a person's, across their accounts)
     FEEDBACK_VIEW = "feedback.view"        # everyone's thumbs up/down on answers, with the answers

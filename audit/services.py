@@ -36,6 +36,8 @@ ACTIONS = {
     "invitation.accept": "Invitation accepted",
     "invitation.cancel": "Invitation cancelled",
     "credits.grant": "Credits granted",
+    "credits.checkout": "Credits checkout started",
+    "credits.take_back": "Credits taken back (refund)",
     "budget.set": "Budget set",
     "budget.remove": "Budget removed",
     "billing.update": "Billing settings changed",

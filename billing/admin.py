@@ -11,7 +11,8 @@ from accounts.admin import AccountAdmin, Panel
 from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin, account_filter_url, html_table, record_action
 from core.tenancy import account_context
 from billing.errors import BillingError
-from billing.models import AccountBalance, BillingSettings, Budget, CreditHold, CreditLedgerEntry, HoldStatus
+from billing.models import (AccountBalance, BillingSettings, Budget, CreditHold, CreditLedgerEntry, HoldStatus,
+                            Purchase)
 from billing.services import credits_grant
 
 RECENT_LEDGER_ENTRIES = 20
@@ -70,6 +71,17 @@ class BillingSettingsAdmin(ReadOnlyAdmin):
     list_filter = ("alert_armed", AccountFilter)
     search_fields = ("account__name", "contact_email")
     list_select_related = ("account", "updated_by")
+
+
+@admin.register(Purchase)
+class PurchaseAdmin(ReadOnlyAdmin):
+    """Read-only: credits bought with Stripe (billing/purchases); support finds a purchase by
+    its Checkout Session or payment intent to answer "we paid, where are the credits"."""
+    list_display = ("created_at", "account", "credits", "amount_cents", "currency", "status", "credits_granted",
+                    "credits_taken_back", "stripe_session_id", "created_by")
+    list_filter = ("status", AccountFilter)
+    search_fields = ("account__name", "stripe_session_id", "payment_intent_id", "public_id", "created_by__email")
+    list_select_related = ("account", "created_by")
 
 
 # --- on the account admin (accounts/ stands below billing and must not import it) --------

@@ -15,3 +15,5 @@ class BillingErrorCode(StrEnum):
     INVALID_TARGET = "invalid_target"
     INVALID_THRESHOLD = "invalid_threshold"
     REASON_REQUIRED = "reason_required"
+    STRIPE_NOT_CONFIGURED = "stripe_not_configured"
+    STRIPE_UNAVAILABLE = "stripe_unavailable"

@@ -183,3 +183,7 @@ class BillingSettings(TenantModel):
 
     def __str__(self):
         return f"billing settings of account {self.account_id}"
+
+
+# Credits bought with Stripe (billing/purchases): its model lives with the rest of that feature.
+from billing.purchases.models import Purchase, PurchaseStatus  # noqa: E402,F401

@@ -42,6 +42,12 @@ def message(message_id: int) -> str:
     return f"message:{message_id}"
 
 
+def purchase(purchase_id: int) -> str:
+    """Credits bought (billing/purchases): the grant, and what a refund took back. Free text to
+    the page (no link)."""
+    return f"purchase:{purchase_id}"
+
+
 def parse(reference: str) -> Reference:
     """The reference's parts; free text (or nothing) parses as kind ""."""
     reference = reference or ""

@@ -32,7 +32,7 @@ from billing.pricing import MIN_CREDITS_PER_CALL
 from billing.error_codes import BillingErrorCode
 from core.error_codes import CoreErrorCode
 
-__all__ = ["credits_grant", "credits_debit", "credits_hold", "hold_settle", "hold_release", "HoldDraw",
+__all__ = ["credits_grant", "credits_take_back", "credits_debit", "credits_hold", "hold_settle", "hold_release", "HoldDraw",
            "MIN_CREDITS_PER_CALL", "starting_credits_grant"]
 
 GRANT_KINDS = {Kind.GRANT, Kind.SIGNUP, Kind.REFUND, Kind.ADJUSTMENT}
@@ -130,6 +130,42 @@ def starting_credits_grant(*, account, initial_credits: int, **_signal) -> None:
     if initial_credits:
         credits_grant(account=account, amount=initial_credits, kind=Kind.SIGNUP, key="signup",
                       reason="starting credits of a new account")
+
+
+@transaction.atomic
+def credits_take_back(*, account: Account, amount: int, key: str, reason: str, reference: str = "",
+                      actor=None) -> CreditLedgerEntry | None:
+    """Take back up to `amount` credits that were granted (a refunded purchase): at most the
+    balance, so the balance never goes below zero and nothing is refused for want of
+    credits. Recorded as an adjustment of minus what was taken (None when the balance is
+    zero), in the caller's transaction, and audited. Idempotent by `key`: the same key again
+    returns the first entry and takes nothing more."""
+    amount, key = _positive(amount, "The amount to take back"), _key(key)
+    reason = (reason or "").strip()
+    if not reason:
+        raise BillingError(BillingErrorCode.REASON_REQUIRED, "Taking credits back needs a reason.")
+    account_id = getattr(account, "pk", account)
+    # The balance row lock first (the one order every operation takes), so the balance read
+    # here is the one the debit below sees: min(amount, balance) never makes it negative.
+    (balance,) = _call("billing_balance_lock", [account_id])
+    existing = CreditLedgerEntry.objects.for_account(account_id).filter(idempotency_key=key).first()
+    if existing is not None:
+        if existing.kind != Kind.ADJUSTMENT or existing.delta > 0:
+            raise _key_conflict(key, existing.kind, existing.delta)
+        return existing
+    taken = min(amount, balance)
+    if taken == 0:
+        return None
+    metadata = {"reason": reason, "asked": amount}
+    outcome, balance, alert_due, entry_id, created_at, *_ = _call("billing_debit", [
+        account_id, key, Kind.ADJUSTMENT, 0, taken, "", "", reference, json.dumps(metadata), None, None, None, True])
+    audit_record(account=account, action="credits.take_back", actor=actor or SYSTEM, target=f"{taken:,} credits",
+                 detail={"reason": reason, "asked": amount})
+    _alert(account_id, balance, alert_due)
+    return _built(CreditLedgerEntry, _ENTRY_COLUMNS, id=entry_id, account_id=account_id, delta=-taken,
+                  balance_after=balance, kind=Kind.ADJUSTMENT, tokens=0, shortfall=0, model="", provider="",
+                  reference=reference, idempotency_key=key, created_by_id=None, created_at=created_at,
+                  metadata=metadata, spent_by_user_id=None, spent_by_api_key_id=None)
 
 
 # --- debits ------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import Http404
+from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -14,6 +14,8 @@ from accounts.permissions import Action, page_require, principal_may
 from billing import dashboard, references
 from billing.alerts import billing_settings_get, billing_settings_update
 from billing.models import BudgetPeriod, Kind
+from billing.purchases.services import purchase_checkout_start
+from billing.purchases.views import buy_context, checkout_urls
 from billing.context_processors import member_budgets
 from billing.selectors import balance_get
 from billing.budgets import budget_remove, budget_set
@@ -40,7 +42,7 @@ def credits_view(request):
 
 
 def _credits_page(request, *, billing_form: dict | None = None, billing_error: GroundworkError | None = None,
-                  status: int = 200):
+                  buy_form: dict | None = None, buy_error: GroundworkError | None = None, status: int = 200):
     account = request.account
     kind = request.GET.get("kind") or ""
     if kind not in Kind.values:
@@ -64,6 +66,7 @@ def _credits_page(request, *, billing_form: dict | None = None, billing_error: G
         "page": page, "kind": kind, "kinds": Kind.choices, "include_holds": include_holds,
         "budgets": member_budgets(request),
         **_billing_context(request, form=billing_form, error=billing_error),
+        **buy_context(request, form=buy_form, error=buy_error),
     }, status=status)
 
 
@@ -97,6 +100,29 @@ def billing_settings_view(request):
         return _credits_page(request, billing_form=form, billing_error=exc, status=400)
     messages.success(request, "Billing settings saved.")
     return redirect(reverse("billing:credits") + "#billing")
+
+
+@login_required
+@require_POST
+def buy_view(request):
+    """Credits → Buy: a pack (`credits`) or `credits=custom` with `custom_credits`, then off to
+    Stripe's checkout. Bad input: the page again, 400, saying why."""
+    if request.account is None:
+        raise Http404
+    page_require(request, Action.BILLING_MANAGE)
+    form = {"credits": request.POST.get("credits", ""), "custom_credits": request.POST.get("custom_credits", "")}
+    # An amount typed in wins over a pack left selected (the field is empty unless typed in).
+    custom = form["credits"] == "custom" or form["custom_credits"].strip()
+    credits = form["custom_credits"] if custom else form["credits"]
+    success_url, cancel_url = checkout_urls(request)
+    try:
+        checkout = purchase_checkout_start(account=request.account, actor=request.user, credits=credits,
+                                           success_url=success_url, cancel_url=cancel_url)
+    except GroundworkError as exc:
+        if exc.status == 403:
+            raise PermissionDenied(exc.message)
+        return _credits_page(request, buy_form=form, buy_error=exc, status=400 if exc.status < 500 else exc.status)
+    return HttpResponseRedirect(checkout.url, status=303)
 
 
 def _team_budgets():

@@ -469,3 +469,24 @@ CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'se
                            "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
                            "frame-ancestors 'none'; form-action 'self'")
 SECURE_REFERRER_POLICY = "same-origin"
+
+# --- buying credits with Stripe (billing/purchases; README, "Buying credits") ----------------
+# Without the secret key and the webhook's signing secret the Credits page says buying is off
+# and POST /api/v1/billing/checkout/ answers 503 stripe_not_configured. STRIPE_API_BASE points
+# the client at a test server (empty: api.stripe.com).
+STRIPE_SECRET_KEY = env("STRIPE_SECRET_KEY", default="")
+STRIPE_WEBHOOK_SECRET = env("STRIPE_WEBHOOK_SECRET", default="")
+STRIPE_API_BASE = env("STRIPE_API_BASE", default="")
+STRIPE_CURRENCY = env("STRIPE_CURRENCY", default="usd").lower()
+# The packs the Credits page offers, the price (in the currency's smallest unit per 1,000
+# credits, rounded up per purchase) and the range of a custom amount.
+CREDIT_PACKS = env.list("CREDIT_PACKS", cast=int, default=[10_000, 50_000, 200_000])
+CREDITS_PRICE_CENTS_PER_1K = env.int("CREDITS_PRICE_CENTS_PER_1K", default=10)
+CREDITS_PURCHASE_MIN = env.int("CREDITS_PURCHASE_MIN", default=5_000)
+CREDITS_PURCHASE_MAX = env.int("CREDITS_PURCHASE_MAX", default=10_000_000)
+# Checkout is a redirect from the Buy form, which the CSP's form-action must allow.
+STRIPE_CHECKOUT_ORIGINS = env.list("STRIPE_CHECKOUT_ORIGINS", default=["https://checkout.stripe.com"] + (
+    ["/".join(STRIPE_API_BASE.split("/")[:3])] if STRIPE_API_BASE else []))
+if STRIPE_SECRET_KEY and STRIPE_CHECKOUT_ORIGINS:
+    CONTENT_SECURITY_POLICY = CONTENT_SECURITY_POLICY.replace(
+        "form-action 'self'", "form-action 'self' " + " ".join(STRIPE_CHECKOUT_ORIGINS))

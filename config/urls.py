@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from billing.purchases.views import stripe_webhook_view
 from config.health import healthz
 from config.views import home_view
 
@@ -19,6 +20,8 @@ api_v1 = [
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    # Stripe's events (billing/purchases): signed by Stripe, no session, no CSRF token.
+    path("billing/stripe/webhook/", stripe_webhook_view, name="stripe-webhook"),
     path("api/schema/", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="api-schema"),
     # Swagger UI from this app (drf-spectacular-sidecar, pinned), its set-up script served
     # as a file of its own (?script=): nothing from a CDN, nothing inline for the CSP to block.

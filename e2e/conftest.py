@@ -117,8 +117,9 @@ def _wait_until_serving(base_url: str, processes: dict, stack_output, timeout: f
 
 
 @pytest.fixture(scope="module")
-def stack(django_db_setup, tmp_path_factory):
-    """daphne + rq worker on the test database, the fake model server, for one module."""
+def stack(django_db_setup, tmp_path_factory, request):
+    """daphne + rq worker on the test database, the fake model server, for one module (whose
+    `STACK_ENV`, if it has one, adds to the servers' environment: e2e/test_buy_credits.py)."""
     from llm.fake_server import FakeOpenAIServer
 
     logs_dir = tmp_path_factory.mktemp("e2e-logs")
@@ -130,6 +131,7 @@ def stack(django_db_setup, tmp_path_factory):
                # Sources may read the sites tests serve on loopback (e2e/test_sources_page.py).
                SOURCES_ALLOWED_HOSTS="127.0.0.1",
                PYTHONUNBUFFERED="1")
+    env.update(getattr(request.module, "STACK_ENV", {}))
     port = _free_port()
     commands = {
         "daphne": [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],

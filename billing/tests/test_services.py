@@ -216,3 +216,24 @@ def test_no_code_outside_billing_writes_ledger_rows():
         if "CreditLedgerEntry" in text or "AccountBalance" in text and ".update(" in text:
             offenders.append(str(rel))
     assert offenders == []
+
+
+def test_take_back_is_capped_at_the_balance_and_idempotent_by_key(account_a):
+    from billing.services import credits_take_back
+
+    with account_context(account_a):
+        balance = balance_get(account=account_a)
+        entry = credits_take_back(account=account_a, amount=balance + 5_000, key="refund:1", reason="refund")
+        assert entry.delta == -balance and entry.kind == "adjustment" and balance_get(account=account_a) == 0
+        assert entry.metadata == {"reason": "refund", "asked": balance + 5_000}
+        again = credits_take_back(account=account_a, amount=balance + 5_000, key="refund:1", reason="refund")
+        assert again.pk == entry.pk and balance_get(account=account_a) == 0
+        assert credits_take_back(account=account_a, amount=10, key="refund:2", reason="refund") is None
+        credits_grant(account=account_a, amount=100, reason="tests", key="grant:after")
+        with pytest.raises(IdempotencyConflict):  # a grant's key is not a take-back's
+            credits_take_back(account=account_a, amount=10, key="grant:after", reason="refund")
+        with pytest.raises(BillingError):
+            credits_take_back(account=account_a, amount=0, key="refund:3", reason="refund")
+        with pytest.raises(BillingError):
+            credits_take_back(account=account_a, amount=10, key="refund:4", reason=" ")
+        assert balance_get(account=account_a) == 100
