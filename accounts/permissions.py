@@ -46,6 +46,7 @@ class Action(StrEnum):
     FEEDBACK_VIEW = "feedback.view"        # everyone's thumbs up/down on answers, with the answers
     DOCUMENT_TAG = "document.tag"          # set a document's tags (they steer retrieval)
     RETRIEVAL_SETTINGS = "retrieval.settings"  # read and set the account's excluded tags
+    ACCOUNT_RENAME = "account.rename"      # the team's name (the Team page, PATCH account/)
 
 
 class Grant(StrEnum):
@@ -82,6 +83,7 @@ _TABLE = {
     Action.FEEDBACK_VIEW:    (_Y, _Y, _N, _N, _N, _N),
     Action.DOCUMENT_TAG:     (_Y, _Y, _O, _N, _N, _Y),
     Action.RETRIEVAL_SETTINGS: (_Y, _Y, _N, _N, _N, _N),
+    Action.ACCOUNT_RENAME:   (_Y, _N, _N, _N, _N, _N),
 }
 RULES: dict[Action, dict[str, Grant]] = {action: dict(zip(GRANTEES, row)) for action, row in _TABLE.items()}
 
@@ -99,6 +101,7 @@ PHRASES = {
     Action.FEEDBACK_VIEW: "read the team's feedback on answers",
     Action.DOCUMENT_TAG: "tag this document",
     Action.RETRIEVAL_SETTINGS: "change the account's retrieval settings",
+    Action.ACCOUNT_RENAME: "rename the team",
 }
 
 

@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, reverse_lazy
 
 from accounts import views
+from accounts.profile.urls import profile_patterns
 
 account_patterns = [
     path("signup/", views.signup_view, name="signup"),
@@ -32,6 +33,7 @@ account_patterns = [
     path("team/api-keys/", views.api_key_create_view, name="api-key-create"),
     path("team/api-keys/<int:key_id>/revoke/", views.api_key_revoke_view, name="api-key-revoke"),
     path("team/delete/", views.account_delete_view, name="account-delete"),
+    *profile_patterns,  # the settings page, the sign-in's code step, the team's name
 ]
 
 urlpatterns = [

@@ -40,6 +40,14 @@ ACTIONS = {
     "billing.alert": "Low-balance alert sent",
     "staff.access": "Support staff opened the account",
     "account.delete": "Account deleted",
+    "account.rename": "Team renamed",
+    "user.name_change": "Name changed",
+    "user.email_change": "Email address changed",
+    "user.password_change": "Password changed",
+    "user.sessions_end": "Other sessions signed out",
+    "user.two_factor_enable": "Two-factor sign-in turned on",
+    "user.two_factor_disable": "Two-factor sign-in turned off",
+    "user.recovery_codes": "Recovery codes made anew",
 }
 
 

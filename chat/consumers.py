@@ -25,6 +25,7 @@ from django.http.request import split_domain_port, validate_host
 
 from accounts.models import Account, ApiKey, Membership
 from accounts.permissions import Action, principal_may, refusal_message
+from accounts.profile.selectors import session_is_signed_in
 from accounts.resolution import bearer_token, resolve_api_key, resolve_session
 from chat.agent import TurnOptions
 from chat.driver import TurnRun
@@ -140,6 +141,7 @@ class Principal:
     api_key: ApiKey | None = None
     user: object = None
     membership: Membership | None = None
+    session_key: str | None = None  # a member's socket: the session it was opened with
 
     @property
     def name(self) -> str:
@@ -267,7 +269,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         # An API key is not the person who made it: it chats as itself, in its own conversations.
         principal = Principal(account=resolution.account, api_key=resolution.api_key,
                               user=None if token is not None else resolution.user,
-                              membership=None if token is not None else resolution.membership)
+                              membership=None if token is not None else resolution.membership,
+                              session_key=None if token is not None else getattr(self.scope.get("session"),
+                                                                                 "session_key", None))
         if not _may_chat(principal):
             await self._refuse(FORBIDDEN)
             return
@@ -322,6 +326,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         refusal = await _in_thread(principal_refusal)(self.principal)
         if refusal is not None:
             await self._shut(CLOSE_CODES.get(refusal.code, UNAUTHENTICATED))
+            return
+        # A new password or "Sign out other sessions" (accounts/profile/) ends the sessions
+        # that no longer match: their sockets close; the session that made the change stays.
+        principal = self.principal
+        if principal.session_key is not None and not await _in_thread(session_is_signed_in)(
+                user_id=principal.user.pk, session_key=principal.session_key):
+            await self._shut(UNAUTHENTICATED)
 
     # Frames from the client.
 
