@@ -36,5 +36,5 @@ class TwoFactorOffForm(forms.Form):
 
 
 class TeamRenameForm(forms.Form):
-    name = forms.CharField(max_length=TEAM_NAME_MAX, label="Team name",
+    name = forms.CharField(max_length=TEAM_NAME_MAX, required=False, label="Team name",
                            widget=forms.TextInput(attrs={"autocomplete": "organization"}))
