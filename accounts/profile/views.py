@@ -39,13 +39,18 @@ def session_keep(request, user) -> None:
 def _context(request, **forms) -> dict:
     user = request.user
     pending = None if two_factor.two_factor_enabled(user) else two_factor.totp_pending(user)
-    return {
+    page_forms = {
         "name_form": forms.get("name_form") or NameForm(initial={"full_name": user.full_name}),
         "email_form": forms.get("email_form") or EmailChangeForm(),
         "password_form": forms.get("password_form") or PasswordChangeForm(),
         "confirm_form": forms.get("confirm_form") or CodeForm(),
         "renew_form": forms.get("renew_form") or CodeForm(),
         "off_form": forms.get("off_form") or TwoFactorOffForm(),
+    }
+    for name, form in page_forms.items():  # several forms on one page: ids of their own
+        form.auto_id = name.removesuffix("_form") + "_%s"
+    return {
+        **page_forms,
         "two_factor_on": two_factor.two_factor_enabled(user),
         "totp_pending": pending is not None,
         "totp_qr": two_factor.totp_qr_svg(pending) if pending else "",
