@@ -166,3 +166,19 @@ def test_a_second_set_up_while_on_is_refused(client_a):
     client_a.post("/settings/two-factor/setup/")
     page = client_a.get("/settings/").content.decode()
     assert "already on" in page and 'id="two-factor-status">On' in page
+
+
+def test_the_admin_sign_in_does_not_skip_the_code(owner_a):
+    owner_a.is_staff = True
+    owner_a.save(update_fields=["is_staff"])
+    browser = Client()
+    browser.force_login(owner_a)
+    secret, _ = turn_on(browser)
+    staff = Client()
+    refused = staff.post("/admin/login/", {"username": owner_a.email, "password": PASSWORD})
+    assert refused.status_code == 200 and "log in at /login/ with your code" in refused.content.decode()
+    assert "_auth_user_id" not in staff.session
+    # Through the dashboard's sign-in with the code, /admin/ opens.
+    step = password_step(owner_a)
+    step.post("/login/code/", {"code": code_for(secret, steps_ahead=1)})
+    assert step.get("/admin/").status_code == 200
