@@ -56,7 +56,14 @@ def user_sockets_recheck(*, user: User) -> None:
 
 
 def _check_password(user: User, password: str, *, field: str = "current_password") -> None:
+    """The person's current password, or AccountError. Wrong guesses count like failed logins
+    (LOGIN_FAILURES_PER_EMAIL, per person): a borrowed session is no way to guess it."""
+    limit = ratelimit.Limit("settings-password", str(user.pk), settings.LOGIN_FAILURES_PER_EMAIL)
+    wait = limit.wait_seconds()
+    if wait:
+        raise AccountError(CoreErrorCode.RATE_LIMITED, ratelimit.too_many_message(wait), status=429, field=field)
     if not password or not user.check_password(password):
+        limit.hit()
         raise AccountError(AccountErrorCode.WRONG_PASSWORD, "That is not your current password.", field=field)
 
 

@@ -181,3 +181,14 @@ def test_settings_pages_only_change_the_signed_in_person(client_a, owner_a, owne
     client_a.post("/settings/name/", {"full_name": "Changed", "user_id": owner_b.pk, "email": owner_b.email})
     owner_b.refresh_from_db()
     assert owner_b.full_name == "" and User.objects.get(pk=owner_a.pk).full_name == "Changed"
+
+
+def test_guessing_the_current_password_is_rate_limited(client_a, owner_a, settings):
+    settings.LOGIN_FAILURES_PER_EMAIL = "3/15min"
+    for _ in range(3):
+        assert client_a.post("/settings/password/", {"current_password": "guess",
+                                                     "new_password": NEW_PASSWORD}).status_code == 400
+    limited = client_a.post("/settings/password/", {"current_password": PASSWORD, "new_password": NEW_PASSWORD})
+    assert limited.status_code == 429 and "Too many attempts" in limited.content.decode()
+    owner_a.refresh_from_db()
+    assert owner_a.check_password(PASSWORD)
