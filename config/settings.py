@@ -54,13 +54,14 @@ INSTALLED_APPS = [
     "channels",
     # API docs (/api/docs/): Swagger UI served from this app (drf-spectacular-sidecar), pinned, offline.
     "drf_spectacular_sidecar",
-    "core",
-    "audit",
-    "accounts",
     # Two-factor sign-in (accounts/profile/two_factor.py): TOTP devices and recovery codes.
+    # Before accounts: accounts/admin.py takes their admin pages away again (they show secrets).
     "django_otp",
     "django_otp.plugins.otp_totp",
     "django_otp.plugins.otp_static",
+    "core",
+    "audit",
+    "accounts",
     "billing",
     "documents",
     "retrieval",

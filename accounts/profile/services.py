@@ -41,11 +41,16 @@ def _account_ids(user: User) -> list[int]:
     return [m.account_id for m in membership_list_for_user(user=user)]
 
 
-def user_audit_record(*, user: User, action: str, detail: dict | None = None) -> None:
-    """One entry per account of the person, in the caller's transaction."""
+_SELF = object()
+
+
+def user_audit_record(*, user: User, action: str, detail: dict | None = None, actor=_SELF) -> None:
+    """One entry per account of the person, in the caller's transaction. The actor is the
+    person unless given (None: the request's actor, or the system outside a request)."""
     for account_id in _account_ids(user):
         with account_context(account_id=account_id):
-            audit_record(account=account_id, action=action, actor=user, target=user.email, detail=detail)
+            audit_record(account=account_id, action=action, actor=user if actor is _SELF else actor,
+                         target=user.email, detail=detail)
 
 
 def user_sockets_recheck(*, user: User) -> None:

@@ -163,6 +163,18 @@ def two_factor_disable(*, request, user: User, code: str = "", password: str = "
     user_audit_record(user=user, action="user.two_factor_disable")
 
 
+@transaction.atomic
+def two_factor_reset(*, user: User) -> bool:
+    """An operator turns a person's two-factor sign-in off (lost phone and recovery codes),
+    audited as the system. Returns whether it was on."""
+    was_on = two_factor_enabled(user)
+    TOTPDevice.objects.filter(user=user).delete()
+    StaticDevice.objects.filter(user=user).delete()
+    if was_on:
+        user_audit_record(user=user, action="user.two_factor_disable", detail={"by": "operator"}, actor=None)
+    return was_on
+
+
 # --- the sign-in's second step: who passed the password, waiting for a code ------------------
 
 PENDING_KEY = "two_factor_pending"

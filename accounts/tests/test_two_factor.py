@@ -182,3 +182,26 @@ def test_the_admin_sign_in_does_not_skip_the_code(owner_a):
     step = password_step(owner_a)
     step.post("/login/code/", {"code": code_for(secret, steps_ahead=1)})
     assert step.get("/admin/").status_code == 200
+
+
+def test_an_operator_turns_it_off_for_a_person_who_lost_everything(client_a, owner_a, account_a):
+    from io import StringIO
+
+    import pytest
+    from django.contrib import admin
+    from django.core.management import CommandError, call_command
+    from django_otp.plugins.otp_totp.models import TOTPDevice
+
+    turn_on(client_a)
+    assert not admin.site.is_registered(TOTPDevice)  # support never sees a secret
+    out = StringIO()
+    call_command("two_factor_off", owner_a.email.upper(), stdout=out)
+    assert "is off for owner@acme.test" in out.getvalue()
+    assert Client().post("/login/", {"username": owner_a.email, "password": PASSWORD})["Location"] == "/"
+    with account_context(account_a):
+        entry = AuditEntry.objects.for_account(account_a).get(action="user.two_factor_disable")
+    assert entry.detail == {"by": "operator"} and entry.actor_kind == "system"
+    call_command("two_factor_off", owner_a.email, stdout=out)
+    assert "was not on" in out.getvalue()
+    with pytest.raises(CommandError):
+        call_command("two_factor_off", "nobody@x.test")
