@@ -24,10 +24,19 @@ from accounts.errors import AccountError
 from accounts.forms import AdminLoginForm
 from accounts.models import Account, ApiKey, Invitation, Membership, Role, SsoIdentity, User
 from audit.services import audit_staff_access
+from django_otp.plugins.otp_static.models import StaticDevice
+from django_otp.plugins.otp_totp.models import TOTPDevice
 
 # The admin login counts failures with the dashboard's (accounts.ratelimit): one limit per
 # address and per IP, whichever door is knocked on.
 admin.site.login_form = AdminLoginForm
+
+# django-otp registers its device models: their pages show a person's TOTP secret (and a QR
+# code of it) and recovery codes. Support never sees those; a person who lost both their app
+# and their codes gets two-factor sign-in turned off by an operator (`manage.py two_factor_off`).
+for _device in (TOTPDevice, StaticDevice):
+    if admin.site.is_registered(_device):
+        admin.site.unregister(_device)
 _admin_login = admin.site.login
 
 

@@ -6,9 +6,11 @@ from rest_framework.response import Response
 from accounts import services
 from accounts.errors import AccountError
 from accounts.permissions import Action, Forbidden, principal_require
+from accounts.profile.services import account_rename
 from accounts.serializers import CurrentAccountSerializer
 from core.views import AccountAPIView
 from accounts.error_codes import AccountErrorCode
+from core.error_codes import CoreErrorCode
 
 
 class CurrentAccountView(AccountAPIView):
@@ -16,14 +18,32 @@ class CurrentAccountView(AccountAPIView):
 
     @extend_schema(responses=CurrentAccountSerializer)
     def get(self, request):
-        account, membership = self.account, self.membership
+        return Response(self._data(request, self.account))
+
+    @extend_schema(
+        request=inline_serializer("AccountRename", {"name": serializers.CharField(help_text="The team's new name.")}),
+        responses={200: CurrentAccountSerializer, 400: OpenApiResponse(description="`name` missing, empty, too long or "
+                                                                           "with control characters"),
+                   403: OpenApiResponse(description="not an owner's session (API keys never rename the account)")})
+    def patch(self, request):
+        """Rename the account (an owner's signed-in session; never an API key). Only `name` is
+        read: the account is always the request's own."""
+        principal_require(self.principal, Action.ACCOUNT_RENAME)
+        name = request.data.get("name") if hasattr(request.data, "get") else None
+        if not isinstance(name, str):
+            raise AccountError(CoreErrorCode.INVALID_NAME, 'Send {"name": "<the team\'s new name>"}.', field="name")
+        account = account_rename(account=self.account, actor=request.user, name=name)
+        return Response(self._data(request, account))
+
+    def _data(self, request, account) -> dict:
+        membership = self.membership
         data = {
             "id": account.pk, "name": account.name, "slug": account.slug, "created_at": account.created_at,
             "auth": "api_key" if request.auth is not None else "session",
             "role": membership.role if membership is not None else None,
             "scope": request.auth.scope if request.auth is not None else None,
         }
-        return Response(CurrentAccountSerializer(data).data)
+        return CurrentAccountSerializer(data).data
 
     @extend_schema(
         request=inline_serializer("AccountDelete", {"confirm": serializers.CharField(

@@ -10,6 +10,8 @@ class AccountErrorCode(StrEnum):
     CONFIRMATION_REQUIRED = "confirmation_required"
     DUPLICATE_EMAIL = "duplicate_email"
     DUPLICATE_SLUG = "duplicate_slug"
+    EMAIL_UNCHANGED = "email_unchanged"
+    INVALID_CODE = "invalid_code"
     INVALID_ROLE = "invalid_role"
     INVALID_SCOPE = "invalid_scope"
     INVALID_SLUG = "invalid_slug"
@@ -19,8 +21,12 @@ class AccountErrorCode(StrEnum):
     LAST_OWNER = "last_owner"
     LINK_EXPIRED = "link_expired"
     LINK_INVALID = "link_invalid"
+    LINK_USED = "link_used"
     TOO_MANY_TEAMS = "too_many_teams"
+    TWO_FACTOR_OFF = "two_factor_off"
+    TWO_FACTOR_ON = "two_factor_on"
     WEAK_PASSWORD = "weak_password"
+    WRONG_PASSWORD = "wrong_password"
     WRONG_USER = "wrong_user"
 
 

@@ -53,7 +53,15 @@ class RateLimitedLoginMixin:
 
 
 class AdminLoginForm(RateLimitedLoginMixin, AdminAuthenticationForm):
-    pass
+    def confirm_login_allowed(self, user):
+        super().confirm_login_allowed(user)
+        from accounts.profile.two_factor import two_factor_enabled
+
+        # The admin's form has no code step: with two-factor sign-in on, the password alone
+        # must not make a session (the dashboard's sign-in, with the code, reaches /admin/ too).
+        if two_factor_enabled(user):
+            raise ValidationError("Two-factor sign-in is on for this account: log in at /login/ with your code, "
+                                  "then open /admin/.", code="two_factor_required")
 
 
 class LoginForm(RateLimitedLoginMixin, AuthenticationForm):

@@ -51,6 +51,9 @@ class User(AbstractBaseUser, PermissionsMixin):
     # Starting credits are one grant per verified person (accounts.services.team_create and
     # _email_mark_verified): when, and into which team, this person's went.
     starting_credits_granted_at = models.DateTimeField(null=True, blank=True)
+    # Raised by "Sign out other sessions" (accounts/profile/services.py): it is part of the
+    # session hash, so every session signed in before the raise no longer matches.
+    session_epoch = models.PositiveIntegerField(default=0)
 
     objects = UserManager()
 
@@ -73,6 +76,16 @@ class User(AbstractBaseUser, PermissionsMixin):
 
     def get_short_name(self):
         return self.full_name.split(" ")[0] if self.full_name else self.email
+
+    def _get_session_auth_hash(self, secret=None):
+        # Django's hash of the password, with the epoch in it once it was raised (epoch 0
+        # keeps Django's own hash, so adding the field signed nobody out). Covers the
+        # SECRET_KEY_FALLBACKS hashes too, which Django makes through this method.
+        if not self.session_epoch:
+            return super()._get_session_auth_hash(secret=secret)
+        from django.utils.crypto import salted_hmac
+        return salted_hmac("accounts.User.session_epoch", f"{self.password}:{self.session_epoch}", secret=secret,
+                           algorithm="sha256").hexdigest()
 
 
 class Account(models.Model):

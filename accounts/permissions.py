@@ -48,6 +48,7 @@ class Action(StrEnum):
     RETRIEVAL_SETTINGS = "retrieval.settings"  # read and set the account's excluded tags
     SCIM_MANAGE = "scim.manage"            # create and revoke the account's SCIM provisioning tokens
     SSO_REQUIRE = "sso.require"            # the switch "Members must sign in with SSO"
+    ACCOUNT_RENAME = "account.rename"      # the team's name (the Team page, PATCH account/)
 
 
 class Grant(StrEnum):
@@ -86,6 +87,7 @@ _TABLE = {
     Action.RETRIEVAL_SETTINGS: (_Y, _Y, _N, _N, _N, _N),
     Action.SCIM_MANAGE:      (_Y, _N, _N, _N, _N, _N),
     Action.SSO_REQUIRE:      (_Y, _N, _N, _N, _N, _N),
+    Action.ACCOUNT_RENAME:   (_Y, _N, _N, _N, _N, _N),
 }
 RULES: dict[Action, dict[str, Grant]] = {action: dict(zip(GRANTEES, row)) for action, row in _TABLE.items()}
 
@@ -105,6 +107,7 @@ PHRASES = {
     Action.RETRIEVAL_SETTINGS: "change the account's retrieval settings",
     Action.SCIM_MANAGE: "manage SCIM provisioning tokens",
     Action.SSO_REQUIRE: "change the single sign-on requirement",
+    Action.ACCOUNT_RENAME: "rename the team",
 }
 
 

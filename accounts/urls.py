@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, reverse_lazy
 
 from accounts import views
+from accounts.profile.urls import profile_patterns
 
 account_patterns = [
     path("signup/", views.signup_view, name="signup"),
@@ -34,6 +35,7 @@ account_patterns = [
     path("team/scim-tokens/", include("accounts.scim.page_urls")),
     path("team/delete/", views.account_delete_view, name="account-delete"),
     path("", include("accounts.sso.urls")),  # single sign-on: /sso/login/, /sso/callback/, the Team switch
+    *profile_patterns,  # the settings page, the sign-in's code step, the team's name
 ]
 
 urlpatterns = [

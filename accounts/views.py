@@ -16,6 +16,7 @@ from accounts.errors import AccountError
 from accounts.forms import (AccountDeleteForm, AccountForm, ApiKeyForm, InvitationSignupForm, InviteForm, LoginForm,
                             RoleForm, SignupForm)
 from accounts.permissions import Action, PageForbidden, page_require, principal_may
+from accounts.profile import two_factor
 from accounts.resolution import SESSION_ACCOUNT_KEY
 from audit.selectors import audit_entry_list
 from audit.services import ACTIONS
@@ -115,6 +116,11 @@ class LoginView(auth_views.LoginView):
     redirect_authenticated_user = True
 
     def form_valid(self, form):
+        user = form.get_user()
+        if two_factor.two_factor_enabled(user):
+            # Not signed in yet: the code step (accounts/profile/two_factor.py) signs the session in.
+            two_factor.login_pending_set(self.request, user=user, backend=user.backend, next_url=self.get_success_url())
+            return redirect("accounts:login-code")
         response = super().form_valid(form)
         # Land in the account the person used last (the middleware falls back to another
         # membership if they have left it since).

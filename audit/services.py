@@ -46,6 +46,14 @@ ACTIONS = {
     "account.delete": "Account deleted",
     "account.sso_required": "Single sign-on requirement changed",
     "sso.link": "Single sign-on identity linked",
+    "account.rename": "Team renamed",
+    "user.name_change": "Name changed",
+    "user.email_change": "Email address changed",
+    "user.password_change": "Password changed",
+    "user.sessions_end": "Other sessions signed out",
+    "user.two_factor_enable": "Two-factor sign-in turned on",
+    "user.two_factor_disable": "Two-factor sign-in turned off",
+    "user.recovery_codes": "Recovery codes made anew",
 }
 
 

@@ -25,6 +25,7 @@ from django.http.request import split_domain_port, validate_host
 
 from accounts.models import Account, ApiKey, Membership
 from accounts.permissions import Action, principal_may, refusal_message
+from accounts.profile.selectors import session_is_signed_in
 from accounts.resolution import bearer_token, resolve_api_key, resolve_session
 from accounts.sso.session import signed_in_with_sso
 from chat.agent import TurnOptions
@@ -144,6 +145,7 @@ class Principal:
     # How the session signed in (accounts/sso/session.py): an account that requires single
     # sign-on is no access to a member whose session signed in with a password.
     signed_in_with_sso: bool = False
+    session_key: str | None = None  # a member's socket: the session it was opened with
 
     @property
     def name(self) -> str:
@@ -275,7 +277,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         principal = Principal(account=resolution.account, api_key=resolution.api_key,
                               user=None if token is not None else resolution.user,
                               membership=None if token is not None else resolution.membership,
-                              signed_in_with_sso=token is None and signed_in_with_sso(self.scope.get("session")))
+                              signed_in_with_sso=token is None and signed_in_with_sso(self.scope.get("session")),
+                              session_key=None if token is not None else getattr(self.scope.get("session"),
+                                                                                 "session_key", None))
         if not _may_chat(principal):
             await self._refuse(FORBIDDEN)
             return
@@ -330,6 +334,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         refusal = await _in_thread(principal_refusal)(self.principal)
         if refusal is not None:
             await self._shut(CLOSE_CODES.get(refusal.code, UNAUTHENTICATED))
+            return
+        # A new password or "Sign out other sessions" (accounts/profile/) ends the sessions
+        # that no longer match: their sockets close; the session that made the change stays.
+        principal = self.principal
+        if principal.session_key is not None and not await _in_thread(session_is_signed_in)(
+                user_id=principal.user.pk, session_key=principal.session_key):
+            await self._shut(UNAUTHENTICATED)
 
     # Frames from the client.
 

@@ -54,6 +54,11 @@ INSTALLED_APPS = [
     "channels",
     # API docs (/api/docs/): Swagger UI served from this app (drf-spectacular-sidecar), pinned, offline.
     "drf_spectacular_sidecar",
+    # Two-factor sign-in (accounts/profile/two_factor.py): TOTP devices and recovery codes.
+    # Before accounts: accounts/admin.py takes their admin pages away again (they show secrets).
+    "django_otp",
+    "django_otp.plugins.otp_totp",
+    "django_otp.plugins.otp_static",
     "core",
     "audit",
     "accounts",
@@ -399,6 +404,14 @@ PASSWORD_RESETS_PER_IP = env("PASSWORD_RESETS_PER_IP", default="10/h")
 SIGNUPS_PER_IP = env("SIGNUPS_PER_IP", default="10/h")
 SIGNUPS_PER_EMAIL = env("SIGNUPS_PER_EMAIL", default="5/h")
 VERIFICATION_EMAILS_PER_USER = env("VERIFICATION_EMAILS_PER_USER", default="5/h")
+# Two-factor sign-in (accounts/profile/two_factor.py): wrong codes per person and per IP;
+# django-otp's own per-device back-off is off so this one rule decides. Authenticator apps
+# show OTP_TOTP_ISSUER beside the address.
+TWO_FACTOR_FAILURES_PER_USER = env("TWO_FACTOR_FAILURES_PER_USER", default="5/15min")
+TWO_FACTOR_FAILURES_PER_IP = env("TWO_FACTOR_FAILURES_PER_IP", default="20/15min")
+OTP_TOTP_ISSUER = env("OTP_TOTP_ISSUER", default="Groundwork")
+OTP_TOTP_THROTTLE_FACTOR = 0
+OTP_STATIC_THROTTLE_FACTOR = 0
 # Invitation emails: per inviter, and per invited address whoever invites (inviting and
 # cancelling again and again must not flood an inbox).
 INVITATIONS_PER_INVITER = env("INVITATIONS_PER_INVITER", default="30/h")
