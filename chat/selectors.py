@@ -1,21 +1,51 @@
 """Reads of conversations. Every selector takes the account explicitly."""
 from __future__ import annotations
 
-from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Subquery
 
-from chat.errors import ConversationNotFound, MessageNotFound
+from chat.error_codes import ChatErrorCode
+from chat.errors import ConversationError, ConversationNotFound, MessageNotFound
 from chat.models import Conversation, Message, MessageFeedback, Rating, Role
 from core.errors import object_id
+from core.text import has_control_characters
 from core.tenancy import dangerously_bypass_tenancy
 from documents.selectors import document_ids_readable
 
 
-def conversation_list(*, account, user=None, api_key=None) -> QuerySet[Conversation]:
+# What a conversation search may be: a few words, not a document.
+SEARCH_MAX_CHARS = 200
+
+
+def conversation_search_text(q) -> str | None:
+    """The `?q=` of a conversation search, checked: None for no search (absent, or only
+    spaces), else the text stripped, 1-200 characters on one line (ConversationError, 400)."""
+    if q is None:
+        return None
+    if not isinstance(q, str):
+        raise ConversationError(ChatErrorCode.INVALID_QUERY, "Search for text.", field="q")
+    text = q.strip()
+    if not text:
+        return None
+    if len(text) > SEARCH_MAX_CHARS:
+        raise ConversationError(ChatErrorCode.INVALID_QUERY, f"The search is {len(text):,} characters long; at most "
+                                f"{SEARCH_MAX_CHARS} are searched. Search for a few words.", field="q")
+    if has_control_characters(text):
+        raise ConversationError(ChatErrorCode.INVALID_QUERY, "The search cannot contain line breaks, tabs or other "
+                                "control characters.", field="q")
+    return text
+
+
+def conversation_list(*, account, user=None, api_key=None, q: str | None = None) -> QuerySet[Conversation]:
     """A person's own conversations, or an API key's, newest activity first. Conversations
     are private to whoever started them, inside the account too, and a key is not the
     person who made it: a conversation a key started (api_key set) is that key's alone,
     also a row stored before this rule with the key's creator as `user`. A caller that
-    presents a key is the key, whatever user comes with it."""
+    presents a key is the key, whatever user comes with it.
+
+    `q` (checked by conversation_search_text): only those whose title or any message's text
+    contains it, case-insensitively (ILIKE with its wildcards escaped; measured on thousands
+    of messages in chat/tests/test_conversation_manage.py: the principal's own conversations
+    are few, so their messages are read by the conversation index, no text index needed)."""
     conversations = Conversation.objects.for_account(account)
     if api_key is not None:
         conversations = conversations.filter(api_key=api_key)
@@ -23,6 +53,9 @@ def conversation_list(*, account, user=None, api_key=None) -> QuerySet[Conversat
         conversations = conversations.filter(user=user, api_key__isnull=True)
     else:
         return conversations.none()
+    if q:
+        said = Message.objects.for_account(account).filter(conversation=OuterRef("pk"), content__icontains=q)
+        conversations = conversations.filter(Q(title__icontains=q) | Exists(said))
     return conversations.annotate(message_count=Count("messages")).order_by("-updated_at", "-pk")
 
 
