@@ -347,8 +347,9 @@ def _answer_store(turn: ChatTurn, *, usage, used: int, failed: Exception | None)
         hold=turn.hold, used_tokens=used, kind=Kind.CHAT, model=answer.model, provider=answer.provider,
         reference=references.message(answer.pk), draws=turn.draws,
         metadata={"estimated": not usage.reported} if not usage.reported else None)
-    if turn.regenerates and status != MessageStatus.FAILED:
-        # The question's earlier answers stay, as previous versions of this one.
+    if turn.regenerates and status != MessageStatus.FAILED and answer.content:
+        # The question's earlier answers stay, as previous versions of this one (one stopped
+        # before any text, or cut off by an error, replaces nothing).
         (Message.objects.for_account(account_id)
          .filter(conversation=turn.conversation, role=Role.ASSISTANT, replaced_by__isnull=True,
                  created_at__gte=turn.user_message.created_at)

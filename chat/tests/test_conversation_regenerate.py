@@ -177,3 +177,17 @@ def test_a_turn_whose_conversation_is_deleted_meanwhile_stores_nothing_and_settl
         charge = CreditLedgerEntry.objects.for_account(account_a).get(
             reference=f"conversation:{first['conversation_id']}", kind="chat")
     assert charge.delta < 0  # what the model wrote is paid for, though there is nowhere to keep it
+
+
+def test_a_regenerate_stopped_before_any_text_replaces_nothing(account_a, handbook, fake_llm):
+    socket = _key_socket(make_api_key(account_a))
+    first = socket.ask(QUESTION)
+    conversation_id = first[0]["conversation_id"]
+    socket.send({"type": "chat.regenerate", "conversation_id": conversation_id})
+    socket.send({"type": "chat.cancel"})  # arrives while the turn is being prepared
+    done = socket.until_final()[-1]
+    assert done["type"] == "chat.done" and done["status"] == "cancelled" and done["answer"] == ""
+    question, answer, stopped = _messages(account_a, conversation_id)
+    assert answer.pk == first[-1]["message_id"] and answer.replaced_by_id is None and stopped.content == ""
+    assert not _open_holds(account_a)
+    socket.close()

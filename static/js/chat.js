@@ -59,7 +59,6 @@
     var article = bubble.closest("[data-message-id]");
     answerText.set(article, bubble.textContent);
     renderInto(bubble, bubble.textContent, bySourceNumber(stored[article.dataset.messageId]));
-    addAnswerActions(article);
   });
   scrollToEnd();
 
@@ -279,10 +278,11 @@
     current = null;
     if (finished.text) addAnswerActions(finished.article);
     if (finished.replacing) {
-      // A regenerated answer that was stored (done, or cut off after some text) makes the one
-      // it replaces a previous version; one that failed before any text leaves it as it was.
-      if (finished.text || (state && state[0] === "stopped")) makePrevious(finished.replacing);
-      else finished.replacing.hidden = false;
+      // A regenerated answer with text (done, or stopped after some) makes the one it
+      // replaces a previous version; one without any, or cut off by an error, leaves it
+      // current (as the server does: chat.agent's answer store).
+      if (finished.text && !(state && state[0] === "failed")) makePrevious(finished.replacing);
+      else { finished.replacing.hidden = false; markLastAnswer(finished.replacing); }
     }
     if (finished.text || !finished.replacing) markLastAnswer(finished.article);
     setBusy(false);
@@ -693,6 +693,8 @@
   });
   window.addEventListener("online", function () { if (!closedForGood && socket.readyState === WebSocket.CLOSED) connect(); });
 
+  // The stored answers get their Copy (and the last its Regenerate) once those are defined.
+  messages.querySelectorAll(".message.assistant[data-message-id]").forEach(addAnswerActions);
   updateSendable();
   connect();
 })();
