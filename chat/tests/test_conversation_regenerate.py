@@ -138,6 +138,13 @@ def test_rest_regenerate_answers_like_post_chat(client, account_a, owner_a, hand
     detail = client.get(f"/api/v1/conversations/{first['conversation_id']}/").json()
     assert [(m["role"], m["replaced_by"]) for m in detail["messages"]] == [
         ("user", None), ("assistant", body["message_id"]), ("assistant", None)]
+    assert detail["messages"][-1]["id"] == body["message_id"]
+    # Streamed, as server-sent events, like POST chat/?stream=1.
+    import json
+    streamed = client.post(url + "?stream=1", {}, content_type="application/json")
+    assert streamed["Content-Type"] == "text/event-stream"
+    events = [json.loads(chunk[6:]) for chunk in b"".join(streamed.streaming_content).decode().split("\n\n") if chunk]
+    assert events[0]["type"] == "chat.sources" and events[-1]["type"] == "chat.done"
     # A teammate gets the one not-found, and nothing is asked.
     fake_llm.clear()
     client.force_login(add_member(account_a))
