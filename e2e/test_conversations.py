@@ -69,6 +69,12 @@ def test_rename_copy_regenerate_search_and_delete(new_page, screenshot, stack):
         expect(answer.get_by_role("button", name="Copied")).to_be_visible()
         copied = page.evaluate("navigator.clipboard.readText()")
         assert copied.startswith(FIRST) and "\n\nSources:\n[1] holidays.md, chunk #0" in copied
+        # Where the page is not a secure context (plain http on a LAN address), the fallback copies.
+        page.evaluate("navigator.clipboard.writeText('')")
+        page.evaluate("Object.defineProperty(window, 'isSecureContext', {value: false})")
+        answer.get_by_role("button", name="Copy").click()
+        expect(answer.get_by_role("button", name="Copied")).to_be_visible()
+        assert page.evaluate("navigator.clipboard.readText()") == copied
 
         # Regenerate: a new answer below, the old one folded above it as a previous version.
         stack.model.answer = SECOND
