@@ -163,7 +163,9 @@ def _regression_cases(feedback, messages) -> list[dict]:
             .order_by("created_at", "pk"))
     cases = []
     for row in rows:
-        earlier = (messages.filter(conversation_id=row.message.conversation_id, created_at__lt=row.question_at)
+        # (The previous turn as follow-ups read it: without an answer's earlier versions.)
+        earlier = (messages.filter(conversation_id=row.message.conversation_id, created_at__lt=row.question_at,
+                                   replaced_by__isnull=True)
                    .order_by("-created_at", "-pk") if row.question_at else messages.none())
         previous = {m.role: m.content for m in reversed(earlier[:2])}
         cases.append({"account_id": row.account_id, "conversation_id": row.message.conversation_id,

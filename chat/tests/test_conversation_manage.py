@@ -283,3 +283,20 @@ def test_page_says_truthfully_who_sees_conversations(client, account_a, owner_a)
     assert 'id="rename-button"' in html and 'id="delete-dialog"' in html
     home = client.get("/").content.decode()
     assert "Shared with your team" not in home
+
+
+def test_the_benchs_previous_turn_skips_an_answers_earlier_versions(account_a, owner_a):
+    from chat.selectors import feedback_regression_cases
+
+    conversation = _conversation(account_a, user=owner_a, turns=[("Q1?", "A1, first version.")])
+    with account_context(account_a):
+        make = Message.objects.for_account(account_a).create
+        old = Message.objects.for_account(account_a).get(conversation=conversation, role="assistant")
+        new = make(account=account_a, conversation=conversation, role="assistant", content="A1, regenerated.")
+        Message.objects.for_account(account_a).filter(pk=old.pk).update(replaced_by=new)
+        make(account=account_a, conversation=conversation, role="user", content="Q2?")
+        answer = make(account=account_a, conversation=conversation, role="assistant", content="A2.")
+        MessageFeedback.objects.for_account(account_a).create(account=account_a, message=answer, user=owner_a,
+                                                              rating="down")
+        [case] = feedback_regression_cases(account=account_a)
+    assert (case["question"], case["previous_question"], case["previous_answer"]) == ("Q2?", "Q1?", "A1, regenerated.")
