@@ -13,6 +13,7 @@ ACTIONS = {
     "document.upload": "Document uploaded",
     "document.delete": "Document deleted",
     "document.reindex": "Document reindexed",
+    "conversation.delete": "Conversation deleted",
     "account.reindex": "All documents reindexed",
     "document.move": "Document moved",
     "document.tags": "Document tags changed",

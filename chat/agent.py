@@ -16,6 +16,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from django.contrib.auth.models import AnonymousUser
+from django.db.models import Q
 from django.utils import timezone
 
 from core import rows
@@ -27,13 +28,15 @@ from billing.budgets import BudgetStatus, budget_status_for
 from billing.selectors import balance_get
 from billing.services import HoldDraw, hold_release, hold_settle
 from chat import answering
-from chat.errors import ChatError
+from chat.error_codes import ChatErrorCode
+from chat.errors import ChatError, ConversationError
 from chat.holds import credits_hold_fitting, fitted, hold_bounds
 from chat.models import Conversation, Message, MessageStatus, Role
 from chat.ratelimit import check_chat_rate
 from chat.retrieve import (MAX_QUESTION_CHARS, Retrieved, numbered_sources,
                            search_query, turn_passages)
 from chat.selectors import conversation_access_by_id
+from chat.errors import ConversationNotFound
 from chat.router import GENERAL, LOOKUP, Route, route
 from chat.turn import ChatTurn, Profile, Spender, TurnOptions, general_answers, profile
 from documents.embedding import active_embedding_model
@@ -70,6 +73,9 @@ class _Asked:
     route: Route
     request_id: str
     cancelled: threading.Event
+    # Regenerate: the stored question asked again (no new question is stored; its answer so
+    # far becomes a previous version once the new one is stored).
+    asked_again: Message | None = None
 
     @property
     def spender(self) -> Spender:
@@ -108,18 +114,47 @@ def _conversation(account, *, conversation_id, user, api_key, question: str) -> 
     return conversation_access_by_id(account=account, conversation_id=conversation_id, user=user, api_key=api_key)
 
 
-def _history(conversation: Conversation) -> list[tuple[str, str]]:
-    rows = (Message.objects.for_account(conversation.account_id).filter(conversation=conversation)
-            .exclude(status=MessageStatus.FAILED).order_by("created_at", "pk").values_list("role", "content"))
-    return list(rows)
+def _history(conversation: Conversation, *, before: Message | None = None) -> list[tuple[str, str]]:
+    """The conversation's turns the model reads: not failed answers, nor the previous versions
+    of a regenerated one; `before`: only what came before that question."""
+    messages = (Message.objects.for_account(conversation.account_id).filter(conversation=conversation,
+                                                                             replaced_by__isnull=True)
+                .exclude(status=MessageStatus.FAILED))
+    if before is not None:
+        messages = messages.filter(Q(created_at__lt=before.created_at) | Q(created_at=before.created_at,
+                                                                           pk__lt=before.pk))
+    return list(messages.order_by("created_at", "pk").values_list("role", "content"))
+
+
+def _last_question(account: Account, *, conversation_id, user, api_key, authorize) -> Message:
+    """Regenerate: the last question of the principal's own conversation (ConversationNotFound
+    alike for another's), or ConversationError when it has none."""
+    if conversation_id in (None, ""):
+        raise ChatError(CoreErrorCode.BAD_REQUEST, "Say which conversation's last answer to regenerate "
+                                                   "(`conversation_id`).")
+    with account_context(account, user=user, api_key=api_key):
+        if authorize is not None:
+            authorize()
+        conversation = conversation_access_by_id(account=account, conversation_id=conversation_id, user=user,
+                                                 api_key=api_key)
+        question = (Message.objects.for_account(account).filter(conversation=conversation, role=Role.USER)
+                    .order_by("-created_at", "-pk").first())
+    if question is None:
+        raise ConversationError(ChatErrorCode.NOTHING_TO_REGENERATE, "This conversation has no question to ask "
+                                "again yet.", field="conversation_id")
+    return question
 
 
 def turn_prepare(*, account: Account, user: User | AnonymousUser | None = None, api_key: ApiKey | None = None,
                  question, conversation_id=None, history: list[tuple[str, str]] | None = None,
                  request_id: str | None = None, cancelled: threading.Event | None = None,
-                 options: TurnOptions | None = None, authorize=None) -> ChatTurn:
+                 options: TurnOptions | None = None, authorize=None, regenerate: bool = False) -> ChatTurn:
     """Everything before the model call. Raises ChatError / InsufficientCredits /
     ProviderError with nothing held, charged or left half-written.
+
+    `regenerate`: `question` is not given; the conversation's last question is asked again,
+    over the history before it, as a new turn held and charged like any. No new question is
+    stored; turn_finish makes the answer(s) it had previous versions (`replaced_by`).
 
     `history` (role, text) replaces the stored conversation's (the OpenAI-compatible
     endpoint, whose clients send the whole conversation each time). `authorize()`, when
@@ -132,6 +167,11 @@ def turn_prepare(*, account: Account, user: User | AnonymousUser | None = None, 
     embedding) run outside any transaction; the second retrieves and stores the question.
     What the turn spends before the answer is drawn from the hold and written when the hold
     is settled (`ChatTurn.draws`), so the balance row is locked twice a turn, not four times."""
+    asked_again = None
+    if regenerate:
+        asked_again = _last_question(account, conversation_id=conversation_id, user=user, api_key=api_key,
+                                     authorize=authorize)
+        question = asked_again.content
     question = _question(question)
     options = (options or TurnOptions()).tags_checked()
     chosen = profile()
@@ -139,12 +179,12 @@ def turn_prepare(*, account: Account, user: User | AnonymousUser | None = None, 
                     api_key_id=getattr(api_key, "pk", None))
     asked = _Asked(account=account, user=user, api_key=api_key, question=question, options=options,
                    profile=chosen, route=route(question), request_id=request_id or uuid.uuid4().hex,
-                   cancelled=cancelled or threading.Event())
+                   cancelled=cancelled or threading.Event(), asked_again=asked_again)
     opened = turn_hold(asked, conversation_id=conversation_id, history=history, authorize=authorize)
     if opened.hold is None:  # small talk
         return ChatTurn(account_id=account.pk, conversation=opened.conversation, user_message=opened.small_talk,
                         request_id=asked.request_id, route=GENERAL, profile=chosen, cancelled=asked.cancelled,
-                        spender=asked.spender, reply=asked.route.reply)
+                        spender=asked.spender, reply=asked.route.reply, regenerates=asked.asked_again is not None)
     try:
         query, embedded = turn_search_query(asked, opened)
         with asked.context():
@@ -168,7 +208,7 @@ def turn_hold(asked: _Asked, *, conversation_id, history: list[tuple[str, str]] 
         conversation = _conversation(account, conversation_id=conversation_id, user=asked.user,
                                      api_key=asked.api_key, question=question)
         if history is None:
-            history = [] if conversation_id in (None, "") else _history(conversation)
+            history = [] if conversation_id in (None, "") else _history(conversation, before=asked.asked_again)
         opened = _Opened(conversation=conversation, history=history,
                          collection_ids=collection_ids_requested(account=account, requested=options.collection))
         if decision.reply:  # small talk: no search, no model, nothing held or charged
@@ -217,7 +257,7 @@ def turn_prompt(asked: _Asked, opened: _Opened, query: str, retrieved: Retrieved
                                                      query=query),
                         request_id=asked.request_id, route=GENERAL, profile=asked.profile, cancelled=asked.cancelled,
                         spender=asked.spender, sources=sources, hold=opened.hold, query=query, draws=opened.draws,
-                        reply=reply)
+                        reply=reply, regenerates=asked.asked_again is not None)
     passages, messages, max_tokens = fitted(question=asked.question, options=options, chosen=asked.profile,
                                             history=opened.history, hold=opened.hold, draws=opened.draws,
                                             passages=retrieved.passages)
@@ -229,12 +269,14 @@ def turn_prompt(asked: _Asked, opened: _Opened, query: str, retrieved: Retrieved
                     cancelled=asked.cancelled, spender=asked.spender, passages=passages, sources=sources,
                     messages=messages, temperature=options.bounded_temperature(0.2 if passages else 0.7),
                     hold=opened.hold, max_tokens=max_tokens,
-                    query=searched, draws=opened.draws,
+                    query=searched, draws=opened.draws, regenerates=asked.asked_again is not None,
                     note=NOT_IN_DOCUMENTS if asked.route.kind != GENERAL and retrieved.route == GENERAL else "")
 
 
 def _question_store(asked: _Asked, conversation: Conversation, *, route: str, sources: list[dict] | None = None,
                     query: str = "") -> Message:
+    if asked.asked_again is not None:  # regenerate: the question is stored already
+        return asked.asked_again
     return rows.insert(Message, account_id=asked.account.pk, conversation=conversation, role=Role.USER,
                        content=asked.question, route=route, sources=sources or [],
                        end_user=asked.options.end_user[:256], query=query)
@@ -268,43 +310,69 @@ def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
             if turn.hold is not None:
                 hold_release(hold=turn.hold, draws=turn.draws)
             return {}
-        status = (MessageStatus.FAILED if failed is not None else
-                  MessageStatus.CANCELLED if turn.cancelled.is_set() else MessageStatus.COMPLETE)
-        # Stored with the charge it will have unless the balance falls short (corrected below).
-        expected = pricing.credits_for(kind=pricing.CHAT, model=turn.llm_stream.model if turn.llm_stream else "",
-                                       tokens=used) if turn.hold is not None and used else 0
-        answer = rows.insert(
-            Message, account_id=account_id, conversation=turn.conversation, role=Role.ASSISTANT, content=turn.answer,
-            status=status, route=turn.route, sources=turn.sources, citations=_citations(turn.answer, turn.sources),
-            prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-            total_tokens=usage.total_tokens, model=turn.llm_stream.model if turn.llm_stream else "",
-            provider=turn.llm_stream.provider if turn.llm_stream else "", credits_charged=expected,
-            latency_ms=int((time.monotonic() - turn.started) * 1000),
-            first_token_ms=int((turn.first_token_at - turn.started) * 1000) if turn.first_token_at else None,
-            error_code=getattr(failed, "code", "") if failed else "")
-        entry = None if turn.hold is None else hold_settle(
-            hold=turn.hold, used_tokens=used, kind=Kind.CHAT, model=answer.model, provider=answer.provider,
-            reference=references.message(answer.pk), draws=turn.draws,
-            metadata={"estimated": not usage.reported} if not usage.reported else None)
-        charged = -entry.delta if entry else 0
-        if charged != expected:
-            answer.credits_charged = charged
-            rows.update(Message, pk=answer.pk, account_id=account_id, credits_charged=charged)
-        rows.update(Conversation, pk=turn.conversation.pk, account_id=account_id, updated_at=timezone.now())
-        # The charge is the last entry the settle wrote: its balance_after is the balance.
-        remaining = entry.balance_after if entry else balance_get(account=account_id)
-        # No budget when the hold was taken: nothing to read (billing.services.credits_hold).
-        budget = None if getattr(turn.hold, "budget_free", False) else _tightest_budget(account_id, turn.spender)
+        # NOTE: locked as chat.services.conversation_delete locks it: deleted meanwhile, the
+        # answer is not stored (there is nothing to store it in) and what was used is charged.
+        gone = not Conversation.objects.for_account(account_id).select_for_update().filter(
+            pk=turn.conversation.pk).exists()
+        if gone:
+            if turn.hold is not None:
+                hold_settle(hold=turn.hold, used_tokens=used, kind=Kind.CHAT, draws=turn.draws,
+                            model=turn.llm_stream.model if turn.llm_stream else "",
+                            reference=references.conversation(turn.conversation.pk))
+        else:
+            result = _answer_store(turn, usage=usage, used=used, failed=failed)
+    if gone:
+        raise ConversationNotFound("This conversation was deleted while its answer was written.")
+    return result
+
+
+def _answer_store(turn: ChatTurn, *, usage, used: int, failed: Exception | None) -> dict:
+    """turn_finish's answer and settle, in its transaction with the conversation locked."""
+    account_id = turn.account_id
+    status = (MessageStatus.FAILED if failed is not None else
+              MessageStatus.CANCELLED if turn.cancelled.is_set() else MessageStatus.COMPLETE)
+    # Stored with the charge it will have unless the balance falls short (corrected below).
+    expected = pricing.credits_for(kind=pricing.CHAT, model=turn.llm_stream.model if turn.llm_stream else "",
+                                   tokens=used) if turn.hold is not None and used else 0
+    answer = rows.insert(
+        Message, account_id=account_id, conversation=turn.conversation, role=Role.ASSISTANT, content=turn.answer,
+        status=status, route=turn.route, sources=turn.sources, citations=_citations(turn.answer, turn.sources),
+        prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens, model=turn.llm_stream.model if turn.llm_stream else "",
+        provider=turn.llm_stream.provider if turn.llm_stream else "", credits_charged=expected,
+        latency_ms=int((time.monotonic() - turn.started) * 1000),
+        first_token_ms=int((turn.first_token_at - turn.started) * 1000) if turn.first_token_at else None,
+        error_code=getattr(failed, "code", "") if failed else "")
+    entry = None if turn.hold is None else hold_settle(
+        hold=turn.hold, used_tokens=used, kind=Kind.CHAT, model=answer.model, provider=answer.provider,
+        reference=references.message(answer.pk), draws=turn.draws,
+        metadata={"estimated": not usage.reported} if not usage.reported else None)
+    if turn.regenerates and status != MessageStatus.FAILED and answer.content:
+        # The question's earlier answers stay, as previous versions of this one (one stopped
+        # before any text, or cut off by an error, replaces nothing).
+        (Message.objects.for_account(account_id)
+         .filter(conversation=turn.conversation, role=Role.ASSISTANT, replaced_by__isnull=True,
+                 created_at__gte=turn.user_message.created_at)
+         .exclude(pk=answer.pk).update(replaced_by=answer))
+    charged = -entry.delta if entry else 0
+    if charged != expected:
+        answer.credits_charged = charged
+        rows.update(Message, pk=answer.pk, account_id=account_id, credits_charged=charged)
+    rows.update(Conversation, pk=turn.conversation.pk, account_id=account_id, updated_at=timezone.now())
+    # The charge is the last entry the settle wrote: its balance_after is the balance.
+    remaining = entry.balance_after if entry else balance_get(account=account_id)
+    # No budget when the hold was taken: nothing to read (billing.services.credits_hold).
+    budget = None if getattr(turn.hold, "budget_free", False) else _tightest_budget(account_id, turn.spender)
     finish_reason = turn.finish_reason or (turn.llm_stream.finish_reason if turn.llm_stream else "") or "stop"
     return {"message_id": answer.pk, "conversation_id": turn.conversation.pk, "answer": answer.content,
-            "citations": answer.citations, "status": answer.status, "finish_reason": finish_reason,
-            "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                      "total_tokens": usage.total_tokens},
-            "credits_remaining": remaining,
-            # The principal's tightest budget after this turn (the header's "N left today"),
-            # null without one.
-            "budget_remaining": budget.remaining if budget else None,
-            "budget_period": budget.period if budget else None}
+        "citations": answer.citations, "status": answer.status, "finish_reason": finish_reason,
+        "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                  "total_tokens": usage.total_tokens},
+        "credits_remaining": remaining,
+        # The principal's tightest budget after this turn (the header's "N left today"),
+        # null without one.
+        "budget_remaining": budget.remaining if budget else None,
+        "budget_period": budget.period if budget else None}
 
 
 def _tightest_budget(account_id: int, spender: Spender) -> BudgetStatus | None:

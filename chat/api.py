@@ -16,7 +16,9 @@ from chat.serializers import (
     ChatRequestSerializer,
     ChatResponseSerializer,
     ConversationDetailSerializer,
+    ConversationRenameSerializer,
     ConversationSerializer,
+    RegenerateRequestSerializer,
     FeedbackRequestSerializer,
     FeedbackSerializer,
 )
@@ -72,10 +74,14 @@ class ConversationPagination(CursorPagination):
 class ConversationListView(ChatAPIView):
     @extend_schema(responses=ConversationSerializer(many=True),
                    parameters=[OpenApiParameter("cursor", str, required=False),
-                               OpenApiParameter("page_size", int, required=False)])
+                               OpenApiParameter("page_size", int, required=False),
+                               OpenApiParameter("q", str, required=False,
+                                                description="Only conversations whose title or messages contain "
+                                                            "this text (case-insensitive, 1-200 characters)")])
     def get(self, request):
+        q = selectors.conversation_search_text(request.query_params.get("q"))
         paginator = ConversationPagination()
-        conversations = selectors.conversation_list(account=self.account, user=self.user, api_key=self.api_key)
+        conversations = selectors.conversation_list(account=self.account, user=self.user, api_key=self.api_key, q=q)
         page = paginator.paginate_queryset(conversations, request, view=self)
         return paginator.get_paginated_response(ConversationSerializer(page, many=True).data)
 
@@ -89,6 +95,48 @@ class ConversationDetailView(ChatAPIView):
         messages = selectors.messages_sources_readable(
             account=account, messages=selectors.message_list(account=account, conversation=conversation))
         return Response(ConversationDetailSerializer(conversation, context={"messages": messages}).data)
+
+    @extend_schema(request=ConversationRenameSerializer, responses=ConversationSerializer)
+    def patch(self, request, conversation_id: int):
+        body = request.data if isinstance(request.data, dict) else {}
+        conversation = services.conversation_rename(account=self.account, conversation_id=conversation_id,
+                                                    title=body.get("title"), user=self.user, api_key=self.api_key)
+        conversation = selectors.conversation_list(account=self.account, user=self.user,
+                                                   api_key=self.api_key).get(pk=conversation.pk)
+        return Response(ConversationSerializer(conversation).data)
+
+    @extend_schema(responses={204: None})
+    def delete(self, request, conversation_id: int):
+        services.conversation_delete(account=self.account, conversation_id=conversation_id, user=self.user,
+                                     api_key=self.api_key)
+        return Response(status=204)
+
+
+class ConversationRegenerateView(ChatAPIView):
+    """`POST conversations/{id}/regenerate/`: the conversation's last question asked again, a
+    new turn through the one driver (charged like any); the answer it had stays as a
+    previous version. JSON like `POST chat/`, or server-sent events with ?stream=1."""
+
+    account_transaction = False
+    renderer_classes = [JSONRenderer, EventStreamRenderer]
+
+    @extend_schema(request=RegenerateRequestSerializer, responses=ChatResponseSerializer,
+                   parameters=[OpenApiParameter("stream", int, enum=[0, 1], required=False,
+                                                description="1: server-sent events (sources, token…, done)")])
+    def post(self, request, conversation_id: int):
+        body = RegenerateRequestSerializer(data=request.data if isinstance(request.data, dict) else {})
+        body.is_valid(raise_exception=True)
+        run = TurnRun(account=self.account, user=self.user, api_key=self.api_key, question=None,
+                      conversation_id=conversation_id, regenerate=True,
+                      options=TurnOptions(collection=body.validated_data.get("collection"),
+                                          tags=body.validated_data.get("tags"),
+                                          exclude_tags=body.validated_data.get("exclude_tags")))
+        run.prepare()
+        if request.query_params.get("stream") in ("1", "true") or wants_event_stream(request):
+            return streaming_response(run.http_events(request._request, lambda frame: (sse(frame),)))
+        done = run.run()
+        return Response({k: done[k] for k in ("conversation_id", "message_id", "answer", "citations", "usage",
+                                              "credits_remaining")})
 
 
 class FeedbackView(ChatAPIView):

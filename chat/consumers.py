@@ -254,6 +254,13 @@ def _message_error(content: dict) -> ChatError | None:
     return None
 
 
+def _regenerate_error(content: dict) -> ChatError | None:
+    if content.get("conversation_id") in (None, ""):
+        return ChatError(CoreErrorCode.BAD_REQUEST, '`conversation_id` says which conversation\'s last answer to '
+                                                    'regenerate: {"type": "chat.regenerate", "conversation_id": 12}.')
+    return None
+
+
 class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def connect(self):
         self.generation: asyncio.Task | None = None
@@ -328,6 +335,17 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     async def principal_revoked(self, event):
         await self._shut(UNAUTHENTICATED)
 
+    async def conversation_deleted(self, event):
+        """One of the principal's conversations was deleted (chat.services.conversation_delete):
+        a turn in it stops, and the page is told so it closes it. The socket stays open."""
+        if self.principal is None or self.closing:
+            return
+        conversation_id = event.get("conversation_id")
+        turn = self.run.turn if self.run is not None else None
+        if self._answering() and turn is not None and turn.conversation.pk == conversation_id:
+            self.run.cancel()
+        await self.send_json({"type": "conversation.deleted", "conversation_id": conversation_id})
+
     async def principal_changed(self, event):
         if self.principal is None or self.closing:
             return
@@ -364,22 +382,24 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             if self._answering():
                 self.run.cancel()  # also while the turn is still being prepared
             return
-        if kind != "chat.message":
-            await self._error(ChatError(CoreErrorCode.BAD_REQUEST, 'Send {"type": "chat.message", "message": "…"} '
+        if kind not in ("chat.message", "chat.regenerate"):
+            await self._error(ChatError(CoreErrorCode.BAD_REQUEST, 'Send {"type": "chat.message", "message": "…"}, '
+                                                       '{"type": "chat.regenerate", "conversation_id": …} '
                                                        'or {"type": "chat.cancel"}.'))
             return
         if self._answering():
             await self._error(ChatError(CoreErrorCode.BAD_REQUEST, "An answer is still being written: wait for it, or send "
                                                        "chat.cancel first."))
             return
-        error = _message_error(content)
+        regenerate = kind == "chat.regenerate"
+        error = _message_error(content) or (_regenerate_error(content) if regenerate else None)
         if error is not None:
             await self._error(error)
             return
         principal = self.principal
         self.run = _SocketTurn(principal=principal, account=principal.account, user=principal.user,
-                               api_key=principal.api_key, question=content.get("message"),
-                               conversation_id=content.get("conversation_id"),
+                               api_key=principal.api_key, question=None if regenerate else content.get("message"),
+                               conversation_id=content.get("conversation_id"), regenerate=regenerate,
                                options=TurnOptions(collection=content.get("collection"), tags=content.get("tags"),
                                                    exclude_tags=content.get("exclude_tags")))
         self.generation = asyncio.create_task(self._relay(self.run))

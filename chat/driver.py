@@ -32,13 +32,15 @@ DONE_KEYS = ("message_id", "conversation_id", "answer", "citations", "usage", "c
 
 
 class TurnRun:
-    """One question, answered once. `cancel()` may be called from any thread at any time:
+    """One question, answered once (`regenerate=True`: the conversation's last question, asked
+    again; chat.agent.turn_prepare). `cancel()` may be called from any thread at any time:
     before the model is called it skips the call (nothing is charged but what was spent on
     retrieval), during the answer it stops generation and pays for what was generated."""
 
     def __init__(self, *, account, user=None, api_key=None, question, conversation_id=None,
                  history: list[tuple[str, str]] | None = None, options: TurnOptions | None = None,
-                 authorize=None, tags: list[str] | None = None, exclude_tags: list[str] | None = None):
+                 authorize=None, tags: list[str] | None = None, exclude_tags: list[str] | None = None,
+                 regenerate: bool = False):
         # `tags` / `exclude_tags` (MCP's ask passes them here) win over the options' own.
         if tags is not None or exclude_tags is not None:
             options = dataclasses.replace(options or TurnOptions(),
@@ -51,7 +53,7 @@ class TurnRun:
         self.turn = None
         self._prepare = dict(account=account, user=user, api_key=api_key, question=question,
                              conversation_id=conversation_id, history=history, options=options,
-                             authorize=authorize)
+                             authorize=authorize, regenerate=regenerate)
 
     def cancel(self) -> None:
         self.cancelled.set()

@@ -7,3 +7,6 @@ class ChatErrorCode(StrEnum):
     UNAUTHENTICATED = "unauthenticated"
     INVALID_RATING = "invalid_rating"
     INVALID_COMMENT = "invalid_comment"
+    INVALID_TITLE = "invalid_title"
+    INVALID_QUERY = "invalid_query"
+    NOTHING_TO_REGENERATE = "nothing_to_regenerate"

@@ -23,3 +23,9 @@ class MessageNotFound(NotFound, ChatError):
 class FeedbackError(ChatError):
     """Feedback that cannot be stored as given (a rating that is not up or down, a comment
     too long or with control characters): 400 with the field at fault."""
+
+
+class ConversationError(ChatError):
+    """A conversation change or search that cannot be made as given (a title that is empty,
+    too long or has control characters; a search text likewise; nothing to regenerate):
+    400 with the field at fault."""

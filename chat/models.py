@@ -54,6 +54,10 @@ class Message(TenantModel):
                                                     "searched with the question before it)")
     end_user = models.CharField(max_length=256, blank=True,
                                 help_text="The API caller's end-user id (OpenAI `user`), on questions")
+    # A regenerated answer's earlier version: the answer that replaced it (the same question
+    # asked again, chat.agent's regenerate). It stays visible as a previous version and is
+    # left out of the history the model reads.
+    replaced_by = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -1,21 +1,52 @@
 """Reads of conversations. Every selector takes the account explicitly."""
 from __future__ import annotations
 
-from django.db.models import Count, OuterRef, QuerySet, Subquery
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 
-from chat.errors import ConversationNotFound, MessageNotFound
+from chat.error_codes import ChatErrorCode
+from chat.errors import ConversationError, ConversationNotFound, MessageNotFound
 from chat.models import Conversation, Message, MessageFeedback, Rating, Role
 from core.errors import object_id
+from core.text import has_control_characters
 from core.tenancy import dangerously_bypass_tenancy
 from documents.selectors import document_ids_readable
 
 
-def conversation_list(*, account, user=None, api_key=None) -> QuerySet[Conversation]:
+# What a conversation search may be: a few words, not a document.
+SEARCH_MAX_CHARS = 200
+
+
+def conversation_search_text(q) -> str | None:
+    """The `?q=` of a conversation search, checked: None for no search (absent, or only
+    spaces), else the text stripped, 1-200 characters on one line (ConversationError, 400)."""
+    if q is None:
+        return None
+    if not isinstance(q, str):
+        raise ConversationError(ChatErrorCode.INVALID_QUERY, "Search for text.", field="q")
+    text = q.strip()
+    if not text:
+        return None
+    if len(text) > SEARCH_MAX_CHARS:
+        raise ConversationError(ChatErrorCode.INVALID_QUERY, f"The search is {len(text):,} characters long; at most "
+                                f"{SEARCH_MAX_CHARS} are searched. Search for a few words.", field="q")
+    if has_control_characters(text):
+        raise ConversationError(ChatErrorCode.INVALID_QUERY, "The search cannot contain line breaks, tabs or other "
+                                "control characters.", field="q")
+    return text
+
+
+def conversation_list(*, account, user=None, api_key=None, q: str | None = None) -> QuerySet[Conversation]:
     """A person's own conversations, or an API key's, newest activity first. Conversations
     are private to whoever started them, inside the account too, and a key is not the
     person who made it: a conversation a key started (api_key set) is that key's alone,
     also a row stored before this rule with the key's creator as `user`. A caller that
-    presents a key is the key, whatever user comes with it."""
+    presents a key is the key, whatever user comes with it.
+
+    `q` (checked by conversation_search_text): only those whose title or any message's text
+    contains it, case-insensitively (ILIKE, its wildcards escaped). No text index: the scan
+    reads the principal's own messages only, by the conversation index, so it grows with one
+    person's history, not the account's (5,000 of a person's messages among 50,000 of the
+    account's: ~20 ms, chat/tests/test_conversation_search_scale.py)."""
     conversations = Conversation.objects.for_account(account)
     if api_key is not None:
         conversations = conversations.filter(api_key=api_key)
@@ -23,6 +54,12 @@ def conversation_list(*, account, user=None, api_key=None) -> QuerySet[Conversat
         conversations = conversations.filter(user=user, api_key__isnull=True)
     else:
         return conversations.none()
+    if q:
+        # Only the principal's own messages are read (its conversations' ids first, then their
+        # messages by the conversation index), never the whole account's.
+        said = (Message.objects.for_account(account).filter(conversation__in=conversations.values("pk"),
+                                                            content__icontains=q).values("conversation_id"))
+        conversations = conversations.filter(Q(title__icontains=q) | Q(pk__in=said))
     return conversations.annotate(message_count=Count("messages")).order_by("-updated_at", "-pk")
 
 
@@ -126,7 +163,9 @@ def _regression_cases(feedback, messages) -> list[dict]:
             .order_by("created_at", "pk"))
     cases = []
     for row in rows:
-        earlier = (messages.filter(conversation_id=row.message.conversation_id, created_at__lt=row.question_at)
+        # (The previous turn as follow-ups read it: without an answer's earlier versions.)
+        earlier = (messages.filter(conversation_id=row.message.conversation_id, created_at__lt=row.question_at,
+                                   replaced_by__isnull=True)
                    .order_by("-created_at", "-pk") if row.question_at else messages.none())
         previous = {m.role: m.content for m in reversed(earlier[:2])}
         cases.append({"account_id": row.account_id, "conversation_id": row.message.conversation_id,

@@ -14,6 +14,21 @@ class ChatRequestSerializer(serializers.Serializer):
                                          help_text="From no document carrying any of these tags")
 
 
+class RegenerateRequestSerializer(serializers.Serializer):
+    """`POST conversations/{id}/regenerate/`: no question (the last one is asked again); the
+    same optional narrowing as `POST chat/`."""
+
+    collection = serializers.JSONField(required=False, allow_null=True)
+    tags = serializers.JSONField(required=False, allow_null=True)
+    exclude_tags = serializers.JSONField(required=False, allow_null=True)
+
+
+class ConversationRenameSerializer(serializers.Serializer):
+    """The schema of `PATCH conversations/{id}/`; chat.services.conversation_rename checks it."""
+
+    title = serializers.CharField(max_length=200, help_text="1-200 characters on one line")
+
+
 class CitationSerializer(serializers.Serializer):
     n = serializers.IntegerField()
     document_id = serializers.IntegerField()
@@ -44,7 +59,7 @@ class MessageSerializer(serializers.ModelSerializer):
     class Meta:
         model = Message
         fields = ["id", "role", "content", "status", "citations", "sources", "usage", "model", "latency_ms",
-                  "created_at"]
+                  "replaced_by", "created_at"]
 
     def get_usage(self, message) -> dict:
         return {"prompt_tokens": message.prompt_tokens, "completion_tokens": message.completion_tokens,

@@ -4,11 +4,16 @@ from __future__ import annotations
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from audit.services import audit_record
 from chat.error_codes import ChatErrorCode
+from chat.errors import ConversationError
 from chat.errors import FeedbackError
-from chat.models import FEEDBACK_COMMENT_MAX_LENGTH, MessageFeedback, Rating
-from chat.selectors import answer_access_by_id
-from core.text import has_control_characters_in_prose
+from chat.models import FEEDBACK_COMMENT_MAX_LENGTH, Conversation, Message, MessageFeedback, Rating
+from chat.selectors import answer_access_by_id, conversation_access_by_id
+from core import sockets
+from core.text import has_control_characters, has_control_characters_in_prose
+
+TITLE_MAX_LENGTH = Conversation._meta.get_field("title").max_length
 
 
 def _valid_rating(rating) -> str:
@@ -53,3 +58,61 @@ def feedback_give(*, account, message_id, user=None, api_key=None, rating, comme
             feedback, _ = MessageFeedback.objects.for_account(account).update_or_create(
                 message=message, **who, defaults=values, create_defaults={**values, "account": account})
     return feedback
+
+
+def _valid_title(title) -> str:
+    if not isinstance(title, str):
+        raise ConversationError(ChatErrorCode.INVALID_TITLE, "The title must be text.", field="title")
+    text = title.strip()
+    if not text:
+        raise ConversationError(ChatErrorCode.INVALID_TITLE, "Type a title: it cannot be empty.", field="title")
+    if len(text) > TITLE_MAX_LENGTH:
+        raise ConversationError(ChatErrorCode.INVALID_TITLE, f"The title is {len(text):,} characters long; at most "
+                                f"{TITLE_MAX_LENGTH} are kept. Shorten it.", field="title")
+    if has_control_characters(text):
+        raise ConversationError(ChatErrorCode.INVALID_TITLE, "The title cannot contain line breaks, tabs or other "
+                                "control characters; type it on one line.", field="title")
+    return text
+
+
+def conversation_rename(*, account, conversation_id, title, user=None, api_key=None) -> Conversation:
+    """The principal's own conversation (else ConversationNotFound, 404) with `title`, stripped
+    (1-200 characters on one line, else ConversationError, 400, and nothing changed). The
+    title is checked before the conversation is looked up, so a bad title is a 400 whatever
+    the id. Renaming does not move it up the list (its activity is its messages)."""
+    title = _valid_title(title)
+    conversation = conversation_access_by_id(account=account, conversation_id=conversation_id, user=user,
+                                             api_key=api_key)
+    Conversation.objects.for_account(account).filter(pk=conversation.pk).update(title=title)
+    conversation.title = title
+    return conversation
+
+
+@transaction.atomic
+def conversation_delete(*, account, conversation_id, user=None, api_key=None) -> None:
+    """Delete the principal's own conversation (else ConversationNotFound, 404) with its
+    messages and the feedback on them, audited (`conversation.delete`: its id and how many
+    messages, not its title: the audit log is read by admins and the conversation was
+    private). The credit ledger is untouched: it is billing's, append-only, and refers to
+    messages by strings. The principal's open sockets are told once it commits
+    (`conversation.deleted`), so an open page closes it and a turn under way stops.
+
+    NOTE: the row is locked first, as chat.agent.turn_finish locks it before storing an
+    answer: a turn that finishes while this runs either stores its answer before and it is
+    deleted with the rest, or finds the conversation gone and stores nothing (it still
+    settles its credits)."""
+    conversation = conversation_access_by_id(account=account, conversation_id=conversation_id, user=user,
+                                             api_key=api_key)
+    Conversation.objects.for_account(account).select_for_update().filter(pk=conversation.pk).first()
+    messages = Message.objects.for_account(account).filter(conversation=conversation)
+    count = messages.count()
+    MessageFeedback.objects.for_account(account).filter(message__conversation=conversation).delete()
+    # Earlier versions point at the answers that replaced them: clear those first, then delete
+    # in one statement each rather than one per row.
+    messages.filter(replaced_by__isnull=False).update(replaced_by=None)
+    messages.delete()
+    Conversation.objects.for_account(account).filter(pk=conversation.pk).delete()
+    audit_record(account=account, action="conversation.delete", target=f"conversation:{conversation.pk}",
+                 detail={"messages": count}, actor=api_key or user)
+    group = sockets.key_group(api_key.pk) if api_key is not None else sockets.member_group(account.pk, user.pk)
+    sockets.conversation_deleted_on_commit(group, conversation.pk)

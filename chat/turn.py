@@ -145,6 +145,7 @@ class ChatTurn:
     # What the turn spent in its hold's name before the answer (the follow-up rewrite, the
     # query embedding): recorded when the hold is settled or released (billing.HoldDraw).
     draws: list[HoldDraw] = field(default_factory=list)
+    regenerates: bool = False  # the stored question asked again (chat.agent's regenerate)
 
     @property
     def answer(self) -> str:

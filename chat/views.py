@@ -10,7 +10,7 @@ from django.shortcuts import render
 
 from accounts.permissions import Action, page_requires
 from chat import selectors
-from chat.errors import ConversationNotFound
+from chat.errors import ConversationError, ConversationNotFound
 from chat.models import Rating
 from documents.models import Status
 from documents.selectors import document_list
@@ -69,6 +69,16 @@ def _sources_of(messages) -> list[dict]:
     return []
 
 
+def _last_answer_id(messages: list) -> int | None:
+    """The answer "Regenerate" is offered on: the current answer to the last question."""
+    for message in reversed(messages):
+        if message.role == "user":
+            return None
+        if message.replaced_by_id is None:
+            return message.pk
+    return None
+
+
 @login_required
 @page_requires(Action.CHAT)
 def chat_view(request, conversation_id: int | None = None):
@@ -83,8 +93,17 @@ def chat_view(request, conversation_id: int | None = None):
         messages = _with_turn_sources(selectors.messages_sources_readable(
             account=account, messages=selectors.message_list(account=account, conversation=conversation)))
         _with_my_feedback(account, messages, request.user)
+    search, search_error = request.GET.get("q", ""), ""
+    try:
+        q = selectors.conversation_search_text(search)
+    except ConversationError as exc:
+        q, search_error = None, exc.message
     return render(request, "chat/chat.html", {
-        "conversations": selectors.conversation_list(account=account, user=request.user)[:CONVERSATIONS_SHOWN],
+        # The same selector as GET /api/v1/conversations/?q=
+        "conversations": selectors.conversation_list(account=account, user=request.user, q=q)[:CONVERSATIONS_SHOWN],
+        "search": search.strip()[:selectors.SEARCH_MAX_CHARS] if q or search_error else "",
+        "search_error": search_error,
+        "last_answer_id": _last_answer_id(messages),
         "conversation": conversation,
         "chat_messages": messages,
         "sources": _sources_of(messages),

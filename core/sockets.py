@@ -25,6 +25,7 @@ logger = logging.getLogger("groundwork.sockets")
 # Message types a consumer handles (Channels calls `principal_revoked` / `principal_changed`).
 REVOKED = "principal.revoked"  # close at once: 4401
 CHANGED = "principal.changed"  # re-read the principal: close if it may no longer chat, else carry on
+CONVERSATION_DELETED = "conversation.deleted"  # the page closes it, a turn in it stops; the socket stays
 
 
 def key_group(key_id: int) -> str:
@@ -43,6 +44,12 @@ def notify_on_commit(group: str, kind: str, reason: str = "") -> None:
     """Tell every open socket in `group` once the current transaction commits (at once
     outside one). Never raises: the write it follows has already happened."""
     transaction.on_commit(lambda: _send(group, {"type": kind, "reason": reason}))
+
+
+def conversation_deleted_on_commit(group: str, conversation_id: int) -> None:
+    """Tell the principal's open sockets (`group`) that one of its conversations was deleted,
+    once the current transaction commits."""
+    transaction.on_commit(lambda: _send(group, {"type": CONVERSATION_DELETED, "conversation_id": conversation_id}))
 
 
 def account_sockets_close_on_commit(account_id: int) -> None:

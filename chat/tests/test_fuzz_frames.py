@@ -19,12 +19,14 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_
 FRAME = st.one_of(
     st.fixed_dictionaries({"type": st.just("chat.message"), "message": st.one_of(st.text(max_size=300), JSON)},
                           optional={"conversation_id": JSON, "collection": JSON, "tags": JSON}),
+    st.fixed_dictionaries({"type": st.just("chat.regenerate")},
+                          optional={"conversation_id": st.one_of(st.integers(), JSON), "message": JSON}),
     st.fixed_dictionaries({"type": st.sampled_from(["chat.cancel", "chat.x", "", "chat.message "])},
                           optional={"message": JSON}),
     st.dictionaries(st.text(max_size=10), JSON, max_size=4),
     JSON)
 CODES = {"bad_request", "rate_limited", "too_large", "insufficient_credits", "budget_exceeded", "not_found",
-         "provider_unavailable", "forbidden"}
+         "provider_unavailable", "forbidden", "invalid_tags", "nothing_to_regenerate"}
 
 
 def test_any_frame_gets_an_answer_of_the_contracts_shape(account_a, handbook, fake_llm, settings_override):

@@ -3,7 +3,11 @@
 // citations that open the cited chunk, under each answer the sources it cites apart from
 // those merely retrieved, the turn's state ("Searching your documents…", then what the search
 // found, "Writing the answer…" until the first token, "Writing…", "Stopped") on the answer and
-// in a live region, a stop button and a clear state for every error.
+// in a live region, a stop button and a clear state for every error. Conversations: rename
+// and delete (PATCH / DELETE /api/v1/conversations/{id}/; the socket's conversation.deleted
+// closes it in every open tab), "Copy" on each answer (its text and cited sources as plain
+// text) and "Regenerate" on the last one (chat.regenerate: the new answer is added below, the
+// old one kept as a previous version).
 // Needs app.js (Groundwork.el), markdown.js, turn_status.js and feedback.js loaded first. No build step, no framework.
 (function () {
   "use strict";
@@ -44,13 +48,17 @@
   var lastQuestion = "";
   var rateLimitTimer = null;
 
+  // What "Copy" copies: each answer's own text, as written (with its [Document N] markers).
+  var answerText = new WeakMap();
+
   // Server-rendered history: turn each stored answer's text into formatted, linked text.
   var stored = {};
   var storedNode = document.getElementById("chat-citations");
   if (storedNode) { try { stored = JSON.parse(storedNode.textContent); } catch (e) { stored = {}; } }
   messages.querySelectorAll("[data-markdown]").forEach(function (bubble) {
-    var id = bubble.closest("[data-message-id]").dataset.messageId;
-    renderInto(bubble, bubble.textContent, bySourceNumber(stored[id]));
+    var article = bubble.closest("[data-message-id]");
+    answerText.set(article, bubble.textContent);
+    renderInto(bubble, bubble.textContent, bySourceNumber(stored[article.dataset.messageId]));
   });
   scrollToEnd();
 
@@ -235,6 +243,7 @@
 
   function rememberConversation(id) {
     if (conversationId) return;
+    conversationActions.hidden = false;
     conversationId = String(id);
     root.dataset.conversationId = conversationId;
     var url = root.dataset.conversationUrl + encodeURIComponent(conversationId) + "/";
@@ -243,7 +252,7 @@
     if (placeholder) placeholder.remove();
     conversationList.hidden = false;
     conversationList.querySelectorAll("[aria-current]").forEach(function (a) { a.removeAttribute("aria-current"); });
-    conversationList.prepend(el("li", null, el("a", { href: url, "aria-current": "page" },
+    conversationList.prepend(el("li", { "data-conversation-id": conversationId }, el("a", { href: url, "aria-current": "page" },
       el("span", { class: "title", title: lastQuestion.slice(0, 80) }, lastQuestion.slice(0, 80)),
       el("span", { class: "meta" }, "just now"))));
     heading.textContent = lastQuestion.slice(0, 80);
@@ -253,6 +262,7 @@
   // state: [name, text] kept on the message (stopped, failed), or null when it finished well.
   function finishAnswer(state, foot, below) {
     if (!current) return;
+    answerText.set(current.article, current.text);
     if (current.frame) clearTimeout(current.frame);
     current.article.classList.remove("streaming");
     if (current.text) {
@@ -264,7 +274,17 @@
     else { setState(current, null); liveState.textContent = "Answer complete."; }
     if (below) current.article.appendChild(below);
     if (foot) current.article.appendChild(foot);
+    var finished = current;
     current = null;
+    if (finished.text) addAnswerActions(finished.article);
+    if (finished.replacing) {
+      // A regenerated answer with text (done, or stopped after some) makes the one it
+      // replaces a previous version; one without any, or cut off by an error, leaves it
+      // current (as the server does: chat.agent's answer store).
+      if (finished.text && !(state && state[0] === "failed")) makePrevious(finished.replacing);
+      else { finished.replacing.hidden = false; markLastAnswer(finished.replacing); }
+    }
+    if (finished.text || !finished.replacing) markLastAnswer(finished.article);
     setBusy(false);
     scrollToEnd();
   }
@@ -297,6 +317,14 @@
 
   function onFrame(frame) {
     if (!frame || typeof frame.type !== "string") return;
+    if (frame.type === "conversation.deleted") {
+      conversationClosed(String(frame.conversation_id));
+      return;
+    }
+    if (frame.type === "chat.error" && ignoreErrorOf && !current) {
+      ignoreErrorOf = null;  // the turn of a conversation deleted meanwhile: nothing to say
+      return;
+    }
     if (frame.type === "chat.sources") {
       if (!current) return;
       current.gotSources = true;
@@ -345,7 +373,8 @@
         current = null;
         pending.article.remove();
         if (pending.userArticle) pending.userArticle.remove();
-        if (!input.value) input.value = pending.question;
+        if (pending.replacing) { pending.replacing.hidden = false; markLastAnswer(pending.replacing); }
+        else if (!input.value) input.value = pending.question;
         liveState.textContent = "";  // the error itself is announced by #chat-status (role=alert)
         setBusy(false);
       } else if (current) {
@@ -407,6 +436,7 @@
     if (!socket || socket.readyState !== WebSocket.OPEN || current) return false;
     lastQuestion = text;
     clearStatus();
+    regenerateButton.remove();
     var userArticle = addUserMessage(text);
     current = addAnswer();
     setState(current, "searching", "Searching your documents…");
@@ -417,6 +447,224 @@
     if (conversationId) frame.conversation_id = Number(conversationId);
     socket.send(JSON.stringify(frame));
     return true;
+  }
+
+  // ---------- Conversations: rename, delete, copy, regenerate ------------------------------
+
+  var conversationActions = document.getElementById("conversation-actions");
+  var renameForm = document.getElementById("rename-form");
+  var renameInput = document.getElementById("rename-input");
+  var renameButton = document.getElementById("rename-button");
+  var deleteButton = document.getElementById("delete-button");
+  var deleteDialog = document.getElementById("delete-dialog");
+  var regenerateButton = el("button", { type: "button", class: "btn-small", id: "regenerate-button" }, "Regenerate");
+  var ignoreErrorOf = null;
+
+  function csrfToken() {
+    var token = root.querySelector("input[name=csrfmiddlewaretoken]");
+    return token ? token.value : "";
+  }
+
+  function conversationApi(method, body) {
+    return fetch(root.dataset.conversationsApi + encodeURIComponent(conversationId) + "/", {
+      method: method, credentials: "same-origin",
+      headers: { "Content-Type": "application/json", Accept: "application/json", "X-CSRFToken": csrfToken() },
+      body: body ? JSON.stringify(body) : undefined
+    }).then(function (response) {
+      if (response.status === 204) return {};
+      return response.json().catch(function () { return {}; }).then(function (data) {
+        if (!response.ok) throw new Error((data.error && data.error.message) || "Not saved (" + response.status + ").");
+        return data;
+      });
+    });
+  }
+
+  function sidebarItem(id) {
+    return conversationList.querySelector('li[data-conversation-id="' + id + '"]');
+  }
+
+  function setTitle(title) {
+    heading.textContent = title;
+    heading.title = title;
+    document.title = title + " · Groundwork";
+    var item = sidebarItem(conversationId);
+    var label = item && item.querySelector(".title");
+    if (label) { label.textContent = title; label.title = title; }
+  }
+
+  function renameOpen() {
+    renameInput.value = heading.textContent.trim();
+    heading.hidden = true;
+    conversationActions.hidden = true;
+    renameForm.hidden = false;
+    renameInput.focus();
+    renameInput.select();
+  }
+
+  function renameClose() {
+    renameForm.hidden = true;
+    heading.hidden = false;
+    conversationActions.hidden = !conversationId;
+    renameButton.focus();
+  }
+
+  renameButton.addEventListener("click", renameOpen);
+  document.getElementById("rename-cancel").addEventListener("click", renameClose);
+  renameInput.addEventListener("keydown", function (event) {
+    if (event.key === "Escape") { event.preventDefault(); renameClose(); }
+  });
+  renameForm.addEventListener("submit", function (event) {
+    event.preventDefault();
+    var title = renameInput.value.trim();
+    if (!title) { renameInput.focus(); return; }
+    conversationApi("PATCH", { title: title }).then(function (data) {
+      setTitle(data.title);
+      clearStatus();
+      liveState.textContent = "Renamed.";
+      renameClose();
+    }).catch(function (error) {
+      showStatus("error", "Not renamed", error.message);
+      renameInput.focus();
+    });
+  });
+
+  deleteButton.addEventListener("click", function () {
+    if (typeof deleteDialog.showModal === "function") deleteDialog.showModal();
+    else if (window.confirm("Delete this conversation? Its questions and answers are deleted for good.")) deleteNow();
+  });
+  deleteDialog.addEventListener("close", function () {
+    if (deleteDialog.returnValue === "delete") deleteNow(); else deleteButton.focus();
+  });
+
+  function deleteNow() {
+    var id = conversationId;
+    conversationApi("DELETE").then(function () {
+      conversationClosed(id);
+    }).catch(function (error) {
+      showStatus("error", "Not deleted", error.message);
+    });
+  }
+
+  // A conversation deleted here or in another tab (the socket's conversation.deleted): gone
+  // from the list; if it is the open one, the page becomes a new conversation's and a turn
+  // still being written in it is dropped (the server stops it).
+  function conversationClosed(id) {
+    var item = sidebarItem(id);
+    if (item) item.remove();
+    if (id !== conversationId) return;
+    if (current) {
+      if (current.frame) clearTimeout(current.frame);
+      current = null;
+      ignoreErrorOf = id;
+      setBusy(false);
+    }
+    conversationId = null;
+    root.dataset.conversationId = "";
+    if (window.history && history.replaceState) history.replaceState(null, "", root.dataset.conversationUrl);
+    messages.replaceChildren(el("div", { class: "empty", id: "chat-empty" },
+      el("h3", null, "Conversation deleted"), el("p", null, "Ask a new question to start another.")));
+    sourcesList.replaceChildren();
+    sourcesEmpty.hidden = false;
+    heading.textContent = "Ask your documents";
+    heading.removeAttribute("title");
+    conversationActions.hidden = true;
+    renameForm.hidden = true;
+    heading.hidden = false;
+    lastQuestion = "";
+    liveState.textContent = "The conversation was deleted.";
+    showStatus("info", "Conversation deleted", "Its messages are gone; the credits it used stay on the credits page.");
+    input.focus();
+  }
+
+  // What "Copy" puts on the clipboard: the answer's text, then the sources it cites, one a line.
+  function copyText(article) {
+    var text = (answerText.get(article) || "").trim();
+    var cited = article.querySelectorAll(".cited-sources li");
+    if (cited.length) {
+      text += "\n\nSources:";
+      cited.forEach(function (li) {
+        var name = li.querySelector(".source-name");
+        var where = li.querySelector(".where");
+        text += "\n[" + li.dataset.n + "] " + (name ? name.textContent.trim() : "") +
+          (where ? ", " + where.textContent.replace(/\s+/g, " ").trim() : "");
+      });
+    }
+    return text;
+  }
+
+  // The clipboard API where the page is a secure context; elsewhere (plain http on a LAN
+  // address) a selected, off-screen textarea and the copy command.
+  function toClipboard(text) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+    return new Promise(function (resolve, reject) {
+      var area = el("textarea", { readonly: true, class: "visually-hidden", "aria-hidden": "true" });
+      area.value = text;
+      document.body.appendChild(area);
+      area.select();
+      var copied = false;
+      try { copied = document.execCommand("copy"); } catch (e) { copied = false; }
+      area.remove();
+      if (copied) resolve(); else reject(new Error("copy refused"));
+    });
+  }
+
+  function addAnswerActions(article) {
+    if (article.querySelector(".answer-actions")) return;
+    var copy = el("button", { type: "button", class: "btn-small copy-answer" }, "Copy");
+    copy.addEventListener("click", function () {
+      toClipboard(copyText(article)).then(function () {
+        copy.textContent = "Copied";
+        liveState.textContent = "Answer copied.";
+        setTimeout(function () { copy.textContent = "Copy"; }, 1500);
+      }, function () {
+        copy.textContent = "Copy failed: select the text instead";
+      });
+    });
+    var actions = el("div", { class: "answer-actions" }, copy);
+    var foot = article.querySelector(".message-foot");
+    if (foot) foot.parentNode.insertBefore(actions, foot.nextSibling); else article.appendChild(actions);
+    if (article.hasAttribute("data-last-answer")) markLastAnswer(article);
+  }
+
+  // "Regenerate" sits on the current answer to the conversation's last question.
+  function markLastAnswer(article) {
+    messages.querySelectorAll("[data-last-answer]").forEach(function (a) { a.removeAttribute("data-last-answer"); });
+    article.setAttribute("data-last-answer", "");
+    var actions = article.querySelector(".answer-actions");
+    if (actions) actions.appendChild(regenerateButton); else regenerateButton.remove();
+  }
+
+  // The answer a regenerated one replaces stays readable, folded, above the new one.
+  function makePrevious(article) {
+    article.hidden = false;
+    article.removeAttribute("data-last-answer");
+    article.classList.add("previous-version");
+    var details = el("details", { class: "version" }, el("summary", null, "Previous version of the answer below"));
+    Array.prototype.slice.call(article.children).forEach(function (child) {
+      if (!child.classList.contains("who")) details.appendChild(child);
+    });
+    article.appendChild(details);
+  }
+
+  regenerateButton.addEventListener("click", function () {
+    if (!socket || socket.readyState !== WebSocket.OPEN || current || !conversationId) return;
+    var replacing = regenerateButton.closest("article");
+    clearStatus();
+    regenerateButton.remove();
+    replacing.hidden = true;  // shown again as a previous version, or as it was if this fails
+    current = addAnswer();
+    current.replacing = replacing;
+    current.question = lastQuestionOf(replacing);
+    setState(current, "searching", "Asking again: searching your documents…");
+    setBusy(true);
+    socket.send(JSON.stringify({ type: "chat.regenerate", conversation_id: Number(conversationId) }));
+  });
+
+  function lastQuestionOf(article) {
+    for (var node = article.previousElementSibling; node; node = node.previousElementSibling) {
+      if (node.classList.contains("user")) return node.querySelector(".bubble").textContent;
+    }
+    return "";
   }
 
   var waitingQuestion = null;
@@ -445,6 +693,8 @@
   });
   window.addEventListener("online", function () { if (!closedForGood && socket.readyState === WebSocket.CLOSED) connect(); });
 
+  // The stored answers get their Copy (and the last its Regenerate) once those are defined.
+  messages.querySelectorAll(".message.assistant[data-message-id]").forEach(addAnswerActions);
   updateSendable();
   connect();
 })();
