@@ -24,6 +24,12 @@ from llm import chat_tokens
 MIN_ANSWER_TOKENS = 64
 
 
+def _serving_models() -> list[str]:
+    """The chat models that may answer (or rewrite) for a turn: CHAT_MODEL and its fallback,
+    whose highest price the hold covers (billing.pricing)."""
+    return pricing.serving_models(pricing.CHAT)
+
+
 def hold_bounds(question: str, history: list[tuple[str, str]], kind: str, options: TurnOptions,
                  chosen: Profile) -> tuple[int, int]:
     """(least, most) credits to hold for the turn. Most: its worst case, the prompt counted as
@@ -36,8 +42,8 @@ def hold_bounds(question: str, history: list[tuple[str, str]], kind: str, option
     bare = max(prompt_bound(question, [], history, options, grounded=grounded, chosen=chosen)
                for grounded in (True, False))
     retrieval = retrieval_worst_case(question, history, kind, chosen)
-    least = pricing.credits_at_most(kind=pricing.CHAT, tokens=bare + MIN_ANSWER_TOKENS) + retrieval
-    most = pricing.credits_at_most(kind=pricing.CHAT, tokens=(
+    least = pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=bare + MIN_ANSWER_TOKENS) + retrieval
+    most = pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=(
         bare + passages * chat_tokens.passage_tokens_allowance(settings.CHUNK_SIZE)
         + options.bounded_max_tokens(chosen.max_tokens))) + retrieval
     return least, max(least, most)
@@ -82,7 +88,7 @@ def fitted(*, question: str, options: TurnOptions, chosen: Profile, history: lis
     and a short answer fit in what the hold has left after its draws, and the answer may
     use the rest (the model stops there: finish_reason "length")."""
     left = hold.amount - sum(pricing.credits_for(kind=d.kind, model=d.model, tokens=d.tokens) for d in draws)
-    within = pricing.tokens_within(kind=pricing.CHAT, credits=left)
+    within = pricing.tokens_within(kind=pricing.CHAT, credits=left, models=_serving_models())
     wanted = options.bounded_max_tokens(chosen.max_tokens)
     found = bool(passages)
     while True:
@@ -95,7 +101,7 @@ def fitted(*, question: str, options: TurnOptions, chosen: Profile, history: lis
             # read as "not in your documents". Refused instead, saying what it needs (the
             # turn's hold is released by turn_prepare).
             drawn = hold.amount - left
-            needed = drawn + pricing.credits_at_most(kind=pricing.CHAT, tokens=prompt + MIN_ANSWER_TOKENS)
+            needed = drawn + pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=prompt + MIN_ANSWER_TOKENS)
             raise InsufficientCredits(needed=needed, balance=hold.amount)
         passages = passages[:-1]
 
@@ -116,5 +122,5 @@ def retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: st
     # fails, the deterministic query.
     rewrite = (chat_tokens.prompt_tokens_bound([m["content"] for m in rewrite_messages(question, history)])
                + REWRITE_MAX_TOKENS)
-    return (pricing.credits_at_most(kind=pricing.CHAT, tokens=rewrite)
+    return (pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=rewrite)
             + pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=max(query, REWRITE_MAX_TOKENS + 2)))
