@@ -301,6 +301,8 @@ def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
             "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                       "total_tokens": usage.total_tokens},
             "credits_remaining": remaining,
+            # What the answer cost (its tokens at the answering model's price, billing.pricing).
+            "credits_charged": answer.credits_charged,
             # The principal's tightest budget after this turn (the header's "N left today"),
             # null without one.
             "budget_remaining": budget.remaining if budget else None,
