@@ -105,3 +105,22 @@ def test_the_credits_page_shows_the_prices_and_why_credits_differ(client_a, acco
     assert '<tr data-price-kind="chat" data-model="fake-chat-3x"><td>fake-chat-3x</td><td>Chat</td><td class="num">3,000</td>' in page
     assert "any other embedding model" in page
     assert "1,559 tokens · 4,677 credits: fake-chat-3x is priced at 3,000 credits per 1,000 tokens." in page
+
+
+def test_an_image_description_is_charged_at_the_vision_models_price(account_a, owner_a, fake_llm, run_jobs,
+                                                                     django_capture_on_commit_callbacks, settings):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from documents.services import document_upload
+    from documents.tests.images import image_file
+    from documents.tests.test_ocr import IMAGE_LINES
+
+    settings.VISION_MODEL = "fake-vision"
+    settings.CREDITS_PER_1K_TOKENS = {**FLAT, "vision:fake-vision": 3000}  # vision otherwise priced as chat, 1:1
+    with account_context(account_a, user=owner_a), django_capture_on_commit_callbacks(execute=True):
+        document, _ = document_upload(account=account_a, actor=owner_a, upload=SimpleUploadedFile(
+            "invoice.png", image_file(IMAGE_LINES, "png"), content_type="image/png"))
+    run_jobs()
+    [entry] = _entries(account_a, idempotency_key__startswith=f"vision:{document.pk}:")
+    assert entry.model == "fake-vision" and entry.tokens > 0
+    assert entry.delta == -3 * entry.tokens
