@@ -176,7 +176,8 @@ def turn_hold(asked: _Asked, *, conversation_id, history: list[tuple[str, str]] 
             return opened
         # The query is embedded with the model the account's chunks are searched by.
         opened.active = active_embedding_model(account_id=account.pk) if decision.kind == LOOKUP else None
-        least, most = hold_bounds(question, history, decision.kind, options, chosen)
+        least, most = hold_bounds(question, history, decision.kind, options, chosen,
+                                  embedding_model=opened.active.model if opened.active else None)
         hold = credits_hold_fitting(account, least=least, most=most, key=f"chat:{request_id}",
                      reference=references.conversation(conversation.pk), **spender)
     opened.hold = hold

@@ -30,8 +30,14 @@ def _serving_models() -> list[str]:
     return pricing.serving_models(pricing.CHAT)
 
 
+def _embedding_models(model: str | None) -> list[str] | None:
+    """The model that embeds the turn's query (the account's active one, when the caller read
+    it); None: any, at the highest embedding price."""
+    return [model] if model else None
+
+
 def hold_bounds(question: str, history: list[tuple[str, str]], kind: str, options: TurnOptions,
-                 chosen: Profile) -> tuple[int, int]:
+                 chosen: Profile, *, embedding_model: str | None = None) -> tuple[int, int]:
     """(least, most) credits to hold for the turn. Most: its worst case, the prompt counted as
     the model that charges counts it (llm/chat_tokens.py: the bundled model's own tokenizer,
     else UTF-8 bytes, which no provider's tokenizer exceeds) with the passages' allowance and
@@ -41,7 +47,7 @@ def hold_bounds(question: str, history: list[tuple[str, str]], kind: str, option
     passages = {GENERAL: 0, LOOKUP: chosen.passages or settings.RAG_TOP_K * 3, SUMMARY: SUMMARY_CHUNKS}[kind]
     bare = max(prompt_bound(question, [], history, options, grounded=grounded, chosen=chosen)
                for grounded in (True, False))
-    retrieval = retrieval_worst_case(question, history, kind, chosen)
+    retrieval = retrieval_worst_case(question, history, kind, chosen, embedding_model=embedding_model)
     least = pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=bare + MIN_ANSWER_TOKENS) + retrieval
     most = pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=(
         bare + passages * chat_tokens.passage_tokens_allowance(settings.CHUNK_SIZE)
@@ -106,7 +112,8 @@ def fitted(*, question: str, options: TurnOptions, chosen: Profile, history: lis
         passages = passages[:-1]
 
 
-def retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: str, chosen: Profile) -> int:
+def retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: str, chosen: Profile, *,
+                         embedding_model: str | None = None) -> int:
     """The most a turn spends before its answer: the follow-up rewrite (a chat call) and the
     query embedding. The turn's hold covers them too and they are drawn from it, so the
     balance and the principal's budgets refuse a turn before anything runs, never halfway.
@@ -117,10 +124,11 @@ def retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: st
     searched = standalone_query(question, history)
     query = embedding_tokens(searched) if settings.LLM_BUNDLED else len(searched.encode("utf-8")) + 2
     if not (previous_question(question, history) and chosen.rewrite):
-        return pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=query)
+        return pricing.credits_at_most(kind=pricing.EMBEDDING, models=_embedding_models(embedding_model), tokens=query)
     # The model's rewrite (at most REWRITE_MAX_TOKENS, with [CLS] and [SEP]) or, when it
     # fails, the deterministic query.
     rewrite = (chat_tokens.prompt_tokens_bound([m["content"] for m in rewrite_messages(question, history)])
                + REWRITE_MAX_TOKENS)
     return (pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=rewrite)
-            + pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=max(query, REWRITE_MAX_TOKENS + 2)))
+            + pricing.credits_at_most(kind=pricing.EMBEDDING, models=_embedding_models(embedding_model),
+                                      tokens=max(query, REWRITE_MAX_TOKENS + 2)))

@@ -62,13 +62,15 @@ def test_a_chat_turn_is_held_and_charged_at_the_serving_models_price(client, acc
         written = {e.kind: e for e in _entries(account_a, pk__gt=before) if e.kind in ("hold", "embedding", "chat")}
         return {"held": -written["hold"].delta, "query": written["embedding"], "answer": written["chat"]}
 
-    flat, priced = turn(FLAT), turn(PRICED)
+    # A priced embedding model that does not embed this account's queries changes nothing.
+    flat, priced = turn(FLAT), turn({**PRICED, "embedding:unused-embedder": 9000})
     assert priced["answer"].model == SERVING
     assert priced["answer"].tokens == flat["answer"].tokens > 0
     assert priced["answer"].delta == 3 * flat["answer"].delta
     assert priced["query"].delta == flat["query"].delta  # embedding unchanged
-    # The hold: the answer's worst case at 3:1, the query embedding's (a few credits) as before:
-    # 3 x flat - priced is twice the query's part.
+    # The hold: the answer's worst case at 3:1, the query embedding's (a few credits) as before
+    # (at the active model's 500, not the unused model's 9,000): 3 x flat - priced is twice
+    # the query's part.
     assert 0 < 3 * flat["held"] - priced["held"] < flat["held"] // 100
 
 
