@@ -225,11 +225,11 @@ class AccountAdmin(RefusalsShownMixin, admin.ModelAdmin):
     """Support's view of a team: members, keys, and the panels and actions the floors above
     add with `add_panel()`, `add_column()` and `add_action()`."""
 
-    list_display = ("name", "slug", "owners", "state", "created_at")
+    list_display = ("name", "id", "slug", "owners", "state", "created_at")  # id: what support is told
     list_filter = (DeletedFilter,)
-    search_fields = ("name", "slug", "membership__user__email")
-    search_help_text = "Name, slug, or the email of an owner or member"
-    readonly_fields = ("created_at", "owners", "deleted_at")
+    search_fields = ("=id", "name", "slug", "membership__user__email")
+    search_help_text = "Account id, name, slug, or the email of an owner or member"
+    readonly_fields = ("id", "created_at", "owners", "deleted_at")
     inlines = [MembershipInline, ApiKeyInline]
     actions: list = []
     panels: list[Panel] = []
@@ -274,7 +274,7 @@ class AccountAdmin(RefusalsShownMixin, admin.ModelAdmin):
         return [p for p in self.panels if request.user.has_perm(p.permission)]
 
     def get_fieldsets(self, request, obj=None):
-        fieldsets = [(None, {"fields": ["name", "slug", "created_at"] + (["owners"] if obj else [])
+        fieldsets = [(None, {"fields": (["id"] if obj else []) + ["name", "slug", "created_at"] + (["owners"] if obj else [])
                              + (["deleted_at"] if obj is not None and obj.deleted_at else [])})]
         if obj is not None:
             fieldsets += [(p.title, {"fields": [p.name]}) for p in self._panels(request)]

@@ -43,6 +43,7 @@ ACTIONS = {
     "budget.remove": "Budget removed",
     "billing.update": "Billing settings changed",
     "billing.alert": "Low-balance alert sent",
+    "ledger.export": "Ledger exported",
     "staff.access": "Support staff opened the account",
     "account.delete": "Account deleted",
     "account.sso_required": "Single sign-on requirement changed",

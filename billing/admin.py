@@ -4,18 +4,22 @@ from django import forms
 from django.contrib import admin, messages
 from django.db.models import OuterRef, Subquery, Sum, Value
 from django.db.models.functions import Coalesce
+from django.http import HttpResponse
 from django.template.response import TemplateResponse
 from django.utils.html import format_html
 
 from accounts.admin import AccountAdmin, Panel
+from audit.actors import user_actor
 from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin, account_filter_url, html_table, record_action
 from core.tenancy import account_context
 from billing.errors import BillingError
 from billing.models import (AccountBalance, BillingSettings, Budget, CreditHold, CreditLedgerEntry, HoldStatus,
                             Purchase)
 from billing.services import credits_grant
+from billing import operators
 
 RECENT_LEDGER_ENTRIES = 20
+SPEND_DAYS = 30
 
 
 class ReadOnlyAdmin(AllAccountsMixin, ReadOnlyMixin, admin.ModelAdmin):
@@ -139,8 +143,75 @@ def credits_panel(account) -> str:
         account_filter_url(CreditLedgerEntry, account.pk))
 
 
+def credits_in_panel(account) -> str:
+    """Grants, sign-up credits and purchases (operators.CREDITS_IN_KINDS: a purchase's ledger
+    entries show here as soon as the Purchase model's kind exists)."""
+    with account_context(account):
+        entries = operators.credits_in_list(account=account)
+    rows = [(f"{e.created_at:%Y-%m-%d %H:%M}", e.get_kind_display(), f"{e.delta:+,}",
+             (e.metadata or {}).get("reason", "") or e.reference, e.created_by or "") for e in entries]
+    return html_table(("when", "kind", "credits", "reason / reference", "by"), rows,
+                      empty="No grants or purchases yet.")
+
+
+def spend_panel(account) -> str:
+    """Spend per day and per model over the last 30 days."""
+    with account_context(account):
+        days = operators.spend_per_day(account=account, days=SPEND_DAYS)
+        models = operators.spend_per_model(account=account, days=SPEND_DAYS)
+    headers = ("tokens", "credits", "calls")
+    return format_html(
+        "<h4>Per model</h4>{}<h4>Per day</h4>{}",
+        html_table(("model", *headers), [(m.label, f"{m.tokens:,}", f"{m.credits:,}", f"{m.calls:,}") for m in models],
+                   empty="Nothing charged in the last 30 days."),
+        html_table(("day", *headers), [(d.label, f"{d.tokens:,}", f"{d.credits:,}", f"{d.calls:,}") for d in days],
+                   empty="Nothing charged in the last 30 days."))
+
+
+class LedgerMonthForm(forms.Form):
+    month = forms.CharField(max_length=7, help_text="YYYY-MM, e.g. 2026-11 (UTC)")
+
+    def clean_month(self):
+        month = self.cleaned_data["month"].strip()
+        try:
+            operators.month_parse(month)
+        except operators.MonthError as exc:
+            raise forms.ValidationError(str(exc))
+        return month
+
+
+@admin.action(description="Export ledger (month) as CSV", permissions=["export_ledger"])
+def export_ledger(modeladmin, request, queryset):
+    """One account's ledger for one month, as a CSV download; audited (ledger.export)."""
+    accounts = list(queryset[:2])
+    if len(accounts) != 1:
+        modeladmin.message_user(request, "Select one account to export its ledger.", messages.ERROR)
+        return None
+    [account] = accounts
+    form = LedgerMonthForm(request.POST if "apply" in request.POST else None)
+    if "apply" in request.POST and form.is_valid():
+        month = form.cleaned_data["month"]
+        response = HttpResponse(content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="ledger-{account.pk}-{month}.csv"'
+        with account_context(account):
+            operators.ledger_export_csv(account=account, month=month, out=response,
+                                        actor=user_actor(request.user, staff=True))
+        record_action(modeladmin, request, [account], f"Export ledger: {month}")
+        return response
+    return TemplateResponse(request, "admin/billing/export_ledger.html", {
+        **modeladmin.admin_site.each_context(request),
+        "title": "Export ledger (month)", "form": form, "account": account,
+        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME, "opts": modeladmin.model._meta,
+    })
+
+
 AccountAdmin.add_column(account_credits, annotation={"credits": Coalesce(Subquery(
     AccountBalance.all_accounts.filter(account=OuterRef("pk")).values("balance")[:1]), Value(0))})
 AccountAdmin.add_panel(Panel("credits_panel", f"Credits (latest {RECENT_LEDGER_ENTRIES} ledger entries)",
                              "billing.view_creditledgerentry", credits_panel))
+AccountAdmin.add_panel(Panel("credits_in_panel", "Grants and purchases", "billing.view_creditledgerentry",
+                             credits_in_panel))
+AccountAdmin.add_panel(Panel("spend_panel", f"Spend, last {SPEND_DAYS} days", "billing.view_creditledgerentry",
+                             spend_panel))
 AccountAdmin.add_action(grant_credits, permission="billing.grant_credits")
+AccountAdmin.add_action(export_ledger, permission="billing.export_ledger")

@@ -69,7 +69,10 @@ class CreditLedgerEntry(TenantModel):
         verbose_name_plural = "credit ledger"
         # Viewing or even changing an account in the admin is not minting money: granting
         # credits is its own permission (the admin's "Grant credits" action checks it).
-        permissions = [("grant_credits", "Can grant credits to accounts")]
+        # Exporting a month of the ledger (admin action, audited) is its own permission too: view
+        # rights let staff read entries on the page, not take a whole month away as a file.
+        permissions = [("grant_credits", "Can grant credits to accounts"),
+                       ("export_ledger", "Can export an account's ledger (CSV)")]
         constraints = [
             models.UniqueConstraint(fields=["account", "idempotency_key"], name="ledger_key_unique_per_account"),
         ]

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from accounts.permissions import Action, page_require, principal_may
-from billing import dashboard, references
+from billing import dashboard, pricing, references
 from billing.alerts import billing_settings_get, billing_settings_update
 from billing.models import BudgetPeriod, Kind
 from billing.purchases.services import purchase_checkout_start
@@ -58,13 +58,14 @@ def _credits_page(request, *, billing_form: dict | None = None, billing_error: G
         entry.link = _reference_link(entry.reference)
         entry.balance_shown = entry.settled_balance if settled else entry.balance_after
         entry.reason = (entry.metadata or {}).get("reason", "") if isinstance(entry.metadata, dict) else ""
+        entry.price_note = pricing.price_note(entry)
     balance = balance_get(account=account)
     held = dashboard.held_credits(account=account)
     return render(request, "billing/credits.html", {
         "balance": balance, "held": held, "settled_balance": balance + held, "settled": settled,
         "chart": dashboard.usage_chart(account=account, days=30),
         "page": page, "kind": kind, "kinds": Kind.choices, "include_holds": include_holds,
-        "budgets": member_budgets(request),
+        "budgets": member_budgets(request), "prices": pricing.prices_in_effect(),
         **_billing_context(request, form=billing_form, error=billing_error),
         **buy_context(request, form=buy_form, error=buy_error),
     }, status=status)

@@ -216,7 +216,8 @@ def turn_hold(asked: _Asked, *, conversation_id, history: list[tuple[str, str]] 
             return opened
         # The query is embedded with the model the account's chunks are searched by.
         opened.active = active_embedding_model(account_id=account.pk) if decision.kind == LOOKUP else None
-        least, most = hold_bounds(question, history, decision.kind, options, chosen)
+        least, most = hold_bounds(question, history, decision.kind, options, chosen,
+                                  embedding_model=opened.active.model if opened.active else None)
         hold = credits_hold_fitting(account, least=least, most=most, key=f"chat:{request_id}",
                      reference=references.conversation(conversation.pk), **spender)
     opened.hold = hold
@@ -369,6 +370,8 @@ def _answer_store(turn: ChatTurn, *, usage, used: int, failed: Exception | None)
         "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                   "total_tokens": usage.total_tokens},
         "credits_remaining": remaining,
+        # What the answer cost (its tokens at the answering model's price, billing.pricing).
+        "credits_charged": answer.credits_charged,
         # The principal's tightest budget after this turn (the header's "N left today"),
         # null without one.
         "budget_remaining": budget.remaining if budget else None,

@@ -28,7 +28,7 @@ TOKEN_FRAME_INTERVAL = 0.03
 
 # What `chat.done` carries, written once for every surface.
 DONE_KEYS = ("message_id", "conversation_id", "answer", "citations", "usage", "credits_remaining", "status",
-             "finish_reason", "budget_remaining", "budget_period")
+             "finish_reason", "budget_remaining", "budget_period", "credits_charged")
 
 
 class TurnRun:

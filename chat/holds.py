@@ -24,8 +24,20 @@ from llm import chat_tokens
 MIN_ANSWER_TOKENS = 64
 
 
+def _serving_models() -> list[str]:
+    """The chat models that may answer (or rewrite) for a turn: CHAT_MODEL and its fallback,
+    whose highest price the hold covers (billing.pricing)."""
+    return pricing.serving_models(pricing.CHAT)
+
+
+def _embedding_models(model: str | None) -> list[str] | None:
+    """The model that embeds the turn's query (the account's active one, when the caller read
+    it); None: any, at the highest embedding price."""
+    return [model] if model else None
+
+
 def hold_bounds(question: str, history: list[tuple[str, str]], kind: str, options: TurnOptions,
-                 chosen: Profile) -> tuple[int, int]:
+                 chosen: Profile, *, embedding_model: str | None = None) -> tuple[int, int]:
     """(least, most) credits to hold for the turn. Most: its worst case, the prompt counted as
     the model that charges counts it (llm/chat_tokens.py: the bundled model's own tokenizer,
     else UTF-8 bytes, which no provider's tokenizer exceeds) with the passages' allowance and
@@ -35,9 +47,9 @@ def hold_bounds(question: str, history: list[tuple[str, str]], kind: str, option
     passages = {GENERAL: 0, LOOKUP: chosen.passages or settings.RAG_TOP_K * 3, SUMMARY: SUMMARY_CHUNKS}[kind]
     bare = max(prompt_bound(question, [], history, options, grounded=grounded, chosen=chosen)
                for grounded in (True, False))
-    retrieval = retrieval_worst_case(question, history, kind, chosen)
-    least = pricing.credits_at_most(kind=pricing.CHAT, tokens=bare + MIN_ANSWER_TOKENS) + retrieval
-    most = pricing.credits_at_most(kind=pricing.CHAT, tokens=(
+    retrieval = retrieval_worst_case(question, history, kind, chosen, embedding_model=embedding_model)
+    least = pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=bare + MIN_ANSWER_TOKENS) + retrieval
+    most = pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=(
         bare + passages * chat_tokens.passage_tokens_allowance(settings.CHUNK_SIZE)
         + options.bounded_max_tokens(chosen.max_tokens))) + retrieval
     return least, max(least, most)
@@ -82,7 +94,7 @@ def fitted(*, question: str, options: TurnOptions, chosen: Profile, history: lis
     and a short answer fit in what the hold has left after its draws, and the answer may
     use the rest (the model stops there: finish_reason "length")."""
     left = hold.amount - sum(pricing.credits_for(kind=d.kind, model=d.model, tokens=d.tokens) for d in draws)
-    within = pricing.tokens_within(kind=pricing.CHAT, credits=left)
+    within = pricing.tokens_within(kind=pricing.CHAT, credits=left, models=_serving_models())
     wanted = options.bounded_max_tokens(chosen.max_tokens)
     found = bool(passages)
     while True:
@@ -95,12 +107,13 @@ def fitted(*, question: str, options: TurnOptions, chosen: Profile, history: lis
             # read as "not in your documents". Refused instead, saying what it needs (the
             # turn's hold is released by turn_prepare).
             drawn = hold.amount - left
-            needed = drawn + pricing.credits_at_most(kind=pricing.CHAT, tokens=prompt + MIN_ANSWER_TOKENS)
+            needed = drawn + pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=prompt + MIN_ANSWER_TOKENS)
             raise InsufficientCredits(needed=needed, balance=hold.amount)
         passages = passages[:-1]
 
 
-def retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: str, chosen: Profile) -> int:
+def retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: str, chosen: Profile, *,
+                         embedding_model: str | None = None) -> int:
     """The most a turn spends before its answer: the follow-up rewrite (a chat call) and the
     query embedding. The turn's hold covers them too and they are drawn from it, so the
     balance and the principal's budgets refuse a turn before anything runs, never halfway.
@@ -111,10 +124,11 @@ def retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: st
     searched = standalone_query(question, history)
     query = embedding_tokens(searched) if settings.LLM_BUNDLED else len(searched.encode("utf-8")) + 2
     if not (previous_question(question, history) and chosen.rewrite):
-        return pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=query)
+        return pricing.credits_at_most(kind=pricing.EMBEDDING, models=_embedding_models(embedding_model), tokens=query)
     # The model's rewrite (at most REWRITE_MAX_TOKENS, with [CLS] and [SEP]) or, when it
     # fails, the deterministic query.
     rewrite = (chat_tokens.prompt_tokens_bound([m["content"] for m in rewrite_messages(question, history)])
                + REWRITE_MAX_TOKENS)
-    return (pricing.credits_at_most(kind=pricing.CHAT, tokens=rewrite)
-            + pricing.credits_at_most(kind=pricing.EMBEDDING, tokens=max(query, REWRITE_MAX_TOKENS + 2)))
+    return (pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=rewrite)
+            + pricing.credits_at_most(kind=pricing.EMBEDDING, models=_embedding_models(embedding_model),
+                                      tokens=max(query, REWRITE_MAX_TOKENS + 2)))

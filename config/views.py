@@ -11,6 +11,7 @@ from chat.selectors import conversation_list
 from core.api import STATUS_MESSAGES
 from core.errors import error_body
 from core.middleware import is_api_path
+from documents.kinds import FORMATS_IN_WORDS
 from documents.selectors import document_list
 
 
@@ -26,6 +27,7 @@ def home_view(request):
         "ready_count": documents.filter(status="ready").count(),
         "recent_documents": documents[:5],
         "recent_conversations": conversation_list(account=account, user=request.user)[:5],
+        "formats_in_words": FORMATS_IN_WORDS,  # from the kinds registry (documents/kinds.py)
     })
 
 

@@ -158,3 +158,8 @@ SUPPORTED_SUMMARY = (", ".join(kind.short_label for kind in KINDS[:-1])
                      + f" and {KINDS[-1].short_label} files")
 # The picker's hint: "PDF, DOCX, …, WebP or TIFF, several at once".
 UPLOAD_HINT = (", ".join(kind.short_label for kind in KINDS[:-1]) + f" or {KINDS[-1].short_label}, several at once.")
+# The getting-started text's list: "PDF, DOCX, TXT, Markdown, CSV, HTML, XLSX, PPTX and images
+# (PNG, JPEG, WebP, TIFF)": every kind in the registry, the images under one word.
+_IMAGES = [kind.short_label for kind in KINDS if kind.is_image]
+_NOT_IMAGES = [kind.short_label for kind in KINDS if not kind.is_image]
+FORMATS_IN_WORDS: str = (", ".join(_NOT_IMAGES) + (f" and images ({', '.join(_IMAGES)})" if _IMAGES else ""))

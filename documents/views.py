@@ -19,13 +19,14 @@ from accounts.permissions import (
     principal_may,
     refusal_message,
 )
-from billing import references
+from billing import pricing, references
 from billing.errors import BillingError
 from billing.selectors import balance_get, ledger_list
 from documents import images, selectors, services
 from documents.chunk_preview import chunk_blocks
+from documents.embedding import active_embedding_model
 from documents.errors import NotFound, TagsInvalid, UploadRejected
-from documents.kinds import KIND_BY_NAME, UPLOAD_ACCEPT, UPLOAD_HINT
+from documents.kinds import FORMATS_IN_WORDS, KIND_BY_NAME, UPLOAD_ACCEPT, UPLOAD_HINT
 from documents.serializers import DocumentSerializer
 from documents.storage import file_open
 from documents.tags import retrieval_exclude_tags, tags_excluded, tags_from_form
@@ -108,8 +109,18 @@ def knowledge_base_view(request):
         "may_reindex_all": principal_may(request, Action.ACCOUNT_REINDEX),
         "run": selectors.reindex_run_current(account=account),
         # The picker's accept list and hint come from the kinds registry (documents/kinds.py).
-        "upload_accept": UPLOAD_ACCEPT, "upload_hint": UPLOAD_HINT,
+        "upload_accept": UPLOAD_ACCEPT, "upload_hint": UPLOAD_HINT, "formats_in_words": FORMATS_IN_WORDS,
+        "charge_note": _charge_note(account),
     })
+
+
+def _charge_note(account) -> str:
+    """Why a document's tokens and credits differ: the tokens are its text's, the credits its
+    embedded text's (each passage with its title and headings), at the embedding model's price."""
+    model = active_embedding_model(account_id=account.pk).model
+    price = pricing.rate(kind=pricing.EMBEDDING, model=model)
+    return (f"Tokens: the document's text. Credits: what embedding it cost, each passage sent with its title and "
+            f"headings, at {price:,} credits per 1,000 tokens for {model}.")
 
 
 @login_required

@@ -21,6 +21,12 @@
     return node;
   };
 
+  // "1 chunk", "2 chunks", "1,559 tokens": a count with its noun, English plural (+s).
+  Groundwork.plural = function plural(n, noun) {
+    var value = Number(n || 0);
+    return value.toLocaleString("en-US") + " " + noun + (value === 1 ? "" : "s");
+  };
+
   function append(node, children) {
     children.forEach(function (child) {
       if (child == null || child === false || child === "") return;

@@ -289,8 +289,8 @@
     scrollToEnd();
   }
 
-  function footer(parts) {
-    return el("div", { class: "message-foot" }, parts.map(function (p) {
+  function footer(parts, title) {
+    return el("div", { class: "message-foot", title: title || null }, parts.map(function (p) {
       return typeof p === "string" && p ? el("span", null, p) : p;
     }));
   }
@@ -351,10 +351,13 @@
       if (!current) return;
       var citations = frame.citations || [];
       renderSources(current.sourceList || [], citations);
-      var used = frame.usage && frame.usage.total_tokens;
+      var used = frame.credits_charged;  // the answer's credits: its tokens at the model's price
+      var tokens = frame.usage && frame.usage.total_tokens;
       var stopped = frame.status === "cancelled";
       var article = current.article;
-      finishAnswer(stopped ? ["stopped", "Stopped"] : null, footer([used ? used + " credits" : ""]),
+      finishAnswer(stopped ? ["stopped", "Stopped"] : null, footer([used ? Groundwork.plural(used, "credit") : ""],
+                   used && tokens && tokens !== used ? Groundwork.plural(tokens, "token") + " · " + Groundwork.plural(used, "credit")
+                     + ": the answering model is priced other than 1 credit per token (Credits page, Prices)" : ""),
         answerSources(current.sourceList || [], citations));
       if (stopped && !messages.lastElementChild.querySelector(".bubble").textContent) {
         messages.lastElementChild.querySelector(".bubble").textContent = "(stopped before any text)";

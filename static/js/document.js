@@ -23,7 +23,7 @@
           ? "Processing " + d.progress.done + "/" + d.progress.total : (d.status === "processing" ? "Processing" : "Pending");
         badge.className = "badge badge-" + d.status;
         // Known once the file is parsed and chunked, before anything is embedded.
-        if (estimate && d.credits_estimate) estimate.textContent = "about " + d.credits_estimate + " credits";
+        if (estimate && d.credits_estimate) estimate.textContent = "about " + Groundwork.plural(d.credits_estimate, "credit");
         setTimeout(check, 1500);
       })
       .catch(function () { setTimeout(check, 4000); });

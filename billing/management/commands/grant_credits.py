@@ -9,10 +9,11 @@ from billing.services import credits_grant
 
 
 class Command(BaseCommand):
-    help = "Grant N credits to ACCOUNT_ID. A reason is required and recorded."
+    help = ("Grant N credits to ACCOUNT_ID (shown to owners and admins on the account's Team page as "
+            "\"Account id\", and in the admin's account list). A reason is required and recorded.")
 
     def add_arguments(self, parser):
-        parser.add_argument("account_id", type=int)
+        parser.add_argument("account_id", type=int, help="The account's id, e.g. 123 (Team page, admin)")
         parser.add_argument("amount", type=int)
         parser.add_argument("--reason", required=True, help="Why, e.g. 'annual plan renewal'")
         parser.add_argument("--key", help="Idempotency key: the same key twice grants once")
