@@ -15,6 +15,7 @@ from core.tenancy import account_context
 from billing.errors import BillingError
 from billing.models import (AccountBalance, BillingSettings, Budget, CreditHold, CreditLedgerEntry, HoldStatus,
                             Purchase)
+from billing.purchases.selectors import purchase_list
 from billing.services import credits_grant
 from billing import operators
 
@@ -144,14 +145,26 @@ def credits_panel(account) -> str:
 
 
 def credits_in_panel(account) -> str:
-    """Grants, sign-up credits and purchases (operators.CREDITS_IN_KINDS: a purchase's ledger
-    entries show here as soon as the Purchase model's kind exists)."""
+    """Grants (a paid purchase's included), sign-up credits and what refunds took back
+    (operators.CREDITS_IN_KINDS)."""
     with account_context(account):
         entries = operators.credits_in_list(account=account)
     rows = [(f"{e.created_at:%Y-%m-%d %H:%M}", e.get_kind_display(), f"{e.delta:+,}",
              (e.metadata or {}).get("reason", "") or e.reference, e.created_by or "") for e in entries]
     return html_table(("when", "kind", "credits", "reason / reference", "by"), rows,
                       empty="No grants or purchases yet.")
+
+
+def purchases_panel(account) -> str:
+    """The account's Stripe purchases: what was bought, paid, granted and taken back."""
+    with account_context(account):
+        purchases = list(purchase_list(account=account)[:RECENT_LEDGER_ENTRIES])
+    rows = [(f"{p.created_at:%Y-%m-%d %H:%M}", f"{p.credits:,}", f"{p.amount_cents / 100:,.2f} {p.currency.upper()}",
+             p.get_status_display(), f"{p.credits_granted:,}", f"{p.credits_taken_back:,}", p.created_by or "",
+             p.stripe_session_id) for p in purchases]
+    return format_html("{}<p><a href=\"{}\">All purchases of this account →</a></p>", html_table(
+        ("when", "credits", "amount", "status", "granted", "taken back", "by", "Checkout Session"), rows,
+        empty="No purchases yet."), account_filter_url(Purchase, account.pk))
 
 
 def spend_panel(account) -> str:
@@ -211,6 +224,7 @@ AccountAdmin.add_panel(Panel("credits_panel", f"Credits (latest {RECENT_LEDGER_E
                              "billing.view_creditledgerentry", credits_panel))
 AccountAdmin.add_panel(Panel("credits_in_panel", "Grants and purchases", "billing.view_creditledgerentry",
                              credits_in_panel))
+AccountAdmin.add_panel(Panel("purchases_panel", "Purchases (Stripe)", "billing.view_purchase", purchases_panel))
 AccountAdmin.add_panel(Panel("spend_panel", f"Spend, last {SPEND_DAYS} days", "billing.view_creditledgerentry",
                              spend_panel))
 AccountAdmin.add_action(grant_credits, permission="billing.grant_credits")

@@ -16,10 +16,10 @@ from django.utils import timezone
 from audit.services import audit_record
 from billing.models import CreditLedgerEntry, Kind
 
-# Ledger kinds that bring credits in from outside: a staff grant, sign-up credits, and a
-# purchase (Kind "purchase", added with the Purchase model on branch i25-stripe: listed by
-# name so its entries show here as soon as it exists).
-CREDITS_IN_KINDS = (Kind.GRANT, Kind.SIGNUP, "purchase")
+# Ledger kinds that move credits in from outside or take them back: a staff grant or a paid
+# Stripe purchase (both grants; a purchase's reference is "purchase:<id>"), sign-up credits,
+# and an adjustment (what a refund takes back, billing.services.credits_take_back).
+CREDITS_IN_KINDS = (Kind.GRANT, Kind.SIGNUP, Kind.ADJUSTMENT)
 SPENDING_KINDS = (Kind.EMBEDDING, Kind.CHAT)
 EXPORT_COLUMNS = ("date", "kind", "model", "tokens", "credits", "balance after", "reference", "actor")
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
@@ -41,7 +41,7 @@ def month_parse(text: str) -> tuple[dt.datetime, dt.datetime]:
 
 
 def credits_in_list(*, account, limit: int = 50) -> list[CreditLedgerEntry]:
-    """The account's grants, sign-up credits and purchases, newest first."""
+    """The account's grants (purchases included), sign-up credits and adjustments, newest first."""
     return list(CreditLedgerEntry.objects.for_account(account).filter(kind__in=CREDITS_IN_KINDS)
                 .select_related("created_by").order_by("-created_at", "-pk")[:limit])
 

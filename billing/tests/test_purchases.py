@@ -402,3 +402,23 @@ def test_support_sees_purchases_read_only_in_the_admin(client, client_a, account
     purchase = _purchases(account_a)[0]
     assert client.post(f"/admin/billing/purchase/{purchase.pk}/change/", {"credits": 1}).status_code == 403
     assert client.get("/admin/billing/purchase/add/").status_code == 403
+
+
+def test_the_admin_account_page_shows_its_purchases_and_their_grants(client, client_a, account_a, account_b,
+                                                                      stripe_server):
+    from accounts.tests.factories import staff_with
+
+    _, session = _paid(client_a, stripe_server, 10_000)
+    payload = stripe_server.event("checkout.session.completed", session, event_id="evt_admin_1")
+    assert _post_event(client_a, payload).json()["outcome"] == "granted"
+    client.force_login(staff_with("accounts.view_account", "billing.view_purchase",
+                                  "billing.view_creditledgerentry"))
+    page = client.get(f"/admin/accounts/account/{account_a.pk}/change/").content.decode()
+    assert "Purchases (Stripe)" in page and session["id"] in page and "Paid" in page
+    # The paid purchase's grant is among the account's grants, with its purchase reference.
+    assert "Grants and purchases" in page and f"purchase:{_purchases(account_a)[0].pk}" in page
+    other = client.get(f"/admin/accounts/account/{account_b.pk}/change/").content.decode()
+    assert session["id"] not in other and "No purchases yet." in other
+    # Staff without the purchase permission do not see the panel.
+    client.force_login(staff_with("accounts.view_account"))
+    assert "Purchases (Stripe)" not in client.get(f"/admin/accounts/account/{account_a.pk}/change/").content.decode()
