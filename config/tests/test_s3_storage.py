@@ -69,6 +69,13 @@ def test_upload_ingest_page_and_delete_go_through_the_bucket(on_s3, client_a, ac
     assert _local_files(tmp_path) == []
 
     with django_capture_on_commit_callbacks(execute=True):
+        client_a.post(f"/documents/{document_id}/reindex/")
+    run_jobs()  # the worker reads it from the bucket again
+    with account_context(account_a):
+        document = Document.objects.for_account(account_a).get(pk=document_id)
+        assert document.status == Status.READY and document.revision == 2, document.error
+
+    with django_capture_on_commit_callbacks(execute=True):
         deleted = client_a.delete(f"/api/v1/documents/{document_id}/")
     assert deleted.status_code == 202
     run_jobs()
@@ -124,3 +131,18 @@ def test_an_export_is_written_to_the_bucket_and_its_signed_link_downloads_it(
         cleanup_exports()
     assert s3_keys(on_s3, "exports/") == []
     assert client_a.get(body["download_url"]).status_code == 410
+
+
+def test_a_deleted_accounts_files_leave_the_bucket_and_another_accounts_stay(
+        on_s3, account_a, account_b, fake_llm, upload_and_ingest, run_jobs, django_capture_on_commit_callbacks):
+    from accounts.services import account_delete
+
+    for name in ("one.txt", "two.txt"):
+        upload_and_ingest(account_a, name, f"Acme {name} notes.".encode())
+    kept = upload_and_ingest(account_b, "beta.txt", b"Beta keeps its plants by the window.")
+    assert len(s3_keys(on_s3, f"accounts/{account_a.pk}/")) == 2
+    with django_capture_on_commit_callbacks(execute=True):
+        account_delete(account=account_a, actor=account_a.test_owner)
+    run_jobs()
+    assert s3_keys(on_s3, f"accounts/{account_a.pk}/") == []
+    assert s3_keys(on_s3, f"accounts/{account_b.pk}/") == [kept.file.name]
