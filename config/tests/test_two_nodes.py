@@ -16,6 +16,7 @@ import asyncio
 import json
 import os
 import secrets
+import signal
 import subprocess
 import time
 import urllib.parse
@@ -214,3 +215,78 @@ def test_two_nodes_share_one_database_redis_and_bucket_and_nothing_on_disk(
     stored = s3_keys(bucket, f"accounts/{account_a.pk}/documents/")
     assert len(stored) == 2, stored
     assert _media_files(tmp_path) == [], "a node wrote an uploaded file to its own disk"
+
+
+def test_two_make_run_supervisors_on_two_ports_are_one_installation(transactional_db, model, bucket, tmp_path,
+                                                                    account_a, queue):
+    """`make run` on two nodes (config/run.py, one web + one worker + cron each, the same
+    SECRET_KEY, database, Redis and bucket; media and data folders of their own): each sees
+    the other's processes, an upload on one is ready on the other, and Ctrl-C on each stops
+    every process it started.
+
+    The same SECRET_KEY is not optional: `migrate` installs the database's copy of the key that
+    signs tenant contexts (core/db_owner.py), so a node with another key would lock every other
+    process out of every tenant table (RLS refuses their contexts)."""
+    import psutil
+
+    from core.db_owner import context_install, owner_connection
+
+    name = connection.settings_dict["NAME"]
+    env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_ALLOW_ASYNC_UNSAFE", "LOCAL_LLM_PORT")}
+    env.update(DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + name,
+               DATABASE_OWNER_URL=os.environ["DATABASE_OWNER_URL"].rsplit("/", 1)[0] + "/" + name,
+               REDIS_URL=settings.REDIS_URL, LLM_BASE_URL=model.base_url, SECRET_KEY=settings.SECRET_KEY,
+               WEB_PROCESSES="1", WORKER_PROCESSES="1", DEMO_PASSWORD="Demo-pass-for-tests-1", **bucket)
+    ports = [free_port(), free_port()]
+    supervisors, logs = [], []
+    try:
+        for index, port in enumerate(ports, start=1):
+            (tmp_path / f"node{index}-media").mkdir()
+            logs.append(tmp_path / f"supervisor{index}.log")
+            supervisors.append(subprocess.Popen(
+                [PYTHON, "-m", "config.run"], cwd=BASE_DIR, start_new_session=True,
+                env=dict(env, PORT=str(port), MEDIA_ROOT=str(tmp_path / f"node{index}-media"),
+                         GROUNDWORK_DATA_DIR=str(tmp_path / f"node{index}-data")),
+                stdout=logs[-1].open("w"), stderr=subprocess.STDOUT))
+
+        def output() -> str:
+            return "\n".join(f"--- supervisor {i + 1} ---\n{log.read_text(errors='replace')[-3000:]}"
+                             for i, log in enumerate(logs))
+
+        deadline = time.monotonic() + 120
+        while not all("Groundwork is running" in log.read_text(errors="replace") for log in logs):
+            assert all(s.poll() is None for s in supervisors), output()
+            assert time.monotonic() < deadline, output()
+            time.sleep(0.3)
+        for port in ports:
+            health = _get_json(f"http://127.0.0.1:{port}/healthz")
+            assert health["web_processes"] == 2 and health["workers"] == 2, (health, output())
+
+        key = make_api_key(account_a)
+        document = _upload(f"http://127.0.0.1:{ports[0]}/api/v1/documents/", key, "parking.md", NOTE)
+        deadline = time.monotonic() + 60
+        while (seen := _get_json(f"http://127.0.0.1:{ports[1]}/api/v1/documents/{document['id']}/", key))[
+                "status"] != "ready":
+            assert seen["status"] in ("pending", "processing") and time.monotonic() < deadline, (seen, output())
+            time.sleep(0.3)
+        assert s3_keys(bucket, f"accounts/{account_a.pk}/documents/") != []
+        assert _media_files(tmp_path) == []
+
+        for supervisor in supervisors:
+            children = psutil.Process(supervisor.pid).children(recursive=True)
+            assert len(children) >= 3, output()  # web, worker, cron
+            supervisor.send_signal(signal.SIGINT)
+            assert supervisor.wait(timeout=60) == 0, output()
+            gone, alive = psutil.wait_procs(children, timeout=10)
+            assert not alive, f"left running: {[p.cmdline() for p in alive]}"
+    finally:
+        with owner_connection() as conn:  # this process's key, whatever a failed start left
+            context_install(conn)
+        for supervisor in supervisors:
+            if supervisor.poll() is None:
+                os.killpg(supervisor.pid, signal.SIGTERM)
+                try:
+                    supervisor.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(supervisor.pid, signal.SIGKILL)
+                    supervisor.wait()
