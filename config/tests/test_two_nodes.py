@@ -8,7 +8,9 @@ loopback), each with a local media folder of its own, so that nothing is shared 
 - an API key revoked on node 1 (its team page) closes the key's websocket open on node 2;
 - the periodic jobs, enqueued by both cron processes, run once (config/cron.py's lease).
 
-Every process it starts is stopped at the end, also on failure.
+Then the same as two `make run` supervisors (config/run.py) on two ports: one installation,
+and Ctrl-C on each stops what it started. Every process a test starts is stopped at the
+end, also on failure.
 """
 from __future__ import annotations
 
