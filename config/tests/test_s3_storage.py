@@ -146,3 +146,21 @@ def test_a_deleted_accounts_files_leave_the_bucket_and_another_accounts_stay(
     run_jobs()
     assert s3_keys(on_s3, f"accounts/{account_a.pk}/") == []
     assert s3_keys(on_s3, f"accounts/{account_b.pk}/") == [kept.file.name]
+
+
+def test_these_tests_store_through_exactly_what_settings_builds_from_the_bucket_settings(bucket):
+    """s3_storages() (the in-process tests above) is what config/settings.py makes of the same
+    environment (the node processes of test_two_nodes.py read it from there)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from config.embedded import BASE_DIR
+
+    env = dict(os.environ, **bucket)
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+    built = subprocess.run([sys.executable, "-c", "import json; from config import settings; "
+                            "print(json.dumps(settings.STORAGES['default']))"],
+                           cwd=BASE_DIR, env=env, capture_output=True, text=True, check=True)
+    assert json.loads(built.stdout.strip().splitlines()[-1]) == s3_storages(bucket)["default"]
