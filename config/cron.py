@@ -1,5 +1,18 @@
 """Periodic jobs, run by `manage.py rqcron config.cron` (the `cron` process). Their routine
-INFO lines are filtered out (config/logs.py): an idle installation prints nothing."""
+INFO lines are filtered out (config/logs.py): an idle installation prints nothing.
+
+Each job runs at most once per its interval across the whole installation, however many
+cron processes enqueue it (two nodes each running `make run`, or a second cron during a
+failover): the cron process enqueues `run_periodic(name)`, and the run that starts first
+takes the job's lease in Redis (SET NX with an expiry just under the interval); a run that
+finds the lease taken does nothing. The jobs are idempotent besides (sources/schedule.py,
+billing's hold release), so a lease lost to a Redis restart costs one extra run, no harm.
+"""
+from __future__ import annotations
+
+import os
+import socket
+
 from rq import cron
 
 from billing.jobs import release_stale_holds
@@ -19,5 +32,28 @@ PERIODIC_JOBS = [
     (sync_due_sources, 60, "sync-due-sources"),
 ]
 
-for job, interval, name in PERIODIC_JOBS:
-    cron.register(job, "default", interval=interval, name=name)
+# A lease a little shorter than the interval: the next enqueue (one interval later, from
+# whichever cron process) finds it free, a second cron process's enqueue in between does not.
+LEASE_FRACTION = 0.9
+
+
+def lease_key(name: str) -> str:
+    return f"groundwork:cron:{name}"
+
+
+def run_periodic(name: str) -> dict:
+    """Run the periodic job `name` unless another run took its lease this interval. Returns
+    {"name", "ran", "result", "by"} (kept by rq as the job's result: the two-node test reads it)."""
+    import django_rq
+
+    job, interval = next((job, interval) for job, interval, job_name in PERIODIC_JOBS if job_name == name)
+    holder = f"{socket.gethostname()}:{os.getpid()}"
+    taken = django_rq.get_connection("default").set(lease_key(name), holder, nx=True,
+                                                     px=int(interval * LEASE_FRACTION * 1000))
+    if not taken:
+        return {"name": name, "ran": False, "result": None, "by": holder}
+    return {"name": name, "ran": True, "result": job(), "by": holder}
+
+
+for _job, _interval, _name in PERIODIC_JOBS:
+    cron.register(run_periodic, "default", args=(_name,), interval=_interval, name=_name)

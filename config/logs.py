@@ -13,10 +13,11 @@ _JOB_ID = re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f
 
 @functools.cache
 def _periodic_job_names() -> frozenset[str]:
-    from config.cron import PERIODIC_JOBS  # imported late: the jobs need the app registry
+    from config.cron import PERIODIC_JOBS, run_periodic  # imported late: the jobs need the app registry
 
-    # The worker names a job by its path, the cron process by its function's name.
-    return frozenset(name for func, _, _ in PERIODIC_JOBS
+    # The worker names a job by its path, the cron process by its function's name; the cron
+    # process enqueues each one as run_periodic(name) (config/cron.py: once per interval).
+    return frozenset(name for func in [run_periodic] + [func for func, _, _ in PERIODIC_JOBS]
                      for name in (f"{func.__module__}.{func.__name__}", func.__name__))
 
 

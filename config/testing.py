@@ -57,3 +57,52 @@ def daphne_on_test_database(log_dir: Path, **env_extra):
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+S3_KEY_ID, S3_SECRET = "groundwork-test", "groundwork-test-secret"
+
+
+@contextmanager
+def s3_server(bucket: str = "groundwork-test"):
+    """An S3-compatible server (moto's server mode, real HTTP on a free loopback port) with
+    one empty bucket; yields the settings a process needs to store its files there
+    (STORAGE_BUCKET, STORAGE_ENDPOINT_URL, ...). Stopped afterwards, also on failure."""
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        env = {"STORAGE_BUCKET": bucket, "STORAGE_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+               "STORAGE_REGION": "us-east-1", "STORAGE_ACCESS_KEY_ID": S3_KEY_ID,
+               "STORAGE_SECRET_ACCESS_KEY": S3_SECRET}
+        s3_client(env).create_bucket(Bucket=bucket)
+        yield env
+    finally:
+        server.stop()
+
+
+def s3_client(env: dict):
+    """A boto3 client on the bucket's server, to look at what the app stored."""
+    import boto3
+
+    return boto3.client("s3", endpoint_url=env["STORAGE_ENDPOINT_URL"], region_name=env["STORAGE_REGION"],
+                        aws_access_key_id=env["STORAGE_ACCESS_KEY_ID"],
+                        aws_secret_access_key=env["STORAGE_SECRET_ACCESS_KEY"])
+
+
+def s3_keys(env: dict, prefix: str = "") -> list[str]:
+    listed = s3_client(env).list_objects_v2(Bucket=env["STORAGE_BUCKET"], Prefix=prefix)
+    return sorted(item["Key"] for item in listed.get("Contents", []))
+
+
+def s3_storages(env: dict) -> dict:
+    """settings.STORAGES as config/settings.py builds it for these bucket settings."""
+    from django.conf import settings as django_settings
+
+    return dict(django_settings.STORAGES, default={
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {"bucket_name": env["STORAGE_BUCKET"], "endpoint_url": env["STORAGE_ENDPOINT_URL"],
+                    "region_name": env["STORAGE_REGION"], "access_key": env["STORAGE_ACCESS_KEY_ID"],
+                    "secret_key": env["STORAGE_SECRET_ACCESS_KEY"], "default_acl": None,
+                    "querystring_auth": True, "file_overwrite": False}})
