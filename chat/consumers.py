@@ -362,13 +362,14 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._error(error)
             return
         principal = self.principal
-        self.run = _SocketTurn(principal=principal, account=principal.account, user=principal.user,
-                               api_key=principal.api_key, question=content.get("message"),
-                               conversation_id=content.get("conversation_id"),
-                               options=TurnOptions(collection=content.get("collection"), tags=content.get("tags"),
-                                                   exclude_tags=content.get("exclude_tags")))
         self.turns += 1
-        with request_id_set(f"{self.request_id}:{self.turns}"):  # the task copies the context
+        # The turn (its thread) and the relay task (a copy of this context) log with this id.
+        with request_id_set(f"{self.request_id}:{self.turns}"):
+            self.run = _SocketTurn(principal=principal, account=principal.account, user=principal.user,
+                                   api_key=principal.api_key, question=content.get("message"),
+                                   conversation_id=content.get("conversation_id"),
+                                   options=TurnOptions(collection=content.get("collection"), tags=content.get("tags"),
+                                                       exclude_tags=content.get("exclude_tags")))
             self.generation = asyncio.create_task(self._relay(self.run))
 
     async def _error(self, error: ChatError):

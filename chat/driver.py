@@ -9,7 +9,6 @@ or `chat.error`. `frames()` is the turn itself, synchronous (ORM and model calls
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
 import json
 import threading
@@ -24,6 +23,7 @@ from django.db import close_old_connections
 from chat.agent import TurnOptions, turn_finish, turn_prepare
 from core import metrics
 from core.errors import GroundworkError, as_groundwork_error, error_frame
+from core.request_id import current_request_id, request_id_set
 
 # Token frames after the first go out at most this often (seconds): a person reads no
 # faster, and every websocket or SSE frame costs the web process CPU (docs/benchmarks.md, Chat).
@@ -56,6 +56,9 @@ class TurnRun:
         # For /metrics: which surface relays it (websocket, api, openai, mcp), when it was
         # asked and when its first token came; counted once, when it ends.
         self.surface = surface
+        # The request (or websocket turn) it was asked in: its thread logs with that id, also
+        # when an SSE response streams it after the request's middleware has returned.
+        self.request_id = current_request_id()
         self._asked_at = time.perf_counter()
         self._first_token_at: float | None = None
         self._observed = False
@@ -157,11 +160,11 @@ class TurnRun:
             elif not _is_token(frame):  # the end of the answer (or an error) is not held back
                 loop.call_soon_threadsafe(cut_pause)
 
-        # The turn's thread logs with this context's request id (core/request_id.py).
-        context = contextvars.copy_context()
-
         def produce():
-            context.run(_produce)
+            if self.request_id is None:
+                return _produce()
+            with request_id_set(self.request_id):
+                return _produce()
 
         def _produce():
             close_old_connections()

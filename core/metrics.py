@@ -28,23 +28,23 @@ from prometheus_client.core import GaugeMetricFamily
 logger = logging.getLogger("groundwork.metrics")
 
 MULTIPROC_DIR = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
-_identity = {"pid": str(os.getpid())}
+_identity = {"pid": os.getpid(), "id": str(os.getpid())}
 
 
 def _process_identifier() -> str:
-    return _identity["pid"]
-
-
-def _after_fork_in_child() -> None:
-    # A forked child (an rq work horse) writes its own files; every horse of one worker the same.
-    parent = _identity["pid"].split("-")[0]
-    _identity["pid"] = f"{parent}-jobs"
+    """The name of this process's sample files. An rq work horse (forked by its worker, which
+    makes it lead a process group of its own) writes "<worker pid>-jobs": the horses of one
+    worker run one at a time, so they can share one set. Any other process, its own pid."""
+    pid = os.getpid()
+    if pid != _identity["pid"]:  # forked since it was last asked
+        horse = "RQ_WORKER_ID" in os.environ and os.getpgrp() == pid
+        _identity.update(pid=pid, id=f"{os.getppid()}-jobs" if horse else str(pid))
+    return _identity["id"]
 
 
 if MULTIPROC_DIR:
     # Must happen before any metric below is made: they take their value class from here.
     values.ValueClass = values.MultiProcessValue(process_identifier=_process_identifier)
-    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 from prometheus_client import Counter, Histogram  # noqa: E402  (after the value class is chosen)
 
