@@ -38,6 +38,15 @@ def _upload(url: str, key: str, request_id: str) -> dict:
         return json.loads(response.read())
 
 
+def _chat_streamed(url: str, key: str, request_id: str) -> str:
+    request = urllib.request.Request(url, data=json.dumps({"message": "And laptops?"}).encode(), method="POST",
+                                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json",
+                                              "X-Request-ID": request_id})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        assert response.headers["X-Request-ID"] == request_id
+        return response.read().decode()
+
+
 def _scrape(port: int) -> dict:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=15) as response:
         return samples(response.read().decode())
@@ -100,6 +109,9 @@ def test_one_scrape_counts_a_web_process_and_a_worker_and_the_worker_logs_json_w
             asked = asyncio.run(_ask_over_websocket(f"ws://127.0.0.1:{port}/ws/chat/", key, "How much holiday?"))
             assert asked["done"]["answer"]
 
+            streamed = _chat_streamed(f"http://127.0.0.1:{port}/api/v1/chat/?stream=1", key, "mp-chat-1")
+            assert '"type": "chat.done"' in streamed, streamed
+
             found = asyncio.run(_scrape_with_a_socket_open(port, key))
         finally:
             for process in processes.values():
@@ -111,6 +123,7 @@ def test_one_scrape_counts_a_web_process_and_a_worker_and_the_worker_logs_json_w
     assert value(found, "groundwork_http_request_duration_seconds_count", view="api-documents") >= 1
     assert value(found, "groundwork_chat_turns_total", surface="websocket", outcome="done") == 1
     assert value(found, "groundwork_chat_time_to_first_token_seconds_count", surface="websocket") == 1
+    assert value(found, "groundwork_chat_turns_total", surface="api", outcome="done") == 1
     assert value(found, "groundwork_open_websockets") == 1
     # ...and the worker's, in the same scrape.
     assert value(found, "groundwork_documents_ingested_total", outcome="ready") == 1
@@ -127,6 +140,10 @@ def test_one_scrape_counts_a_web_process_and_a_worker_and_the_worker_logs_json_w
     assert parsed and all({"time", "level", "logger", "message", "request_id"} <= set(p) for p in parsed)
     claimed = [p for p in parsed if p["message"].startswith("claimed document")]
     assert claimed and claimed[0]["request_id"] == "mp-upload-1", output()
+    # The web process's lines are JSON too; the streamed turn's model call (made from the turn's
+    # thread, after the request's middleware returned) carries that request's id.
+    web = [json.loads(line) for line in logs["web"].read_text().splitlines() if line.startswith("{")]
+    assert any(p["request_id"] == "mp-chat-1" and "/chat/completions" in p["message"] for p in web), output()
 
 
 def mark_dead_in(folder, process: subprocess.Popen) -> None:
