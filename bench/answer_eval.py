@@ -139,7 +139,8 @@ def _ask(account, user, question: str, conversation_id=None) -> dict:
 
     with account_context(account):
         before = balance_get(account=account)
-    run = TurnRun(account=account, user=user, question=question, conversation_id=conversation_id)
+    run = TurnRun(account=account, user=user, question=question, conversation_id=conversation_id,
+                  surface="bench")
     started = time.perf_counter()
     sources_s = first_text_s = None
     for frame in run.frames():

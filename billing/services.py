@@ -30,6 +30,7 @@ from billing.errors import BillingError, IdempotencyConflict, InsufficientCredit
 from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus, Kind
 from billing.pricing import MIN_CREDITS_PER_CALL
 from billing.error_codes import BillingErrorCode
+from core import metrics
 from core.error_codes import CoreErrorCode
 
 __all__ = ["credits_grant", "credits_take_back", "credits_debit", "credits_hold", "hold_settle", "hold_release", "HoldDraw",
@@ -88,6 +89,14 @@ def _call(function: str, params: list) -> tuple:
 def _built(model_class, columns: list[str], **values):
     """The row a function wrote, built from what was sent and what came back (no read-back)."""
     return model_class.from_db(connection.alias, None, [values[name] for name in columns])
+
+
+def _count_on_commit(charges: list[tuple[str, str, int, int]]) -> None:
+    """Tokens and credits on /metrics once the charges are durable (a rollback never paid)."""
+    def count():
+        for kind, model, tokens, credits in charges:
+            metrics.credits_debited_observe(kind=pricing.ledger_kind(kind), model=model, tokens=tokens, credits=credits)
+    transaction.on_commit(count)
 
 
 def _alert(account_id: int, balance: int, due: bool) -> None:
@@ -210,6 +219,7 @@ def credits_debit(*, account: Account, tokens: int, key: str, kind: str, model: 
         if outcome == "drawn":
             hold.amount -= credits
         _alert(account_id, balance, alert_due)
+        _count_on_commit([(kind, model, tokens, credits)])
     return _built(CreditLedgerEntry, _ENTRY_COLUMNS, id=entry_id, account_id=account_id, delta=-credits,
                   balance_after=balance, kind=kind, tokens=tokens, shortfall=0, model=model, provider=provider,
                   reference=reference, idempotency_key=key, created_by_id=None, created_at=created_at,
@@ -297,6 +307,11 @@ def _close(hold: CreditHold, *, status: str, used_tokens: int, draws, kind: str 
         if outcome == "missing":
             raise BillingError(BillingErrorCode.HOLD_MISSING, f"The hold “{hold.key}” is not in this account.", status=404)
         _alert(hold.account_id, balance, alert_due)
+        if outcome == "done":
+            charged = [(d["kind"], d["model"], d["tokens"], d["credits"]) for d in draws]
+            if entry_id is not None:
+                charged.append((kind, model, used_tokens, -delta))
+            _count_on_commit(charged)
     if status_now is not None:
         hold.status, hold.amount, hold.used_tokens = status_now, amount, used
         hold.closed_at = closed_at or hold.closed_at

@@ -53,7 +53,7 @@ class ChatView(ChatAPIView):
     def post(self, request):
         body = _ChatRequest(data=request.data)
         body.is_valid(raise_exception=True)
-        run = TurnRun(account=self.account, user=self.user, api_key=self.api_key,
+        run = TurnRun(account=self.account, user=self.user, api_key=self.api_key, surface="api",
                       question=body.validated_data["message"],
                       conversation_id=body.validated_data.get("conversation_id"),
                       options=TurnOptions(collection=body.validated_data.get("collection"),

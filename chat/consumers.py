@@ -33,6 +33,7 @@ from chat.driver import TurnRun
 from chat.errors import ChatError
 from core import rows, sockets
 from core.errors import GroundworkError, error_frame
+from core.request_id import request_id_from, request_id_set
 from core.tenancy import account_context
 from chat.error_codes import ChatErrorCode
 from core.error_codes import CoreErrorCode
@@ -204,7 +205,7 @@ class _SocketTurn(TurnRun):
     ago is refused even if the notice has not reached the socket yet."""
 
     def __init__(self, *, principal: Principal, **kwargs):
-        super().__init__(authorize=lambda: self._authorize(principal), **kwargs)
+        super().__init__(authorize=lambda: self._authorize(principal), surface="websocket", **kwargs)
         self.principal = principal
 
     @staticmethod
@@ -269,6 +270,9 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.lease: sockets.SocketLease | None = None
         self.closing = False
         self.frames = sockets.FrameBucket(settings.WS_FRAMES_PER_SECOND, settings.WS_FRAME_BURST)
+        # Each turn's log lines (and the jobs it enqueues) carry "<socket's id>:<turn number>".
+        self.request_id = request_id_from(handshake_header(self.scope, b"x-request-id"))
+        self.turns = 0
         token = bearer_token(handshake_header(self.scope, b"authorization"))
         if token is not None:
             resolution = await _in_thread(resolve_api_key)(token)
@@ -397,12 +401,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._error(error)
             return
         principal = self.principal
-        self.run = _SocketTurn(principal=principal, account=principal.account, user=principal.user,
-                               api_key=principal.api_key, question=None if regenerate else content.get("message"),
-                               conversation_id=content.get("conversation_id"), regenerate=regenerate,
-                               options=TurnOptions(collection=content.get("collection"), tags=content.get("tags"),
-                                                   exclude_tags=content.get("exclude_tags")))
-        self.generation = asyncio.create_task(self._relay(self.run))
+        self.turns += 1
+        # The turn (its thread) and the relay task (a copy of this context) log with this id.
+        with request_id_set(f"{self.request_id}:{self.turns}"):
+            self.run = _SocketTurn(principal=principal, account=principal.account, user=principal.user,
+                                   api_key=principal.api_key, question=None if regenerate else content.get("message"),
+                                   conversation_id=content.get("conversation_id"), regenerate=regenerate,
+                                   options=TurnOptions(collection=content.get("collection"), tags=content.get("tags"),
+                                                       exclude_tags=content.get("exclude_tags")))
+            self.generation = asyncio.create_task(self._relay(self.run))
 
     async def _error(self, error: ChatError):
         await self.send_json(error_frame(error))

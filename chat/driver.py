@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import json
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
@@ -20,7 +21,9 @@ from django.core.handlers.asgi import ASGIRequest
 from django.db import close_old_connections
 
 from chat.agent import TurnOptions, turn_finish, turn_prepare
+from core import metrics
 from core.errors import GroundworkError, as_groundwork_error, error_frame
+from core.request_id import current_request_id, request_id_set
 
 # Token frames after the first go out at most this often (seconds): a person reads no
 # faster, and every websocket or SSE frame costs the web process CPU (docs/benchmarks.md, Chat).
@@ -40,7 +43,7 @@ class TurnRun:
     def __init__(self, *, account, user=None, api_key=None, question, conversation_id=None,
                  history: list[tuple[str, str]] | None = None, options: TurnOptions | None = None,
                  authorize=None, tags: list[str] | None = None, exclude_tags: list[str] | None = None,
-                 regenerate: bool = False):
+                 regenerate: bool = False, surface: str = "api"):
         # `tags` / `exclude_tags` (MCP's ask passes them here) win over the options' own.
         if tags is not None or exclude_tags is not None:
             options = dataclasses.replace(options or TurnOptions(),
@@ -51,6 +54,15 @@ class TurnRun:
         self.error: GroundworkError | None = None
         self.done: dict | None = None
         self.turn = None
+        # For /metrics: which surface relays it (websocket, api, openai, mcp), when it was
+        # asked and when its first token came; counted once, when it ends.
+        self.surface = surface
+        # The request (or websocket turn) it was asked in: its thread logs with that id, also
+        # when an SSE response streams it after the request's middleware has returned.
+        self.request_id = current_request_id()
+        self._asked_at = time.perf_counter()
+        self._first_token_at: float | None = None
+        self._observed = False
         self._prepare = dict(account=account, user=user, api_key=api_key, question=question,
                              conversation_id=conversation_id, history=history, options=options,
                              authorize=authorize, regenerate=regenerate)
@@ -63,7 +75,11 @@ class TurnRun:
         HTTP surfaces call it before they answer, so a refused turn gets its own status
         (402, 404, 429) instead of an error inside a 200 stream."""
         if self.turn is None:
-            self.turn = turn_prepare(**self._prepare, request_id=self.id, cancelled=self.cancelled)
+            try:
+                self.turn = turn_prepare(**self._prepare, request_id=self.id, cancelled=self.cancelled)
+            except Exception as exc:
+                self._observe(as_groundwork_error(exc).code)
+                raise
 
     def frames(self) -> Iterator[dict]:
         """The turn, frame by frame. Always settles its credits, also when the consumer of
@@ -79,10 +95,13 @@ class TurnRun:
         failed = None
         try:
             for text in turn.stream():
+                if self._first_token_at is None:
+                    self._first_token_at = time.perf_counter()
                 yield {"type": "chat.token", "text": text}
         except GeneratorExit:
             self.cancel()
             turn_finish(turn)
+            self._observe("cancelled")
             raise
         except Exception as exc:
             failed = exc
@@ -95,6 +114,7 @@ class TurnRun:
             yield self._fail(failed)
             return
         self.done = {"type": "chat.done", **{k: result[k] for k in DONE_KEYS}}
+        self._observe("cancelled" if self.cancelled.is_set() else "done")
         yield self.done
 
     def run(self) -> dict:
@@ -142,6 +162,12 @@ class TurnRun:
                 loop.call_soon_threadsafe(cut_pause)
 
         def produce():
+            if self.request_id is None:
+                return _produce()
+            with request_id_set(self.request_id):
+                return _produce()
+
+        def _produce():
             close_old_connections()
             try:
                 for frame in self.frames():
@@ -213,7 +239,16 @@ class TurnRun:
 
     def _fail(self, exc: Exception) -> dict:
         self.error = as_groundwork_error(exc)
+        self._observe(self.error.code)
         return error_frame(self.error)
+
+    def _observe(self, outcome: str) -> None:
+        if self._observed:
+            return
+        self._observed = True
+        first = None if self._first_token_at is None else self._first_token_at - self._asked_at
+        metrics.chat_turn_observe(surface=self.surface, outcome=str(outcome),
+                                  seconds=time.perf_counter() - self._asked_at, first_token_seconds=first)
 
 
 def _is_token(frame) -> bool:

@@ -145,7 +145,7 @@ class ChatCompletionsView(OpenAIView):
             raise ChatError(ChatErrorCode.MODEL_NOT_FOUND, f"The model “{data['model']}” does not exist here; use "
                                                f"model=\"{MODEL_ID}\".", status=404)
         question, history = _question_and_history(data["messages"])
-        run = TurnRun(account=self.account, api_key=self.api_key, question=question,
+        run = TurnRun(account=self.account, api_key=self.api_key, question=question, surface="openai",
                       history=history, options=_options(data))
         run.prepare()
         created = int(time.time())

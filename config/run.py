@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -16,9 +17,32 @@ import sys
 import time
 import urllib.request
 
-from config.embedded import BASE_DIR, Started, ensure_services, load_dotenv, log, stop_services
+from config.embedded import BASE_DIR, DATA_DIR, Started, ensure_services, load_dotenv, log, stop_services
 
 PYTHON = sys.executable
+
+
+def metrics_dir(env: dict, name: str, *, clean: bool = True) -> str:
+    """PROMETHEUS_MULTIPROC_DIR for the processes about to start (core/metrics.py): the one
+    set in the environment, else a folder of this install's data dir. Emptied first (`clean`):
+    files left by an earlier run would be summed into this one's counts."""
+    folder = env.get("PROMETHEUS_MULTIPROC_DIR") or str(DATA_DIR / "prometheus" / name)
+    if clean:
+        shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder, exist_ok=True)
+    env["PROMETHEUS_MULTIPROC_DIR"] = folder
+    return folder
+
+
+def mark_dead(process: subprocess.Popen) -> None:
+    """prometheus_client's mark_process_dead for a child that has exited (its live gauges go)."""
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR", "")
+    if not folder:
+        return
+    from prometheus_client import multiprocess
+
+    for identifier in (process.pid, f"{process.pid}-jobs"):
+        multiprocess.mark_process_dead(identifier, folder)
 
 
 def spawn(name: str, argv: list[str], env: dict) -> tuple[str, subprocess.Popen]:
@@ -109,6 +133,8 @@ def stop_children(children: list[tuple[str, subprocess.Popen]]) -> None:
             log(f"{name} did not stop in time; killing it")
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+    for _, process in children:
+        mark_dead(process)
 
 
 def watch(children: list[tuple[str, subprocess.Popen]]) -> None:
@@ -164,6 +190,8 @@ def main() -> int:
         port = int(env.get("PORT", "8000"))
         web_processes, worker_processes = process_count("WEB_PROCESSES"), process_count("WORKER_PROCESSES")
         sock = listening_socket("127.0.0.1", port)  # early: a taken port fails before anything starts
+        # After the socket: a second run on a taken port must not empty the first one's folder.
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir(env, f"run-{port}")  # mark_dead reads it
         _start_model_server(env, children)
         _manage("migrate", "--no-input", "-v", "0", env=env)
         _manage("ensure_demo", env=env)

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 from config.embedded import log
-from config.run import listening_socket, process_count, spawn, spawn_web, stop_children, watch, worker_argv
+from config.run import listening_socket, metrics_dir, process_count, spawn, spawn_web, stop_children, watch, worker_argv
 
 USAGE = "usage: python -m config.serve web|worker"
 
@@ -40,7 +40,11 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     children: list[tuple[str, subprocess.Popen]] = []
     try:
-        children = _start(argv[0], dict(os.environ, PYTHONUNBUFFERED="1"))
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        # One folder for the web and worker processes of this machine (README, "Metrics"); the
+        # web supervisor empties it at its start, a worker supervisor only adds to it.
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir(env, "serve", clean=argv[0] == "web")
+        children = _start(argv[0], env)
         log(f"{len(children)} {argv[0]} processes")
         watch(children)
     except KeyboardInterrupt:

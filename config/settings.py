@@ -73,6 +73,10 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # A request id on every log line and job, returned in X-Request-ID; every request counted
+    # and timed by view on /metrics (README, "Metrics").
+    "core.request_id.RequestIdMiddleware",
+    "core.request_metrics.RequestMetricsMiddleware",
     # Oversized bodies refused with 413 before anything reads them ("request limits" below).
     "core.limits.RequestLimitsMiddleware",
     # The Content-Security-Policy header ("security headers" below).
@@ -166,6 +170,7 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 RQ_QUEUES = {
     "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 900},
 }
+RQ = {"QUEUE_CLASS": "core.request_id.RequestIdQueue"}  # a job keeps its request's id (rq meta)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -434,13 +439,23 @@ OIDC_TIMEOUT_SECONDS = env.float("OIDC_TIMEOUT_SECONDS", default=10.0)
 # authenticates nothing itself: accounts.sso.backends).
 AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "accounts.sso.backends.SsoBackend"]
 
+# --- metrics and logs (README, "Metrics") ---------------------------------------------------
+# GET /metrics answers loopback (no proxy header) or `Authorization: Bearer <METRICS_TOKEN>`.
+METRICS_TOKEN = env("METRICS_TOKEN", default="")
+# plain: one line of text a record; json: one JSON object a line, with the request id.
+LOG_FORMAT = env("LOG_FORMAT", default="plain")
+if LOG_FORMAT not in ("plain", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT is plain or json, not {LOG_FORMAT!r}")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "filters": {"quiet_periodic_jobs": {"()": "config.logs.QuietPeriodicJobs"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain",
-                             "filters": ["quiet_periodic_jobs"]}},
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+                   "json": {"()": "config.logs.JsonFormatter"}},
+    "filters": {"quiet_periodic_jobs": {"()": "config.logs.QuietPeriodicJobs"},
+                "request_id": {"()": "core.request_id.RequestIdFilter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT,
+                             "filters": ["quiet_periodic_jobs", "request_id"]}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},

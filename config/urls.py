@@ -4,6 +4,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitVie
 
 from billing.purchases.views import stripe_webhook_view
 from config.health import healthz
+from config.metrics import metrics_view
 from config.views import home_view
 
 api_v1 = [
@@ -19,6 +20,7 @@ api_v1 = [
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     # Stripe's events (billing/purchases): signed by Stripe, no session, no CSRF token.
     path("billing/stripe/webhook/", stripe_webhook_view, name="stripe-webhook"),

@@ -158,6 +158,21 @@ class SocketLease:
             logger.warning("could not release socket lease %s (it runs out by itself)", self.key, exc_info=True)
 
 
+def open_sockets_count() -> int:
+    """Open websockets across every web process: the unexpired leases in Redis (for
+    /metrics; a process that died leaves leases that stop counting within LEASE_SECONDS)."""
+    import redis
+
+    client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5)
+    try:
+        now, total = time.time(), 0
+        for key in client.scan_iter(match=_lease_key("*"), count=500):
+            total += client.zcount(key, now, "+inf")
+        return total
+    finally:
+        client.close()
+
+
 class FrameBucket:
     """Frames per second for one socket: a token bucket of `burst` frames that refills at
     `rate` a second."""

@@ -18,5 +18,9 @@ class DocumentsConfig(AppConfig):
         principal_access_ended.connect(collection_access_end, dispatch_uid="documents.collection_access_end")
         account_deleted.connect(account_documents_withdraw, dispatch_uid="documents.account_withdraw")
         # The ledger names documents only to those who may read them (restricted collections).
+        # Documents by status and the ingestion queue on /metrics, read at scrape time.
+        from documents import metrics
+
+        metrics.register()
         references.readable_register(
             "document", lambda *, account, ids: document_ids_readable(account=account, document_ids=ids))

@@ -11,6 +11,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
+from core import metrics
 from core.tenancy import account_context
 from billing import pricing, references
 from billing.errors import BudgetExceeded, InsufficientCredits
@@ -53,7 +54,9 @@ def process(document: Document) -> None:
         for attempt in range(2):
             batches = _embed_all(document, drafts)
             try:
-                _publish(document, drafts, batches)
+                if _publish(document, drafts, batches):
+                    metrics.document_ingested_observe(outcome="ready", pages=_page_count(drafts),
+                                                      ocr_pages=getattr(document, "ocr_pages", 0))
                 break
             except ModelChanged:
                 # An embedding-model migration switched while this revision was embedded with
@@ -65,12 +68,15 @@ def process(document: Document) -> None:
         return  # the reindex was cancelled: the cancel already put the document back
     except IngestionError as exc:
         _fail(document, exc.code, exc.message)
+        metrics.document_ingested_observe(outcome=str(exc.code))
     except (InsufficientCredits, BudgetExceeded) as exc:
         _fail(document, exc.code, exc.message)
+        metrics.document_ingested_observe(outcome=str(exc.code))
     except llm.ProviderError as exc:
         message = (f"{exc.message} The document was not charged; reindex it to try again."
                    if exc.transient else f"{exc.message} The document was not charged.")
         _fail(document, exc.code, message)
+        metrics.document_ingested_observe(outcome=str(exc.code))
     except (OperationalError, InterfaceError):
         # The database itself is unreachable: marking the document failed would fail too.
         # rq retries the job with backoff; the sweeper re-queues it if those run out.
@@ -79,6 +85,7 @@ def process(document: Document) -> None:
         logger.exception("ingestion of document %s failed unexpectedly", document_id)
         _fail(document, "internal_error", "Something went wrong while processing this document. "
                                           "It was not charged; reindex it to try again.")
+        metrics.document_ingested_observe(outcome="internal_error")
 
 
 def claim(account_id, document_id, revision) -> Document | None:
@@ -129,6 +136,7 @@ def _parse_and_chunk(document: Document):
                                   ocr_max_pages=settings.OCR_MAX_PAGES)
         parsed.sections += images.image_description_sections(document, path, payer=_uploader(document))
     document.parse_notes = parsed.notes  # pages OCR skipped: shown with the ready document
+    document.ocr_pages = len({s.page_start for s in parsed.sections if s.text_source == "ocr"})  # for /metrics
     drafts = chunk_document(parsed, size=settings.CHUNK_SIZE, overlap=settings.CHUNK_OVERLAP,
                             count_tokens=count_tokens)
     if not drafts:
@@ -147,6 +155,11 @@ def _parse_and_chunk(document: Document):
             credits_estimate=document.credits_estimate,
             progress_total=_batch_count(len(drafts)), heartbeat_at=timezone.now())
     return drafts
+
+
+def _page_count(drafts) -> int:
+    """Pages of a paged document (PDF, images), else 0: text files have no pages."""
+    return max((d.page_end for d in drafts if d.page_end), default=0)
 
 
 def _embedding_texts(document: Document, drafts) -> list[str]:
@@ -242,8 +255,9 @@ def _language(drafts) -> str:
     return language_detect("\n".join(sample))
 
 
-def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
-    """Debit the exact provider tokens and swap in the new chunks, all in one transaction."""
+def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> bool:
+    """Debit the exact provider tokens and swap in the new chunks, all in one transaction.
+    False: the revision was deleted or superseded meanwhile (nothing published)."""
     vectors = np.concatenate([np.frombuffer(bytes(b.vectors), dtype=np.float32)
                               .reshape(b.count, -1) for b in batches])
     if len(vectors) != len(drafts):
@@ -259,7 +273,7 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
             raise ModelChanged()  # (_embed_all drops the other model's batches on the retry)
         current = Document.objects.for_account(account_id).select_for_update().filter(pk=document.pk).first()
         if current is None or current.revision != document.revision or current.status != Status.PROCESSING:
-            return  # deleted or superseded meanwhile: the newer job publishes
+            return False  # deleted or superseded meanwhile: the newer job publishes
         entry = credits_debit(account=account_id, tokens=tokens, key=f"ingest:{document.pk}:{document.revision}",
                               kind=Kind.EMBEDDING, model=batches[0].model, provider=batches[0].provider,
                               reference=references.document(document.pk, document.revision),
@@ -293,6 +307,7 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> None:
         current.progress_done = current.progress_total
         current.heartbeat_at = timezone.now()
         current.save()
+    return True
 
 
 def _reserve_chunk_ids(n: int) -> list[int]:

@@ -192,7 +192,7 @@ def ask_body(key: ApiKey, question: str, arguments: dict) -> dict:
     conversations (any other is not found); `tags` / `exclude_tags` steer its retrieval as they
     steer REST chat's."""
     args = _valid(ChatRequestSerializer, {"message": question, **arguments})
-    run = TurnRun(account=key.account, api_key=key, question=args["message"],
+    run = TurnRun(account=key.account, api_key=key, question=args["message"], surface="mcp",
                   conversation_id=args.get("conversation_id"), tags=args.get("tags"),
                   exclude_tags=args.get("exclude_tags"))
     return ChatResponseSerializer(run.run()).data
