@@ -3,6 +3,7 @@ INFO lines are filtered out (config/logs.py): an idle installation prints nothin
 from rq import cron
 
 from billing.jobs import release_stale_holds
+from config.backup import scheduled_backup
 from documents.jobs import backfill_document_languages, requeue_stale_work
 from exports.jobs import cleanup_exports
 from retrieval.jobs import refresh_search_indexes
@@ -17,6 +18,8 @@ PERIODIC_JOBS = [
     (backfill_document_languages, 600, "backfill-document-languages"),
     # Hourly and daily source syncs: due ones started once each (sources/schedule.py).
     (sync_due_sources, 60, "sync-due-sources"),
+    # BACKUP_SCHEDULE's archives, once per period (config/backup.py); a no-op when off.
+    (scheduled_backup, 60, "scheduled-backup"),
 ]
 
 for job, interval, name in PERIODIC_JOBS:
