@@ -21,6 +21,8 @@ PERIODIC_JOBS = [
     # BACKUP_SCHEDULE's archives, once per period (config/backup.py); a no-op when off.
     (scheduled_backup, 60, "scheduled-backup"),
 ]
+# A large database's backup may run past rq's default job timeout.
+JOB_TIMEOUTS = {"scheduled-backup": 6 * 3600}
 
 for job, interval, name in PERIODIC_JOBS:
-    cron.register(job, "default", interval=interval, name=name)
+    cron.register(job, "default", interval=interval, name=name, job_timeout=JOB_TIMEOUTS.get(name))
