@@ -280,3 +280,60 @@ def test_scheduled_backups_run_once_per_period_and_keep_the_newest(account_a, me
     finally:
         for key in redis.keys("*:backup:daily:*"):
             redis.delete(key)
+
+
+@pytest.fixture
+def s3_server():
+    """moto's S3 in server mode on loopback (a real HTTP server the storage API talks to)."""
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        yield f"http://{host}:{port}"
+    finally:
+        server.stop()
+
+
+def _bucket_storage(settings, endpoint: str, bucket: str):
+    import boto3
+
+    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
+                 aws_secret_access_key="test").create_bucket(Bucket=bucket)
+    settings.STORAGE_BUCKET = bucket
+    settings.STORAGES = {**settings.STORAGES, "default": {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {"bucket_name": bucket, "endpoint_url": endpoint, "region_name": "us-east-1",
+                    "access_key": "test", "secret_key": "test", "default_acl": None, "file_overwrite": False}}}
+
+
+def _objects(endpoint: str, bucket: str) -> dict[str, bytes]:
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
+                      aws_secret_access_key="test")
+    keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
+    return {key: s3.get_object(Bucket=bucket, Key=key)["Body"].read() for key in keys}
+
+
+def test_files_in_a_bucket_are_backed_up_and_restored_into_another(account_a, fake_llm, upload_and_ingest, settings,
+                                                                  s3_server, restore_target, tmp_path):
+    _bucket_storage(settings, s3_server, "groundwork-live")
+    upload_and_ingest(account_a, "bucket.txt", b"Stored in the bucket: the quarterly plan.")
+    upload_and_ingest(account_a, "second.txt", b"Another object in the bucket.")
+    live = _objects(s3_server, "groundwork-live")
+    assert len(live) == 2
+    archive = tmp_path / "bucket.tar.gz"
+    manifest = backup_create(output=archive)
+    assert manifest["files"] == 2
+
+    _bucket_storage(settings, s3_server, "groundwork-restored")
+    backup_restore(archive=archive, target=restore_target)
+    assert _objects(s3_server, "groundwork-restored") == live
+    # A bucket that is not empty is refused like a folder.
+    with owner_connection() as conn:
+        conn.execute(f'DROP DATABASE "{restore_target.name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{restore_target.name}"')
+    with pytest.raises(BackupError, match="file storage .* is not empty"):
+        backup_restore(archive=archive, target=restore_target)
