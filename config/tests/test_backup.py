@@ -259,6 +259,14 @@ def test_backup_errors_are_clear_and_leave_no_file(account_a, media, tmp_path):
         backup_create(output=tmp_path / "b.tar.gz", target=unreachable)
     assert list(tmp_path.iterdir()) == [tmp_path / "media1"]
     assert s["NAME"]  # (the configured database untouched)
+    # A failure half-way (the dump made, a file that cannot be read): no archive, no temp left.
+    (media.first / "ok.txt").write_bytes(b"fine")
+    (media.first / "gone.txt").symlink_to(tmp_path / "nowhere")
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(CommandError, match="Backup failed writing"):
+        call_command("backup", output=str(out / "b.tar.gz"))
+    assert list(out.iterdir()) == []
 
 
 def test_scheduled_backups_run_once_per_period_and_keep_the_newest(account_a, media, settings, tmp_path):
