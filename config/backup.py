@@ -211,6 +211,7 @@ def backup_create(*, output: Path, target: Target | None = None) -> dict:
     if output.is_dir():
         raise BackupError(f"{output} is a folder: give the archive's file name.")
     target = target or Target.from_settings()
+    logging.getLogger("groundwork.tenancy").info("tenancy bypass: backup: dump and count every account's rows")
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".partial", dir=folder))
     try:
         return _backup_into(staging, output, target)
@@ -360,6 +361,19 @@ def _ensure_vector(target: Target) -> None:
                               f"CREATE EXTENSION vector; in it, then restore again.") from exc
 
 
+def _check_known_migrations(manifest: dict) -> None:
+    """An archive of a newer version (migrations this code lacks) is refused: its schema
+    would not be this code's. An older one restores, and `manage.py migrate` upgrades it."""
+    from django.db.migrations.loader import MigrationLoader
+
+    known = {f"{app}.{name}" for app, name in MigrationLoader(None, ignore_no_migrations=True).disk_migrations}
+    unknown = sorted(set(manifest["migrations"]) - known)
+    if unknown:
+        raise BackupError(f"This archive was made by a newer version (commit {manifest.get('git_commit')}): "
+                          f"{len(unknown)} of its migrations are unknown here, e.g. {unknown[0]}. Install that "
+                          "version (or newer) first, then restore. Nothing was restored.")
+
+
 def backup_restore(*, archive: Path, target: Target | None = None) -> dict:
     """Restore `archive` into the (empty) configured database and storage. Returns
     {"manifest", "counts"} with the restored counts (which equal the manifest's)."""
@@ -369,6 +383,7 @@ def backup_restore(*, archive: Path, target: Target | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix="groundwork-restore-"))
     try:
         manifest = archive_verify(Path(archive), work)
+        _check_known_migrations(manifest)
         target_check_empty(target)
         _ensure_vector(target)
         dump = work / DUMP

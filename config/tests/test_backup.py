@@ -231,6 +231,21 @@ def test_a_corrupted_archive_restores_nothing(account_a, fake_llm, upload_and_in
         backup_restore(archive=repacked, target=restore_target)
     _nothing_written(restore_target, media.second)
 
+    # A valid archive of a newer version (a migration unknown here): refused before any write.
+    newer = tmp_path / "newer.tar.gz"
+    with tarfile.open(archive) as src, tarfile.open(newer, "w:gz") as dst:
+        for member in src:
+            data = src.extractfile(member).read()
+            if member.name == "manifest.json":
+                manifest = json.loads(data)
+                manifest["migrations"].append("documents.9999_from_the_future")
+                data = json.dumps(manifest).encode()
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data))
+    with pytest.raises(BackupError, match="made by a newer version.*documents.9999_from_the_future"):
+        backup_restore(archive=newer, target=restore_target)
+    _nothing_written(restore_target, media.second)
+
     # Not a backup at all.
     bogus = tmp_path / "bogus.tar.gz"
     bogus.write_bytes(gzip.compress(b"hello"))
