@@ -16,6 +16,7 @@ import socket
 from rq import cron
 
 from billing.jobs import release_stale_holds
+from config.backup import scheduled_backup
 from documents.jobs import backfill_document_languages, requeue_stale_work
 from exports.jobs import cleanup_exports
 from retrieval.jobs import refresh_search_indexes
@@ -30,7 +31,11 @@ PERIODIC_JOBS = [
     (backfill_document_languages, 600, "backfill-document-languages"),
     # Hourly and daily source syncs: due ones started once each (sources/schedule.py).
     (sync_due_sources, 60, "sync-due-sources"),
+    # BACKUP_SCHEDULE's archives, once per period (config/backup.py); a no-op when off.
+    (scheduled_backup, 60, "scheduled-backup"),
 ]
+# A large database's backup may run past rq's default job timeout.
+JOB_TIMEOUTS = {"scheduled-backup": 6 * 3600}
 
 # A lease a little shorter than the interval: the next enqueue (one interval later, from
 # whichever cron process) finds it free, a second cron process's enqueue in between does not.
@@ -56,4 +61,5 @@ def run_periodic(name: str) -> dict:
 
 
 for _job, _interval, _name in PERIODIC_JOBS:
-    cron.register(run_periodic, "default", args=(_name,), interval=_interval, name=_name)
+    cron.register(run_periodic, "default", args=(_name,), interval=_interval, name=_name,
+                  job_timeout=JOB_TIMEOUTS.get(_name))

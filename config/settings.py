@@ -518,3 +518,14 @@ STRIPE_CHECKOUT_ORIGINS = env.list("STRIPE_CHECKOUT_ORIGINS", default=["https://
 if STRIPE_SECRET_KEY and STRIPE_CHECKOUT_ORIGINS:
     CONTENT_SECURITY_POLICY = CONTENT_SECURITY_POLICY.replace(
         "form-action 'self'", "form-action 'self' " + " ".join(STRIPE_CHECKOUT_ORIGINS))
+# --- backups (config/backup.py; README "Backups") ------------------------------------------------
+# `manage.py backup --output FILE` / `manage.py restore FILE`. Scheduled: off unless
+# BACKUP_SCHEDULE is hourly, daily or weekly; the cron writes one archive per period into
+# BACKUP_DIR and keeps the newest BACKUP_KEEP.
+BACKUP_SCHEDULE = env("BACKUP_SCHEDULE", default="").strip().lower() or None
+if BACKUP_SCHEDULE in ("off", "none", "0"):
+    BACKUP_SCHEDULE = None
+if BACKUP_SCHEDULE not in (None, "hourly", "daily", "weekly"):
+    raise ImproperlyConfigured(f"BACKUP_SCHEDULE={BACKUP_SCHEDULE!r}: use hourly, daily, weekly or off")
+BACKUP_DIR = Path(env("BACKUP_DIR", default=str(BASE_DIR / ".data" / "backups")))
+BACKUP_KEEP = env.int("BACKUP_KEEP", default=7)
