@@ -82,13 +82,20 @@ def assert_nothing_left(data_dir: Path, timeout: float = 20, output: str = "") -
         f"embedded PostgreSQL not stopped:\n{output}\n{log.read_text()[-2000:] if log.exists() else ''}")
 
 
-@pytest.fixture
-def data_dir():
-    # Not under tmp_path: the embedded PostgreSQL runs as its own user when the tests run as
-    # root, and other pytest sessions on the machine set /tmp/pytest-of-<user> back to 0700.
+@pytest.fixture(scope="module")
+def shared_data_dir():
+    """One data folder for the module (made and migrated once; each test leaves it stopped).
+    Not under tmp_path: the embedded PostgreSQL runs as its own user when the tests run as
+    root, and other pytest sessions on the machine set /tmp/pytest-of-<user> back to 0700."""
     base = Path(tempfile.mkdtemp(prefix="gw-stops-"))
     base.chmod(0o755)
-    folder = base / "data"
+    yield base / "data"
+    shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def data_dir(shared_data_dir):
+    folder = shared_data_dir
     yield folder
     # Whatever a failed test left: killed, so that no test leaves a process behind.
     for process in ours(folder):
@@ -97,7 +104,6 @@ def data_dir():
         except psutil.Error:
             pass
     psutil.wait_procs(ours(folder), timeout=10)
-    shutil.rmtree(base, ignore_errors=True)
 
 
 class Terminal:
@@ -176,6 +182,8 @@ def test_piped_make_run_stops_everything_on_ctrl_c_then_starts_again(tmp_path, d
         finally:
             terminal.close()
     assert "running at" in log_file.read_text()
+    # The pipe was gone while it stopped: its messages are kept in the data folder.
+    assert (data_dir / "stop.log").read_text().count("stopped embedded PostgreSQL") >= 2
 
 
 def test_crashed_start_is_adopted_and_a_second_ctrl_c_hurries_but_stops_everything(tmp_path, data_dir):
@@ -210,6 +218,8 @@ def test_crashed_start_is_adopted_and_a_second_ctrl_c_hurries_but_stops_everythi
         terminal.ctrl_c()
         terminal.process.wait(90)
         assert_nothing_left(data_dir)
+        # tee died with the first Ctrl-C: what the stop said is kept in the data folder.
+        assert "hurrying" in (data_dir / "stop.log").read_text()
     finally:
         terminal.close()
 
