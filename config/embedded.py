@@ -464,8 +464,9 @@ def stop_services(started: Started) -> None:
         _deregister()
         others = other_users()
         if others:
-            log(f"leaving the embedded services running for {len(others)} other process(es) using them "
-                f"(pid {', '.join(str(user['pid']) for user in others)})")
+            if started.redis_process is not None:  # it started them: say why it leaves them
+                log(f"leaving the embedded services running for {len(others)} other process(es) using them "
+                    f"(pid {', '.join(str(user['pid']) for user in others)})")
             return
         try:
             if started.redis:

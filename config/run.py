@@ -21,7 +21,7 @@ from config.embedded import BASE_DIR, Started, ensure_services, load_dotenv, log
 PYTHON = sys.executable
 
 
-_PRCTL = None  # libc's prctl, loaded by main() (Linux only): the supervisor's children die with it
+_PRCTL = None  # libc's prctl, loaded by children_die_with_this_process() (Linux only)
 _SUPERVISOR_PID = 0
 
 
@@ -37,7 +37,8 @@ def _child_options() -> dict:
     return {"preexec_fn": _die_with_supervisor} if _PRCTL is not None else {}
 
 
-def _load_prctl() -> None:
+def children_die_with_this_process() -> None:
+    """From now on, what spawn()/spawn_web() start gets SIGTERM when this process dies."""
     global _PRCTL, _SUPERVISOR_PID
     if sys.platform.startswith("linux"):
         import ctypes
@@ -190,7 +191,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 def main() -> int:
     load_dotenv()
-    _load_prctl()
+    children_die_with_this_process()
     started = Started()
     children: list[tuple[str, subprocess.Popen]] = []
     stopping = False
