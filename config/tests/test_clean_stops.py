@@ -103,7 +103,7 @@ def data_dir(shared_data_dir):
             process.kill()
         except psutil.Error:
             pass
-    psutil.wait_procs(ours(folder), timeout=10)
+    psutil.wait_procs(ours(folder), timeout=30)
 
 
 class Terminal:
@@ -191,8 +191,10 @@ def test_crashed_start_is_adopted_and_a_second_ctrl_c_hurries_but_stops_everythi
     its children die with it. The next start adopts what was left and stops it at the end,
     also when Ctrl-C is pressed twice."""
     port = _free_port()
+    # Its output into a file: a pipe nobody reads would fill and block its children's writes.
+    crashed_log = open(tmp_path / "crashed.log", "w")
     crashed = subprocess.Popen([sys.executable, "-m", "config.run"], cwd=BASE_DIR, env=_env(data_dir, port),
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                               stdout=crashed_log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
         while not _serving(port):
@@ -206,7 +208,7 @@ def test_crashed_start_is_adopted_and_a_second_ctrl_c_hurries_but_stops_everythi
         assert (data_dir / "postgres" / "postmaster.pid").exists()
         assert not any("daphne" in cmd or "rqworker" in cmd or "rqcron" in cmd for cmd in left), left
     finally:
-        crashed.stdout.close()
+        crashed_log.close()
 
     terminal = Terminal(f"{_make_run(tmp_path)} 2>&1 | tee {shlex.quote(str(tmp_path / 'run.log'))}",
                         _env(data_dir, port))
