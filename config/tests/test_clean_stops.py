@@ -243,22 +243,24 @@ def test_terminal_hang_up_stops_everything(tmp_path, data_dir):
 
 def test_backgrounded_make_run_kill_percent_one_and_manage_py_meanwhile(tmp_path, data_dir):
     """`make run &` in a job-control shell, a `manage.py` command while it runs (it must leave
-    the services to the run), then `kill %1` (SIGTERM to the job: make and the supervisor)."""
+    the services to the run), then `kill %1` (SIGTERM to the job: make and the supervisor).
+    Then again, with SIGTERM to make alone (`kill $!`): make passes it on to the supervisor."""
     port = _free_port()
-    log_file = tmp_path / "run.log"
     python = shlex.quote(sys.executable)
-    script = (f"set -m; {_make_run(tmp_path)} > {shlex.quote(str(log_file))} 2>&1 &\n"
-              f"until grep -q 'running at' {shlex.quote(str(log_file))}; do kill -0 %1 || exit 3; sleep 0.3; done\n"
-              f"{python} manage.py check > {shlex.quote(str(tmp_path / 'check.log'))} 2>&1 || exit 4\n"
-              f"curl -fsS http://127.0.0.1:{port}/healthz > /dev/null || exit 5\n"
-              "kill %1; wait")
-    result = subprocess.run(["bash", "-c", script], cwd=BASE_DIR, env=_env(data_dir, port), timeout=240,
-                            capture_output=True, text=True)
-    output = log_file.read_text()
-    assert result.returncode in (0, 143), f"{result.returncode}: {result.stderr}\n{output}"
-    assert "System check identified no issues" in (tmp_path / "check.log").read_text()
-    assert_nothing_left(data_dir)
-    assert "stopped embedded PostgreSQL" in output and output.rstrip().endswith("stopped")
+    for attempt, kill in ((1, "kill %1"), (2, "kill $!")):
+        log_file = tmp_path / f"run{attempt}.log"
+        script = (f"set -m; {_make_run(tmp_path)} > {shlex.quote(str(log_file))} 2>&1 &\n"
+                  f"until grep -q 'running at' {shlex.quote(str(log_file))}; do kill -0 %1 || exit 3; sleep 0.3; done\n"
+                  f"{python} manage.py check > {shlex.quote(str(tmp_path / 'check.log'))} 2>&1 || exit 4\n"
+                  f"curl -fsS http://127.0.0.1:{port}/healthz > /dev/null || exit 5\n"
+                  f"{kill}; wait")
+        result = subprocess.run(["bash", "-c", script], cwd=BASE_DIR, env=_env(data_dir, port), timeout=240,
+                                capture_output=True, text=True)
+        output = log_file.read_text()
+        assert result.returncode in (0, 143), f"{kill}: {result.returncode}: {result.stderr}\n{output}"
+        assert "System check identified no issues" in (tmp_path / "check.log").read_text()
+        assert_nothing_left(data_dir, output=output)
+        assert "stopped embedded PostgreSQL" in output and output.rstrip().endswith("stopped"), output
 
 
 def test_manage_py_and_bench_stop_what_they_started(data_dir):
