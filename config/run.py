@@ -25,16 +25,20 @@ _PRCTL = None  # libc's prctl, loaded by children_die_with_this_process() (Linux
 _SUPERVISOR_PID = 0
 
 
-def _die_with_supervisor() -> None:
-    """In a child before exec: SIGTERM when the supervisor dies, even by SIGKILL
+def _die_with_supervisor(signum: int) -> None:
+    """In a child before exec: `signum` when the supervisor dies, even by SIGKILL
     (PR_SET_PDEATHSIG), so that a killed supervisor leaves no web process or worker behind."""
-    _PRCTL(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    _PRCTL(1, signum, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
     if os.getppid() != _SUPERVISOR_PID:  # it died before the line above
-        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signum)
 
 
-def _child_options() -> dict:
-    return {"preexec_fn": _die_with_supervisor} if _PRCTL is not None else {}
+def _child_options(signum: int = signal.SIGTERM) -> dict:
+    if _PRCTL is None:
+        return {}
+    import functools
+
+    return {"preexec_fn": functools.partial(_die_with_supervisor, signum)}
 
 
 def children_die_with_this_process() -> None:
@@ -112,7 +116,10 @@ def spawn_web(sock: socket.socket, env: dict, index: int, **popen) -> subprocess
     """One daphne process serving the ASGI app on the shared listening socket."""
     argv = [PYTHON, "-m", "daphne", "--fd", str(sock.fileno()), "config.asgi:application"]
     popen.setdefault("start_new_session", True)
-    for key, value in _child_options().items():
+    # SIGKILL: a daphne that got SIGTERM can wait on its open application instances for good,
+    # and with the supervisor gone nobody would escalate (the workers get SIGTERM: a warm
+    # shutdown finishes the job at hand).
+    for key, value in _child_options(signal.SIGKILL).items():
         popen.setdefault(key, value)
     return subprocess.Popen(argv, cwd=BASE_DIR, env=dict(env, WEB_PROCESS_INDEX=str(index)),
                             pass_fds=(sock.fileno(),), **popen)
