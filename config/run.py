@@ -45,9 +45,40 @@ def mark_dead(process: subprocess.Popen) -> None:
         multiprocess.mark_process_dead(identifier, folder)
 
 
+_PRCTL = None  # libc's prctl, loaded by children_die_with_this_process() (Linux only)
+_SUPERVISOR_PID = 0
+
+
+def _die_with_supervisor(signum: int) -> None:
+    """In a child before exec: `signum` when the supervisor dies, even by SIGKILL
+    (PR_SET_PDEATHSIG), so that a killed supervisor leaves no web process or worker behind."""
+    _PRCTL(1, signum, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    if os.getppid() != _SUPERVISOR_PID:  # it died before the line above
+        os.kill(os.getpid(), signum)
+
+
+def _child_options(signum: int = signal.SIGTERM) -> dict:
+    if _PRCTL is None:
+        return {}
+    import functools
+
+    return {"preexec_fn": functools.partial(_die_with_supervisor, signum)}
+
+
+def children_die_with_this_process() -> None:
+    """From now on, what spawn()/spawn_web() start gets SIGTERM when this process dies."""
+    global _PRCTL, _SUPERVISOR_PID
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        _PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+        _SUPERVISOR_PID = os.getpid()
+
+
 def spawn(name: str, argv: list[str], env: dict) -> tuple[str, subprocess.Popen]:
-    # Each child leads its own process group, so stopping it stops its children too.
-    return name, subprocess.Popen(argv, cwd=BASE_DIR, env=env, start_new_session=True)
+    # Each child leads its own process group, so stopping it stops its children too; the
+    # terminal's Ctrl-C reaches the supervisor only, which stops them in order.
+    return name, subprocess.Popen(argv, cwd=BASE_DIR, env=env, start_new_session=True, **_child_options())
 
 
 def _manage(*args: str, env: dict) -> None:
@@ -109,6 +140,11 @@ def spawn_web(sock: socket.socket, env: dict, index: int, **popen) -> subprocess
     """One daphne process serving the ASGI app on the shared listening socket."""
     argv = [PYTHON, "-m", "daphne", "--fd", str(sock.fileno()), "config.asgi:application"]
     popen.setdefault("start_new_session", True)
+    # SIGKILL: a daphne that got SIGTERM can wait on its open application instances for good,
+    # and with the supervisor gone nobody would escalate (the workers get SIGTERM: a warm
+    # shutdown finishes the job at hand).
+    for key, value in _child_options(signal.SIGKILL).items():
+        popen.setdefault(key, value)
     return subprocess.Popen(argv, cwd=BASE_DIR, env=dict(env, WEB_PROCESS_INDEX=str(index)),
                             pass_fds=(sock.fileno(),), **popen)
 
@@ -118,21 +154,35 @@ def worker_argv() -> list[str]:
     return [PYTHON, "manage.py", "rqworker", "default", "--with-scheduler"]
 
 
-def stop_children(children: list[tuple[str, subprocess.Popen]]) -> None:
+STOP_SECONDS = 15  # how long the children get to stop after SIGTERM, before SIGKILL
+HURRY_SECONDS = 2  # the same after a second Ctrl-C
+
+
+def _signal_group(process: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(process.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def stop_children(children: list[tuple[str, subprocess.Popen]], hurry=lambda: False) -> None:
+    """SIGTERM to every child's process group, then SIGKILL to those still running after
+    STOP_SECONDS (HURRY_SECONDS once `hurry()` holds: a second Ctrl-C)."""
     for _, process in children:
         if process.poll() is None:
-            try:
-                os.killpg(process.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-    deadline = time.monotonic() + 15
+            _signal_group(process, signal.SIGTERM)
+    started = time.monotonic()
+    while any(process.poll() is None for _, process in children):
+        bound = HURRY_SECONDS if hurry() else STOP_SECONDS
+        if time.monotonic() - started >= bound:
+            break
+        time.sleep(0.1)
     for name, process in children:
-        try:
-            process.wait(max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
+        if process.poll() is None:
             log(f"{name} did not stop in time; killing it")
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        # The group too: a worker's work horse, a daphne's own children.
+        _signal_group(process, signal.SIGKILL)
+        process.wait()
     for _, process in children:
         mark_dead(process)
 
@@ -169,21 +219,31 @@ def _start_model_server(env: dict, children: list) -> None:
         raise RuntimeError("the local model server did not become healthy; see its output above")
 
 
-def _ignore_further_signals() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def main() -> int:
     load_dotenv()
+    children_die_with_this_process()
     started = Started()
     children: list[tuple[str, subprocess.Popen]] = []
     stopping = False
+    signalled = False  # a stop signal came, or the stop began: later ones only hurry it
 
     def on_signal(signum, frame):
+        nonlocal signalled
+        # The first Ctrl-C (SIGTERM: `kill`, `make` passing one on; SIGHUP: the terminal
+        # closed) stops the run; a further one hurries the stop, which still stops everything.
+        if signalled:
+            if not started.hurry:
+                started.hurry = True
+                log("hurrying: killing what has not stopped yet")
+            return
+        signalled = True
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, on_signal)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_signal)
     try:
         ensure_services(started)
         env = dict(os.environ, GROUNDWORK_LOCAL=os.environ.get("GROUNDWORK_LOCAL", "1"), PYTHONUNBUFFERED="1")
@@ -209,7 +269,6 @@ def main() -> int:
         log(f"Groundwork is running at http://127.0.0.1:{port}/  (Ctrl-C stops everything)")
         watch(children)
     except KeyboardInterrupt:
-        _ignore_further_signals()  # a second Ctrl-C (or SIGTERM) must not cut the cleanup short
         stopping = True
         log("stopping…")
         return 0
@@ -217,9 +276,13 @@ def main() -> int:
         log(f"error: {exc}")
         return 1
     finally:
-        _ignore_further_signals()
-        stop_children(children)
-        stop_services(started)
+        # From here on a signal only hurries the stop (on_signal): nothing cuts it short, and
+        # log() never raises on a closed pipe or a hung-up terminal.
+        signalled = True
+        try:
+            stop_children(children, hurry=lambda: started.hurry)
+        finally:
+            stop_services(started)
         if stopping:
             log("stopped")
 

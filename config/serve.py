@@ -15,7 +15,8 @@ import subprocess
 import sys
 
 from config.embedded import log
-from config.run import listening_socket, metrics_dir, process_count, spawn, spawn_web, stop_children, watch, worker_argv
+from config.run import (children_die_with_this_process, listening_socket, metrics_dir, process_count, spawn,
+                        spawn_web, stop_children, watch, worker_argv)
 
 USAGE = "usage: python -m config.serve web|worker"
 
@@ -38,6 +39,8 @@ def main(argv: list[str]) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    children_die_with_this_process()
     children: list[tuple[str, subprocess.Popen]] = []
     try:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -55,6 +58,7 @@ def main(argv: list[str]) -> int:
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
         stop_children(children)
     return 0
 
