@@ -119,6 +119,8 @@ def test_the_list_says_what_was_charged(client_a, account_a, fake_llm, upload_an
     document = upload_and_ingest(account_a, "inventory.csv", _big_csv(200), "text/csv")
     html = client_a.get("/documents/").content.decode()
     assert "Tokens · credits charged" in html
-    assert (f'<span><span data-field="token_count">{document.token_count:,}</span> tokens · '
-            f'<span data-field="credits_charged">{document.credits_charged:,}</span> credits') in html
+    assert (f'<span data-field="token_count">{document.token_count:,}</span> '
+            f'<span data-field="token_word">tokens</span> · '
+            f'<span data-field="credits_charged">{document.credits_charged:,}</span> '
+            f'<span data-field="credit_word">credits</span>') in html
     assert document.credits_charged > 0
