@@ -59,7 +59,8 @@ def reconcile(account_ids: list[int], *, searches: dict[int, int] | None = None)
     account made that were answered 200 (None: not checked). Returns counts and `failures`
     (each a sentence naming the account and the row), `ok` when there are none."""
     from billing import references
-    from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus
+    from billing.models import AccountBalance, CreditHold, HoldStatus
+    from billing.selectors import ledger_list
     from chat.models import Message
     from core.tenancy import account_context
     from documents.models import Document, Status
@@ -68,7 +69,7 @@ def reconcile(account_ids: list[int], *, searches: dict[int, int] | None = None)
     totals: dict[str, int] = defaultdict(int)
     for account_id in account_ids:
         with account_context(account_id=account_id):
-            entries = list(CreditLedgerEntry.objects.for_account(account_id).order_by("pk"))
+            entries = list(ledger_list(account=account_id).order_by("pk"))
             messages = {m.pk: m for m in Message.objects.for_account(account_id).filter(role="assistant")}
             documents = {d.pk: d for d in Document.objects.for_account(account_id)}
             holds = {h.key: h for h in CreditHold.objects.for_account(account_id)}

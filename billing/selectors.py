@@ -59,3 +59,9 @@ def ledger_usage_by_day(*, account, days: int = 30) -> list[dict]:
 def holds_stale(*, older_than: dt.timedelta) -> QuerySet[CreditHold]:
     """Open holds past the timeout, in every account: run inside the tenancy bypass."""
     return CreditHold.all_accounts.filter(status=HoldStatus.OPEN, created_at__lt=timezone.now() - older_than)
+
+
+def ledger_table() -> str:
+    """The ledger's table name, for operators' tools that count or dump it (config/backup.py's
+    manifest) without naming the ledger's model outside billing."""
+    return CreditLedgerEntry._meta.db_table

@@ -52,14 +52,14 @@ class BackupError(Exception):
 def counted_tables() -> dict[str, str]:
     """The manifest's counts: label -> table."""
     from accounts.models import Account
-    from billing.models import CreditLedgerEntry
+    from billing.selectors import ledger_table
     from chat.models import Conversation, Message
     from documents.models import Chunk, ChunkEmbedding, Document
 
     return {"accounts": Account._meta.db_table, "documents": Document._meta.db_table,
             "chunks": Chunk._meta.db_table, "chunk_embeddings": ChunkEmbedding._meta.db_table,
             "conversations": Conversation._meta.db_table, "messages": Message._meta.db_table,
-            "ledger_entries": CreditLedgerEntry._meta.db_table}
+            "ledger_entries": ledger_table()}
 
 
 # --- connections ------------------------------------------------------------------------

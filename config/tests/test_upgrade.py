@@ -77,6 +77,21 @@ def _url(role: str, name: str) -> str:
     return f"postgres://{role}@{quote(str(s['HOST']), safe='')}:{s['PORT']}/{name}"
 
 
+# The earlier commit runs on its own code only: an editable install of this checkout puts a
+# finder on sys.meta_path that would answer for a package the earlier tree lacks (a new
+# `accounts/templatetags/` module, say) with this checkout's copy. Taken off first.
+WITHOUT_THIS_CHECKOUT = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path "
+                         "if not str(getattr(f, '__module__', '')).startswith('__editable__')]\n")
+
+
+def _earlier(args: list[str]) -> list[str]:
+    """`python manage.py …` or `python -c CODE` as the earlier commit's own code."""
+    if args[1] == "-c":
+        return [args[0], "-c", WITHOUT_THIS_CHECKOUT + args[2], *args[3:]]
+    return [args[0], "-c", WITHOUT_THIS_CHECKOUT + "import runpy; sys.argv = sys.argv[1:]; "
+            "runpy.run_path(sys.argv[0], run_name='__main__')", *args[1:]]
+
+
 def _run(args: list[str], cwd: Path, env: dict) -> str:
     result = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, f"{args} in {cwd}:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
@@ -147,8 +162,8 @@ def test_a_database_of_an_earlier_commit_migrates_to_now(tmp_path, fake_llm, on_
                "DJANGO_SETTINGS_MODULE": "config.settings", "PYTHONPATH": str(earlier),
                "CACHE_PREFIX": f"groundwork-upgrade-{name}", "CHANNELS_PREFIX": f"groundwork-upgrade-{name}"}
         # The earlier commit: its migrations, then its services fill two accounts.
-        _run([sys.executable, "manage.py", "migrate", "--noinput"], earlier, env)
-        filled = _run([sys.executable, "-c", FILL], earlier, env)
+        _run(_earlier([sys.executable, "manage.py", "migrate", "--noinput"]), earlier, env)
+        filled = _run(_earlier([sys.executable, "-c", FILL]), earlier, env)
         accounts = json.loads(filled.split("FILLED ", 1)[1].splitlines()[0])
         target = Target.from_settings(name=name)
         before, columns = _rows(target)

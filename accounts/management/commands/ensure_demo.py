@@ -3,7 +3,7 @@ import secrets
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
-from django.db import transaction
+from django.db import connection, transaction
 
 from accounts import services
 from accounts.models import User
@@ -17,6 +17,10 @@ class Command(BaseCommand):
     @transaction.atomic
     def handle(self, *args, **opts):
         password = settings.DEMO_PASSWORD
+        # NOTE: two nodes' `make run` start at once against one database: without this lock
+        # both find no demo user and the second sign-up fails on the unique email.
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(hashtext('groundwork:ensure_demo'))")
         user = User.objects.filter(email__iexact=DEMO_EMAIL).first()
         if user is None:
             password = password or secrets.token_urlsafe(9)
