@@ -42,6 +42,17 @@ class ChatAPIView(AccountAPIView):
     permission_classes = [allows(Action.CHAT)]
 
 
+def _answered(request, run: TurnRun):
+    """A REST turn's reply (POST chat/ and regenerate/): server-sent events with ?stream=1 or
+    Accept: text/event-stream, else the done frame's public fields as JSON."""
+    run.prepare()
+    if request.query_params.get("stream") in ("1", "true") or wants_event_stream(request):
+        return streaming_response(run.http_events(request._request, lambda frame: (sse(frame),)))
+    done = run.run()
+    return Response({k: done[k] for k in ("conversation_id", "message_id", "answer", "citations", "usage",
+                                          "credits_remaining")})
+
+
 class ChatView(ChatAPIView):
     # Each step of a turn opens its own account context; no transaction spans the model call.
     account_transaction = False
@@ -59,12 +70,7 @@ class ChatView(ChatAPIView):
                       options=TurnOptions(collection=body.validated_data.get("collection"),
                                           tags=body.validated_data.get("tags"),
                                           exclude_tags=body.validated_data.get("exclude_tags")))
-        run.prepare()
-        if request.query_params.get("stream") in ("1", "true") or wants_event_stream(request):
-            return streaming_response(run.http_events(request._request, lambda frame: (sse(frame),)))
-        done = run.run()
-        return Response({k: done[k] for k in ("conversation_id", "message_id", "answer", "citations", "usage",
-                                              "credits_remaining")})
+        return _answered(request, run)
 
 
 class ConversationPagination(CursorPagination):
@@ -131,12 +137,7 @@ class ConversationRegenerateView(ChatAPIView):
                       options=TurnOptions(collection=body.validated_data.get("collection"),
                                           tags=body.validated_data.get("tags"),
                                           exclude_tags=body.validated_data.get("exclude_tags")))
-        run.prepare()
-        if request.query_params.get("stream") in ("1", "true") or wants_event_stream(request):
-            return streaming_response(run.http_events(request._request, lambda frame: (sse(frame),)))
-        done = run.run()
-        return Response({k: done[k] for k in ("conversation_id", "message_id", "answer", "citations", "usage",
-                                              "credits_remaining")})
+        return _answered(request, run)
 
 
 class FeedbackView(ChatAPIView):
