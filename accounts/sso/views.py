@@ -54,7 +54,10 @@ def _login_page(request, exc: SsoError):
 @require_GET
 def sso_login_view(request):
     if not oidc.sso_enabled():
-        raise Http404
+        # An old bookmark or a link from a colleague's server: say so where one can still sign in.
+        messages.info(request, "Single sign-on is not set up on this server: sign in with your email and "
+                               "password.")
+        return redirect("accounts:login")
     request.session[NEXT_KEY] = _safe_next(request, request.GET.get("next", ""))
     try:
         return oidc.authorization_redirect(request, redirect_uri=request.build_absolute_uri(

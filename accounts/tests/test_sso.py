@@ -69,7 +69,9 @@ def _audit(account, action):
 def test_sso_button_and_pages_only_when_sso_is_set_up(client, settings):
     settings.OIDC_ISSUER, settings.OIDC_CLIENT_ID = "", ""
     assert "Sign in with SSO" not in client.get("/login/").content.decode()
-    assert client.get("/sso/login/").status_code == 404
+    refused = client.get("/sso/login/", follow=True)
+    assert refused.redirect_chain == [("/login/", 302)]
+    assert "Single sign-on is not set up on this server" in refused.content.decode()
     assert client.get("/sso/callback/?code=x&state=y").status_code == 404
     settings.OIDC_ISSUER, settings.OIDC_CLIENT_ID = "http://127.0.0.1:9", CLIENT_ID
     for page in ("/login/", "/signup/"):
