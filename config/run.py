@@ -3,10 +3,12 @@
 Starts what is not configured (PostgreSQL, Redis, the local model server), migrates,
 ensures the demo account, then runs WEB_PROCESSES daphne processes (HTTP + websocket) on one
 port, WORKER_PROCESSES rq workers (the scheduler among them), and the periodic jobs of
-config/cron.py. Ctrl-C (or SIGTERM) stops every process it started; nothing is left behind.
+config/cron.py. A process that dies is started again (`watch`). Ctrl-C (or SIGTERM) stops
+every process it started; nothing is left behind.
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -60,8 +62,6 @@ def _die_with_supervisor(signum: int) -> None:
 def _child_options(signum: int = signal.SIGTERM) -> dict:
     if _PRCTL is None:
         return {}
-    import functools
-
     return {"preexec_fn": functools.partial(_die_with_supervisor, signum)}
 
 
@@ -187,13 +187,44 @@ def stop_children(children: list[tuple[str, subprocess.Popen]], hurry=lambda: Fa
         mark_dead(process)
 
 
-def watch(children: list[tuple[str, subprocess.Popen]]) -> None:
-    """Until one of them exits (then RuntimeError: the caller stops the rest)."""
+# A child that exits is started again (make run), after a pause that grows with the exits of
+# the last RESTART_WINDOW_SECONDS (1 s, 2 s, 5 s, 10 s, then every 30 s): a child that cannot
+# start (its PostgreSQL or Redis still down) is tried again without flooding the log, and the
+# run never gives up on it (docs/reliability.md).
+RESTART_PAUSES = (1, 2, 5, 10, 30)
+RESTART_WINDOW_SECONDS = 120
+
+
+def watch(children: list[tuple[str, subprocess.Popen]], respawn: dict | None = None) -> None:
+    """Until a child exits: then RuntimeError (the caller stops the rest), unless `respawn`
+    (name -> a function that starts that child again) names it: then it is started again,
+    after a pause, in its place in `children`."""
+    respawn = respawn or {}
+    exits: dict[str, list[float]] = {}
+    due: dict[str, float] = {}  # name -> when it starts again
     while True:
-        for name, process in children:
-            if process.poll() is not None:
+        now = time.monotonic()
+        for index, (name, process) in enumerate(children):
+            if name in due:
+                if now >= due[name]:
+                    del due[name]
+                    children[index] = (name, respawn[name]())
+                    log(f"{name} started again (pid {children[index][1].pid})")
+                continue
+            if process.poll() is None:
+                continue
+            if name not in respawn:
                 raise RuntimeError(f"{name} exited with code {process.returncode}")
-        time.sleep(1)
+            mark_dead(process)
+            exits[name] = [t for t in exits.get(name, []) if now - t < RESTART_WINDOW_SECONDS] + [now]
+            pause = RESTART_PAUSES[min(len(exits[name]), len(RESTART_PAUSES)) - 1]
+            log(f"{name} exited with code {process.returncode}; starting it again in {pause} s")
+            due[name] = now + pause
+        time.sleep(0.5)
+
+
+def _spawned(argv: list[str], env: dict) -> subprocess.Popen:
+    return spawn("", argv, env)[1]
 
 
 def _free_port() -> int:
@@ -202,14 +233,17 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _start_model_server(env: dict, children: list) -> None:
-    """The bundled local models, when no provider is configured (LLM_BASE_URL unset)."""
+def _start_model_server(env: dict, children: list, respawn: dict) -> None:
+    """The bundled local models, when no provider is configured (LLM_BASE_URL unset). Started
+    again on the same port if it dies (`respawn`): the app's LLM_BASE_URL stays right."""
     if env.get("LLM_BASE_URL"):
         return
     # A free port unless one is asked for: a second `make run` (another PORT) must not find
     # the first one's model server answering on a fixed port.
     port = env.get("LOCAL_LLM_PORT") or str(_free_port())
-    name, process = spawn("models", [PYTHON, "-m", "llm.local_server", "--host", "127.0.0.1", "--port", port], env)
+    argv = [PYTHON, "-m", "llm.local_server", "--host", "127.0.0.1", "--port", port]
+    name, process = spawn("models", argv, env)
+    respawn[name] = functools.partial(_spawned, argv, env)
     children.append((name, process))
     env["LLM_BASE_URL"] = f"http://127.0.0.1:{port}/v1"
     env["GROUNDWORK_BUNDLED_MODELS"] = "1"
@@ -228,6 +262,7 @@ def main() -> int:
     started = Started()
     children: list[tuple[str, subprocess.Popen]] = []
     stopping = False
+    sock = None
     signalled = False  # a stop signal came, or the stop began: later ones only hurry it
 
     def on_signal(signum, frame):
@@ -252,22 +287,27 @@ def main() -> int:
         sock = listening_socket("127.0.0.1", port)  # early: a taken port fails before anything starts
         # After the socket: a second run on a taken port must not empty the first one's folder.
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir(env, f"run-{port}")  # mark_dead reads it
-        _start_model_server(env, children)
+        # What is started again when it dies (watch): every child. The supervisor keeps the
+        # listening socket open for a web process started again (it never accepts on it).
+        respawn: dict = {}
+        _start_model_server(env, children, respawn)
         _manage("migrate", "--no-input", "-v", "0", env=env)
         _manage("ensure_demo", env=env)
-        for index in range(worker_processes):
-            children.append(spawn(f"worker {index + 1}", worker_argv(), env))
-        children.append(spawn("cron", [PYTHON, "manage.py", "rqcron", "config.cron"], env))
-        for index in range(web_processes):
-            children.append((f"web {index + 1}", spawn_web(sock, env, index + 1)))
-        sock.close()  # the web processes hold it now; a web process that dies stops the run
+        cron_argv = [PYTHON, "manage.py", "rqcron", "config.cron"]
+        for name, argv in [*((f"worker {i + 1}", worker_argv()) for i in range(worker_processes)),
+                           ("cron", cron_argv)]:
+            children.append(spawn(name, argv, env))
+            respawn[name] = functools.partial(_spawned, argv, env)
+        for index in range(1, web_processes + 1):
+            children.append((f"web {index}", spawn_web(sock, env, index)))
+            respawn[f"web {index}"] = functools.partial(spawn_web, sock, env, index)
         web = children[-1][1]
         ready = _all_registered(web_processes, worker_processes)
         if not _wait_http(f"http://127.0.0.1:{port}/healthz", 120, web, ready=ready):
             raise RuntimeError("the web servers or the workers did not come up; see the output above")
         log(f"{web_processes} web and {worker_processes} worker processes (WEB_PROCESSES, WORKER_PROCESSES)")
         log(f"Groundwork is running at http://127.0.0.1:{port}/  (Ctrl-C stops everything)")
-        watch(children)
+        watch(children, respawn)
     except KeyboardInterrupt:
         stopping = True
         log("stopping…")
@@ -282,6 +322,8 @@ def main() -> int:
         try:
             stop_children(children, hurry=lambda: started.hurry)
         finally:
+            if sock is not None:
+                sock.close()
             stop_services(started)
         if stopping:
             log("stopped")

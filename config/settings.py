@@ -147,6 +147,7 @@ _db["OPTIONS"].setdefault("prepare_threshold", None)
 # connection carries nothing from one borrower to the next. An rq worker forks a work horse
 # per job, which must not inherit the parent's pooled sockets: workers connect per job.
 DATABASE_POOL_MAX_SIZE = env.int("DATABASE_POOL_MAX_SIZE", default=8)
+
 _rq_worker = len(sys.argv) > 1 and sys.argv[1] == "rqworker"
 if DATABASE_POOL_MAX_SIZE > 0 and not _rq_worker:
     _db["OPTIONS"]["pool"] = {
@@ -160,7 +161,11 @@ if DATABASE_POOL_MAX_SIZE > 0 and not _rq_worker:
     _db["CONN_MAX_AGE"] = 0  # the pool keeps connections; Django returns them after each request
 else:
     _db["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0 if _rq_worker else 60)
-    _db["CONN_HEALTH_CHECKS"] = True
+# Every connection is checked before it is used (with the pool: as it is lent, psycopg_pool's
+# check_connection, one empty round trip): after PostgreSQL restarts, the idle connections are
+# dead, and without the check each would fail one request before it is dropped
+# (docs/reliability.md).
+_db["CONN_HEALTH_CHECKS"] = True
 _db["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default=f"test_{_db['NAME']}")}
 DATABASES = {"default": _db}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -170,7 +175,8 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 RQ_QUEUES = {
     "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 900},
 }
-RQ = {"QUEUE_CLASS": "core.request_id.RequestIdQueue"}  # a job keeps its request's id (rq meta)
+RQ = {"QUEUE_CLASS": "core.request_id.RequestIdQueue",  # a job keeps its request's id (rq meta)
+      "WORKER_CLASS": "core.rq_worker.Worker"}  # registers again after Redis lost its record
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",

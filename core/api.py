@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 from urllib import parse
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
@@ -17,6 +18,8 @@ from rest_framework.response import Response
 
 from core.errors import SERVER_ERROR_MESSAGE, GroundworkError, as_groundwork_error, error_body
 from core.tenancy import current_context
+
+logger = logging.getLogger("groundwork.api")
 
 API_PREFIXES = ("/api/", "/v1/")
 
@@ -197,6 +200,15 @@ class AccountRateThrottle(throttling.SimpleRateThrottle):
         from rest_framework.settings import api_settings
 
         return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+
+    def allow_request(self, request, view):
+        try:
+            return super().allow_request(request, view)
+        except Exception as exc:  # redis-py's errors, through Django's cache
+            # Fail open: requests are paid for and scoped in PostgreSQL; while Redis is
+            # unreachable only this limit is lost (docs/reliability.md).
+            logger.warning("API rate limit unavailable (%s): request allowed", exc)
+            return True
 
     def get_cache_key(self, request, view):
         account = getattr(request, "account", None)  # DRF's request reads through to Django's

@@ -12,3 +12,4 @@ class CoreErrorCode(StrEnum):
     RATE_LIMITED = "rate_limited"
     SERVER_ERROR = "server_error"
     TOO_LARGE = "too_large"
+    UNAVAILABLE = "unavailable"

@@ -75,8 +75,31 @@ def as_groundwork_error(exc: BaseException) -> GroundworkError:
     else logged with its traceback and answered as a 500 `server_error`."""
     if isinstance(exc, GroundworkError):
         return exc
+    unavailable = _unavailable_message(exc)
+    if unavailable:
+        logger.error("a service is unreachable: %s", exc)
+        return GroundworkError(CoreErrorCode.UNAVAILABLE, unavailable, status=503)
     logger.error("unhandled error", exc_info=exc)
     return GroundworkError(CoreErrorCode.SERVER_ERROR, SERVER_ERROR_MESSAGE, status=500)
+
+
+def _unavailable_message(exc: BaseException) -> str:
+    """What a person is told when PostgreSQL or Redis cannot be reached (restarting, down):
+    503 `unavailable`, not a 500, since trying again shortly is the fix (docs/reliability.md)."""
+    from django.db import InterfaceError, OperationalError
+
+    if isinstance(exc, (OperationalError, InterfaceError)):
+        return ("Groundwork cannot reach its database right now (it may be restarting), so nothing was "
+                "changed. Please try again in a moment.")
+    try:
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        from redis.exceptions import TimeoutError as RedisTimeoutError
+    except ImportError:  # the parser sandbox imports core without redis's settings
+        return ""
+    if isinstance(exc, (RedisConnectionError, RedisTimeoutError)):
+        return ("Groundwork cannot reach its queue and cache (Redis) right now, so this could not be done. "
+                "Please try again in a moment.")
+    return ""
 
 
 def error_body(code: str, message: str, **extra) -> dict:

@@ -95,7 +95,10 @@ def _apply(ctx: TenantContext, *, flush: bool = True) -> None:
     """
     values = _settings_values(ctx)
     connection.ensure_connection()
-    with psycopg.Cursor(connection.connection) as cursor:
+    # Through Django's error wrapper: a connection that broke (PostgreSQL restarted) raises
+    # Django's OperationalError and is marked so, and the next close_old_connections() (a
+    # request's end, a job's retry, ingestion_queue._release) replaces it instead of reusing it.
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
         cursor.execute(_SETTINGS_SQL if flush else _NO_FLUSH_SQL, [*values, _sign(values)], prepare=False)
 
 

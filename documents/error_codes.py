@@ -21,6 +21,7 @@ class DocumentErrorCode(StrEnum):
     PARSE_FAILED = "parse_failed"
     PARSE_FAILED_RESOURCES = "parse_failed_resources"
     PARSE_TIMEOUT = "parse_timeout"
+    STORAGE_FULL = "storage_full"
     TOO_MANY_CELLS = "too_many_cells"
     TYPE_MISMATCH = "type_mismatch"
     UNSUPPORTED_TYPE = "unsupported_type"

@@ -35,10 +35,12 @@ INGESTION_JOB_PREFIX = "ingest-next-"
 
 def _enqueue(func, *, job_id: str | None = None, **kwargs) -> None:
     # Retries cover a database that is briefly unreachable; everything else is handled
-    # (and reported on the document) inside the job.
+    # (and reported on the document) inside the job. robust: with Redis unreachable the
+    # request still answers (the rows are committed, the failure is logged), and the
+    # sweeper queues the waiting work again once Redis is back (requeue_stale_work).
     retry = Retry(max=3, interval=[10, 30, 90])
     transaction.on_commit(lambda: django_rq.get_queue("default").enqueue(
-        func, job_timeout=JOB_TIMEOUT, retry=retry, job_id=job_id, kwargs=kwargs))
+        func, job_timeout=JOB_TIMEOUT, retry=retry, job_id=job_id, kwargs=kwargs), robust=True)
 
 
 def enqueue_ingest(document) -> None:

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlparse
 
+import httpx2
 import numpy as np
 import openai
 from django.conf import settings
@@ -58,8 +59,13 @@ def client(timeout: float | None = None) -> openai.OpenAI:
     return _client(base_url(), settings.LLM_API_KEY or "local", timeout or settings.LLM_TIMEOUT_SECONDS)
 
 
+# What a call can fail with: the SDK's errors, and its HTTP client's (httpx2) own while a response body is read
+# (a model server killed mid-stream: the SDK wraps only what happens before the body).
+CALL_ERRORS = (openai.OpenAIError, httpx2.HTTPError)
+
+
 def _classify(exc: Exception) -> ProviderError:
-    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError)):
+    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, httpx2.TransportError)):
         return ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, "The model provider could not be reached.", transient=True)
     if isinstance(exc, openai.RateLimitError):
         return ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, "The model provider is rate limiting requests.", transient=True)
@@ -100,7 +106,7 @@ def embed(texts: list[str], *, model: str | None = None, dimensions: int | None 
             content = response.read()
         finally:
             response.close()
-    except openai.OpenAIError as exc:
+    except CALL_ERRORS as exc:
         raise _classify(exc) from exc
     try:
         body = json.loads(content)
@@ -174,7 +180,7 @@ class ChatStream:
                     emitted = True
                     yield text
                 return
-            except openai.OpenAIError as exc:
+            except CALL_ERRORS as exc:
                 last_error = _classify(exc)
                 logger.warning("chat model %s failed: %s", model, last_error.message)
                 if emitted:
@@ -298,7 +304,7 @@ def describe_image(data: bytes, content_type: str, *, max_tokens: int, model: st
     try:
         response = client().chat.completions.create(model=model, messages=messages, max_tokens=max_tokens,
                                                     temperature=0.2)
-    except openai.OpenAIError as exc:
+    except CALL_ERRORS as exc:
         raise _classify(exc) from exc
     text = ((response.choices[0].message.content if response.choices else "") or "").strip()
     if response.usage:

@@ -369,9 +369,12 @@ def main(argv: list[str] | None = None) -> int:
                         help="model name that always fails (repeatable)")
     parser.add_argument("--fail-status", type=int, default=500)
     parser.add_argument("--answer", default=None, help="fixed chat answer")
+    parser.add_argument("--chunk-delay", type=float, default=0.0,
+                        help="seconds between the chunks of a streamed answer")
     args = parser.parse_args(argv)
     server = FakeOpenAIServer(args.host, args.port, answer=args.answer,
-                              fail_models=args.fail_model, fail_status=args.fail_status)
+                              fail_models=args.fail_model, fail_status=args.fail_status,
+                              chunk_delay=args.chunk_delay)
     with server:
         print(f"fake OpenAI server on {server.base_url}", flush=True)
         server.serve_until_interrupted()

@@ -27,6 +27,11 @@ log = logging.getLogger("llm.openai_http")
 MAX_BODY_BYTES = 32 * 1024 * 1024
 
 
+class ConnectionDropped(Exception):
+    """Raised by a backend mid-stream: the connection is cut with no end to the body, as a
+    model server that is killed cuts it (the fake server's way of dying, for fault tests)."""
+
+
 class ApiError(Exception):
     """An error answered as ``{"error": {"message", "type", "code"}}`` with ``status``."""
 
@@ -182,6 +187,9 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         stream = _SseStream(self)
         try:
             self.backend.chat_stream(body, stream.send)
+        except ConnectionDropped:
+            stream.drop()
+            return
         except Exception as exc:
             if not stream.started:
                 raise
@@ -221,6 +229,14 @@ class _SseStream:
         if self._write(b"data: [DONE]\n\n"):
             return
         self._raw(b"0\r\n\r\n")
+
+    def drop(self) -> None:
+        """Cut the connection here, the body unfinished (ConnectionDropped)."""
+        self._mark_gone()
+        try:
+            self.handler.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def _write(self, event: bytes) -> bool:
         if self.gone:

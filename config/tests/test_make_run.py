@@ -98,6 +98,42 @@ def _stop_and_check_nothing_left(run: Supervisor, data_dir: Path) -> None:
     assert "stopped" in run.output.splitlines()[-1]
 
 
+def _child(run: Supervisor, *words: str) -> psutil.Process:
+    for child in psutil.Process(run.process.pid).children():
+        if all(word in " ".join(child.cmdline()) for word in words):
+            return child
+    raise AssertionError(f"no child process running {words}")
+
+
+def _workers(run: Supervisor) -> set[int]:
+    return {child.pid for child in psutil.Process(run.process.pid).children()
+            if "rqworker" in " ".join(child.cmdline())}
+
+
+def _killed_processes_are_started_again(run: Supervisor, port: int, models_port: int) -> None:
+    """The model server and a worker killed (SIGKILL, as the OOM killer does): the supervisor
+    starts each again, on the same port for the models (the app's LLM_BASE_URL stays right),
+    and the run goes on (issue 26, part 3)."""
+    models = _child(run, "llm.local_server")
+    worker = _child(run, "rqworker")
+    models.kill()
+    worker.kill()
+    run.wait_for("models exited with code -9; starting it again", timeout=30)
+    run.wait_for("models started again", timeout=30)
+    deadline = time.monotonic() + 300
+    while _get(f"http://127.0.0.1:{models_port}/v1/models")[0] != 200:
+        assert run.process.poll() is None, run.output
+        assert time.monotonic() < deadline, f"the model server did not come back:\n{run.output}"
+        time.sleep(0.5)
+    assert _child(run, "llm.local_server").pid != models.pid
+    deadline = time.monotonic() + 60
+    while len(_workers(run) - {worker.pid}) != 2:  # rq's record of the killed one expires later
+        assert time.monotonic() < deadline, f"the worker did not come back:\n{run.output}"
+        time.sleep(0.5)
+    assert _health(port)["status"] == "ok"
+    assert "exited with code -9; starting it again" in run.output
+
+
 def test_make_run_twice_serves_and_stops_cleanly(tmp_path):
     data_dir = tmp_path / "data"
     port = _free_port()
@@ -114,6 +150,7 @@ def test_make_run_twice_serves_and_stops_cleanly(tmp_path):
         status, page = _get(f"http://127.0.0.1:{port}/login/")
         assert status == 200 and "Log in" in page
         assert "demo@example.com / Demo-pass-for-tests-1" in first.output
+        _killed_processes_are_started_again(first, port, models_port)
     finally:
         if first.process.poll() is None:
             _stop_and_check_nothing_left(first, data_dir)

@@ -131,6 +131,38 @@ def test_huge_text_hits_the_parser_limit_and_fails_cleanly(ingest, account_a, se
                                         if document.error_code == "parse_timeout" else ["large"])
 
 
+def test_a_parse_that_hangs_is_stopped_and_the_worker_goes_on(ingest, account_a, run_jobs, settings,
+                                                              django_capture_on_commit_callbacks):
+    """A parser that blocks for good (the stored file replaced by a FIFO nobody writes to:
+    opening it waits forever, using no CPU, so only the wall clock can stop it): the sandbox
+    is killed at PARSE_TIMEOUT_SECONDS, the document fails with its reason, nothing is
+    charged, no process is left, and the next document is ingested (issue 26, part 3)."""
+    import os
+    import time
+
+    import psutil
+    from django.core.files.storage import default_storage
+
+    settings.PARSE_TIMEOUT_SECONDS = 3
+    with account_context(account_a), django_capture_on_commit_callbacks(execute=True):
+        document, _ = document_upload(account=account_a, actor=None, upload=SimpleUploadedFile(
+            "stuck.txt", b"Words that will never be read.", content_type="text/plain"))
+    path = default_storage.path(document.file.name)
+    os.remove(path)
+    os.mkfifo(path)
+    children_before = {p.pid for p in psutil.Process().children(recursive=True)}
+    started = time.monotonic()
+    run_jobs()
+    assert time.monotonic() - started < 30
+    with account_context(account_a):
+        stuck = Document.objects.for_account(account_a).get(pk=document.pk)
+    assert stuck.status == "failed" and stuck.error_code == "parse_timeout"
+    assert stuck.error.startswith("Reading this file took longer than 3 s")
+    left = {p.pid for p in psutil.Process().children(recursive=True)} - children_before
+    assert not left, "the hung parser was left running"
+    _assert_failed_then_good_file_works(ingest, account_a, stuck, "parse_timeout", ["took longer"])
+
+
 def test_zip_bomb_is_refused_at_upload(account_a, tmp_path):
     from documents.errors import UploadRejected
 
