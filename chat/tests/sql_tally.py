@@ -22,6 +22,7 @@ class Tally:
     commits: int = 0
     rollbacks: int = 0
     autocommit_statements: int = 0
+    health_checks: int = 0  # the pool's empty liveness queries, not statements of the app
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -32,6 +33,7 @@ class Tally:
         with self.lock:
             return {"statements": len(self.statements), "commits": self.commits,
                     "autocommit_statements": self.autocommit_statements, "rollbacks": self.rollbacks,
+                    "health_checks": self.health_checks,
                     "sql": list(self.statements)}
 
 
@@ -48,6 +50,11 @@ class sql_tally:
         def note(cursor, query):
             text = query.decode() if isinstance(query, bytes) else str(query)
             with tally.lock:
+                if not str(text).strip():
+                    # psycopg_pool's check as it lends a connection (CONN_HEALTH_CHECKS): an
+                    # empty query, no work for the server, counted apart (docs/reliability.md).
+                    tally.health_checks += 1
+                    return
                 tally.statements.append(" ".join(str(text).split())[:160])
                 if cursor.connection.autocommit:
                     tally.autocommit_statements += 1
