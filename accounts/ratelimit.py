@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.cache import cache
+from redis.exceptions import RedisError
 
 logger = logging.getLogger("groundwork.accounts")
 
@@ -81,13 +82,13 @@ class Limit:
                 cache.incr(key)
             except ValueError:  # expired between add and incr: this attempt starts a new window
                 cache.add(key, 1, timeout=period + 1)
-        except Exception as exc:  # the cache went away after wait_for() read it
+        except RedisError as exc:  # the cache went away after wait_for() read it
             logger.warning("could not count a %s attempt: the cache is unreachable (%s)", self.scope, exc)
 
     def clear(self) -> None:
         try:
             cache.delete(self._key()[0])
-        except Exception as exc:
+        except RedisError as exc:
             logger.warning("could not clear the %s count: the cache is unreachable (%s)", self.scope, exc)
 
 
@@ -106,7 +107,7 @@ def wait_for(limits: list[Limit]) -> int:
     for UNAVAILABLE_WAIT_SECONDS (a `Wait` whose `unavailable` is set; docs/reliability.md)."""
     try:
         return max((limit.wait_seconds() for limit in limits), default=0)
-    except Exception as exc:  # redis-py's ConnectionError / TimeoutError, through Django's cache
+    except RedisError as exc:  # redis-py's ConnectionError / TimeoutError, through Django's cache
         logger.warning("attempt limits unavailable (%s): refusing %s for now",
                        exc, ", ".join(sorted({limit.scope for limit in limits})))
         return _unavailable_wait()

@@ -14,6 +14,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, transaction
 from django.http import Http404, StreamingHttpResponse
 from rest_framework import exceptions, pagination, parsers, renderers, throttling
+from redis.exceptions import RedisError
 from rest_framework.response import Response
 
 from core.errors import SERVER_ERROR_MESSAGE, GroundworkError, as_groundwork_error, error_body
@@ -204,7 +205,7 @@ class AccountRateThrottle(throttling.SimpleRateThrottle):
     def allow_request(self, request, view):
         try:
             return super().allow_request(request, view)
-        except Exception as exc:  # redis-py's errors, through Django's cache
+        except RedisError as exc:  # Redis unreachable, through Django's cache
             # Fail open: requests are paid for and scoped in PostgreSQL; while Redis is
             # unreachable only this limit is lost (docs/reliability.md).
             logger.warning("API rate limit unavailable (%s): request allowed", exc)
