@@ -12,6 +12,7 @@ second line against an injection that alters tables (README, "Your own PostgreSQ
 from __future__ import annotations
 
 import contextlib
+import time
 
 import psycopg
 from django.conf import settings
@@ -74,6 +75,30 @@ def owner_connection(alias: str = "default"):
     with psycopg.connect(dbname=s["NAME"], host=s["HOST"] or None, port=s["PORT"] or None,
                          user=owner["USER"], password=owner["PASSWORD"] or None, autocommit=True) as conn:
         yield conn
+
+
+# One number for "the schema is being changed", per database (advisory locks are).
+MIGRATION_LOCK = 7_354_221_001
+
+
+@contextlib.contextmanager
+def migration_lock(alias: str = "default"):
+    """Hold the database's migration lock for the block: nodes started together run
+    `migrate` one after another (the later ones find nothing left to do) instead of
+    colliding in the catalog ("tuple concurrently updated", "relation already exists").
+
+    A session lock on a connection of its own: Django's migrations commit as they go and may
+    reconnect, and a transaction-level lock would end with the first of them."""
+    with owner_connection(alias) as conn:
+        # NOTE: polled, never a blocking pg_advisory_lock: a node waiting inside a statement
+        # holds a snapshot, and the holder's CREATE INDEX CONCURRENTLY waits for every older
+        # snapshot to end: a deadlock PostgreSQL cannot see.
+        while not conn.execute("SELECT pg_try_advisory_lock(%s)", [MIGRATION_LOCK]).fetchone()[0]:
+            time.sleep(0.5)
+        try:
+            yield
+        finally:
+            conn.execute("SELECT pg_advisory_unlock(%s)", [MIGRATION_LOCK])
 
 
 def context_install(conn) -> None:
