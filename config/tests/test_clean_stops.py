@@ -32,8 +32,14 @@ from config.tests.test_make_run import _free_port, _get
 
 pytestmark = pytest.mark.slow
 
-# A session of its own with the pty as its controlling terminal, as a login shell has.
-IN_TERMINAL = ("import fcntl, os, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+# A session of its own with the pty as its controlling terminal, as a login shell has, and
+# the signals' default dispositions, as a terminal gives its shell: an ignored disposition is
+# inherited across exec, and a runner that starts the suite with SIGHUP ignored (as CI does,
+# like nohup) would make the shell outlive the hang-up, leaving its job running (correctly:
+# that is what nohup asks for), so the test would time out.
+IN_TERMINAL = ("import fcntl, os, signal, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+               "[signal.signal(s, signal.SIG_DFL) for s in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, "
+               "signal.SIGTERM, signal.SIGPIPE)]; "
                "os.execvp('bash', ['bash', '-c', sys.argv[1]])")
 
 
