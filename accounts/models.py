@@ -54,6 +54,9 @@ class User(AbstractBaseUser, PermissionsMixin):
     # Raised by "Sign out other sessions" (accounts/profile/services.py): it is part of the
     # session hash, so every session signed in before the raise no longer matches.
     session_epoch = models.PositiveIntegerField(default=0)
+    # Raised by each confirmed change of address (accounts/profile/services.py) and named in
+    # every change link: a link works once, also after the address went A -> B -> A.
+    email_change_count = models.PositiveIntegerField(default=0)
 
     objects = UserManager()
 

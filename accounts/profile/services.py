@@ -114,7 +114,9 @@ def user_email_change_request(*, user: User, new_email: str, password: str, site
         raise AccountError(CoreErrorCode.RATE_LIMITED, f"Too many change links were sent: {ratelimit.try_again_in(wait)}.",
                            status=429, field="new_email")
     limits[0].hit()
-    token = signing.dumps({"u": user.pk, "o": user.email.lower(), "e": new_email}, salt=EMAIL_CHANGE_SALT)
+    # "c": the person's count of confirmed changes, so the link is void once any change is made.
+    token = signing.dumps({"u": user.pk, "o": user.email.lower(), "e": new_email, "c": user.email_change_count},
+                          salt=EMAIL_CHANGE_SALT)
     link = site_url.rstrip("/") + reverse("accounts:email-change-confirm", args=[token])
     with transaction.atomic():
         _send_mail(to=new_email, template="accounts/email/email_change.txt", context={
@@ -125,8 +127,9 @@ def user_email_change_request(*, user: User, new_email: str, password: str, site
 @transaction.atomic
 def user_email_change_confirm(*, token: str) -> User:
     """Apply the change a link was made for: the new address becomes the login (verified:
-    the link proved it) and the old address is told. A link works once, only while the user
-    still has the address it was made from, and not if someone took the new one since."""
+    the link proved it) and the old address is told. A link works once: no change may have
+    been confirmed since it was made (the change count it names), even one that brought the
+    address back to where it was; and not if someone took the new one since."""
     try:
         data = signing.loads(token, salt=EMAIL_CHANGE_SALT,
                              max_age=timedelta(days=settings.EMAIL_VERIFICATION_MAX_AGE_DAYS))
@@ -143,16 +146,19 @@ def user_email_change_confirm(*, token: str) -> User:
     if user.email.lower() == new_email:
         raise AccountError(AccountErrorCode.LINK_USED, f"This link was used already: your address is {new_email}.",
                            status=410)
+    if data.get("c", 0) != user.email_change_count:
+        raise AccountError(AccountErrorCode.LINK_USED, "This link was used already, or your address changed since it "
+                           "was sent. Ask for a new one on your settings page.", status=410)
     if user.email.lower() != old_email:
         raise AccountError(AccountErrorCode.LINK_INVALID, "This link was made for an address you no longer have.",
                            status=404)
     if _email_taken(new_email, by_other_than=user):
         raise AccountError(AccountErrorCode.DUPLICATE_EMAIL, "Another user has taken that address since; choose another.",
                            status=409)
-    user.email = new_email
+    user.email, user.email_change_count = new_email, user.email_change_count + 1
     try:
         with transaction.atomic():
-            user.save(update_fields=["email"])
+            user.save(update_fields=["email", "email_change_count"])
     except IntegrityError:  # NOTE: someone signed up with it between the check and the save
         raise AccountError(AccountErrorCode.DUPLICATE_EMAIL, "Another user has taken that address since; choose another.",
                            status=409)

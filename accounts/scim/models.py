@@ -14,8 +14,13 @@ from core.tenancy import TenantModel
 class ScimToken(TenantModel):
     """An identity provider's bearer token for /scim/v2/. Only a SHA-256 of the secret is
     stored (like API keys, accounts/keys.py); it is shown once. It sees and changes the
-    members of its own account only."""
+    members of its own account only.
 
+    It belongs to the account and carries its maker's rights: it works only while the owner
+    who made it (`created_by`) is still an owner here, and is revoked when they are removed or
+    stop being one (accounts/services/members.py), as their invitations are cancelled."""
+
+    name = models.CharField(max_length=100, default="SCIM token", help_text="What it is for, e.g. the provider.")
     prefix = models.CharField(max_length=16, help_text="The first characters, to recognise a token.")
     token_hash = models.CharField(max_length=64, unique=True)
     created_by = models.ForeignKey("accounts.User", null=True, on_delete=models.SET_NULL, related_name="+")
@@ -51,8 +56,13 @@ class ScimIdentity(TenantModel):
     family_name = models.CharField(max_length=150, blank=True, default="")
     display_name = models.CharField(max_length=150, blank=True, default="")
     emails = models.JSONField(default=list, blank=True)
-    # The role the membership had when it last ended here, given back on reactivation.
+    # The role the membership had when it last ended here (however it ended: SCIM, the Team
+    # page, the admin), given back on reactivation; member when none was recorded.
     role = models.CharField(max_length=10, default="member")
+    # The person came from the identity provider (POST /Users made this identity), rather than
+    # joining on the Team page, by invitation or SSO and being matched later. Only such an
+    # owner may be deactivated or demoted by a token (accounts/scim/services.py).
+    provisioned = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -25,7 +25,11 @@ def _owner_account(request):
 @require_POST
 def scim_token_create_view(request):
     account = _owner_account(request)
-    _, raw = services.scim_token_create(account=account, actor=request.user)
+    try:
+        _, raw = services.scim_token_create(account=account, actor=request.user, name=request.POST.get("name", ""))
+    except AccountError as exc:
+        messages.error(request, exc.message)
+        return redirect("accounts:team")
     # Shown exactly once, on the next view of the Team page, then gone from the session.
     request.session[NEW_TOKEN_SESSION_KEY] = raw
     return redirect("accounts:team")

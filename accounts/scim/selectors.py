@@ -22,12 +22,14 @@ def scim_token_for_secret(*, raw: str) -> ScimToken | None:
         return None
     token_hash = hash_key(raw)
     with api_key_context(token_hash):
-        return (ScimToken.all_accounts.select_related("account")
+        return (ScimToken.all_accounts.select_related("account", "created_by")
                 .filter(token_hash=token_hash, revoked_at__isnull=True, account__deleted_at__isnull=True).first())
 
 
 def scim_token_list(*, account: Account) -> QuerySet[ScimToken]:
-    return ScimToken.objects.for_account(account).filter(revoked_at__isnull=True).order_by("-created_at")
+    """The account's tokens not revoked, newest first, each with its maker."""
+    return (ScimToken.objects.for_account(account).filter(revoked_at__isnull=True).select_related("created_by")
+            .order_by("-created_at"))
 
 
 def scim_identity_list(*, account: Account, user_name: str | None = None,

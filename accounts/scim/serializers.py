@@ -14,6 +14,8 @@ LIST_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:ListResponse"
 ERROR_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:Error"
 PATCH_SCHEMA = "urn:ietf:params:scim:api:messages:2.0:PatchOp"
 MAX_COUNT = 200
+# The largest startIndex answered (PostgreSQL's OFFSET is a bigint; no directory is this long).
+MAX_START_INDEX = 2**31 - 1
 
 # User attributes a provider may send that Groundwork does not keep (Entra's default mapping
 # sends several): accepted and not stored, so a sync does not fail on them.
@@ -82,7 +84,8 @@ def parse_filter(raw: str | None) -> dict:
 
 def parse_paging(query) -> tuple[int, int]:
     """(startIndex, count) from the query: 1-based, a start below 1 reads as 1; count 0
-    asks for the total only, and is capped at MAX_COUNT (RFC 7644 §3.4.2.4)."""
+    asks for the total only, a negative count is 0, and it is capped at MAX_COUNT (RFC 7644
+    §3.4.2.4). Not a whole number, or a start past MAX_START_INDEX: 400 naming the parameter."""
     def number(name: str, default: int) -> int:
         raw = query.get(name)
         if raw in (None, ""):
@@ -91,7 +94,10 @@ def parse_paging(query) -> tuple[int, int]:
             return int(raw)
         except ValueError:
             raise ScimError(400, f"{name} must be a whole number.", ScimType.INVALID_VALUE)
-    return max(number("startIndex", 1), 1), min(max(number("count", 100), 0), MAX_COUNT)
+    start = number("startIndex", 1)
+    if start > MAX_START_INDEX:
+        raise ScimError(400, f"startIndex must be at most {MAX_START_INDEX}.", ScimType.INVALID_VALUE)
+    return max(start, 1), min(max(number("count", 100), 0), MAX_COUNT)
 
 
 def parse_active(value) -> bool:

@@ -22,30 +22,49 @@ from accounts.permissions import Action
 from accounts.scim.errors import ScimError, ScimType
 from accounts.scim.models import ScimIdentity, ScimToken
 from accounts.scim.selectors import SCIM_TOKEN_PREFIX, scim_identity_access_by_id, scim_identity_list_in_role
-from accounts.services.members import _require_manager, member_add, member_change_role, member_remove
+from accounts.scim.tokens import scim_token_label, scim_token_mark_revoked
+from accounts.services.members import _lock_memberships, _require_manager, member_add, member_change_role, member_remove
 from audit.actors import Actor
 from audit.models import ActorKind
 from audit.services import audit_record
 from core.error_codes import CoreErrorCode
-from core.text import has_control_characters
+from core.text import CONTROL_CHARACTERS_MESSAGE, has_control_characters
 
 
 def scim_actor(token: ScimToken) -> Actor:
-    """Who the audit log names for what a token changes: the identity provider."""
-    return Actor(ActorKind.SYSTEM, None, f"SCIM provisioning ({token.prefix}…)")
+    """Who the audit log names for what a token changes: the identity provider, by the
+    token's name, prefix and maker."""
+    maker = token.created_by.email if token.created_by_id and token.created_by else "a former owner"
+    return Actor(ActorKind.SYSTEM, None, f"SCIM provisioning ({token.prefix}…, “{token.name}”, made by {maker})")
 
 
 # --- Tokens (the Team page, owners) -------------------------------------------------------------
 
+TOKEN_NAME_MAX = 100
+DEFAULT_TOKEN_NAME = "SCIM token"
+
+
+def _clean_token_name(name: str) -> str:
+    name = (name or "").strip() or DEFAULT_TOKEN_NAME
+    if has_control_characters(name):
+        raise AccountError(CoreErrorCode.INVALID_NAME, CONTROL_CHARACTERS_MESSAGE, field="name")
+    if len(name) > TOKEN_NAME_MAX:
+        raise AccountError(CoreErrorCode.INVALID_NAME, f"A token's name has at most {TOKEN_NAME_MAX} characters.",
+                           field="name")
+    return name
+
+
 @transaction.atomic
-def scim_token_create(*, account: Account, actor: User) -> tuple[ScimToken, str]:
-    """A new provisioning token for the account (owners only). Returns (token, raw secret);
-    the secret is never stored or shown again."""
+def scim_token_create(*, account: Account, actor: User, name: str = "") -> tuple[ScimToken, str]:
+    """A new provisioning token for the account (owners only), named (e.g. after the
+    provider; "SCIM token" when left empty). Returns (token, raw secret); the secret is never
+    stored or shown again. It works while `actor` stays an owner (accounts/scim/tokens.py)."""
     _require_manager(account=account, actor=actor, action=Action.SCIM_MANAGE)
+    name = _clean_token_name(name)
     raw = SCIM_TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ScimToken.objects.for_account(account).create(
-        account=account, prefix=raw[:12], token_hash=hash_key(raw), created_by=actor)
-    audit_record(account=account, action="scim_token.create", actor=actor, target=f"{token.prefix}…")
+        account=account, name=name, prefix=raw[:12], token_hash=hash_key(raw), created_by=actor)
+    audit_record(account=account, action="scim_token.create", actor=actor, target=scim_token_label(token))
     return token, raw
 
 
@@ -56,10 +75,7 @@ def scim_token_revoke(*, account: Account, actor: User, token_id: int) -> ScimTo
     token = ScimToken.objects.for_account(account).filter(pk=token_id).first()
     if token is None:
         raise AccountError(CoreErrorCode.NOT_FOUND, "That SCIM token was not found.", status=404)
-    if token.revoked_at is None:
-        token.revoked_at = timezone.now()
-        token.save(update_fields=["revoked_at"])
-        audit_record(account=account, action="scim_token.revoke", actor=actor, target=f"{token.prefix}…")
+    scim_token_mark_revoked(account=account, token=token, actor=actor)
     return token
 
 
@@ -111,10 +127,17 @@ def _clean_text(value, name: str, limit: int) -> str:
     return value
 
 
+# A user's email column's length (accounts.models.User.email).
+USER_NAME_MAX = 254
+
+
 def _clean_user_name(value) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ScimError(400, "userName is required: the person's email address.", ScimType.INVALID_VALUE)
     email = value.strip().lower()
+    if len(email) > USER_NAME_MAX:
+        raise ScimError(400, f"userName may have at most {USER_NAME_MAX} characters (an email address).",
+                        ScimType.INVALID_VALUE)
     try:
         validate_email(email)
     except ValidationError:
@@ -166,6 +189,11 @@ def _member(account: Account, user_id: int) -> Membership | None:
     return Membership.objects.for_account(account).filter(user_id=user_id).first()
 
 
+def _audit(*, account: Account, token: ScimToken, action: str, identity: ScimIdentity, detail: dict) -> None:
+    audit_record(account=account, action=action, actor=scim_actor(token), target=identity.user.email,
+                 detail={"scim_id": str(identity.scim_id), **detail})
+
+
 @transaction.atomic
 def scim_user_create(*, account: Account, token: ScimToken, changes: UserChanges) -> ScimIdentity:
     """POST /Users: the person (an existing user with this address, or a new one who signs
@@ -183,7 +211,7 @@ def scim_user_create(*, account: Account, token: ScimToken, changes: UserChanges
     if ScimIdentity.objects.for_account(account).filter(user=user).exists() or _member(account, user.pk):
         raise ScimError(409, f"{email} is already a member of this account; look them up with "
                              f"filter=userName eq \"{email}\".", ScimType.UNIQUENESS)
-    identity = ScimIdentity(account=account, user=user, role=Role.MEMBER)
+    identity = ScimIdentity(account=account, user=user, role=Role.MEMBER, provisioned=True)
     _identity_apply(identity, changes)
     try:
         # NOTE: two POSTs for one person at once: the unique constraints (one identity, one
@@ -194,6 +222,8 @@ def scim_user_create(*, account: Account, token: ScimToken, changes: UserChanges
                 _membership_start(account=account, token=token, identity=identity)
     except IntegrityError:
         raise ScimError(409, f"{email} is already a member of this account.", ScimType.UNIQUENESS)
+    _audit(account=account, token=token, action="scim.user_create", identity=identity,
+           detail={"active": changes.active is not False})
     return identity
 
 
@@ -202,14 +232,34 @@ def _membership_start(*, account: Account, token: ScimToken, identity: ScimIdent
                by_staff=True)  # the owner who made the token gave the provider this power
 
 
+def _owner_change_check(*, account: Account, token: ScimToken, identity: ScimIdentity,
+                        membership: Membership) -> None:
+    """Before a token deactivates or demotes an owner: only one who came from the identity
+    provider (not one who joined on the Team page), and never the last owner besides the
+    token's maker, so no token (a stale or stolen one above all) leaves its maker the only
+    owner and locks the others out. Owners change such owners on the Team page."""
+    if membership.role != Role.OWNER:
+        return
+    email = identity.user.email
+    if not identity.provisioned:
+        raise ScimError(403, f"{email} is an owner who did not come from your identity provider: only the team's "
+                             "owners change their role or membership, on the Team page.")
+    _lock_memberships(account)
+    others = (Membership.objects.for_account(account).filter(role=Role.OWNER)
+              .exclude(user_id__in=[identity.user_id, token.created_by_id]))
+    if not others.exists():
+        raise ScimError(403, f"{email} is the last owner besides this token's maker: a token cannot leave its maker "
+                             "the only owner. Make someone else an owner first, or change this on the Team page.")
+
+
 def _membership_end(*, account: Account, token: ScimToken, identity: ScimIdentity) -> None:
     membership = _member(account, identity.user_id)
     if membership is None:
         return
-    identity.role = membership.role
-    identity.save(update_fields=["role", "updated_at"])
+    _owner_change_check(account=account, token=token, identity=identity, membership=membership)
     try:
-        # The Team page's removal: the last owner stays; grants go; sockets close on commit.
+        # The Team page's removal: the last owner stays; grants go; sockets close on commit;
+        # the role at removal is kept on the identity for a reactivation.
         member_remove(account=account, actor=scim_actor(token), membership_id=membership.pk, by_staff=True)
     except AccountError as exc:
         raise ScimError(400, exc.message, ScimType.MUTABILITY) from exc
@@ -219,9 +269,9 @@ def _membership_end(*, account: Account, token: ScimToken, identity: ScimIdentit
 def scim_user_update(*, account: Account, token: ScimToken, identity: ScimIdentity,
                      changes: UserChanges) -> ScimIdentity:
     """PUT and PATCH /Users/{id}: the identity's attributes, and `active` (false ends the
-    membership here, as removing the member on the Team page does; true restores it with its
-    previous role). userName is the person's login, shared by all their teams: it cannot be
-    changed here (400 mutability)."""
+    membership here, as removing the member on the Team page does; true restores it with the
+    role they had when it ended). userName is the person's login, shared by all their teams:
+    it cannot be changed here (400 mutability)."""
     identity = ScimIdentity.objects.for_account(account).select_for_update().select_related("user").get(pk=identity.pk)
     if changes.user_name is not None and _clean_user_name(changes.user_name) != identity.user.email.lower():
         raise ScimError(400, "userName is the person's login email, shared with their other teams, and cannot be "
@@ -233,6 +283,8 @@ def scim_user_update(*, account: Account, token: ScimToken, identity: ScimIdenti
         _membership_start(account=account, token=token, identity=identity)
     elif changes.active is False and is_member:
         _membership_end(account=account, token=token, identity=identity)
+    _audit(account=account, token=token, action="scim.user_update", identity=identity,
+           detail={"attributes": sorted(changes.touched)})
     return identity
 
 
@@ -241,6 +293,7 @@ def scim_user_delete(*, account: Account, token: ScimToken, identity: ScimIdenti
     """DELETE /Users/{id}: the membership ends (as deactivation) and the id is forgotten."""
     identity = ScimIdentity.objects.for_account(account).select_for_update().select_related("user").get(pk=identity.pk)
     _membership_end(account=account, token=token, identity=identity)
+    _audit(account=account, token=token, action="scim.user_delete", identity=identity, detail={})
     identity.delete()
 
 
@@ -267,6 +320,7 @@ def _role_set(*, account: Account, token: ScimToken, identity: ScimIdentity, rol
                         ScimType.INVALID_VALUE)
     if membership.role == role:
         return
+    _owner_change_check(account=account, token=token, identity=identity, membership=membership)
     try:
         # The Team page's role change: the last owner stays one; open sockets re-check.
         member_change_role(account=account, actor=scim_actor(token), membership_id=membership.pk, role=role,

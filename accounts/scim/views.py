@@ -14,6 +14,7 @@ from accounts.errors import AccountError
 from accounts.resolution import bearer_token
 from accounts.scim import selectors, serializers, services
 from accounts.scim.errors import ScimError, ScimType
+from accounts.scim.tokens import scim_token_maker_is_owner
 from audit.actors import acting_as
 from core.tenancy import account_context
 
@@ -48,6 +49,11 @@ def scim_endpoint(*methods: str):
             base_url = request.build_absolute_uri(reverse("scim:root")).rstrip("/")
             try:
                 with account_context(token.account), acting_as(services.scim_actor(token)):
+                    if not scim_token_maker_is_owner(token=token):
+                        # Revoked with its maker's rights (accounts/scim/tokens.py); this also
+                        # holds when the maker's user or membership went another way.
+                        raise ScimError(401, "This SCIM token's maker is no longer an owner of the account, so "
+                                             "it no longer works: an owner makes a new one on the Team page.")
                     services.scim_token_touch(token=token)
                     return view(request, *args, token=token, base_url=base_url, **kwargs)
             except ScimError as exc:

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 from django.db import transaction
+from django.utils import timezone
 
 from accounts.errors import AccountError
 from accounts.models import ROLE_RANK, Account, Invitation, Membership, Role, User
 from accounts.permissions import Action, Forbidden, principal_may, principal_require
+from accounts.scim.models import ScimIdentity
+from accounts.scim.tokens import scim_tokens_past_rights_revoke
 from accounts.signals import principal_access_ended
 from audit.services import audit_record
 from core import sockets
@@ -101,7 +104,7 @@ def member_change_role(*, account: Account, actor: User, membership_id: int, rol
     audit_record(account=account, action="member.role_change", actor=actor, target=membership.user.email, detail={"from": membership.role, "to": role})
     membership.role = role
     membership.save(update_fields=["role"])
-    _invitations_past_rights_cancel(account=account, inviter_id=membership.user_id, membership=membership, actor=actor)
+    _issued_past_rights_end(account=account, issuer_id=membership.user_id, membership=membership, actor=actor)
     # Their open sockets re-check the new role (and close if it may no longer chat).
     sockets.notify_on_commit(sockets.member_group(account.pk, membership.user_id), sockets.CHANGED)
     return membership
@@ -124,7 +127,10 @@ def member_remove(*, account: Account, actor: User, membership_id: int, by_staff
         raise AccountError(AccountErrorCode.LAST_OWNER, f"The last owner cannot {verb}. Make someone else an owner first.")
     membership.delete()
     audit_record(account=account, action="member.remove", actor=actor, target=membership.user.email, detail={"role": membership.role})
-    _invitations_past_rights_cancel(account=account, inviter_id=membership.user_id, membership=None, actor=actor)
+    # The identity provider's reactivation gives back the role they had when they left.
+    ScimIdentity.objects.for_account(account).filter(user_id=membership.user_id).update(
+        role=membership.role, updated_at=timezone.now())
+    _issued_past_rights_end(account=account, issuer_id=membership.user_id, membership=None, actor=actor)
     member_access_end(account_id=account.pk, user_id=membership.user_id)
 
 
@@ -142,6 +148,14 @@ def _may_invite_as(membership: Membership | None, role: str) -> bool:
     if membership is None or not principal_may(membership, Action.MEMBERS_MANAGE):
         return False
     return role in roles_grantable(actor_membership=membership)
+
+
+def _issued_past_rights_end(*, account: Account, issuer_id: int, membership: Membership | None, actor) -> None:
+    """What a person issued lasts only as long as their rights to issue it: their pending
+    invitations, and their SCIM tokens (owners' only), end with the removal or role change
+    that took those rights, in its transaction."""
+    _invitations_past_rights_cancel(account=account, inviter_id=issuer_id, membership=membership, actor=actor)
+    scim_tokens_past_rights_revoke(account=account, maker_id=issuer_id, membership=membership, actor=actor)
 
 
 def _invitations_past_rights_cancel(*, account: Account, inviter_id: int, membership: Membership | None,

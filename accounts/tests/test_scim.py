@@ -174,6 +174,121 @@ def test_an_owner_cannot_revoke_another_accounts_token(client, account_a, accoun
         assert ScimToken.objects.for_account(account_b).get().revoked_at is None
 
 
+def _signed_in_as(client_class, user, account):
+    browser = client_class()
+    browser.force_login(user)
+    session = browser.session
+    session["account_id"] = account.pk
+    session.save()
+    return browser
+
+
+def _token_made_by(browser, name="") -> str:
+    assert browser.post("/team/scim-tokens/", {"name": name}).status_code == 302
+    return browser.get("/team/").content.decode().split('id="new-scim-token">', 1)[1].split("<", 1)[0]
+
+
+def _scim_id(scim, email):
+    return scim.get("/Users", filter=f'userName eq "{email}"').json()["Resources"][0]["id"]
+
+
+def test_a_removed_owners_token_cannot_bring_them_back_or_lock_the_others_out(client, scim_a, account_a, owner_a):
+    admin = add_member(account_a, make_user("admin@acme.test"), role=Role.ADMIN)
+    admin_id = _scim_id(scim_a, admin.email)
+    # The provider makes admin@ an owner; as an owner they make a token of their own.
+    assert scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "add", "path": "members", "value": [{"value": admin_id}]}]}).status_code == 204
+    kept = Scim(client, _token_made_by(_signed_in_as(client.__class__, admin, account_a), name="Kept"))
+    assert kept.get("/Users").status_code == 200
+    # The other owner removes them on the Team page.
+    team = _signed_in_as(client.__class__, owner_a, account_a)
+    assert team.post(f"/team/members/{membership(account_a, admin).pk}/remove/").status_code == 302
+    assert membership(account_a, admin) is None
+    # Their kept token is revoked with them: it brings nobody back and locks nobody out.
+    assert_error(kept.patch(f"/Users/{admin_id}", entra_active("True")), 401)
+    assert_error(kept.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "add", "path": "members", "value": [{"value": admin_id}]}]}), 401)
+    assert_error(kept.patch(f"/Users/{_scim_id(scim_a, owner_a.email)}", entra_active("False")), 401)
+    assert membership(account_a, admin) is None and membership(account_a, owner_a).role == Role.OWNER
+    assert team.get("/team/").status_code == 200
+    assert scim_a.get("/Users").status_code == 200  # the remaining owner's token works on
+    with account_context(account_a):
+        [revoked] = AuditEntry.objects.for_account(account_a).filter(action="scim_token.revoke")
+    assert "Kept" in revoked.target and revoked.detail["reason"]
+
+
+def test_a_demoted_owners_tokens_are_revoked_and_the_team_page_names_each_tokens_maker(
+        client, scim_a, account_a, owner_a):
+    second = add_member(account_a, make_user("second@acme.test"), role=Role.OWNER)
+    mine = Scim(client, _token_made_by(_signed_in_as(client.__class__, second, account_a), name="Entra ID"))
+    page = _signed_in_as(client.__class__, owner_a, account_a).get("/team/").content.decode()
+    table = page.split('id="scim-tokens-table"', 1)[1].split("</table>", 1)[0]
+    assert "Entra ID" in table and "second@acme.test" in table and owner_a.email in table
+    team = _signed_in_as(client.__class__, owner_a, account_a)
+    assert team.post(f"/team/members/{membership(account_a, second).pk}/role/", {"role": "admin"}).status_code == 302
+    assert_error(mine.get("/Users"), 401)
+    table = team.get("/team/").content.decode().split('id="scim-tokens-table"', 1)[1].split("</table>", 1)[0]
+    assert "Entra ID" not in table and owner_a.email in table
+
+
+def test_a_token_whose_maker_is_gone_is_401(client, scim_a, account_a):
+    second = add_member(account_a, make_user("gone@acme.test"), role=Role.OWNER)
+    theirs = Scim(client, _token_made_by(_signed_in_as(client.__class__, second, account_a)))
+    assert theirs.get("/Users").status_code == 200
+    with account_context(account_a):
+        second.delete()  # the person's user is deleted (the admin's delete): no membership, no maker
+    assert_error(theirs.get("/Users"), 401)
+    assert scim_a.get("/Users").status_code == 200
+
+
+def test_a_token_never_deactivates_or_demotes_an_owner_who_did_not_come_from_the_provider(scim_a, account_a):
+    by_hand = add_member(account_a, make_user("by-hand@acme.test"), role=Role.OWNER)
+    by_hand_id = _scim_id(scim_a, by_hand.email)
+    for call in (lambda: scim_a.patch(f"/Users/{by_hand_id}", okta_deactivate()),
+                 lambda: scim_a.delete(f"/Users/{by_hand_id}"),
+                 lambda: scim_a.put(f"/Users/{by_hand_id}", {"userName": by_hand.email, "active": False}),
+                 lambda: scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
+                     {"op": "remove", "path": f'members[value eq "{by_hand_id}"]'}]}),
+                 lambda: scim_a.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
+                     {"op": "add", "path": "members", "value": [{"value": by_hand_id}]}]})):
+        body = assert_error(call(), 403)
+        assert "Team page" in body["detail"]
+        assert membership(account_a, by_hand).role == Role.OWNER
+
+
+def test_a_token_never_deactivates_or_demotes_the_last_owner_besides_its_maker(scim_a, account_a, owner_a):
+    one = scim_a.post("/Users", okta_user("one@example.test")).json()
+    two = scim_a.post("/Users", okta_user("two@example.test")).json()
+    scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "add", "path": "members", "value": [{"value": one["id"]}, {"value": two["id"]}]}]})
+    # Provisioned owners come and go while another owner than the token's maker stays.
+    assert scim_a.patch(f"/Users/{one['id']}", okta_deactivate()).json()["active"] is False
+    body = assert_error(scim_a.patch(f"/Users/{two['id']}", okta_deactivate()), 403)
+    assert "owner" in body["detail"]
+    assert_error(scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "remove", "path": f'members[value eq "{two["id"]}"]'}]}), 403)
+    assert _role(account_a, "two@example.test") == Role.OWNER
+    # The maker is no lock on the others: they may hand ownership over on the Team page.
+    assert membership(account_a, owner_a).role == Role.OWNER
+
+
+def test_every_scim_change_is_audited_with_the_tokens_name(client, account_a, owner_a):
+    scim = Scim(client, _token_made_by(_signed_in_as(client.__class__, owner_a, account_a), name="Okta prod"))
+    created = scim.post("/Users", okta_user("au@example.test")).json()
+    scim.patch(f"/Users/{created['id']}", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "replace", "path": "displayName", "value": "Renamed"}]})
+    scim.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "add", "path": "members", "value": [{"value": created["id"]}]}]})
+    scim.patch(f"/Users/{created['id']}", okta_deactivate())
+    scim.delete(f"/Users/{created['id']}")
+    with account_context(account_a):
+        entries = list(AuditEntry.objects.for_account(account_a).filter(target="au@example.test")
+                       .order_by("id").values_list("action", "actor_label"))
+    assert [a for a, _ in entries] == ["member.add", "scim.user_create", "scim.user_update", "member.role_change",
+                                       "member.remove", "scim.user_update", "scim.user_delete"]
+    assert all("Okta prod" in label and owner_a.email in label for _, label in entries)
+
+
 # --- discovery -------------------------------------------------------------------------------------
 
 def test_discovery_documents(scim_a):
@@ -281,6 +396,32 @@ def test_bad_list_queries_are_400(scim_a, query):
     assert body["detail"]
 
 
+@pytest.mark.parametrize("query,field", [
+    ({"startIndex": "99999999999999999999"}, "startIndex"), ({"startIndex": "2147483648"}, "startIndex"),
+    ({"count": "99999999999999999999x"}, "count"), ({"startIndex": "-"}, "startIndex"),
+    ({"count": "ten"}, "count"), ({"startIndex": "1e3"}, "startIndex")])
+def test_out_of_range_or_non_numeric_paging_is_400_naming_the_field(scim_a, query, field):
+    for path in ("/Users", "/Groups"):
+        body = assert_error(scim_a.get(path, **query), 400, "invalidValue")
+        assert field in body["detail"]
+
+
+def test_negative_paging_reads_as_rfc_7644_says(scim_a):
+    # RFC 7644 3.4.2.4: a startIndex below 1 is 1, a negative count is 0.
+    page = scim_a.get("/Users", startIndex="-5", count="-99999999999999999999").json()
+    assert (page["startIndex"], page["itemsPerPage"], page["totalResults"]) == (1, 0, 1)
+    assert scim_a.get("/Users", startIndex="-99999999999999999999").json()["startIndex"] == 1
+
+
+def test_a_user_name_longer_than_an_address_can_be_is_400(scim_a):
+    users = User.objects.count()
+    long_name = "a" * 64 + "@" + ".".join(["b" * 60] * 4) + ".test"
+    assert len(long_name) > 254
+    body = assert_error(scim_a.post("/Users", okta_user(long_name)), 400, "invalidValue")
+    assert "userName" in body["detail"]
+    assert User.objects.count() == users
+
+
 def test_the_list_does_not_cost_a_query_per_user(scim_a, django_assert_max_num_queries):
     for n in range(5):
         scim_a.post("/Users", okta_user(f"q{n}@example.test"))
@@ -322,6 +463,24 @@ def test_okta_deactivation_ends_only_this_membership_and_reactivation_restores_t
         actions = list(AuditEntry.objects.for_account(account_a).filter(target=person.email)
                        .values_list("action", "actor_label"))
     assert ("member.remove", "SCIM provisioning (gwscim_") in [(a, label[:26]) for a, label in actions]
+
+
+def test_reactivation_restores_the_role_at_removal_not_the_one_seen_earlier(client, scim_a, account_a, owner_a):
+    body = scim_a.post("/Users", okta_user("r@example.test")).json()
+    person = User.objects.get(email="r@example.test")
+    team = client.__class__()
+    team.force_login(owner_a)
+    assert team.post(f"/team/members/{membership(account_a, person).pk}/role/", {"role": "admin"}).status_code == 302
+    # Deactivated and reactivated by the provider while an admin: an admin again.
+    scim_a.patch(f"/Users/{body['id']}", okta_deactivate())
+    scim_a.patch(f"/Users/{body['id']}", entra_active("True"))
+    assert membership(account_a, person).role == Role.ADMIN
+    # Demoted to viewer, then removed, on the Team page: the provider brings back a viewer.
+    assert team.post(f"/team/members/{membership(account_a, person).pk}/role/", {"role": "viewer"}).status_code == 302
+    assert team.post(f"/team/members/{membership(account_a, person).pk}/remove/").status_code == 302
+    assert scim_a.get(f"/Users/{body['id']}").json()["active"] is False
+    assert scim_a.patch(f"/Users/{body['id']}", entra_active("True")).json()["active"] is True
+    assert membership(account_a, person).role == Role.VIEWER
 
 
 def test_entra_patches_active_as_a_string_and_names_by_path(scim_a, account_a):
@@ -403,16 +562,21 @@ def test_delete_ends_the_membership_and_forgets_the_id(scim_a, account_a):
     assert User.objects.filter(email="i@example.test").exists()  # the person, and their other teams, stay
 
 
-def test_the_last_owner_cannot_be_deprovisioned(scim_a, account_a, owner_a):
-    owner_id = next(u["id"] for u in scim_a.get("/Users").json()["Resources"] if u["userName"] == owner_a.email)
-    body = assert_error(scim_a.patch(f"/Users/{owner_id}", okta_deactivate()), 400, "mutability")
-    assert "last owner" in body["detail"]
-    assert_error(scim_a.delete(f"/Users/{owner_id}"), 400, "mutability")
-    assert membership(account_a, owner_a).role == Role.OWNER
-    # With a second owner, the first can go.
-    second = add_member(account_a, role=Role.OWNER)
-    assert scim_a.patch(f"/Users/{owner_id}", okta_deactivate()).json()["active"] is False
-    assert membership(account_a, second).role == Role.OWNER
+def test_the_last_owner_cannot_be_deprovisioned(client, scim_a, account_a, owner_a):
+    # An owner who came from the provider and made the token, alone: their token cannot take
+    # them out (and an owner from the Team page it cannot touch at all).
+    solo = scim_a.post("/Users", okta_user("solo@example.test")).json()
+    scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "add", "path": "members", "value": [{"value": solo["id"]}]}]})
+    person = User.objects.get(email="solo@example.test")
+    theirs = Scim(client, _token_made_by(_signed_in_as(client.__class__, person, account_a)))
+    team = _signed_in_as(client.__class__, person, account_a)
+    assert team.post(f"/team/members/{membership(account_a, owner_a).pk}/remove/").status_code == 302
+    for call in (lambda: theirs.patch(f"/Users/{solo['id']}", okta_deactivate()),
+                 lambda: theirs.delete(f"/Users/{solo['id']}")):
+        body = assert_error(call(), 403)
+        assert "owner" in body["detail"]
+    assert membership(account_a, person).role == Role.OWNER
 
 
 def test_unknown_ids_and_methods(scim_a):
@@ -510,14 +674,19 @@ def test_okta_and_entra_group_patches_set_roles(scim_a, account_a):
 
 def test_the_owners_group_never_empties(scim_a, account_a, owner_a):
     heir = scim_a.post("/Users", okta_user("heir@example.test")).json()
+    next_heir = scim_a.post("/Users", okta_user("next@example.test")).json()
     owner_id = _group(scim_a, "owners")["members"][0]["value"]
-    assert_error(scim_a.put("/Groups/owners", {"displayName": "owners", "members": []}), 400, "mutability")
+    assert_error(scim_a.put("/Groups/owners", {"displayName": "owners", "members": []}), 403)
     assert_error(scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "remove", "path": f'members[value eq "{owner_id}"]'}]}), 400, "mutability")
+        {"op": "remove", "path": f'members[value eq "{owner_id}"]'}]}), 403)
     assert membership(account_a, owner_a).role == Role.OWNER
-    # Swapping one owner for another in one list works: the new one is added first.
-    scim_a.put("/Groups/owners", {"displayName": "owners", "members": [{"value": heir["id"]}]})
-    assert (_role(account_a, "heir@example.test"), membership(account_a, owner_a).role) == (Role.OWNER, Role.MEMBER)
+    # Swapping one provisioned owner for another in one list works: the new one is added first.
+    scim_a.put("/Groups/owners", {"displayName": "owners", "members": [{"value": owner_id}, {"value": heir["id"]}]})
+    response = scim_a.put("/Groups/owners", {"displayName": "owners", "members": [{"value": owner_id},
+                                                                                {"value": next_heir["id"]}]})
+    assert response.status_code == 200, response.content
+    assert (_role(account_a, "heir@example.test"), _role(account_a, "next@example.test")) == (Role.MEMBER, Role.OWNER)
+    assert membership(account_a, owner_a).role == Role.OWNER
 
 
 @pytest.mark.parametrize("operations,scim_type", [

@@ -87,6 +87,37 @@ def test_email_changes_only_when_the_link_to_the_new_address_is_opened(
     assert Client().post("/login/", {"username": "owner@acme.test", "password": PASSWORD}).status_code == 200
 
 
+def test_a_change_link_works_once_even_after_the_address_comes_back(
+        client_a, owner_a, django_capture_on_commit_callbacks):
+    _request_change(client_a, "b@new.test", capture=django_capture_on_commit_callbacks)
+    to_b = CHANGE_LINK.search(mail.outbox[-1].body).group(1)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client_a.get(to_b).status_code == 302
+    _request_change(client_a, "owner@acme.test", capture=django_capture_on_commit_callbacks)
+    back_to_a = CHANGE_LINK.search(mail.outbox[-1].body).group(1)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client_a.get(back_to_a).status_code == 302
+    owner_a.refresh_from_db()
+    assert owner_a.email == "owner@acme.test"
+    # The address is A again, as when the first link was made: that link is still used.
+    again = client_a.get(to_b)
+    assert again.status_code == 410 and "used already" in again.content.decode()
+    owner_a.refresh_from_db()
+    assert owner_a.email == "owner@acme.test"
+
+
+def test_a_second_change_link_is_void_once_another_was_used(client_a, owner_a, django_capture_on_commit_callbacks):
+    _request_change(client_a, "c@new.test", capture=django_capture_on_commit_callbacks)
+    to_c = CHANGE_LINK.search(mail.outbox[-1].body).group(1)
+    _request_change(client_a, "d@new.test", capture=django_capture_on_commit_callbacks)
+    to_d = CHANGE_LINK.search(mail.outbox[-1].body).group(1)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert client_a.get(to_d).status_code == 302
+    assert client_a.get(to_c).status_code == 410
+    owner_a.refresh_from_db()
+    assert owner_a.email == "d@new.test"
+
+
 def test_an_address_of_another_user_is_refused(client_a, owner_a, owner_b, django_capture_on_commit_callbacks):
     response = _request_change(client_a, owner_b.email.upper(), capture=django_capture_on_commit_callbacks)
     assert response.status_code == 400
