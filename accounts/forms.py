@@ -1,10 +1,10 @@
 from django import forms
 from django.contrib.admin.forms import AdminAuthenticationForm
-from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.forms import AuthenticationForm, PasswordResetForm
 from django.core.exceptions import ValidationError
 
 from accounts import ratelimit
-from accounts.models import KeyScope, Role
+from accounts.models import KeyScope, Role, User
 
 
 class SignupForm(forms.Form):
@@ -119,3 +119,15 @@ class AccountDeleteForm(forms.Form):
 
     confirm = forms.CharField(max_length=200, required=False, label="Type the account's name to confirm",
                               widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}))
+
+
+class ClaimPasswordResetForm(PasswordResetForm):
+    """Django's "forgot password", also for a user nobody has signed in as yet (made by an
+    identity provider's SCIM or an operator, without a password): the emailed link is how
+    they set their first one. A user who signs in only with SSO still gets no link."""
+
+    def get_users(self, email):
+        from accounts.services.signup import user_is_unclaimed
+
+        users = User.objects.filter(email__iexact=email, is_active=True)
+        return (u for u in users if u.has_usable_password() or user_is_unclaimed(u))

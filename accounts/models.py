@@ -206,6 +206,7 @@ class ApiKey(TenantModel):
 # SCIM provisioning's rows live with their package (accounts/scim/); imported here so they
 # are the accounts app's models.
 from accounts.scim.models import ScimIdentity, ScimToken  # noqa: E402,F401
+from accounts.domains.models import VerifiedDomain  # noqa: E402,F401
 class SsoIdentity(models.Model):
     """A person at the single sign-on provider: the provider's `sub` for a user, so a later
     change of address at the provider still finds the same person (accounts/sso/services.py).

@@ -47,6 +47,7 @@ class Action(StrEnum):
     DOCUMENT_TAG = "document.tag"          # set a document's tags (they steer retrieval)
     RETRIEVAL_SETTINGS = "retrieval.settings"  # read and set the account's excluded tags
     SCIM_MANAGE = "scim.manage"            # create and revoke the account's SCIM provisioning tokens
+    DOMAINS_MANAGE = "domains.manage"      # the account's verified domains (SCIM adds their people at once)
     SSO_REQUIRE = "sso.require"            # the switch "Members must sign in with SSO"
     ACCOUNT_RENAME = "account.rename"      # the team's name (the Team page, PATCH account/)
 
@@ -86,6 +87,7 @@ _TABLE = {
     Action.DOCUMENT_TAG:     (_Y, _Y, _O, _N, _N, _Y),
     Action.RETRIEVAL_SETTINGS: (_Y, _Y, _N, _N, _N, _N),
     Action.SCIM_MANAGE:      (_Y, _N, _N, _N, _N, _N),
+    Action.DOMAINS_MANAGE:   (_Y, _N, _N, _N, _N, _N),
     Action.SSO_REQUIRE:      (_Y, _N, _N, _N, _N, _N),
     Action.ACCOUNT_RENAME:   (_Y, _N, _N, _N, _N, _N),
 }
@@ -106,6 +108,7 @@ PHRASES = {
     Action.DOCUMENT_TAG: "tag this document",
     Action.RETRIEVAL_SETTINGS: "change the account's retrieval settings",
     Action.SCIM_MANAGE: "manage SCIM provisioning tokens",
+    Action.DOMAINS_MANAGE: "manage the verified domains",
     Action.SSO_REQUIRE: "change the single sign-on requirement",
     Action.ACCOUNT_RENAME: "rename the team",
 }

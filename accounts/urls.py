@@ -2,6 +2,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path, reverse_lazy
 
 from accounts import views
+from accounts.forms import ClaimPasswordResetForm
 from accounts.profile.urls import profile_patterns
 
 account_patterns = [
@@ -9,7 +10,7 @@ account_patterns = [
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("password-reset/", views.PasswordResetView.as_view(
-        template_name="accounts/password_reset.html", success_url=reverse_lazy("accounts:password_reset_done"),
+        form_class=ClaimPasswordResetForm, template_name="accounts/password_reset.html", success_url=reverse_lazy("accounts:password_reset_done"),
         email_template_name="accounts/password_reset_email.txt"), name="password_reset"),
     path("password-reset/sent/", auth_views.PasswordResetDoneView.as_view(
         template_name="accounts/password_reset_done.html"), name="password_reset_done"),
@@ -34,6 +35,7 @@ account_patterns = [
     path("team/api-keys/<int:key_id>/revoke/", views.api_key_revoke_view, name="api-key-revoke"),
     path("team/scim-tokens/", include("accounts.scim.page_urls")),
     path("team/delete/", views.account_delete_view, name="account-delete"),
+    path("", include("accounts.domains.urls")),  # the Team page's verified domains and their emailed link
     path("", include("accounts.sso.urls")),  # single sign-on: /sso/login/, /sso/callback/, the Team switch
     *profile_patterns,  # the settings page, the sign-in's code step, the team's name
 ]

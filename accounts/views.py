@@ -62,6 +62,10 @@ def signup_view(request):
             return _too_many(request, "accounts/signup.html", context, wait)
         for limit in limits:
             limit.hit()
+        if services.signup_claim_send(email=form.cleaned_data["email"], site_url=_site_url(request)):
+            messages.info(request, f"We emailed {form.cleaned_data['email']} a link to set your password: open it, "
+                                   "then log in here.")
+            return redirect("accounts:login")
         try:
             user, account = services.signup(**form.cleaned_data, site_url=_site_url(request))
         except AccountError as exc:

@@ -15,7 +15,10 @@ from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from accounts.domains.selectors import domain_is_verified_for
+from accounts.error_codes import AccountErrorCode
 from accounts.errors import AccountError
+from accounts.selectors import membership_list_for_user
 from accounts.keys import hash_key
 from accounts.models import Account, Membership, Role, User
 from accounts.permissions import Action
@@ -23,6 +26,8 @@ from accounts.scim.errors import ScimError, ScimType
 from accounts.scim.models import ScimIdentity, ScimToken
 from accounts.scim.selectors import SCIM_TOKEN_PREFIX, scim_identity_access_by_id, scim_identity_list_in_role
 from accounts.scim.tokens import scim_token_label, scim_token_mark_revoked
+from accounts.services.invitations import invitation_send
+from accounts.services.signup import user_is_unclaimed
 from accounts.services.members import _lock_memberships, _require_manager, member_add, member_change_role, member_remove
 from audit.actors import Actor
 from audit.models import ActorKind
@@ -194,14 +199,55 @@ def _audit(*, account: Account, token: ScimToken, action: str, identity: ScimIde
                  detail={"scim_id": str(identity.scim_id), **detail})
 
 
+@dataclass(frozen=True)
+class ScimInvited:
+    """What POST /Users did for someone who already uses Groundwork: invited them (or found
+    their invitation pending); the view answers 409 with `detail`."""
+
+    email: str
+    detail: str
+
+
+def _needs_consent(account: Account, user: User) -> bool:
+    """A person who signed in, has a password, or belongs to another team joins only by
+    accepting an invitation, unless their address is in a domain this account verified."""
+    if domain_is_verified_for(account=account, email=user.email):
+        return False
+    if not user_is_unclaimed(user):
+        return True
+    return any(m.account_id != account.pk for m in membership_list_for_user(user=user))
+
+
+def _invite_instead(*, account: Account, token: ScimToken, email: str, site_url: str) -> ScimInvited:
+    consent = (f"{email} already uses Groundwork, so your identity provider cannot add them without their "
+               "consent: ")
+    try:
+        invitation_send(account=account, inviter=token.created_by, email=email, role=Role.MEMBER, site_url=site_url,
+                        audit_actor=scim_actor(token))
+    except AccountError as exc:
+        if exc.code != AccountErrorCode.ALREADY_INVITED:
+            raise ScimError(exc.status, exc.message) from exc
+        return ScimInvited(email, consent + "their invitation to this account is pending until they accept it "
+                                            "(the Team page lists it).")
+    return ScimInvited(email, consent + "we emailed them an invitation, pending until they accept it (the Team page "
+                                        "lists it); then they are a member and listed here. People in a domain the "
+                                        "account verified (the Team page, Verified domains) join at once.")
+
+
 @transaction.atomic
-def scim_user_create(*, account: Account, token: ScimToken, changes: UserChanges) -> ScimIdentity:
-    """POST /Users: the person (an existing user with this address, or a new one who signs
-    in by SSO or sets a password through "forgot password") joins the account as a member,
-    at once; no invitation. `active: false` records the identity without a membership.
-    409 uniqueness if the person is already provisioned or a member here."""
+def scim_user_create(*, account: Account, token: ScimToken, changes: UserChanges,
+                     site_url: str) -> ScimIdentity | ScimInvited:
+    """POST /Users: a new address gets a user (who signs in by SSO, or sets a password by
+    signing up or "forgot password") who joins the account as a member, at once, as does an
+    existing user in a domain the account verified, or one nobody ever signed in as who
+    belongs to no other team. Anyone else who already uses Groundwork is invited instead
+    (ScimInvited). `active: false` records the identity without a membership. 409 uniqueness
+    if the person is already provisioned or a member here."""
     email = _clean_user_name(changes.user_name)
     user = User.objects.filter(email__iexact=email).first()
+    if user is not None and not (ScimIdentity.objects.for_account(account).filter(user=user).exists()
+                                 or _member(account, user.pk)) and _needs_consent(account, user):
+        return _invite_instead(account=account, token=token, email=email, site_url=site_url)
     if user is None:
         try:
             with transaction.atomic():

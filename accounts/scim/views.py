@@ -78,9 +78,13 @@ def _body(request):
 def users_view(request, *, token, base_url):
     account = token.account
     if request.method == "POST":
-        identity = services.scim_user_create(account=account, token=token,
-                                             changes=serializers.changes_from_resource(_body(request)))
-        identity = selectors.scim_identity_access_by_id(account=account, scim_id=identity.scim_id)
+        created = services.scim_user_create(account=account, token=token,
+                                            changes=serializers.changes_from_resource(_body(request)),
+                                            site_url=request.build_absolute_uri("/").rstrip("/"))
+        if isinstance(created, services.ScimInvited):
+            # Answered, not raised: raising would roll back the invitation with the context.
+            return _error(ScimError(409, created.detail, ScimType.UNIQUENESS))
+        identity = selectors.scim_identity_access_by_id(account=account, scim_id=created.scim_id)
         response = _response(serializers.user_resource(identity, base_url=base_url), status=201)
         response["Location"] = f"{base_url}/Users/{identity.scim_id}"
         return response

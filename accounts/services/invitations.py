@@ -37,12 +37,22 @@ def member_invite(*, account: Account, actor: User, email: str, role: str = Role
     actor_membership = _require_manager(account=account, actor=actor)
     email = _clean_email(email)
     _check_grantable(actor_membership, role)
+    return invitation_send(account=account, inviter=actor, email=email, role=role, site_url=site_url)
+
+
+@transaction.atomic
+def invitation_send(*, account: Account, inviter: User, email: str, role: str, site_url: str,
+                    audit_actor=None) -> Invitation:
+    """The invitation itself, for an inviter whose right to give `role` the caller checked
+    (the Team page's form; a SCIM token, whose maker is the inviter): refused for a member or
+    an address already invited, limited per inviter and per address, emailed once this
+    commits. The audit entry names `audit_actor` (default: the inviter)."""
     if Membership.objects.for_account(account).filter(user__email__iexact=email).exists():
         raise AccountError(AccountErrorCode.ALREADY_MEMBER, f"{email} is already a member of this account.", field="email")
     invitations = Invitation.objects.for_account(account)
     if invitations.filter(email__iexact=email, accepted_at__isnull=True).exists():
         raise AccountError(AccountErrorCode.ALREADY_INVITED, f"{email} has already been invited.", field="email")
-    limits = ratelimit.invitation_limits(actor, email)
+    limits = ratelimit.invitation_limits(inviter, email)
     wait = ratelimit.wait_for(limits)
     if wait:
         raise AccountError(CoreErrorCode.RATE_LIMITED, f"Too many invitations were sent to {email} or by you: "
@@ -51,13 +61,14 @@ def member_invite(*, account: Account, actor: User, email: str, role: str = Role
         limit.hit()
     secret = secrets.token_urlsafe(32)
     invitation = invitations.create(
-        account=account, email=email, role=role, invited_by=actor, token_hash=hash_key(secret),
+        account=account, email=email, role=role, invited_by=inviter, token_hash=hash_key(secret),
         expires_at=timezone.now() + timedelta(days=settings.INVITATION_MAX_AGE_DAYS))
     token = signing.dumps({"a": account.pk, "i": invitation.pk, "n": secret}, salt=INVITATION_SALT)
     _send_mail(to=email, template="accounts/email/invitation.txt", context={
-        "invitation": invitation, "account": account, "actor": actor, "days": settings.INVITATION_MAX_AGE_DAYS,
+        "invitation": invitation, "account": account, "actor": inviter, "days": settings.INVITATION_MAX_AGE_DAYS,
         "link": site_url.rstrip("/") + reverse("accounts:invitation", args=[token])})
-    audit_record(account=account, action="invitation.create", actor=actor, target=email, detail={"role": role})
+    audit_record(account=account, action="invitation.create", actor=audit_actor or inviter, target=email,
+                 detail={"role": role})
     return invitation
 
 

@@ -3,6 +3,10 @@ from __future__ import annotations
 
 from datetime import timedelta
 from django.contrib.auth.password_validation import validate_password
+from django.contrib.auth.tokens import default_token_generator
+from django.urls import reverse
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
@@ -17,7 +21,7 @@ from core.tenancy import account_context
 from core.text import CONTROL_CHARACTERS_MESSAGE, has_control_characters
 from accounts.error_codes import AccountErrorCode
 from core.error_codes import CoreErrorCode
-from accounts.services.verification import _email_mark_verified, email_verification_send
+from accounts.services.verification import _email_mark_verified, _send_mail, email_verification_send
 
 
 def _clean_email(email: str) -> str:
@@ -114,6 +118,28 @@ def user_create(*, email: str, password: str, full_name: str = "") -> User:
         return User.objects.create_user(email=email, password=password, full_name=full_name.strip())
     except IntegrityError:
         raise AccountError(AccountErrorCode.DUPLICATE_EMAIL, "An account with this email already exists. Log in instead.", field="email")
+
+
+def user_is_unclaimed(user: User) -> bool:
+    """Nobody ever signed in as this user and it has no password: it was made for its
+    address by an identity provider (SCIM) or an operator, and the address's owner has not
+    taken it up yet. Such an address does not block its owner's sign-up (signup_claim_send)."""
+    return user.last_login is None and not user.has_usable_password() and not user.sso_identities.exists()
+
+
+@transaction.atomic
+def signup_claim_send(*, email: str, site_url: str) -> bool:
+    """Sign-up with the address of an unclaimed user: instead of "this address exists", the
+    address gets a link to set the user's password (Django's reset token: it works once, and
+    opening it proves the address). The memberships made for them stay; no team of their own
+    is made (like an invitation's sign-up). Returns whether the link was sent."""
+    user = User.objects.filter(email__iexact=_clean_email(email), is_active=True).first()
+    if user is None or not user_is_unclaimed(user):
+        return False
+    link = site_url.rstrip("/") + reverse("accounts:password_reset_confirm", args=[
+        urlsafe_base64_encode(force_bytes(user.pk)), default_token_generator.make_token(user)])
+    _send_mail(to=user.email, template="accounts/email/claim_login.txt", context={"user": user, "link": link})
+    return True
 
 
 @transaction.atomic

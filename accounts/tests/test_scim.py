@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.utils import timezone
 
+from accounts.domains.models import VerifiedDomain
 from accounts.models import Account, Membership, Role, User
 from accounts.scim.models import ScimIdentity, ScimToken
 from accounts.tests.factories import add_member, make_api_key, make_user
@@ -328,6 +330,10 @@ def test_entra_create_with_attributes_it_does_not_keep(scim_a, account_a):
 
 
 def test_create_finds_an_existing_user_and_leaves_their_other_teams_alone(scim_a, account_a, account_b):
+    # In a domain A verified (accounts/tests/test_verified_domains.py), a user of B joins A at once.
+    with account_context(account_a):
+        VerifiedDomain.objects.for_account(account_a).create(account=account_a, domain="example.test",
+                                                             mailbox="admin", verified_at=timezone.now())
     person = add_member(account_b, make_user("dana@example.test", full_name="Dana B"), role=Role.ADMIN)
     response = scim_a.post("/Users", okta_user("DANA@example.test", given="Other", family="Name"))
     assert response.status_code == 201
@@ -602,7 +608,14 @@ def test_account_bs_token_never_sees_or_changes_as_members(client, account_a, ac
         assert_error(scim_b.delete(f"/Users/{scim_id}"), 404)
     person = User.objects.get(email="only-a@example.test")
     assert membership(account_a, person) is not None and membership(account_a, owner_a) is not None
-    # B provisioning the same person makes a B membership with B's own id, A's stays.
+    # B provisioning the same person (A's member) only invites them to B; A's membership stays.
+    assert_error(scim_b.post("/Users", okta_user("only-a@example.test")), 409, "uniqueness")
+    assert membership(account_a, person) is not None and membership(account_b, person) is None
+    assert scim_a.get(f"/Users/{a_user['id']}").json()["active"] is True
+    # With the domain verified by B, B's own membership and id; deactivating it leaves A's.
+    with account_context(account_b):
+        VerifiedDomain.objects.for_account(account_b).create(account=account_b, domain="example.test",
+                                                             mailbox="admin", verified_at=timezone.now())
     b_user = scim_b.post("/Users", okta_user("only-a@example.test")).json()
     assert b_user["id"] != a_user["id"]
     assert scim_b.patch(f"/Users/{b_user['id']}", okta_deactivate()).json()["active"] is False
