@@ -49,3 +49,4 @@ class SsoErrorCode(StrEnum):
     SSO_USER_INACTIVE = "sso_user_inactive"
     SSO_IDENTITY_CONFLICT = "sso_identity_conflict"
     SSO_REQUIRED = "sso_required"
+    SSO_STAFF_PASSWORD_REQUIRED = "sso_staff_password_required"

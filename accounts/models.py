@@ -106,6 +106,11 @@ class Account(models.Model):
     # An owner's switch (accounts/sso/): members use the account only from a session signed in
     # through single sign-on; a password session sees the "requires single sign-on" page.
     sso_required = models.BooleanField(default=False, help_text="Members must sign in with SSO.")
+    # An owner's switch (accounts/sso/): the provider's verified address signs members in
+    # without Groundwork's two-factor step (the provider's MFA counts); with this on, a member
+    # who is support staff or a superuser may not sign in through SSO at all: they use their
+    # password and two-factor code, and that session opens the account even where SSO is required.
+    staff_password_2fa = models.BooleanField(default=False, help_text="Staff must use a password + 2FA, not SSO.")
 
     def __str__(self):
         return f"{self.name} (deleted)" if self.deleted_at else self.name

@@ -53,6 +53,7 @@ ACTIONS = {
     "staff.access": "Support staff opened the account",
     "account.delete": "Account deleted",
     "account.sso_required": "Single sign-on requirement changed",
+    "account.staff_password_2fa": "Staff password + 2FA requirement changed",
     "sso.link": "Single sign-on identity linked",
     "account.rename": "Team renamed",
     "user.name_change": "Name changed",

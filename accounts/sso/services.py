@@ -47,7 +47,25 @@ class SsoSignIn:
 @transaction.atomic
 def sso_sign_in(*, identity: Identity) -> SsoSignIn:
     """The user this identity signs in as, made or linked per the module's rules; an SsoError
-    (nothing written) when it may not sign in."""
+    (nothing written) when it may not sign in. The provider's verified address is the whole
+    proof (its MFA counts; no second factor of ours follows), except for support staff and
+    superusers in a team that requires them to use their password and two-factor code."""
+    outcome = _sso_sign_in(identity)
+    _require_staff_may_use_sso(outcome.user)
+    return outcome
+
+
+def _require_staff_may_use_sso(user: User) -> None:
+    if not (user.is_staff or user.is_superuser):
+        return
+    strict = [m.account.name for m in membership_list_for_user(user=user) if m.account.staff_password_2fa]
+    if strict:
+        raise SsoError(SsoErrorCode.SSO_STAFF_PASSWORD_REQUIRED, f"{user.email} is a support or admin account, and "
+                       f"{strict[0]} requires those to sign in with their password and two-factor code, not single "
+                       "sign-on. Log in with your password below.", status=403)
+
+
+def _sso_sign_in(identity: Identity) -> SsoSignIn:
     if not identity.email_verified or not identity.email:
         raise SsoError(SsoErrorCode.SSO_EMAIL_UNVERIFIED, f"Your sign-in provider has not verified the address "
                        f"{identity.email or '(none given)'}, so it cannot sign you in here. Verify it with your "
@@ -131,6 +149,20 @@ def _new_user_sign_in(identity: Identity) -> SsoSignIn:
     user.signup_account = user.last_account = account
     user.save(update_fields=["signup_account", "last_account"])
     return SsoSignIn(user=user, account_id=account.pk, message=f"Welcome to Groundwork. {account.name} is ready.")
+
+
+@transaction.atomic
+def account_staff_password_2fa_set(*, account: Account, actor: User, required: bool) -> Account:
+    """The owner's switch "Staff must use a password + 2FA" (owners only: Action.SSO_REQUIRE;
+    audited): members who are support staff or superusers may not sign in through SSO."""
+    _require_manager(account=account, actor=actor, action=Action.SSO_REQUIRE)
+    account = Account.objects.select_for_update().get(pk=account.pk)
+    if account.staff_password_2fa != required:
+        account.staff_password_2fa = required
+        account.save(update_fields=["staff_password_2fa"])
+        audit_record(account=account, action="account.staff_password_2fa", actor=actor, target=account.name,
+                     detail={"required": required})
+    return account
 
 
 @transaction.atomic

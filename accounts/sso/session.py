@@ -24,3 +24,13 @@ def signed_in_with_sso(session) -> bool:
     if session is None:
         return False
     return session.get(SIGNED_IN_WITH_KEY) == SIGNED_IN_WITH_SSO and session.get(BACKEND_SESSION_KEY) == SSO_BACKEND
+
+
+def staff_password_session_opens(*, user, account, session) -> bool:
+    """Whether a session that did not sign in with SSO may still open an account that requires
+    it: a support staff or superuser member's, signed in with their password and two-factor
+    code, where the account requires exactly that of its staff (Account.staff_password_2fa)."""
+    from django_otp import DEVICE_ID_SESSION_KEY
+
+    return (account.staff_password_2fa and (user.is_staff or user.is_superuser) and session is not None
+            and bool(session.get(DEVICE_ID_SESSION_KEY)))

@@ -22,7 +22,7 @@ from accounts.permissions import Action, PageForbidden, page_require
 from accounts.resolution import SESSION_ACCOUNT_KEY
 from accounts.sso import oidc
 from accounts.sso.errors import SsoError
-from accounts.sso.services import account_sso_required_set, sso_sign_in
+from accounts.sso.services import account_sso_required_set, account_staff_password_2fa_set, sso_sign_in
 from accounts.sso.session import SSO_BACKEND, session_mark_sso, signed_in_with_sso
 from core.error_codes import CoreErrorCode
 
@@ -105,6 +105,27 @@ def sso_required_set_view(request):
     else:
         messages.success(request, f"Members of {request.account.name} must now sign in with SSO." if required else
                          f"Members of {request.account.name} may sign in with a password again.")
+    return redirect("accounts:team")
+
+
+@login_required
+@require_POST
+def staff_password_2fa_set_view(request):
+    """The Team page's switch (owners): `required` "1": staff members may not use SSO."""
+    if request.account is None:
+        raise Http404
+    page_require(request, Action.SSO_REQUIRE)
+    required = request.POST.get("required") == "1"
+    try:
+        account_staff_password_2fa_set(account=request.account, actor=request.user, required=required)
+    except AccountError as exc:
+        if exc.code == CoreErrorCode.FORBIDDEN:
+            raise PageForbidden(exc.message) from exc
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, "Support staff and superusers among the members must now sign in with their "
+                         "password and two-factor code." if required else
+                         "Support staff and superusers may sign in with SSO again.")
     return redirect("accounts:team")
 
 

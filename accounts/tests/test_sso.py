@@ -315,3 +315,62 @@ def test_support_sees_the_links_and_only_credential_setters_remove_one(client, p
                                   "accounts.set_user_credentials"))
     assert client.post(f"/admin/accounts/ssoidentity/{link.pk}/delete/", {"post": "yes"}).status_code == 302
     assert not SsoIdentity.objects.filter(pk=link.pk).exists()
+
+
+# --- staff and the provider's MFA ----------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["is_staff", "is_superuser"])
+def test_staff_sign_in_with_sso_until_a_team_requires_their_password_and_code(provider, account_a, kind):
+    staff = add_member(account_a, make_user("support@acme.test", **{kind: True}))
+    member = add_member(account_a, make_user("member@acme.test"))
+    provider.user("support", email=staff.email, email_verified=True)
+    provider.user("member", email=member.email, email_verified=True)
+    # Off (the default): the provider's verified address signs in anyone, staff included,
+    # without Groundwork's own second step: the provider's MFA counts.
+    first = Client()
+    assert _sso(first, provider, "support").status_code == 302 and _signed_in_as(first) == staff.pk
+    # Only owners turn it on (admins get 403), on the Team page; it is audited.
+    admin = add_member(account_a, role=Role.ADMIN)
+    admin_browser = Client()
+    admin_browser.force_login(admin)
+    assert admin_browser.post("/team/sso/staff/", {"required": "1"}).status_code == 403
+    owner = Client()
+    owner.force_login(account_a.test_owner)
+    assert "Staff must use a password + 2FA" in owner.get("/team/").content.decode()
+    assert owner.post("/team/sso/staff/", {"required": "1"}).status_code == 302
+    account_a.refresh_from_db()
+    assert account_a.staff_password_2fa
+    assert [e.detail for e in _audit(account_a, "account.staff_password_2fa")] == [{"required": True}]
+    # Now staff are refused at the callback (nothing signed in), members are not.
+    refused = Client()
+    _refused(_sso(refused, provider, "support"), 403, "password and two-factor code")
+    assert _signed_in_as(refused) is None
+    other = Client()
+    assert _sso(other, provider, "member").status_code == 302 and _signed_in_as(other) == member.pk
+    # Their password still signs them in.
+    assert Client().post("/login/", {"username": staff.email, "password": "correct-horse-battery-staple"}
+                         ).status_code == 302
+
+
+def test_where_sso_is_required_a_staff_password_and_code_session_opens_the_team(provider, account_a):
+    from accounts.tests.test_two_factor import code_for, password_step, turn_on
+
+    staff = add_member(account_a, make_user("support@acme.test", is_staff=True))
+    password_only = Client()
+    assert password_only.post("/login/", {"username": staff.email, "password": "correct-horse-battery-staple"}
+                              ).status_code == 302
+    secret, _ = turn_on(password_only)  # two-factor sign-in set up before the team required SSO
+    Account.objects.filter(pk=account_a.pk).update(sso_required=True, staff_password_2fa=True)
+    # A session without the second step: the "requires single sign-on" page, as for everyone.
+    without_code = Client()
+    without_code.force_login(staff)
+    assert without_code.get("/").status_code == 403
+    # With their password and two-factor code: the team opens.
+    browser = password_step(staff)
+    assert browser.post("/login/code/", {"code": code_for(secret, steps_ahead=1)}).status_code == 302
+    assert browser.get("/").status_code == 200 and browser.get("/documents/").status_code == 200
+    # A member who is not staff gets no such way round it.
+    member = add_member(account_a, make_user("member@acme.test"))
+    plain = Client()
+    plain.force_login(member)
+    assert plain.get("/").status_code == 403
