@@ -19,6 +19,7 @@ from enum import StrEnum
 from functools import wraps
 
 from django.core.exceptions import PermissionDenied
+from django.http import Http404
 from rest_framework.permissions import BasePermission
 
 from accounts.errors import AccountError
@@ -236,6 +237,24 @@ def page_require(request, action: Action, obj=None) -> None:
     allowed = principal_may(request, action, obj) if obj is not None else principal_may_some(request, action)
     if not allowed:
         raise PageForbidden(refusal_message(request, action))
+
+
+def page_account(request, action: Action):
+    """For an account's page or form: the session's account (404 without one), if its member
+    may do `action` (else the 403 page)."""
+    account = getattr(request, "account", None)
+    if account is None:
+        raise Http404
+    page_require(request, action)
+    return account
+
+
+def section_account(context, action: Action):
+    """For a Team page section (an inclusion tag): the session's account if its member may do
+    `action`, else None (the section is not shown)."""
+    request = context["request"]
+    account = getattr(request, "account", None)
+    return account if account is not None and principal_may(request, action) else None
 
 
 def page_requires(action: Action):

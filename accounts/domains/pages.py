@@ -9,15 +9,12 @@ from django.views.decorators.http import require_POST
 
 from accounts.domains import services
 from accounts.errors import AccountError
-from accounts.permissions import Action, page_require
+from accounts.permissions import Action, page_account
 from core.error_codes import CoreErrorCode
 
 
 def _owner_account(request):
-    if request.account is None:
-        raise Http404
-    page_require(request, Action.DOMAINS_MANAGE)
-    return request.account
+    return page_account(request, Action.DOMAINS_MANAGE)
 
 
 @login_required

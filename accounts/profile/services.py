@@ -198,17 +198,23 @@ def user_sessions_end_others(*, user: User) -> User:
     return user
 
 
-def team_name_clean(name: str) -> str:
-    """A team's name, as sign-up and team creation take it (core/text.py)."""
-    name = (name or "").strip()
+def name_clean(name: str, *, what: str, limit: int, default: str = "") -> str:
+    """A name of a `what` (a team, a SCIM token) as every form takes it: trimmed, `default`
+    when empty (none: refused), no control characters (core/text.py), at most `limit`."""
+    name = (name or "").strip() or default
     if not name:
-        raise AccountError(CoreErrorCode.INVALID_NAME, "Give the team a name.", field="name")
+        raise AccountError(CoreErrorCode.INVALID_NAME, f"Give the {what} a name.", field="name")
     if has_control_characters(name):
         raise AccountError(CoreErrorCode.INVALID_NAME, CONTROL_CHARACTERS_MESSAGE, field="name")
-    if len(name) > TEAM_NAME_MAX:
-        raise AccountError(CoreErrorCode.INVALID_NAME, f"A team name has at most {TEAM_NAME_MAX} characters.",
+    if len(name) > limit:
+        raise AccountError(CoreErrorCode.INVALID_NAME, f"A {what} name has at most {limit} characters.",
                            field="name")
     return name
+
+
+def team_name_clean(name: str) -> str:
+    """A team's name, as sign-up and team creation take it."""
+    return name_clean(name, what="team", limit=TEAM_NAME_MAX)
 
 
 @transaction.atomic

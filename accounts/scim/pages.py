@@ -8,17 +8,14 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from accounts.errors import AccountError
-from accounts.permissions import Action, page_require
+from accounts.permissions import Action, page_account
 from accounts.scim import services
 
 NEW_TOKEN_SESSION_KEY = "new_scim_token"
 
 
 def _owner_account(request):
-    if request.account is None:
-        raise Http404
-    page_require(request, Action.SCIM_MANAGE)
-    return request.account
+    return page_account(request, Action.SCIM_MANAGE)
 
 
 @login_required

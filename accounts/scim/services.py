@@ -18,6 +18,7 @@ from django.utils import timezone
 from accounts.domains.selectors import domain_is_verified_for
 from accounts.error_codes import AccountErrorCode
 from accounts.errors import AccountError
+from accounts.profile.services import name_clean
 from accounts.selectors import membership_list_for_user
 from accounts.keys import hash_key
 from accounts.models import Account, Membership, Role, User
@@ -33,7 +34,7 @@ from audit.actors import Actor
 from audit.models import ActorKind
 from audit.services import audit_record
 from core.error_codes import CoreErrorCode
-from core.text import CONTROL_CHARACTERS_MESSAGE, has_control_characters
+from core.text import has_control_characters
 
 
 def scim_actor(token: ScimToken) -> Actor:
@@ -49,23 +50,13 @@ TOKEN_NAME_MAX = 100
 DEFAULT_TOKEN_NAME = "SCIM token"
 
 
-def _clean_token_name(name: str) -> str:
-    name = (name or "").strip() or DEFAULT_TOKEN_NAME
-    if has_control_characters(name):
-        raise AccountError(CoreErrorCode.INVALID_NAME, CONTROL_CHARACTERS_MESSAGE, field="name")
-    if len(name) > TOKEN_NAME_MAX:
-        raise AccountError(CoreErrorCode.INVALID_NAME, f"A token's name has at most {TOKEN_NAME_MAX} characters.",
-                           field="name")
-    return name
-
-
 @transaction.atomic
 def scim_token_create(*, account: Account, actor: User, name: str = "") -> tuple[ScimToken, str]:
     """A new provisioning token for the account (owners only), named (e.g. after the
     provider; "SCIM token" when left empty). Returns (token, raw secret); the secret is never
     stored or shown again. It works while `actor` stays an owner (accounts/scim/tokens.py)."""
     _require_manager(account=account, actor=actor, action=Action.SCIM_MANAGE)
-    name = _clean_token_name(name)
+    name = name_clean(name, what="SCIM token", limit=TOKEN_NAME_MAX, default=DEFAULT_TOKEN_NAME)
     raw = SCIM_TOKEN_PREFIX + secrets.token_urlsafe(32)
     token = ScimToken.objects.for_account(account).create(
         account=account, name=name, prefix=raw[:12], token_hash=hash_key(raw), created_by=actor)

@@ -156,13 +156,21 @@ def account_staff_password_2fa_set(*, account: Account, actor: User, required: b
     """The owner's switch "Staff must use a password + 2FA" (owners only: Action.SSO_REQUIRE;
     audited): members who are support staff or superusers may not sign in through SSO."""
     _require_manager(account=account, actor=actor, action=Action.SSO_REQUIRE)
-    account = Account.objects.select_for_update().get(pk=account.pk)
-    if account.staff_password_2fa != required:
-        account.staff_password_2fa = required
-        account.save(update_fields=["staff_password_2fa"])
-        audit_record(account=account, action="account.staff_password_2fa", actor=actor, target=account.name,
-                     detail={"required": required})
+    account, _ = _account_switch_set(account=account, actor=actor, field="staff_password_2fa", value=required,
+                                     action="account.staff_password_2fa")
     return account
+
+
+def _account_switch_set(*, account: Account, actor: User, field: str, value: bool, action: str) -> tuple[Account, bool]:
+    """Set one of the account's switches under its row lock, audited when it changed.
+    Returns (account, changed)."""
+    account = Account.objects.select_for_update().get(pk=account.pk)
+    if getattr(account, field) == value:
+        return account, False
+    setattr(account, field, value)
+    account.save(update_fields=[field])
+    audit_record(account=account, action=action, actor=actor, target=account.name, detail={"required": value})
+    return account, True
 
 
 @transaction.atomic
@@ -178,12 +186,8 @@ def account_sso_required_set(*, account: Account, actor: User, required: bool,
     if required and not actor_signed_in_with_sso:
         raise SsoError(SsoErrorCode.SSO_REQUIRED, "Sign in with SSO first (log out, then “Sign in with SSO”): "
                        "that proves it works for you before it is required of everyone.", status=400)
-    account = Account.objects.select_for_update().get(pk=account.pk)
-    if account.sso_required != required:
-        account.sso_required = required
-        account.save(update_fields=["sso_required"])
-        audit_record(account=account, action="account.sso_required", actor=actor, target=account.name,
-                     detail={"required": required})
-        if required:  # open sockets re-read their principal: a password session's closes (4401)
-            sockets.notify_on_commit(sockets.account_group(account.pk), sockets.CHANGED)
+    account, changed = _account_switch_set(account=account, actor=actor, field="sso_required", value=required,
+                                           action="account.sso_required")
+    if changed and required:  # open sockets re-read their principal: a password session's closes (4401)
+        sockets.notify_on_commit(sockets.account_group(account.pk), sockets.CHANGED)
     return account

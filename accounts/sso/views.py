@@ -87,46 +87,42 @@ def sso_callback_view(request):
     return redirect(_safe_next(request, target) or "home")
 
 
-@login_required
-@require_POST
-def sso_required_set_view(request):
-    """The Team page's switch (owners): `required` is "1" (on) or "0" (off)."""
+def _owner_switch(request, change, on: str, off: str):
+    """A Team page switch of this section (owners: SSO_REQUIRE): `change(account, required)`
+    with the posted `required` ("1" on, "0" off); the message is its refusal, or `on`/`off`."""
     if request.account is None:
         raise Http404
     page_require(request, Action.SSO_REQUIRE)
     required = request.POST.get("required") == "1"
     try:
-        account_sso_required_set(account=request.account, actor=request.user, required=required,
-                                 actor_signed_in_with_sso=signed_in_with_sso(request.session))
+        change(request.account, required)
     except AccountError as exc:  # SsoError, or Forbidden (the role changed since page_require)
         if exc.code == CoreErrorCode.FORBIDDEN:
             raise PageForbidden(exc.message) from exc
         messages.error(request, exc.message)
     else:
-        messages.success(request, f"Members of {request.account.name} must now sign in with SSO." if required else
-                         f"Members of {request.account.name} may sign in with a password again.")
+        messages.success(request, (on if required else off).format(name=request.account.name))
     return redirect("accounts:team")
 
 
 @login_required
 @require_POST
+def sso_required_set_view(request):
+    """The Team page's switch "Members must sign in with SSO"."""
+    return _owner_switch(request, lambda account, required: account_sso_required_set(
+        account=account, actor=request.user, required=required,
+        actor_signed_in_with_sso=signed_in_with_sso(request.session)),
+        "Members of {name} must now sign in with SSO.", "Members of {name} may sign in with a password again.")
+
+
+@login_required
+@require_POST
 def staff_password_2fa_set_view(request):
-    """The Team page's switch (owners): `required` "1": staff members may not use SSO."""
-    if request.account is None:
-        raise Http404
-    page_require(request, Action.SSO_REQUIRE)
-    required = request.POST.get("required") == "1"
-    try:
-        account_staff_password_2fa_set(account=request.account, actor=request.user, required=required)
-    except AccountError as exc:
-        if exc.code == CoreErrorCode.FORBIDDEN:
-            raise PageForbidden(exc.message) from exc
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, "Support staff and superusers among the members must now sign in with their "
-                         "password and two-factor code." if required else
-                         "Support staff and superusers may sign in with SSO again.")
-    return redirect("accounts:team")
+    """The Team page's switch "Staff must use a password + 2FA": staff members may not use SSO."""
+    return _owner_switch(request, lambda account, required: account_staff_password_2fa_set(
+        account=account, actor=request.user, required=required),
+        "Support staff and superusers among the members of {name} must now sign in with their password and "
+        "two-factor code.", "Support staff and superusers among the members of {name} may sign in with SSO again.")
 
 
 def sso_required_response(request):

@@ -3,16 +3,15 @@ from django import template
 
 from accounts.domains.models import VerificationMailbox
 from accounts.domains.selectors import domain_list
-from accounts.permissions import Action, principal_may
+from accounts.permissions import Action, section_account
 
 register = template.Library()
 
 
 @register.inclusion_tag("accounts/domains/_team_domains.html", takes_context=True)
 def team_domains(context):
-    request = context["request"]
-    account = getattr(request, "account", None)
-    if account is None or not principal_may(request, Action.DOMAINS_MANAGE):
+    account = section_account(context, Action.DOMAINS_MANAGE)
+    if account is None:
         return {"show": False}
     return {"show": True, "csrf_token": context.get("csrf_token"), "domains": list(domain_list(account=account)),
             "mailboxes": VerificationMailbox.choices}

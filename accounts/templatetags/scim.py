@@ -1,7 +1,7 @@
 """The Team page's provisioning section: `{% load scim %}{% scim_tokens %}` (owners)."""
 from django import template
 
-from accounts.permissions import Action, principal_may
+from accounts.permissions import Action, section_account
 from accounts.scim.pages import NEW_TOKEN_SESSION_KEY
 from accounts.scim.selectors import scim_token_list
 
@@ -10,10 +10,10 @@ register = template.Library()
 
 @register.inclusion_tag("accounts/scim/_team_tokens.html", takes_context=True)
 def scim_tokens(context):
-    request = context["request"]
-    account = getattr(request, "account", None)
-    if account is None or not principal_may(request, Action.SCIM_MANAGE):
+    account = section_account(context, Action.SCIM_MANAGE)
+    if account is None:
         return {"show": False}
+    request = context["request"]
     return {
         "show": True, "csrf_token": context.get("csrf_token"),
         "tokens": list(scim_token_list(account=account)),

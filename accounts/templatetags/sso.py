@@ -3,7 +3,7 @@
 switch, for owners)."""
 from django import template
 
-from accounts.permissions import Action, principal_may
+from accounts.permissions import Action, section_account
 from accounts.sso.oidc import sso_enabled
 from accounts.sso.session import signed_in_with_sso
 
@@ -17,9 +17,9 @@ def sso_button(next_url=""):
 
 @register.inclusion_tag("accounts/sso/_team_switch.html", takes_context=True)
 def team_sso(context):
-    request = context["request"]
-    account = getattr(request, "account", None)
-    if account is None or not principal_may(request, Action.SSO_REQUIRE):
+    account = section_account(context, Action.SSO_REQUIRE)
+    if account is None:
         return {"show": False}
+    request = context["request"]
     return {"show": True, "csrf_token": context.get("csrf_token"), "current_account": account,
             "sso_enabled": sso_enabled(), "signed_in_with_sso": signed_in_with_sso(request.session)}

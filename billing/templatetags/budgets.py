@@ -2,7 +2,7 @@
 from django import template
 
 from accounts.models import ApiKey, Membership
-from accounts.permissions import Action, principal_may
+from accounts.permissions import Action, section_account
 from billing.models import BudgetPeriod
 from billing.budgets import budget_list, budget_statuses
 
@@ -11,9 +11,8 @@ register = template.Library()
 
 @register.inclusion_tag("billing/_team_budgets.html", takes_context=True)
 def team_budgets(context):
-    request = context["request"]
-    account = getattr(request, "account", None)
-    if account is None or not principal_may(request, Action.BUDGETS_MANAGE):
+    account = section_account(context, Action.BUDGETS_MANAGE)
+    if account is None:
         return {"show": False}
     members = Membership.objects.for_account(account).select_related("user").order_by("user__email")
     keys = ApiKey.objects.for_account(account).filter(revoked_at__isnull=True).order_by("name")
