@@ -265,7 +265,10 @@ def scim_user_create(*, account: Account, token: ScimToken, changes: UserChanges
 
 
 def _membership_start(*, account: Account, token: ScimToken, identity: ScimIdentity) -> None:
-    member_add(account=account, actor=scim_actor(token), user=identity.user, role=identity.role,
+    # The role they had when the membership ended, but never owner: an owner an owner removed
+    # does not come back as one with a provider's sync; the owners group gives it explicitly.
+    role = Role.MEMBER if identity.role == Role.OWNER else identity.role
+    member_add(account=account, actor=scim_actor(token), user=identity.user, role=role,
                by_staff=True)  # the owner who made the token gave the provider this power
 
 

@@ -489,6 +489,17 @@ def test_reactivation_restores_the_role_at_removal_not_the_one_seen_earlier(clie
     assert membership(account_a, person).role == Role.VIEWER
 
 
+def test_an_owner_removed_on_the_team_page_is_reactivated_as_a_member(client, scim_a, account_a, owner_a):
+    body = scim_a.post("/Users", okta_user("o@example.test")).json()
+    scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
+        {"op": "add", "path": "members", "value": [{"value": body["id"]}]}]})
+    person = User.objects.get(email="o@example.test")
+    team = _signed_in_as(client.__class__, owner_a, account_a)
+    assert team.post(f"/team/members/{membership(account_a, person).pk}/remove/").status_code == 302
+    assert scim_a.patch(f"/Users/{body['id']}", entra_active("True")).json()["active"] is True
+    assert membership(account_a, person).role == Role.MEMBER  # ownership only by the owners group
+
+
 def test_entra_patches_active_as_a_string_and_names_by_path(scim_a, account_a):
     body = scim_a.post("/Users", entra_user("f@example.test")).json()
     person = User.objects.get(email="f@example.test")
