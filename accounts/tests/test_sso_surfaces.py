@@ -13,9 +13,10 @@ from django.test import Client
 
 from accounts.models import Account, User
 from accounts.tests.factories import make_api_key
-from accounts.tests.oidc_provider import Provider, path_of
+from accounts.tests.oidc_provider import sso_provider as provider, sso_sign_in  # noqa: F401 (a fixture)
 from audit.services import audit_record
-from chat.models import Conversation, Message, MessageFeedback
+from chat.models import MessageFeedback
+from chat.tests.test_feedback import _turns
 from core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db
@@ -29,13 +30,9 @@ def acme(account_a, owner_a, fake_llm, upload_and_ingest):
     """Acme (requires SSO): an ingested document, the owner's conversation with an answer and
     their feedback on it, an audit entry."""
     document = upload_and_ingest(account_a, "board.md", HANDBOOK.encode())
+    answer = _turns(account_a, user=owner_a, turns=((f"What about {MARKER}?", f"{MARKER} [Document 1]."),))[0]
+    conversation = answer.conversation
     with account_context(account_a):
-        conversation = Conversation.objects.for_account(account_a).create(account=account_a, user=owner_a,
-                                                                           title=f"{MARKER} deal")
-        Message.objects.for_account(account_a).create(account=account_a, conversation=conversation, role="user",
-                                                      content=f"What about {MARKER}?")
-        answer = Message.objects.for_account(account_a).create(
-            account=account_a, conversation=conversation, role="assistant", content=f"{MARKER} [Document 1].")
         MessageFeedback.objects.for_account(account_a).create(account=account_a, message=answer, user=owner_a,
                                                               rating="up", comment=f"{MARKER} feedback")
         audit_record(account=account_a, action="collection.create", actor=owner_a, target=f"{MARKER} collection")
@@ -70,14 +67,6 @@ def _json(client, method, path, body=None):
 
 # --- the team switcher -------------------------------------------------------------------------
 
-@pytest.fixture
-def provider(settings):
-    provider = Provider().start()
-    settings.OIDC_ISSUER, settings.OIDC_CLIENT_ID, settings.OIDC_CLIENT_SECRET = provider.issuer, "tests", "secret"
-    yield provider
-    provider.stop()
-
-
 def test_the_switcher_marks_the_team_and_a_password_session_cannot_switch_to_it(provider, acme, account_a,
                                                                                 owner_a):
     client = _on_a_team_of_its_own(owner_a)
@@ -93,9 +82,7 @@ def test_the_switcher_marks_the_team_and_a_password_session_cannot_switch_to_it(
     assert home.status_code == 200 and MARKER not in home.content.decode()
 
     # Signing in with SSO from there opens Acme.
-    provider.user("owner", email=owner_a.email, email_verified=True)
-    start = client.get(switched["Location"])
-    assert client.get(path_of(provider.authorize(start["Location"], "owner"))).status_code == 302
+    sso_sign_in(client, provider, owner_a, start=switched["Location"])
     assert client.session["account_id"] == account_a.pk
     assert client.get("/documents/").status_code == 200
     assert "sign in with SSO to open" not in client.get("/").content.decode()

@@ -8,7 +8,7 @@ from django.test import Client
 from accounts.models import Account
 from accounts.sso.services import account_sso_required_set
 from accounts.tests.factories import make_api_key
-from accounts.tests.oidc_provider import Provider, path_of
+from accounts.tests.oidc_provider import sso_provider as provider, sso_sign_in  # noqa: F401 (a fixture)
 from chat.tests.test_socket_security import _close_code
 from chat.tests.test_websocket import Socket
 from core.tenancy import account_context
@@ -16,20 +16,8 @@ from core.tenancy import account_context
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def provider(settings):
-    provider = Provider().start()
-    settings.OIDC_ISSUER, settings.OIDC_CLIENT_ID, settings.OIDC_CLIENT_SECRET = provider.issuer, "tests", "secret"
-    yield provider
-    provider.stop()
-
-
 def _sso_client(provider, user) -> Client:
-    provider.user(f"sub-{user.pk}", email=user.email, email_verified=True)
-    client = Client()
-    start = client.get("/sso/login/")
-    assert client.get(path_of(provider.authorize(start["Location"], f"sub-{user.pk}"))).status_code == 302
-    return client
+    return sso_sign_in(Client(), provider, user)
 
 
 def _headers(client):

@@ -12,7 +12,7 @@ from django.test import Client
 
 from accounts.models import Account, Role
 from accounts.tests.factories import add_member, make_user
-from accounts.tests.oidc_provider import Provider, path_of
+from accounts.tests.oidc_provider import sso_provider as provider, sso_sign_in  # noqa: F401 (a fixture)
 from chat.models import Conversation, Message
 from core.tenancy import account_context
 from documents.services import document_upload
@@ -22,14 +22,6 @@ pytestmark = pytest.mark.django_db
 
 # (test_exports' autouse fixture runs each request's on-commit work, as after its commit)
 from exports.tests.test_exports import _commit_hooks  # noqa: E402,F401
-
-
-@pytest.fixture
-def provider(settings):
-    provider = Provider().start()
-    settings.OIDC_ISSUER, settings.OIDC_CLIENT_ID, settings.OIDC_CLIENT_SECRET = provider.issuer, "tests", "secret"
-    yield provider
-    provider.stop()
 
 
 @pytest.fixture
@@ -78,10 +70,7 @@ def test_a_password_session_exports_without_the_team_that_requires_sso(sso_team,
 
 def test_a_session_signed_in_with_sso_exports_that_team_and_a_password_session_cannot_download_it(
         provider, sso_team, account_a, run_jobs):
-    provider.user("member", email="member@acme.test", email_verified=True)
-    client = Client()
-    start = client.get("/sso/login/")
-    assert client.get(path_of(provider.authorize(start["Location"], "member"))).status_code == 302
+    client = sso_sign_in(Client(), provider, sso_team)
     assert client.get("/").status_code == 200
     body = _export(client, run_jobs)
     assert body["left_out"] == []
