@@ -20,11 +20,11 @@ from accounts.errors import AccountError
 from accounts.forms import LoginForm
 from accounts.permissions import Action, PageForbidden, page_require
 from accounts.resolution import SESSION_ACCOUNT_KEY
+from accounts.selectors import membership_list_for_user
+from accounts.services import user_last_account_set
 from accounts.sso import oidc
 from accounts.sso.errors import SsoError
 from accounts.sso.services import account_sso_required_set, sso_sign_in
-from accounts.selectors import membership_list_for_user
-from accounts.services import user_last_account_set
 from accounts.sso.session import (SSO_BACKEND, session_mark_sso, signed_in_with_sso, sso_required_message,
                                   sso_shuts_out)
 from core.error_codes import CoreErrorCode
