@@ -91,6 +91,16 @@ def fake_llm(settings):
         yield server
 
 
+@pytest.fixture(scope="module")
+def model_server():
+    """One fake model server for a whole module: for a module that starts a server of its own
+    (daphne) pointed at it, and overrides `fake_llm` to reset and wire in this one per test."""
+    from llm.fake_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as server:
+        yield server
+
+
 @pytest.fixture
 def queue():
     """The real rq queue (the tests' own Redis database), emptied before and after."""

@@ -10,6 +10,7 @@ from django.http import Http404
 
 from accounts.resolution import Resolution, bearer_token, resolve_api_key, resolve_session
 from accounts.services import api_key_touch
+from accounts.sso.session import sso_required_error
 from accounts.sso.views import sso_required_response
 from core.api import rollback_request_transaction
 from core.middleware import api_error_response, is_api_path
@@ -68,6 +69,9 @@ class AccountContextMiddleware:
             with dangerously_bypass_tenancy(reason=f"admin {request.user.email} {request.method} {request.path}"):
                 return self.get_response(request)
         request.sso_required_account = resolution.sso_required_account
+        # The API's and /v1's answer for it (core.permissions.HasAccount): 403 `sso_required`.
+        request.account_refusal = (sso_required_error(resolution.sso_required_account)
+                                   if resolution.sso_required_account is not None else None)
         if resolution.sso_required_account is not None and (refusal := sso_required_response(request)) is not None:
             return refusal
         if resolution.account is None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from accounts.models import Account, ApiKey, Membership, User
 from accounts.selectors import api_key_for_secret, membership_list_for_user
-from accounts.sso.session import signed_in_with_sso, staff_password_session_opens
+from accounts.sso.session import session_passes_sso, sso_shuts_out
 
 SESSION_ACCOUNT_KEY = "account_id"
 
@@ -52,7 +52,7 @@ def resolve_session(user: User, session) -> Resolution:
     chosen_id = session.get(SESSION_ACCOUNT_KEY) if session is not None else None
     membership = (next((m for m in memberships if m.account_id == chosen_id), None)
                   or next((m for m in memberships if m.account_id == user.last_account_id), memberships[0]))
-    if membership.account.sso_required and not signed_in_with_sso(session) \
-            and not staff_password_session_opens(user=user, account=membership.account, session=session):
+    if sso_shuts_out(membership.account, by_sso=session_passes_sso(user=user, account=membership.account,
+                                                                    session=session)):
         return Resolution(user=user, memberships=memberships, sso_required_account=membership.account)
     return Resolution(account=membership.account, user=user, membership=membership, memberships=memberships)

@@ -18,6 +18,7 @@ from accounts.forms import (AccountDeleteForm, AccountForm, ApiKeyForm, Invitati
 from accounts.permissions import Action, PageForbidden, page_require, principal_may
 from accounts.profile import two_factor
 from accounts.resolution import SESSION_ACCOUNT_KEY
+from accounts.sso.views import sso_switch_refusal
 from audit.selectors import audit_entry_list
 from audit.services import ACTIONS
 from core.error_codes import CoreErrorCode
@@ -284,6 +285,8 @@ def account_switch_view(request):
     membership = next((m for m in request.memberships if m.account_id == account_id), None)
     if membership is None:
         raise Http404
+    if (refusal := sso_switch_refusal(request, membership)) is not None:
+        return refusal
     request.session[SESSION_ACCOUNT_KEY] = account_id
     services.user_last_account_set(user=request.user, account_id=account_id)
     messages.success(request, f"Switched to {membership.account.name}.")

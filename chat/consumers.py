@@ -27,7 +27,7 @@ from accounts.models import Account, ApiKey, Membership
 from accounts.permissions import Action, principal_may, refusal_message
 from accounts.profile.selectors import session_is_signed_in
 from accounts.resolution import bearer_token, resolve_api_key, resolve_session
-from accounts.sso.session import signed_in_with_sso
+from accounts.sso.session import session_passes_sso, sso_required_message, sso_shuts_out
 from chat.agent import TurnOptions
 from chat.driver import TurnRun
 from chat.errors import ChatError
@@ -190,9 +190,8 @@ def principal_refusal_here(principal: Principal) -> GroundworkError | None:
                   .filter(user_id=principal.user.pk, account__deleted_at__isnull=True).first())
     if membership is None or not membership.user.is_active:
         return gone
-    if membership.account.sso_required and not principal.signed_in_with_sso:
-        return ChatError(ChatErrorCode.UNAUTHENTICATED, f"{membership.account.name} requires single sign-on: sign "
-                         "in with SSO.", status=401)
+    if sso_shuts_out(membership.account, by_sso=principal.signed_in_with_sso):
+        return ChatError(ChatErrorCode.UNAUTHENTICATED, sso_required_message(membership.account), status=401)
     principal.membership = membership
     if not _may_chat(membership):
         return ChatError(CoreErrorCode.FORBIDDEN, refusal_message(membership, Action.CHAT), status=403)
@@ -288,7 +287,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         principal = Principal(account=resolution.account, api_key=resolution.api_key,
                               user=None if token is not None else resolution.user,
                               membership=None if token is not None else resolution.membership,
-                              signed_in_with_sso=token is None and signed_in_with_sso(self.scope.get("session")),
+                              signed_in_with_sso=token is None and session_passes_sso(
+                                  user=resolution.user, account=resolution.account, session=self.scope.get("session")),
                               session_key=None if token is not None else getattr(self.scope.get("session"),
                                                                                  "session_key", None))
         if not _may_chat(principal):

@@ -13,6 +13,7 @@ from rest_framework.permissions import BasePermission
 from rest_framework.response import Response
 
 from accounts.permissions import Action, Forbidden, allows
+from accounts.sso.session import signed_in_with_sso
 from core.views import AccountAPIView
 from exports.selectors import export_access_by_id
 from exports.services import (export_download_url, export_expired_message, export_for_download,
@@ -35,6 +36,9 @@ ExportSerializer = inline_serializer("DataExport", fields={
     "status": serializers.ChoiceField(choices=ExportStatus.values),
     "error": serializers.CharField(allow_null=True),
     "download_url": serializers.CharField(allow_null=True),
+    "left_out": serializers.ListField(child=inline_serializer("DataExportLeftOut", fields={
+        "id": serializers.IntegerField(), "name": serializers.CharField(),
+        "reason": serializers.ChoiceField(choices=["sso_required"])})),
 })
 
 
@@ -42,7 +46,8 @@ def export_body(export) -> dict:
     error = export.error or None
     if export.status == ExportStatus.READY and export_is_expired(export):
         error = export_expired_message(export)
-    return {"id": export.pk, "status": export.status, "error": error, "download_url": export_download_url(export)}
+    return {"id": export.pk, "status": export.status, "error": error, "download_url": export_download_url(export),
+            "left_out": export.left_out}
 
 
 class ExportAPIView(AccountAPIView):
@@ -55,7 +60,7 @@ class ExportListView(ExportAPIView):
     @extend_schema(request=None, responses={202: inline_serializer("DataExportCreated", fields={
         "id": serializers.IntegerField(), "status": serializers.CharField()})})
     def post(self, request):
-        export = export_request(user=request.user)
+        export = export_request(user=request.user, by_sso=signed_in_with_sso(request.session))
         return Response({"id": export.pk, "status": export.status}, status=status.HTTP_202_ACCEPTED)
 
 
@@ -68,7 +73,8 @@ class ExportDetailView(ExportAPIView):
 class ExportDownloadView(ExportAPIView):
     @extend_schema(responses={(200, "application/zip"): bytes})
     def get(self, request, export_id, token):
-        export = export_for_download(user=request.user, export_id=export_id, token=token)
+        export = export_for_download(user=request.user, export_id=export_id, token=token,
+                                     by_sso=signed_in_with_sso(request.session))
         filename = f"groundwork-export-{export.created_at:%Y-%m-%d}-{export.pk}.zip"
         response = FileResponse(default_storage.open(export.file, "rb"), as_attachment=True, filename=filename,
                                  content_type="application/zip")

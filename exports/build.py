@@ -10,6 +10,10 @@ collection that has been restricted since is still theirs to take away (their up
 data), and the reads filter by `uploaded_by` themselves, so nobody else's document is ever
 read. Conversations, usage and audit entries are filtered to the person the same way.
 
+A team whose members must sign in with SSO is left out unless the session that asked for the
+export signed in through it (`by_sso`; the rule is accounts/sso/session.py's `sso_shuts_out`):
+the export's manifest (`left_out`), its row and its page name each team left out and why.
+
 Limits are checked before anything is written (`plan`), so a refusal never leaves a partial
 file: more than EXPORT_MAX_PENDING_RECORDS pending-ingestion records, more than
 EXPORT_MAX_PENDING_BYTES of them serialized, more than EXPORT_MAX_FILE_BYTES of files.
@@ -32,6 +36,7 @@ from django.utils import timezone
 
 from accounts.models import Membership
 from accounts.selectors import membership_list_for_user
+from accounts.sso.session import sso_shuts_out
 from audit.models import ActorKind, AuditEntry
 from billing.selectors import ledger_list
 from chat.selectors import conversation_list, messages_sources_readable
@@ -41,6 +46,7 @@ from exports.errors import ExportRefused
 
 FORMAT = "groundwork-export/1"
 PENDING_STATUSES = (Status.PENDING, Status.PROCESSING)
+SSO_REQUIRED = "sso_required"  # a `left_out` reason: the team requires SSO, the session did not use it
 MIB = 1024 * 1024
 
 
@@ -59,6 +65,8 @@ class AccountPlan:
 @dataclass
 class Plan:
     accounts: list[AccountPlan] = field(default_factory=list)
+    # The teams left out, and why: [{"id", "name", "reason"}] (the export's row keeps it).
+    left_out: list[dict] = field(default_factory=list)
 
     @property
     def pending_records(self) -> int:
@@ -78,21 +86,35 @@ def _documents(account_id: int, user):
     return Document.objects.for_account(account_id).visible().filter(uploaded_by=user)
 
 
-def _still_a_member(account_id: int, user) -> bool:
+def _exportable(account_id: int, user, *, by_sso: bool, left_out: list[dict]) -> bool:
     """Read again inside the account's context: a membership removed (or an account deleted)
-    since the export started is not exported."""
-    return (Membership.objects.for_account(account_id)
-            .filter(user=user, account__deleted_at__isnull=True).exists())
+    since the export started is not exported; a team that requires SSO, for an export a
+    password session asked for, is not either, and is added to `left_out` (once)."""
+    membership = (Membership.objects.for_account(account_id).select_related("account")
+                  .filter(user=user, account__deleted_at__isnull=True).first())
+    if membership is None:
+        return False
+    if sso_shuts_out(membership.account, by_sso=by_sso):
+        if all(entry["id"] != account_id for entry in left_out):
+            left_out.append({"id": account_id, "name": membership.account.name, "reason": SSO_REQUIRED})
+        return False
+    return True
 
 
-def plan(*, user) -> Plan:
+def left_out_message(entry: dict) -> str:
+    """What the export and its page say of a team left out."""
+    return f"{entry['name']} requires single sign-on: sign in with SSO, then request a new export to include it."
+
+
+def plan(*, user, by_sso: bool) -> Plan:
     """The accounts to export and their measured pending-ingestion data, or ExportRefused
-    naming the limit a person exceeds and what to do about it."""
+    naming the limit a person exceeds and what to do about it. `by_sso`: the session that
+    asked signed in with SSO (else the teams that require it are left out)."""
     result = Plan()
     for membership in membership_list_for_user(user=user):
         account = membership.account
         with account_context(account_id=account.pk):
-            if not _still_a_member(account.pk, user):
+            if not _exportable(account.pk, user, by_sso=by_sso, left_out=result.left_out):
                 continue
             documents = _documents(account.pk, user)
             entry = AccountPlan(account_id=account.pk, name=account.name, slug=account.slug, role=membership.role,
@@ -165,13 +187,14 @@ def _safe_name(name: str) -> str:
 
 # --- packing -------------------------------------------------------------------------------
 
-def write_zip(*, user, export_plan: Plan, out) -> None:
-    """Pack the planned accounts into the open binary file `out`."""
+def write_zip(*, user, export_plan: Plan, by_sso: bool, out) -> list[int]:
+    """Pack the planned accounts into the open binary file `out`; the ids of those written (a
+    team that turned on "Members must sign in with SSO" since the plan joins `left_out`)."""
     with zipfile.ZipFile(out, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         accounts = []
         for entry in export_plan.accounts:
             with account_context(account_id=entry.account_id):
-                if not _still_a_member(entry.account_id, user):
+                if not _exportable(entry.account_id, user, by_sso=by_sso, left_out=export_plan.left_out):
                     continue
                 _write_account(zf, user, entry)
             accounts.append({"id": entry.account_id, "name": entry.name, "slug": entry.slug, "role": entry.role,
@@ -181,7 +204,9 @@ def write_zip(*, user, export_plan: Plan, out) -> None:
             "person": {"id": user.pk, "email": user.email, "full_name": user.full_name,
                        "date_joined": user.date_joined.isoformat()},
             "accounts": accounts,
+            "left_out": [{**entry, "message": left_out_message(entry)} for entry in export_plan.left_out],
         }))
+    return [a["id"] for a in accounts]
 
 
 def _folder(entry: AccountPlan) -> str:

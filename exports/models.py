@@ -48,6 +48,13 @@ class DataExport(models.Model):
     file = models.CharField(max_length=300, blank=True)
     size = models.BigIntegerField(default=0)
     account_ids = models.JSONField(default=list, blank=True, help_text="The accounts the export covers")
+    # How the session that asked signed in (accounts/sso/session.py): a team whose members must
+    # sign in with SSO is exported only for a session that did. Recorded at the request, since
+    # the job that builds the export runs without the session. Database defaults too, so a web
+    # process of the release before (which writes neither) keeps working during a rolling deploy.
+    by_sso = models.BooleanField(default=False, db_default=False, help_text="Asked for by a session signed in with SSO")
+    left_out = models.JSONField(default=list, db_default=[], blank=True,
+                                help_text='The teams left out, and why: [{"id", "name", "reason"}]')
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)

@@ -56,19 +56,20 @@ def export_build(*, export_id: int, user_id: int) -> None:
     its own file, so the export still names exactly one stored file.
     """
     user = User.objects.filter(pk=user_id).first()
-    if user is None or _claim(export_id, user) is None:
+    export = _claim(export_id, user) if user is not None else None
+    if export is None:
         return
     name = ""
     try:
-        export_plan = build.plan(user=user)
+        export_plan = build.plan(user=user, by_sso=export.by_sso)
         with tempfile.TemporaryFile() as out:
-            build.write_zip(user=user, export_plan=export_plan, out=out)
+            written = build.write_zip(user=user, export_plan=export_plan, by_sso=export.by_sso, out=out)
             size = out.tell()
             out.seek(0)
             name = default_storage.save(f"exports/{uuid.uuid4().hex}.zip", File(out))
         now = timezone.now()
         done = _finish(export_id, user, status=ExportStatus.READY, file=name, size=size,
-                       account_ids=[a.account_id for a in export_plan.accounts],
+                       account_ids=written, left_out=export_plan.left_out,
                        expires_at=now + dt.timedelta(hours=settings.EXPORT_TTL_HOURS))
     except ExportRefused as refusal:
         _finish(export_id, user, status=ExportStatus.REFUSED, error_code=refusal.code, error=refusal.message)

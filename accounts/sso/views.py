@@ -20,15 +20,20 @@ from accounts.errors import AccountError
 from accounts.forms import LoginForm
 from accounts.permissions import Action, PageForbidden, page_require
 from accounts.resolution import SESSION_ACCOUNT_KEY
+from accounts.selectors import membership_list_for_user
+from accounts.services import user_last_account_set
 from accounts.sso import oidc
 from accounts.sso.errors import SsoError
 from accounts.sso.services import account_sso_required_set, account_staff_password_2fa_set, sso_sign_in
-from accounts.sso.session import SSO_BACKEND, session_mark_sso, signed_in_with_sso
+from accounts.sso.session import (SSO_BACKEND, session_mark_sso, session_passes_sso, signed_in_with_sso,
+                                  sso_required_message, sso_shuts_out)
 from core.error_codes import CoreErrorCode
 
 logger = logging.getLogger("groundwork.sso")
 
 NEXT_KEY = "sso_next"
+# The team a password session asked the switcher for: opened once the session signs in with SSO.
+WANTED_ACCOUNT_KEY = "sso_wanted_account_id"
 # What a password session may still open while its account requires single sign-on: signing
 # in with SSO, logging out, switching to (or making, or joining) another team, the emailed
 # links; and what is not a page (the API and
@@ -76,10 +81,16 @@ def sso_callback_view(request):
         logger.warning("sso sign-in refused (%s): %s", exc.code, exc.message)
         return _login_page(request, exc)
     target = request.session.pop(NEXT_KEY, "")
+    wanted = request.session.pop(WANTED_ACCOUNT_KEY, None)
     # SSO relies on the provider's own MFA: no second factor of ours after it.
     login(request, outcome.user, backend=SSO_BACKEND)
     session_mark_sso(request.session)
-    account_id = outcome.account_id or outcome.user.last_account_id
+    # An invitation just accepted wins; else the team the switcher sent the person here for.
+    opens_wanted = bool(wanted and not outcome.account_id
+                        and any(m.account_id == wanted for m in membership_list_for_user(user=outcome.user)))
+    if opens_wanted:
+        user_last_account_set(user=outcome.user, account_id=wanted)
+    account_id = outcome.account_id or (wanted if opens_wanted else None) or outcome.user.last_account_id
     if account_id:
         request.session[SESSION_ACCOUNT_KEY] = account_id
     logger.info("sso sign-in: user %s (subject at %s)", outcome.user.pk, settings.OIDC_ISSUER)
@@ -123,6 +134,21 @@ def staff_password_2fa_set_view(request):
         account=account, actor=request.user, required=required),
         "Support staff and superusers among the members of {name} must now sign in with their password and "
         "two-factor code.", "Support staff and superusers among the members of {name} may sign in with SSO again.")
+
+
+def sso_switch_refusal(request, membership):
+    """The team switcher's answer when this session may not open `membership`'s team (it
+    requires SSO and the session signed in with a password): the session stays where it is,
+    and the person is sent to sign in with SSO, which then opens that team; None otherwise."""
+    if not sso_shuts_out(membership.account, by_sso=session_passes_sso(
+            user=request.user, account=membership.account, session=request.session)):
+        return None
+    if not oidc.sso_enabled():
+        messages.error(request, f"{sso_required_message(membership.account)} Single sign-on is not set up on this "
+                                "server: ask its operator.")
+        return redirect("home")
+    request.session[WANTED_ACCOUNT_KEY] = membership.account_id
+    return redirect(f"{reverse('accounts:sso-login')}?next=/")
 
 
 def sso_required_response(request):

@@ -14,6 +14,7 @@ import json
 import threading
 from urllib.parse import urlsplit
 
+import pytest
 import requests
 import werkzeug.serving
 from joserfc import jwt
@@ -123,3 +124,22 @@ class Provider:
 def path_of(url: str) -> str:
     parts = urlsplit(url)
     return parts.path + (f"?{parts.query}" if parts.query else "")
+
+
+@pytest.fixture
+def sso_provider(settings):
+    """A provider on loopback, set up as this server's single sign-on (client "tests")."""
+    provider = Provider().start()
+    settings.OIDC_ISSUER, settings.OIDC_CLIENT_ID, settings.OIDC_CLIENT_SECRET = provider.issuer, "tests", "secret"
+    yield provider
+    provider.stop()
+
+
+def sso_sign_in(client, provider: Provider, user, start: str = "/sso/login/"):
+    """The person clicks "Sign in with SSO" (`start`), signs in at the provider as `user` (a
+    verified address), and comes back: the client's session is then signed in with SSO."""
+    provider.user(f"sub-{user.pk}", email=user.email, email_verified=True)
+    started = client.get(start)
+    assert started.status_code == 302, started.content
+    assert client.get(path_of(provider.authorize(started["Location"], f"sub-{user.pk}"))).status_code == 302
+    return client

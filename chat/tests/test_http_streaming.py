@@ -18,18 +18,11 @@ from billing.models import CreditHold, CreditLedgerEntry, HoldStatus
 from chat.models import Message
 from config.testing import daphne_on_test_database
 from core.tenancy import account_context
-from llm.fake_server import FakeOpenAIServer
 
 CHUNK_DELAY = 0.3  # seconds the fake model takes per chunk
 SLOW_ANSWER = "Everyone gets twenty-eight days of paid holiday [Document 1]."  # 9 chunks: ~2.7 s
 LONG_ANSWER = " ".join(f"word{i}" for i in range(40))  # ~12 s if nobody stopped it
 QUESTION = "What is our holiday policy?"
-
-
-@pytest.fixture(scope="module")
-def model_server():
-    with FakeOpenAIServer() as server:
-        yield server
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from django.test import Client
 from accounts.models import Account
 from accounts.sso.services import account_sso_required_set
 from accounts.tests.factories import make_api_key
-from accounts.tests.oidc_provider import Provider, path_of
+from accounts.tests.oidc_provider import sso_provider as provider, sso_sign_in  # noqa: F401 (a fixture)
 from chat.tests.test_socket_security import _close_code
 from chat.tests.test_websocket import Socket
 from core.tenancy import account_context
@@ -16,20 +16,8 @@ from core.tenancy import account_context
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def provider(settings):
-    provider = Provider().start()
-    settings.OIDC_ISSUER, settings.OIDC_CLIENT_ID, settings.OIDC_CLIENT_SECRET = provider.issuer, "tests", "secret"
-    yield provider
-    provider.stop()
-
-
 def _sso_client(provider, user) -> Client:
-    provider.user(f"sub-{user.pk}", email=user.email, email_verified=True)
-    client = Client()
-    start = client.get("/sso/login/")
-    assert client.get(path_of(provider.authorize(start["Location"], f"sub-{user.pk}"))).status_code == 302
-    return client
+    return sso_sign_in(Client(), provider, user)
 
 
 def _headers(client):
@@ -69,3 +57,40 @@ def test_turning_it_on_closes_the_open_password_sockets_only(provider, account_a
     assert _close_code(by_sso, within=0.3) is None and _close_code(by_key, within=0.3) is None
     assert by_sso.ask("What is our holiday policy?")[-1]["type"] == "chat.done"
     assert by_key.ask("What is our holiday policy?")[-1]["type"] == "chat.done"
+
+
+def test_a_password_session_on_another_team_cannot_reach_the_sso_teams_conversation(account_a, owner_a, handbook,
+                                                                                     fake_llm):
+    """The socket acts for the session's current team; a conversation of the team that requires
+    SSO is another account's there: not found, and nothing of it is read."""
+    from chat.models import Conversation, Message
+
+    with account_context(account_a):
+        conversation = Conversation.objects.for_account(account_a).create(account=account_a, user=owner_a,
+                                                                           title="Acme's holidays")
+        Message.objects.for_account(account_a).create(account=account_a, conversation=conversation, role="user",
+                                                      content="What is our holiday policy?")
+        Message.objects.for_account(account_a).create(account=account_a, conversation=conversation,
+                                                      role="assistant", content="Twenty-eight days [Document 1].")
+    Account.objects.filter(pk=account_a.pk).update(sso_required=True)
+    password = Client()
+    password.force_login(owner_a)
+    assert password.post("/accounts/new/", {"name": "Side team"}).status_code == 302
+    socket = Socket(_headers(password))
+    assert socket.connect()[0]
+    for frame in ({"type": "chat.message", "message": "And in March?", "conversation_id": conversation.pk},
+                  {"type": "chat.regenerate", "conversation_id": conversation.pk}):
+        socket.send(frame)
+        frames = socket.until_final()
+        assert frames[-1]["type"] == "chat.error" and frames[-1]["code"] == "not_found", frames
+        assert "holiday" not in str(frames).lower()
+    with account_context(account_a):
+        assert Message.objects.for_account(account_a).filter(conversation=conversation).count() == 2
+    # Its current team switched to the SSO team (the switcher refuses; an old session could
+    # still name it): the socket is refused at the handshake.
+    session = password.session
+    session["account_id"] = account_a.pk
+    session.save()
+    refused = Socket(_headers(password))
+    assert refused.connect()[0]
+    assert refused.closed_with() == {"type": "websocket.close", "code": 4401}

@@ -57,6 +57,24 @@ def test_another_address_is_refused_and_the_token_lets_it_in(client, settings):
     assert scrape(client, REMOTE_ADDR="203.0.113.9", HTTP_AUTHORIZATION="Bearer scrape-secret")
 
 
+PROXY_HEADERS = ("X-Forwarded-For", "Forwarded", "X-Real-IP", "X-Client-IP", "True-Client-IP", "CF-Connecting-IP",
+                 "Fastly-Client-IP", "X-Cluster-Client-IP", "X-Forwarded-Host", "X-Forwarded-Proto",
+                 "X-Original-Forwarded-For", "Via")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("header", PROXY_HEADERS)
+def test_a_request_relayed_by_a_local_proxy_needs_the_token(client, settings, header):
+    """A proxy on this machine relays every visitor from loopback; whichever header it names
+    the visitor (or itself) in, the request is not this machine's own: the token is required."""
+    settings.METRICS_TOKEN = "scrape-secret"
+    meta = {"HTTP_" + header.upper().replace("-", "_"): "203.0.113.9", "REMOTE_ADDR": "127.0.0.1"}
+    refused = client.get("/metrics", **meta)
+    assert refused.status_code == 403, header
+    assert b"METRICS_TOKEN" in refused.content and b"proxy" in refused.content
+    assert client.get("/metrics", HTTP_AUTHORIZATION="Bearer scrape-secret", **meta).status_code == 200
+
+
 @pytest.mark.django_db
 def test_without_a_configured_token_no_bearer_is_accepted(client, settings):
     settings.METRICS_TOKEN = ""

@@ -18,7 +18,6 @@ from accounts.tests.factories import make_api_key
 from config.testing import daphne_on_test_database
 from core.tenancy import account_context
 from documents.services import collection_create, document_move
-from llm.fake_server import FakeOpenAIServer
 
 HANDBOOK = ("# Holidays\n\nEveryone at Acme has twenty-eight days of paid holiday a year. Unused holiday "
             "carries over until March.\n\n# Laptops\n\nNew starters receive a laptop and a badge on day one.")
@@ -26,12 +25,6 @@ SECRET = ("# Nightingale\n\nProject Nightingale will acquire Zephyrine Robotics 
           "euros. The Nightingale board meets in Oslo every quarter.")
 BETA = "# Beta holidays\n\nAt Beta the holiday allowance is periwinkle: thirty days of holiday a year."
 ANSWER = "Everyone has twenty-eight days of paid holiday a year [Document 1]."
-
-
-@pytest.fixture(scope="module")
-def model_server():
-    with FakeOpenAIServer() as server:
-        yield server
 
 
 @pytest.fixture
