@@ -535,3 +535,6 @@ if BACKUP_SCHEDULE not in (None, "hourly", "daily", "weekly"):
     raise ImproperlyConfigured(f"BACKUP_SCHEDULE={BACKUP_SCHEDULE!r}: use hourly, daily, weekly or off")
 BACKUP_DIR = Path(env("BACKUP_DIR", default=str(BASE_DIR / ".data" / "backups")))
 BACKUP_KEEP = env.int("BACKUP_KEEP", default=7)
+# A key file (32 random bytes in base64: `manage.py backup --generate-key FILE`): scheduled
+# archives are then encrypted with it (AES-256-GCM, config/backup_crypto.py), named *.tar.gz.enc.
+BACKUP_KEY_FILE = env("BACKUP_KEY_FILE", default="").strip() or None
