@@ -361,11 +361,14 @@ VISION_MAX_TOKENS = env.int("VISION_MAX_TOKENS", default=300)
 DOCUMENT_STALE_SECONDS = env.int("DOCUMENT_STALE_SECONDS", default=300)
 CHAT_MAX_TOKENS = env.int("CHAT_MAX_TOKENS", default=512)
 # Sources (sources/; README, "Sources"): hosts whose private, loopback or link-local
-# addresses a source may still read (an intranet wiki, tests), comma-separated host names as
-# written in the URL; every other such address is refused (server-side request forgery).
+# addresses a source may still read (an intranet wiki, tests), comma-separated, as written in
+# the URL: `host:port` ([v6]:port) allows that port; a bare `host` allows 80, 443 and the port
+# of the source's own URL (redirects are checked by the same rule). Every other such address
+# is refused (server-side request forgery).
 SOURCES_ALLOWED_HOSTS = [h.strip().lower() for h in env.list("SOURCES_ALLOWED_HOSTS", default=[]) if h.strip()]
 # The most pages a source may ask for, the bytes one page and one sync may fetch, and the
-# seconds one request may take (connect and read each; a response's whole read at most 3x).
+# seconds one fetch may take in all (connecting, headers, body and redirects, however slowly
+# the server sends them).
 SOURCES_MAX_PAGES_LIMIT = env.int("SOURCES_MAX_PAGES_LIMIT", default=1000)
 SOURCES_MAX_PAGE_BYTES = env.int("SOURCES_MAX_PAGE_BYTES", default=5 * 1024 * 1024)
 SOURCES_MAX_SYNC_BYTES = env.int("SOURCES_MAX_SYNC_BYTES", default=200 * 1024 * 1024)
