@@ -375,6 +375,9 @@ SOURCES_MAX_SYNC_BYTES = env.int("SOURCES_MAX_SYNC_BYTES", default=200 * 1024 * 
 SOURCES_FETCH_TIMEOUT_SECONDS = env.float("SOURCES_FETCH_TIMEOUT_SECONDS", default=15.0)
 # A sync whose worker stopped (no heartbeat for this long) is marked failed by cron.
 SOURCES_SYNC_STALE_SECONDS = env.int("SOURCES_SYNC_STALE_SECONDS", default=900)
+# The rq job timeout of one sync: rq stops a sync still running after this long (its source
+# then fails as its worker had died). Syncs are claimed fairly across accounts (README, "Sources").
+SOURCES_SYNC_JOB_TIMEOUT_SECONDS = env.int("SOURCES_SYNC_JOB_TIMEOUT_SECONDS", default=3600)
 LOCAL_CHAT_MODEL_PATH = env("LOCAL_CHAT_MODEL_PATH", default="")
 # Whether the provider is the bundled local model server (`make run` sets it when it starts
 # one; without LLM_BASE_URL the app talks to it on LOCAL_LLM_PORT).
