@@ -31,8 +31,6 @@ from django.db import models
 
 from core.tenancy import TenantModel
 
-logger = logging.getLogger("groundwork.fair_queue")
-
 # Lanes read per query while looking for one with an item to take (a lane whose items are
 # all locked by another transaction, or otherwise not takeable, is passed over).
 LANE_BATCH = 32
@@ -63,12 +61,14 @@ def fairest_index(name: str) -> models.Index:
 
 @dataclass(frozen=True)
 class FairQueue:
-    """One fair queue: its lanes' table, the advisory lock that serialises its claims (any
+    """One fair queue: what it holds (`item`, e.g. "document", for the log its app's
+    `logger` writes), its lanes' table, the advisory lock that serialises its claims (any
     number, its own), the id prefix of its "take the next one" jobs, and `waiting_sql`: a
     query that has a row while the account `%(account)s` still has an item waiting (with
     `waiting_params`, constants such as statuses)."""
 
-    name: str
+    item: str
+    logger: str
     lanes: str
     lock: int
     job_prefix: str
@@ -137,8 +137,9 @@ class FairQueue:
             item = take(account_id)
             if item is not None:
                 cursor.execute(self.served_sql, [account_id])
-                logger.info("%s: claimed %s of account %s (%d accounts with work in flight)", self.name,
-                            getattr(item, "pk", item), account_id, len(busy))
+                logging.getLogger(self.logger).info(
+                    "claimed %s %s of account %s (%d accounts with %ss in flight)", self.item,
+                    getattr(item, "pk", item), account_id, len(busy), self.item)
                 return item
             cursor.execute(self.idle_sql, self.idle_params(account_id))
         return None

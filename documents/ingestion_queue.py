@@ -50,7 +50,7 @@ _WAITING_SQL = """
 """
 
 QUEUE = FairQueue(
-    name="ingestion", lanes="documents_ingestionlane",
+    item="document", logger="groundwork.documents", lanes="documents_ingestionlane",
     lock=0x67776E6471,  # "gwndq": one claim at a time across every worker
     job_prefix=INGESTION_JOB_PREFIX, waiting_sql=_WAITING_SQL,
     waiting_params={"pending": Status.PENDING, "running": ReindexRun.RunStatus.RUNNING})

@@ -13,7 +13,6 @@ Durable: the queued syncs are the queue; a lost job is made up by the cron
 from __future__ import annotations
 
 import datetime as dt
-import logging
 
 from django.conf import settings
 from django.db import connection
@@ -22,8 +21,6 @@ from django.utils import timezone
 from core.fair_queue import FairQueue
 from core.tenancy import account_context, dangerously_bypass_tenancy
 from sources.models import SourceSync, SyncStatus
-
-logger = logging.getLogger("groundwork.sources")
 
 SYNC_JOB_PREFIX = "sync-next-"
 
@@ -38,8 +35,10 @@ _WAITING_SQL = """
     WHERE account_id = %(account)s AND status = %(running)s AND heartbeat_at IS NULL
 """
 
-QUEUE = FairQueue(name="sync", lanes="sources_synclane", lock=0x67777379,  # "gwsy": one claim at a time
-                  job_prefix=SYNC_JOB_PREFIX, waiting_sql=_WAITING_SQL, waiting_params={"running": SyncStatus.RUNNING})
+QUEUE = FairQueue(
+    item="sync", logger="groundwork.sources", lanes="sources_synclane",
+    lock=0x67777379,  # "gwsy": one claim at a time across every worker
+    job_prefix=SYNC_JOB_PREFIX, waiting_sql=_WAITING_SQL, waiting_params={"running": SyncStatus.RUNNING})
 
 
 def sync_queued(sync: SourceSync) -> None:
