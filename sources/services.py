@@ -51,7 +51,8 @@ def source_create(*, account, actor=None, api_key=None, kind, url, max_pages=Non
                   options=None, tags=None) -> Source:
     """Add a source and start its first sync. Everything is checked first (a 400 naming the
     field): the kind, the URL (its host resolved: a private, loopback or link-local address is
-    refused unless the host is in SOURCES_ALLOWED_HOSTS), max_pages, the schedule, options."""
+    refused unless SOURCES_ALLOWED_HOSTS allows the host on that port), max_pages, the
+    schedule, options."""
     if kind not in KIND_MODULES:
         raise SourceError(SourceErrorCode.INVALID_KIND, f"`kind` must be one of: {', '.join(KIND_MODULES)}.",
                           field="kind")
