@@ -8,6 +8,12 @@ An archive is one tar.gz:
   REPEATABLE READ snapshot, the same one the manifest's counts and migrations are read in;
 - `files/<name>`: every file of the default storage (MEDIA_ROOT or the bucket).
 
+Left out of the dump (their tables are restored empty): django_session, so an archive holds
+no live sign-in and restoring signs everyone out; and groundwork_private.context_key, which
+is derived from SECRET_KEY and which restore installs from this installation's key anyway.
+The archive, and the folder it is staged in, are the owner's alone (0600 and 0700) whatever
+the umask; with a key file it is also encrypted (config/backup_crypto.py).
+
 Tenant tables FORCE row-level security, which holds for the owner role too: the dump and
 the counts read through the audited bypass (a context signed with the database's copy of
 the key, core/rls.py), passed to pg_dump as session settings.
@@ -36,12 +42,17 @@ from django.core.files import File
 from django.core.files.storage import default_storage
 from django.db import connections
 
+from config.backup_crypto import DecryptingReader, EncryptingWriter, EncryptionError, is_encrypted, key_read
+
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 DUMP = "database.dump"
 FILES = "files/"
 SCHEDULES = {"hourly": 3600, "daily": 86400, "weekly": 7 * 86400}
 ARCHIVE_PREFIX = "groundwork-backup-"
+ENCRYPTED_SUFFIX = ".enc"
+# Tables whose rows a backup leaves out (see above); their schema is kept.
+EXCLUDED_TABLE_DATA = ("public.django_session", "groundwork_private.context_key")
 logger = logging.getLogger(__name__)
 
 
@@ -199,9 +210,10 @@ def _safe_member(name: str) -> bool:
 
 # --- backup -----------------------------------------------------------------------------
 
-def backup_create(*, output: Path, target: Target | None = None) -> dict:
+def backup_create(*, output: Path, target: Target | None = None, key: bytes | None = None) -> dict:
     """Write one archive to `output` (through a temp file renamed at the end: an interrupted
-    backup leaves no partial file). Returns the manifest."""
+    backup leaves no partial file), mode 0600 whatever the umask; encrypted when `key` (32
+    bytes, config.backup_crypto.key_read) is given. Returns the manifest."""
     output = Path(output).absolute()
     folder = output.parent
     if not folder.is_dir():
@@ -212,9 +224,9 @@ def backup_create(*, output: Path, target: Target | None = None) -> dict:
         raise BackupError(f"{output} is a folder: give the archive's file name.")
     target = target or Target.from_settings()
     logging.getLogger("groundwork.tenancy").info("tenancy bypass: backup: dump and count every account's rows")
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", suffix=".partial", dir=folder))
+    staging = _private_folder(prefix=f".{output.name}.", suffix=".partial", dir=folder)
     try:
-        return _backup_into(staging, output, target)
+        return _backup_into(staging, output, target, key)
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             raise BackupError(f"No space left on the device while writing {output}; nothing was "
@@ -224,7 +236,30 @@ def backup_create(*, output: Path, target: Target | None = None) -> dict:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _backup_into(staging: Path, output: Path, target: Target) -> dict:
+def _private_folder(**kwargs) -> Path:
+    """A new temp folder only this user may enter (mkdtemp makes it 0700; said again here,
+    as the rule the dump and the files staged in it rely on)."""
+    path = Path(tempfile.mkdtemp(**kwargs))
+    path.chmod(0o700)
+    return path
+
+
+@contextlib.contextmanager
+def _private_file(path: Path):
+    """A new file only this user may read, whatever the umask (created 0600, and set so)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        os.fchmod(f.fileno(), 0o600)
+        yield f
+
+
+def _private_member(info: tarfile.TarInfo) -> tarfile.TarInfo:
+    """Members extracted by hand (tar xf) are the extracting user's alone too."""
+    info.mode = 0o600
+    return info
+
+
+def _backup_into(staging: Path, output: Path, target: Target, key: bytes | None) -> dict:
     dump = staging / DUMP
     with target.connect(bypass=True, autocommit=False) as conn:
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
@@ -232,6 +267,7 @@ def _backup_into(staging: Path, output: Path, target: Target) -> dict:
         counts, migrations = _counts(conn), _migrations(conn)
         # pg_dump reads the very snapshot the counts were taken in (kept open meanwhile).
         _run([_binary("pg_dump"), "--format=custom", "--enable-row-security", f"--snapshot={snapshot}",
+              *(f"--exclude-table-data={table}" for table in EXCLUDED_TABLE_DATA),
               "--file", str(dump)], target.env(bypass=True), "pg_dump")
         conn.rollback()
     members = {DUMP: _sha256(dump)}
@@ -248,16 +284,21 @@ def _backup_into(staging: Path, output: Path, target: Target) -> dict:
                 "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
                 **_app_version(), "database": target.name, "migrations": migrations,
                 "counts": counts, "files": len(members) - 1, "sha256": members}
-    partial = staging / "archive.tar.gz"
-    with tarfile.open(partial, "w:gz") as tar:
-        data = json.dumps(manifest, indent=2).encode()
-        info = tarfile.TarInfo(MANIFEST)
-        info.size, info.mtime, info.mode = len(data), int(dt.datetime.now().timestamp()), 0o600
-        tar.addfile(info, io.BytesIO(data))
-        for name in members:
-            tar.add(staging / ("files/" + name[len(FILES):] if name.startswith(FILES) else name),
-                    arcname=name, recursive=False)
-    with open(partial, "rb+") as f:
+    partial = staging / "archive"
+    with _private_file(partial) as f:
+        sink = EncryptingWriter(f, key) if key else f
+        # A stream (w|gz): the encrypting writer only appends.
+        with tarfile.open(fileobj=sink, mode="w|gz") as tar:
+            data = json.dumps(manifest, indent=2).encode()
+            info = tarfile.TarInfo(MANIFEST)
+            info.size, info.mtime, info.mode = len(data), int(dt.datetime.now().timestamp()), 0o600
+            tar.addfile(info, io.BytesIO(data))
+            for name in members:
+                tar.add(staging / ("files/" + name[len(FILES):] if name.startswith(FILES) else name),
+                        arcname=name, recursive=False, filter=_private_member)
+        if key:
+            sink.finish()
+        f.flush()
         os.fsync(f.fileno())
     os.replace(partial, output)
     return manifest
@@ -265,11 +306,27 @@ def _backup_into(staging: Path, output: Path, target: Target) -> dict:
 
 # --- restore ----------------------------------------------------------------------------
 
-def archive_verify(archive: Path, into: Path) -> dict:
+def _open_archive(archive: Path, key: bytes | None):
+    """The archive as a tarfile: read in place, or through the decrypting reader (a stream)."""
+    encrypted = is_encrypted(archive)
+    if encrypted and key is None:
+        raise BackupError(f"{archive} is encrypted: give its key file (restore --decrypt KEYFILE).")
+    if not encrypted and key is not None:
+        raise BackupError(f"{archive} is not encrypted: restore it without --decrypt.")
+    if not encrypted:
+        return tarfile.open(archive, "r:gz"), None
+    reader = DecryptingReader(open(archive, "rb"), key, name=str(archive))  # noqa: SIM115 (closed with the tar)
+    return tarfile.open(fileobj=reader, mode="r|gz"), reader
+
+
+def archive_verify(archive: Path, into: Path, key: bytes | None = None) -> dict:
     """Extract `archive` into the folder `into`, checking every member against the
-    manifest's sha256 (and that none is missing or extra). Returns the manifest."""
+    manifest's sha256 (and that none is missing or extra), and, encrypted, every chunk's
+    authentication to the last one. Returns the manifest."""
+    reader = None
     try:
-        with tarfile.open(archive, "r:gz") as tar:
+        tar, reader = _open_archive(archive, key)
+        with tar:
             first = tar.next()
             if first is None or first.name != MANIFEST:
                 raise BackupError(f"{archive} is not a Groundwork backup (no {MANIFEST} first).")
@@ -296,12 +353,19 @@ def archive_verify(archive: Path, into: Path) -> dict:
                     raise BackupError(f"{archive} is damaged: {member.name} does not match its checksum. "
                                       "Nothing was restored.")
                 seen.add(member.name)
+            if reader is not None:
+                reader.read()  # the rest (the end's padding, the last chunk): authenticated too
+    except EncryptionError as exc:
+        raise BackupError(str(exc)) from exc
     except (tarfile.TarError, zlib.error, EOFError, json.JSONDecodeError, KeyError, UnicodeDecodeError) as exc:
         raise BackupError(f"{archive} is damaged or not a backup ({exc}). Nothing was restored.") from exc
     except OSError as exc:
         if isinstance(exc, FileNotFoundError) and not Path(archive).exists():
             raise BackupError(f"{archive} does not exist.") from exc
         raise BackupError(f"{archive} is damaged or unreadable ({exc}). Nothing was restored.") from exc
+    finally:
+        if reader is not None:
+            reader.close()
     missing = set(expected) - seen
     if missing:
         raise BackupError(f"{archive} is damaged: {', '.join(sorted(missing))} missing. Nothing was restored.")
@@ -374,15 +438,17 @@ def _check_known_migrations(manifest: dict) -> None:
                           "version (or newer) first, then restore. Nothing was restored.")
 
 
-def backup_restore(*, archive: Path, target: Target | None = None) -> dict:
-    """Restore `archive` into the (empty) configured database and storage. Returns
+def backup_restore(*, archive: Path, target: Target | None = None, key: bytes | None = None) -> dict:
+    """Restore `archive` (decrypted with `key` if it is encrypted) into the (empty) configured
+    database and storage. Every member and, encrypted, every chunk is checked before anything
+    is written there. Sessions are not in an archive: everyone signs in again. Returns
     {"manifest", "counts"} with the restored counts (which equal the manifest's)."""
     from core.db_owner import app_role_grant, context_install
 
     target = target or Target.from_settings()
-    work = Path(tempfile.mkdtemp(prefix="groundwork-restore-"))
+    work = _private_folder(prefix="groundwork-restore-")
     try:
-        manifest = archive_verify(Path(archive), work)
+        manifest = archive_verify(Path(archive), work, key)
         _check_known_migrations(manifest)
         target_check_empty(target)
         _ensure_vector(target)
@@ -474,8 +540,9 @@ class _DjangoLike:
 # --- scheduled backups ------------------------------------------------------------------
 
 def backup_archives(folder: Path) -> list[Path]:
-    """This folder's scheduled archives, oldest first (their names sort by time)."""
-    return sorted(p for p in Path(folder).glob(f"{ARCHIVE_PREFIX}*.tar.gz") if p.is_file())
+    """This folder's scheduled archives (encrypted or not), oldest first (their names sort by time)."""
+    return sorted(p for pattern in ("*.tar.gz", f"*.tar.gz{ENCRYPTED_SUFFIX}")
+                  for p in Path(folder).glob(ARCHIVE_PREFIX + pattern) if p.is_file())
 
 
 def backups_prune(*, folder: Path, keep: int) -> list[Path]:
@@ -505,9 +572,10 @@ def scheduled_backup(now: dt.datetime | None = None) -> Path | None:
         return None
     folder = Path(settings.BACKUP_DIR)
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        output = folder / f"{ARCHIVE_PREFIX}{now:%Y%m%dT%H%M%SZ}.tar.gz"
-        backup_create(output=output)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        key = key_read(settings.BACKUP_KEY_FILE) if settings.BACKUP_KEY_FILE else None
+        output = folder / f"{ARCHIVE_PREFIX}{now:%Y%m%dT%H%M%SZ}.tar.gz{ENCRYPTED_SUFFIX if key else ''}"
+        backup_create(output=output, key=key)
     except Exception:
         redis.delete(claim)  # the next minute tries again
         logger.exception("scheduled backup failed")

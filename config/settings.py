@@ -361,17 +361,23 @@ VISION_MAX_TOKENS = env.int("VISION_MAX_TOKENS", default=300)
 DOCUMENT_STALE_SECONDS = env.int("DOCUMENT_STALE_SECONDS", default=300)
 CHAT_MAX_TOKENS = env.int("CHAT_MAX_TOKENS", default=512)
 # Sources (sources/; README, "Sources"): hosts whose private, loopback or link-local
-# addresses a source may still read (an intranet wiki, tests), comma-separated host names as
-# written in the URL; every other such address is refused (server-side request forgery).
+# addresses a source may still read (an intranet wiki, tests), comma-separated, as written in
+# the URL: `host:port` ([v6]:port) allows that port; a bare `host` allows 80, 443 and the port
+# of the source's own URL (redirects are checked by the same rule). Every other such address
+# is refused (server-side request forgery).
 SOURCES_ALLOWED_HOSTS = [h.strip().lower() for h in env.list("SOURCES_ALLOWED_HOSTS", default=[]) if h.strip()]
 # The most pages a source may ask for, the bytes one page and one sync may fetch, and the
-# seconds one request may take (connect and read each; a response's whole read at most 3x).
+# seconds one fetch may take in all (connecting, headers, body and redirects, however slowly
+# the server sends them).
 SOURCES_MAX_PAGES_LIMIT = env.int("SOURCES_MAX_PAGES_LIMIT", default=1000)
 SOURCES_MAX_PAGE_BYTES = env.int("SOURCES_MAX_PAGE_BYTES", default=5 * 1024 * 1024)
 SOURCES_MAX_SYNC_BYTES = env.int("SOURCES_MAX_SYNC_BYTES", default=200 * 1024 * 1024)
 SOURCES_FETCH_TIMEOUT_SECONDS = env.float("SOURCES_FETCH_TIMEOUT_SECONDS", default=15.0)
 # A sync whose worker stopped (no heartbeat for this long) is marked failed by cron.
 SOURCES_SYNC_STALE_SECONDS = env.int("SOURCES_SYNC_STALE_SECONDS", default=900)
+# The rq job timeout of one sync: rq stops a sync still running after this long (its source
+# then fails as its worker had died). Syncs are claimed fairly across accounts (README, "Sources").
+SOURCES_SYNC_JOB_TIMEOUT_SECONDS = env.int("SOURCES_SYNC_JOB_TIMEOUT_SECONDS", default=3600)
 LOCAL_CHAT_MODEL_PATH = env("LOCAL_CHAT_MODEL_PATH", default="")
 # Whether the provider is the bundled local model server (`make run` sets it when it starts
 # one; without LLM_BASE_URL the app talks to it on LOCAL_LLM_PORT).
@@ -535,3 +541,6 @@ if BACKUP_SCHEDULE not in (None, "hourly", "daily", "weekly"):
     raise ImproperlyConfigured(f"BACKUP_SCHEDULE={BACKUP_SCHEDULE!r}: use hourly, daily, weekly or off")
 BACKUP_DIR = Path(env("BACKUP_DIR", default=str(BASE_DIR / ".data" / "backups")))
 BACKUP_KEEP = env.int("BACKUP_KEEP", default=7)
+# A key file (32 random bytes in base64: `manage.py backup --generate-key FILE`): scheduled
+# archives are then encrypted with it (AES-256-GCM, config/backup_crypto.py), named *.tar.gz.enc.
+BACKUP_KEY_FILE = env("BACKUP_KEY_FILE", default="").strip() or None

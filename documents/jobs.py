@@ -27,10 +27,8 @@ logger = logging.getLogger("groundwork.documents")
 JOB_TIMEOUT = 60 * 60
 
 
-# The job id of every "ingest the next document" job starts with this, so the sweeper counts
-# them from the queue's list of ids alone (no job is loaded: docs/benchmarks.md, "Ingestion
-# fairness"). A retry keeps its job's id.
-INGESTION_JOB_PREFIX = "ingest-next-"
+# Every "ingest the next document" job's id starts with it (the sweeper counts them by id).
+INGESTION_JOB_PREFIX = ingestion_queue.INGESTION_JOB_PREFIX
 
 
 def _enqueue(func, *, job_id: str | None = None, **kwargs) -> None:
@@ -149,14 +147,9 @@ def _top_up_ingestion_jobs(waiting: int, queue=None) -> int:
     (a lost Redis, a job that ran out of retries) get the difference queued again."""
     if not waiting:
         return 0
-    queue = queue or django_rq.get_queue("default")
-    # Counted by id (a list of strings from Redis), not by loading every job: a backlog of
-    # 10,000 jobs took ~0.6 s of the scheduler's CPU a minute that way. (A job queued under
-    # an id of another form, before this prefix, is not counted: at worst one job too many
-    # is queued, and it returns quietly.)
-    job_ids = queue.get_job_ids() + queue.scheduled_job_registry.get_job_ids()
-    queued = sum(1 for job_id in job_ids if job_id.startswith(INGESTION_JOB_PREFIX))
-    missing = max(0, waiting - queued)
+    # (A job queued under an id of another form, before the prefix, is not counted: at worst
+    # one job too many is queued, and it returns quietly.)
+    missing = ingestion_queue.QUEUE.jobs_missing(waiting, queue or django_rq.get_queue("default"))
     if missing:
         logger.warning("%s pending documents had no job to take them; queued %s", missing, missing)
         for _ in range(missing):

@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models.expressions import RawSQL
 from pgvector.django import VectorField
 
+from core.fair_queue import FairLane, fairest_index
 from core.tenancy import AllAccountsManager, TenantManager, TenantModel, TenantQuerySet
 
 # The vectors column is untyped (`vector`, any dimension): each chunk's vector is of its
@@ -261,10 +262,11 @@ class EmbeddingBatch(TenantModel):
         ]
 
 
-class IngestionLane(TenantModel):
-    """An account's place in the fair ingestion queue (documents/ingestion_queue.py), so a
-    claim finds the fairest account through one index instead of ranking every account that
-    has documents waiting (docs/benchmarks.md, "The claim with thousands of accounts waiting").
+class IngestionLane(FairLane):
+    """An account's place in the fair ingestion queue (documents/ingestion_queue.py, by the
+    rule of core/fair_queue.py), so a claim finds the fairest account through one index
+    instead of ranking every account that has documents waiting (docs/benchmarks.md, "The
+    claim with thousands of accounts waiting").
 
     `waiting` is set by the database: a trigger (migration 0013) marks the lane waiting in the
     same transaction as any document becoming pending, whatever wrote it. The claim clears it
@@ -272,19 +274,8 @@ class IngestionLane(TenantModel):
     that becomes pending meanwhile waits for that lock and marks the lane again.
     `served_at` is when a fair claim last took one of the account's documents."""
 
-    account = models.OneToOneField("accounts.Account", on_delete=models.CASCADE, primary_key=True,
-                                   related_name="+")
-    waiting = models.BooleanField(default=False)
-    waiting_since = models.DateTimeField(null=True, blank=True)
-    served_at = models.DateTimeField(null=True, blank=True)
-
     class Meta:
-        indexes = [
-            # The claim's order among accounts with nothing in flight: never served first, then
-            # served least recently, then waiting longest.
-            models.Index(models.F("served_at").asc(nulls_first=True), "waiting_since", "account",
-                         condition=models.Q(waiting=True), name="ingestion_lane_fairest"),
-        ]
+        indexes = [fairest_index("ingestion_lane_fairest")]
 
 
 class ReindexRun(TenantModel):

@@ -9,8 +9,8 @@ class SourceError(GroundworkError):
 
 
 class AddressRefused(SourceError):
-    """The host resolves to a private, loopback, link-local or reserved address that is not
-    in SOURCES_ALLOWED_HOSTS (server-side request forgery)."""
+    """The host resolves to a private, loopback, link-local or reserved address, and
+    SOURCES_ALLOWED_HOSTS does not allow it on that port (server-side request forgery)."""
 
 
 class SourceNotFound(NotFound):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from core.fair_queue import FairLane, fairest_index
 from core.tenancy import TenantModel
 
 DEFAULT_MAX_PAGES = 50
@@ -111,9 +112,23 @@ class SourceSync(TenantModel):
     problems = models.JSONField(default=list, blank=True)
 
     class Meta:
-        indexes = [models.Index(fields=["source", "-started_at"], name="source_sync_recent")]
+        indexes = [
+            models.Index(fields=["source", "-started_at"], name="source_sync_recent"),
+            # Syncs queued or in flight (the fair claim's and the sweeper's reads).
+            models.Index(fields=["account", "id"], condition=models.Q(status="running"), name="source_sync_running"),
+        ]
         constraints = [
             # No two syncs of one source at once (services.source_sync_request takes the row lock).
             models.UniqueConstraint(fields=["source"], condition=models.Q(status="running"),
                                     name="source_one_running_sync"),
         ]
+
+
+class SyncLane(FairLane):
+    """An account's place in the fair queue of syncs (sources/sync_queue.py, by the rule of
+    core/fair_queue.py): `waiting` while the account has a sync queued (set by
+    services.source_sync_request in the sync's transaction, cleared by the claim once none
+    is left), `served_at` its last fair claim."""
+
+    class Meta:
+        indexes = [fairest_index("source_sync_lane_fairest")]

@@ -4,19 +4,21 @@ from __future__ import annotations
 from django.utils import timezone
 
 from core.tenancy import account_context, dangerously_bypass_tenancy
+from sources.jobs import top_up_sync_jobs
 from sources.models import Source, SourceStatus
 from sources.services import source_sync_request
 from sources.sync import stale_syncs_fail
 
 
 def sync_due_sources() -> int:
-    """Cron: fail syncs whose worker died, then start every sync a schedule makes due.
-    Returns how many were started or failed.
+    """Cron: fail syncs whose worker died, queue a job again for each queued sync that lost
+    its own, then start every sync a schedule makes due. Returns how many were started,
+    failed or queued again.
 
     Run once even if two cron processes run it at the same minute: source_sync_request
     takes the source's row lock and starts a sync only when the source is still due and
     not syncing, and starting one moves next_sync_at on, so the second finds nothing to do."""
-    failed = stale_syncs_fail()
+    failed = stale_syncs_fail() + top_up_sync_jobs()
     now = timezone.now()
     with dangerously_bypass_tenancy(reason="sources: find sources whose scheduled sync is due"):
         due = list(Source.all_accounts.filter(deleted_at__isnull=True, next_sync_at__lte=now)

@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from documents.tags import tags_clean
-from sources import jobs
+from sources import jobs, sync_queue
 from sources.error_codes import SourceErrorCode
 from sources.errors import SourceError
 from sources.kinds import KIND_MODULES, kind_for
@@ -17,6 +17,7 @@ from sources.models import (
     Source,
     SourceStatus,
     SourceSync,
+    SyncLane,
     SyncStatus,
 )
 from sources.sync import next_sync_after
@@ -50,7 +51,8 @@ def source_create(*, account, actor=None, api_key=None, kind, url, max_pages=Non
                   options=None, tags=None) -> Source:
     """Add a source and start its first sync. Everything is checked first (a 400 naming the
     field): the kind, the URL (its host resolved: a private, loopback or link-local address is
-    refused unless the host is in SOURCES_ALLOWED_HOSTS), max_pages, the schedule, options."""
+    refused unless SOURCES_ALLOWED_HOSTS allows the host on that port), max_pages, the
+    schedule, options."""
     if kind not in KIND_MODULES:
         raise SourceError(SourceErrorCode.INVALID_KIND, f"`kind` must be one of: {', '.join(KIND_MODULES)}.",
                           field="kind")
@@ -96,6 +98,7 @@ def source_sync_request(*, account, source: Source, trigger: str = "manual", act
     source.save(update_fields=["status", "error", "next_sync_at", "updated_at"])
     if trigger == "manual":
         audit_record(account=account, action="source.sync", actor=actor, target=_target(source))
+    sync_queue.sync_queued(sync)
     jobs.enqueue_sync(sync)
     return sync
 
@@ -120,3 +123,4 @@ def account_sources_withdraw(sender, *, account, **kwargs) -> None:
     sources go, so no schedule syncs them again and a running sync stops at its next item
     (documents purges the documents themselves)."""
     Source.objects.for_account(account).delete()
+    SyncLane.objects.for_account(account).delete()

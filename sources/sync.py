@@ -68,12 +68,22 @@ def _principal(source: Source) -> dict:
 
 
 def sync_run(*, account_id: int, sync_id: int) -> None:
-    """Run one sync to its end. A sync that is finished, or that another worker is running
-    (a heartbeat fresher than SOURCES_SYNC_STALE_SECONDS), is left alone."""
-    claimed = _claim(account_id, sync_id)
-    if claimed is None:
-        return
-    _, source, known, principal = claimed
+    """Run one named sync to its end. A sync that is finished, or that another worker is
+    running (a heartbeat fresher than SOURCES_SYNC_STALE_SECONDS), is left alone."""
+    claimed = _claim(account_id, sync_id, taken=False)
+    if claimed is not None:
+        _run(account_id, sync_id, *claimed[1:])
+
+
+def sync_run_claimed(*, account_id: int, sync_id: int) -> None:
+    """Run to its end a sync the fair claim took for this worker (sources/sync_queue.py);
+    one finished or deleted meanwhile is left alone."""
+    claimed = _claim(account_id, sync_id, taken=True)
+    if claimed is not None:
+        _run(account_id, sync_id, *claimed[1:])
+
+
+def _run(account_id: int, sync_id: int, source: Source, known: dict[str, Known], principal: dict) -> None:
     counts, problems = Counter(), []
     reader = None
     try:
@@ -110,14 +120,17 @@ def sync_run(*, account_id: int, sync_id: int) -> None:
             reader.close()
 
 
-def _claim(account_id: int, sync_id: int):
+def _claim(account_id: int, sync_id: int, *, taken: bool):
+    """(sync, source, known items, principal) of a sync to run now, its heartbeat refreshed;
+    None when it is not to run. `taken`: the fair claim gave it to this worker."""
     with account_context(account_id=account_id):
         sync = (SourceSync.objects.for_account(account_id).select_for_update(of=("self",)).select_related(
             "source", "source__account", "source__created_by", "source__created_by_api_key").filter(pk=sync_id).first())
         if sync is None or sync.status != SyncStatus.RUNNING or sync.source.deleted_at is not None:
             return None
         now = timezone.now()
-        if sync.heartbeat_at and now - sync.heartbeat_at < dt.timedelta(seconds=settings.SOURCES_SYNC_STALE_SECONDS):
+        if not taken and sync.heartbeat_at and now - sync.heartbeat_at < dt.timedelta(
+                seconds=settings.SOURCES_SYNC_STALE_SECONDS):
             return None  # NOTE: a second job of the same sync (a retry): the first is running it
         sync.heartbeat_at = now
         sync.save(update_fields=["heartbeat_at"])
@@ -278,12 +291,13 @@ def source_purge(*, account_id: int, source_id: int) -> None:
 
 
 def stale_syncs_fail() -> int:
-    """Cron: a sync whose worker died (no heartbeat for SOURCES_SYNC_STALE_SECONDS) is
-    failed, so its source can sync again."""
+    """Cron: a sync whose worker died (claimed, and no heartbeat for SOURCES_SYNC_STALE_SECONDS)
+    is failed, so its source can sync again. A sync still queued (never claimed) is only
+    waiting its turn: it is left to the fair queue (sources.jobs.top_up_sync_jobs)."""
     before = timezone.now() - dt.timedelta(seconds=settings.SOURCES_SYNC_STALE_SECONDS)
     with dangerously_bypass_tenancy(reason="sources: find syncs whose worker died"):
-        stale = list(SourceSync.all_accounts.filter(status=SyncStatus.RUNNING, started_at__lt=before)
-                     .exclude(heartbeat_at__gte=before).values_list("account_id", "pk"))
+        stale = list(SourceSync.all_accounts.filter(status=SyncStatus.RUNNING, started_at__lt=before,
+                                                    heartbeat_at__lt=before).values_list("account_id", "pk"))
     for account_id, sync_id in stale:
         _finish(account_id, sync_id, Counter(), [], error="The sync stopped unexpectedly (its worker ended). "
                                                          "Sync again.")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from django.core.files.storage import FileSystemStorage
 from django.core.management import CommandError, call_command
 from django.db import connections
 
@@ -361,3 +362,207 @@ def test_files_in_a_bucket_are_backed_up_and_restored_into_another(account_a, fa
         conn.execute(f'CREATE DATABASE "{restore_target.name}"')
     with pytest.raises(BackupError, match="file storage .* is not empty"):
         backup_restore(archive=archive, target=restore_target)
+
+
+# --- what an archive holds, and who may read it ---------------------------------------------
+
+class WatchingStorage(FileSystemStorage):
+    """Django's file storage, noting the mode of everything in `folder` (where the backup
+    stages its dump and files) whenever the backup reads a file: the moment they are staged."""
+
+    folder: Path | None = None
+    seen: list[tuple[str, int]] = []
+
+    def open(self, name, mode="rb"):
+        for path in sorted(self.folder.rglob("*")):
+            self.seen.append((str(path.relative_to(self.folder)), path.stat().st_mode & 0o777))
+        return super().open(name, mode)
+
+
+@pytest.fixture
+def umask():
+    import os
+
+    saved = os.umask(0o022)
+    os.umask(saved)
+
+    def set_to(value):
+        os.umask(value)
+    yield set_to
+    os.umask(saved)
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o000])
+def test_the_archive_and_its_staging_folder_are_private_whatever_the_umask(
+        account_a, fake_llm, upload_and_ingest, media, settings, tmp_path, umask, mask):
+    import stat
+
+    upload_and_ingest(account_a, "notes.txt", b"Release notes: version two ships on Friday.")
+    out = tmp_path / "out"
+    out.mkdir()
+    WatchingStorage.seen, WatchingStorage.folder = [], out
+    settings.STORAGES = {**settings.STORAGES, "default": {"BACKEND": f"{__name__}.WatchingStorage",
+                                                          "OPTIONS": {"location": str(media.first)}}}
+    umask(mask)
+    call_command("backup", output=str(out / "b.tar.gz"))
+    archive = out / "b.tar.gz"
+    assert stat.S_IMODE(archive.stat().st_mode) == 0o600
+    staging = [(name, mode) for name, mode in WatchingStorage.seen if "/" not in name]
+    assert staging and all(mode == 0o700 for _, mode in staging), WatchingStorage.seen
+    with tarfile.open(archive) as tar:
+        assert {member.mode for member in tar} == {0o600}
+
+
+def _dump_entries(archive: Path, tmp_path: Path) -> list[str]:
+    """pg_restore's table of contents of the archive's dump."""
+    import subprocess
+
+    from config.backup import _binary
+
+    with tarfile.open(archive) as tar:
+        (tmp_path / "toc.dump").write_bytes(tar.extractfile("database.dump").read())
+    return subprocess.run([_binary("pg_restore"), "--list", str(tmp_path / "toc.dump")], capture_output=True,
+                          text=True, check=True).stdout.splitlines()
+
+
+def test_sessions_and_the_signing_key_are_left_out_and_restore_signs_everyone_out(
+        client_a, owner_a, account_a, fake_llm, upload_and_ingest, media, restore_target, on_database, tmp_path):
+    from django.contrib.sessions.models import Session
+
+    upload_and_ingest(account_a, "notes.txt", b"Release notes: version two ships on Friday.")
+    assert client_a.get("/documents/").status_code == 200  # a live session in the database
+    assert Session.objects.count() >= 1
+    archive = tmp_path / "b.tar.gz"
+    call_command("backup", output=str(archive))
+
+    toc = _dump_entries(archive, tmp_path)
+    assert any("TABLE public django_session" in line for line in toc)  # the table is kept...
+    assert not any("TABLE DATA public django_session" in line for line in toc)  # ...not its rows
+    assert not any("TABLE DATA groundwork_private context_key" in line for line in toc)
+    assert any("TABLE DATA public documents_document" in line for line in toc)
+
+    media.switch()
+    out = io.StringIO()
+    with on_database(restore_target.name):
+        call_command("restore", str(archive), stdout=out)
+    assert "everyone is signed out" in out.getvalue()
+    with restore_target.connect(bypass=True) as conn:
+        assert conn.execute("SELECT count(*) FROM django_session").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM groundwork_private.context_key").fetchone()[0] == 1
+        assert conn.execute("SELECT count(*) FROM documents_document").fetchone()[0] == 1
+
+
+# --- encrypted archives ---------------------------------------------------------------------
+
+@pytest.fixture
+def key_file(tmp_path):
+    path = tmp_path / "backup.key"
+    call_command("backup", generate_key=str(path), stdout=io.StringIO())
+    return path
+
+
+def test_an_encrypted_archive_round_trips_and_holds_nothing_readable(
+        account_a, fake_llm, upload_and_ingest, media, restore_target, on_database, key_file, tmp_path):
+    import stat
+
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    secret = b"Release notes: the codename is BLUEHERON and it ships on Friday."
+    upload_and_ingest(account_a, "notes.txt", secret)
+    archive = tmp_path / "b.tar.gz.enc"
+    out = io.StringIO()
+    call_command("backup", output=str(archive), encrypt=str(key_file), stdout=out)
+    assert "(encrypted)" in out.getvalue()
+    raw = archive.read_bytes()
+    assert raw.startswith(b"groundwork-backup-aes256gcm-v1\n") and b"BLUEHERON" not in raw
+    assert stat.S_IMODE(archive.stat().st_mode) == 0o600
+    with pytest.raises(tarfile.TarError):
+        tarfile.open(archive)
+
+    media.switch()
+    # Not without its key.
+    with on_database(restore_target.name), pytest.raises(CommandError, match="is encrypted: give its key file"):
+        call_command("restore", str(archive))
+    with on_database(restore_target.name):
+        call_command("restore", str(archive), decrypt=str(key_file), stdout=io.StringIO())
+    with restore_target.connect(bypass=True) as conn:
+        assert conn.execute("SELECT count(*) FROM documents_document").fetchone()[0] == 1
+    restored = [p for p in Path(media.second).rglob("*") if p.is_file()]
+    assert [p.read_bytes() for p in restored] == [secret]
+
+
+def test_a_wrong_key_or_a_tampered_encrypted_archive_restores_nothing(
+        account_a, fake_llm, upload_and_ingest, media, restore_target, key_file, tmp_path):
+    from config.backup_crypto import key_read
+
+    upload_and_ingest(account_a, "notes.txt", b"Release notes: version two ships on Friday.")
+    archive = tmp_path / "b.tar.gz.enc"
+    key = key_read(key_file)
+    backup_create(output=archive, key=key)
+    plain = backup_create(output=tmp_path / "plain.tar.gz") and tmp_path / "plain.tar.gz"
+    media.switch()
+    raw = archive.read_bytes()
+
+    other = tmp_path / "other.key"
+    call_command("backup", generate_key=str(other), stdout=io.StringIO())
+    with pytest.raises(BackupError, match="was not encrypted with this key"):
+        backup_restore(archive=archive, target=restore_target, key=key_read(other))
+    _nothing_written(restore_target, media.second)
+
+    def variant(name, data):
+        path = tmp_path / name
+        path.write_bytes(data)
+        return path
+
+    flipped = bytearray(raw)
+    flipped[len(raw) // 2] ^= 0x01
+    header = len(b"groundwork-backup-aes256gcm-v1\n") + 32 + 16 + 4
+    for path in (variant("flipped.enc", bytes(flipped)),
+                 variant("cut.enc", raw[:-100]),  # the last chunk cut short
+                 variant("no-end.enc", raw[:header]),  # the header alone
+                 variant("longer.enc", raw + b"\x00" * 16)):  # something added after the end
+        with pytest.raises(BackupError, match="damaged or was tampered with"):
+            backup_restore(archive=path, target=restore_target, key=key)
+        _nothing_written(restore_target, media.second)
+    # A plain archive given a key: said so.
+    with pytest.raises(BackupError, match="is not encrypted: restore it without --decrypt"):
+        backup_restore(archive=plain, target=restore_target, key=key)
+
+
+def test_key_files_are_checked_before_anything_is_dumped(account_a, media, tmp_path):
+    bad = tmp_path / "bad.key"
+    bad.write_text("not a key at all\n")
+    short = tmp_path / "short.key"
+    short.write_text("c2hvcnQ=\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(CommandError, match="is not base64.*--generate-key"):
+        call_command("backup", output=str(out / "b.tar.gz"), encrypt=str(bad))
+    with pytest.raises(CommandError, match="holds 5 bytes, not 32"):
+        call_command("backup", output=str(out / "b.tar.gz"), encrypt=str(short))
+    with pytest.raises(CommandError, match="does not exist"):
+        call_command("backup", output=str(out / "b.tar.gz"), encrypt=str(tmp_path / "missing.key"))
+    assert list(out.iterdir()) == []
+    key = tmp_path / "k.key"
+    call_command("backup", generate_key=str(key), stdout=io.StringIO())
+    with pytest.raises(CommandError, match="exists already"):
+        call_command("backup", generate_key=str(key))
+
+
+def test_scheduled_backups_are_encrypted_with_the_key_file(account_a, media, settings, key_file, tmp_path):
+    import stat
+
+    settings.BACKUP_SCHEDULE, settings.BACKUP_DIR, settings.BACKUP_KEEP = "hourly", str(tmp_path / "b"), 1
+    settings.BACKUP_KEY_FILE = str(key_file)
+    start = dt.datetime(2001, 1, 1, 3, 0, tzinfo=dt.UTC) + dt.timedelta(hours=uuid.uuid4().int % 500000)
+    import django_rq
+
+    redis = django_rq.get_connection("default")
+    try:
+        first = scheduled_backup(now=start)
+        assert first.name.endswith(".tar.gz.enc") and first.read_bytes().startswith(b"groundwork-backup-aes256gcm")
+        second = scheduled_backup(now=start + dt.timedelta(hours=1))
+        assert stat.S_IMODE((tmp_path / "b").stat().st_mode) == 0o700
+        assert backup_archives(tmp_path / "b") == [second]  # encrypted ones are pruned like the rest
+    finally:
+        for key in redis.keys("*:backup:hourly:*"):
+            redis.delete(key)

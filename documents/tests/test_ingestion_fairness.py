@@ -268,11 +268,11 @@ def test_the_fairest_lanes_are_read_in_the_index_order(db):
     from django.db import connection
 
     from core.tenancy import dangerously_bypass_tenancy
-    from documents.ingestion_queue import _IDLE_LANES_SQL
+    from documents.ingestion_queue import QUEUE
 
     with dangerously_bypass_tenancy(reason="test: the claim's plan"), connection.cursor() as cursor:
         cursor.execute("SET LOCAL enable_seqscan = off")
-        cursor.execute("EXPLAIN " + _IDLE_LANES_SQL, {"skip": [1, 2], "limit": 32})
+        cursor.execute("EXPLAIN " + QUEUE.idle_lanes_sql, {"skip": [1, 2], "limit": 32})
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert "ingestion_lane_fairest" in plan and "Sort" not in plan, plan
 
@@ -304,8 +304,7 @@ def test_a_document_that_becomes_pending_while_a_claim_marks_the_lane_idle_keeps
     from django.db import connection, connections
 
     from core.tenancy import dangerously_bypass_tenancy
-    from documents.ingestion_queue import _IDLE_SQL, _LOCK_LANE_SQL, claim_next
-    from documents.models import ReindexRun, Status
+    from documents.ingestion_queue import QUEUE, claim_next
 
     first = queued(account_a, "first.txt", "The document taken first.")
     assert claim_next().pk == first.pk  # the lane still waits; nothing else is pending
@@ -315,12 +314,11 @@ def test_a_document_that_becomes_pending_while_a_claim_marks_the_lane_idle_keeps
     def claimer():
         try:
             with dangerously_bypass_tenancy(reason="test: a claim holding the lane"), connection.cursor() as cursor:
-                cursor.execute(_LOCK_LANE_SQL, [account_a.pk])
+                cursor.execute(QUEUE.lock_lane_sql, [account_a.pk])
                 assert cursor.fetchone() is not None
                 locked.set()
                 assert go_on.wait(60)
-                cursor.execute(_IDLE_SQL, {"account": account_a.pk, "pending": Status.PENDING,
-                                           "running": ReindexRun.RunStatus.RUNNING})
+                cursor.execute(QUEUE.idle_sql, QUEUE.idle_params(account_a.pk))
                 assert cursor.rowcount == 1  # it saw nothing pending: the upload is not committed
         except Exception as exc:  # reported by the test thread
             errors.append(exc)

@@ -95,7 +95,8 @@ class WebReader:
         if known and known.last_modified:
             headers["If-Modified-Since"] = known.last_modified
         try:
-            response = net.fetch(key, headers=headers, max_bytes=settings.SOURCES_MAX_PAGE_BYTES)
+            response = net.fetch(key, headers=headers, max_bytes=settings.SOURCES_MAX_PAGE_BYTES,
+                                 source_url=self.start)
         except SourceError as exc:
             if key == self.start:
                 raise
@@ -129,7 +130,7 @@ class WebReader:
         scheme, netloc, _ = self.scope
         url = f"{scheme}://{netloc}/robots.txt"
         try:
-            response = net.fetch(url, max_bytes=512 * 1024)
+            response = net.fetch(url, max_bytes=512 * 1024, source_url=self.start)
         except SourceError as exc:
             if isinstance(exc, AddressRefused):
                 raise

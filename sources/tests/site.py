@@ -91,3 +91,58 @@ class LoopbackSite:
         handler.end_headers()
         if status != 304:
             handler.wfile.write(body)
+
+
+class TricklingServer:
+    """A server on loopback that answers every request slowly: it declares a Content-Length
+    of `declared` bytes, then sends one byte every `interval` seconds (or, with
+    `headers_too`, trickles its headers the same way), until the client goes away."""
+
+    def __init__(self, *, interval: float = 0.5, declared: int = 100_000, headers_too: bool = False):
+        import socket
+
+        self.interval, self.declared, self.headers_too = interval, declared, headers_too
+        self.stopping = threading.Event()
+        self.connections = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopping.set()
+        self.listener.close()
+
+    def url(self, path: str) -> str:
+        return self.base + path
+
+    def _accept(self) -> None:
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._trickle, args=(conn,), daemon=True).start()
+
+    def _trickle(self, conn) -> None:
+        with conn:
+            try:
+                conn.recv(65536)  # the request (one recv holds a test's small GET)
+                head = b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\n"
+                if self.headers_too:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                    head = b"X-Slow: " + b"a" * self.declared
+                else:
+                    conn.sendall(head + f"Content-Length: {self.declared}\r\n\r\n".encode())
+                    head = b"<" * self.declared
+                for byte in head:
+                    if self.stopping.wait(self.interval):
+                        return
+                    conn.sendall(bytes([byte]))
+            except OSError:
+                return  # the client gave up: what the tests want

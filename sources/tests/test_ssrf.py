@@ -131,3 +131,66 @@ def test_hostile_urls_are_a_400_never_a_500(api_a, kind, url, settings):
     response = api_a.post("/api/v1/sources/", {"kind": kind, "url": url})
     assert response.status_code == 400, (url, response.content)
     assert response.json()["error"]["code"] in ("invalid_url", "address_refused", "fetch_failed")
+
+
+# --- SOURCES_ALLOWED_HOSTS and ports ---------------------------------------------------------
+
+@pytest.fixture
+def second_site(site):
+    """Another loopback server on another port (the same allowed host, 127.0.0.1)."""
+    from sources.tests.site import LoopbackSite
+
+    with LoopbackSite() as other:
+        assert other.port != site.port
+        yield other
+
+
+def test_a_redirect_to_another_port_of_a_bare_allowed_host_is_refused(api_a, site, second_site, commit_and_run):
+    second_site.set("/secret/", page("Secret", "The other service's admin token is hunter2."))
+    site.redirects["/go/"] = second_site.url("/secret/")
+    response = commit_and_run(lambda: api_a.post("/api/v1/sources/", {"kind": "web", "url": site.url("/go/")}))
+    assert response.status_code == 201
+    source = api_a.get(f"/api/v1/sources/{response.json()['id']}/").json()
+    assert source["status"] == "failed" and source["document_count"] == 0
+    assert f"127.0.0.1:{second_site.port}" in source["error"] and "SOURCES_ALLOWED_HOSTS" in source["error"]
+    assert second_site.fetched("/secret/") == 0
+    with pytest.raises(AddressRefused):
+        net.fetch(site.url("/go/"))  # the fetcher alone: the URL's own port only
+
+
+def test_a_bare_allowed_host_allows_the_source_urls_own_port_and_80_and_443(site, settings):
+    assert net.host_allowed("127.0.0.1", site.port, source_port=site.port)
+    assert net.host_allowed("127.0.0.1", 80, source_port=site.port)
+    assert net.host_allowed("127.0.0.1", 443, source_port=site.port)
+    assert not net.host_allowed("127.0.0.1", site.port + 1, source_port=site.port)
+    assert not net.host_allowed("10.0.0.1", 80, source_port=80)
+
+
+def test_host_port_entries_allow_that_port_only(api_a, site, second_site, commit_and_run, settings):
+    second_site.set("/wiki/", page("Wiki", "Intranet pages on the second port."))
+    settings.SOURCES_ALLOWED_HOSTS = [f"127.0.0.1:{second_site.port}"]
+    response = commit_and_run(lambda: api_a.post("/api/v1/sources/", {"kind": "web", "url": second_site.url("/wiki/")}))
+    assert response.status_code == 201
+    assert api_a.get(f"/api/v1/sources/{response.json()['id']}/").json()["document_count"] == 1
+    # The first server's port is not listed: refused when the source is added.
+    refused = api_a.post("/api/v1/sources/", {"kind": "web", "url": site.url("/wiki/")})
+    assert refused.status_code == 400 and refused.json()["error"]["code"] == "address_refused"
+    assert f"127.0.0.1:{site.port}" in refused.json()["error"]["message"]
+    # Both ports listed: the redirect from one to the other is followed.
+    settings.SOURCES_ALLOWED_HOSTS = [f"127.0.0.1:{site.port}", f"127.0.0.1:{second_site.port}"]
+    site.redirects["/go/"] = second_site.url("/wiki/")
+    assert net.fetch(site.url("/go/")).url == second_site.url("/wiki/")
+
+
+@pytest.mark.parametrize("entry, host, port, allowed", [
+    ("wiki.corp:8443", "wiki.corp", 8443, True),
+    ("wiki.corp:8443", "wiki.corp", 443, False),
+    ("[::1]:8000", "::1", 8000, True),
+    ("[::1]:8000", "::1", 8001, False),
+    ("::1", "::1", 443, True),
+    ("[::1]", "::1", 80, True),
+    ("WIKI.corp", "wiki.corp", 80, True),
+])
+def test_allowed_host_entries(settings, entry, host, port, allowed):
+    settings.SOURCES_ALLOWED_HOSTS = [entry.lower()]
+    assert net.host_allowed(host, port, source_port=9999) is allowed
