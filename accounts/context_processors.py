@@ -2,7 +2,7 @@ from django.utils.functional import SimpleLazyObject
 
 from accounts.permissions import Abilities
 from accounts.selectors import invitation_list_for_user
-from accounts.sso.session import signed_in_with_sso, sso_shuts_out
+from accounts.sso.session import session_passes_sso, sso_shuts_out
 
 
 def current_account(request):
@@ -10,13 +10,14 @@ def current_account(request):
     account = getattr(request, "account", None)
     signed_in = bool(user and user.is_authenticated)
     memberships = getattr(request, "memberships", [])
-    by_sso = signed_in_with_sso(getattr(request, "session", None))
+    session = getattr(request, "session", None)
     return {
         "current_account": account,
         "current_membership": getattr(request, "membership", None),
         "memberships": memberships,
         # The switcher shows these teams as "sign in with SSO to open": this session may not.
-        "sso_locked_account_ids": {m.account_id for m in memberships if sso_shuts_out(m.account, by_sso=by_sso)},
+        "sso_locked_account_ids": {m.account_id for m in memberships if sso_shuts_out(
+            m.account, by_sso=session_passes_sso(user=user, account=m.account, session=session))},
         # `{% if may.document_upload %}`: what the session's member may do (accounts/permissions.py).
         "may": Abilities(request),
         # Read only by the pages that show them (no query on the others).
