@@ -56,16 +56,23 @@ def money(amount_cents: int, currency: str) -> str:
 def credits_parse(value) -> int:
     """The number of credits to buy: a whole number (the page also takes "50,000") within
     CREDITS_PURCHASE_MIN..CREDITS_PURCHASE_MAX; BillingError invalid_amount (400) otherwise."""
-    if isinstance(value, str):
-        text = value.strip().replace(",", "").replace("_", "").replace(" ", "")
-        value = int(text) if text.isascii() and text.isdigit() else value
     low, high = settings.CREDITS_PURCHASE_MIN, settings.CREDITS_PURCHASE_MAX
+    if isinstance(value, str):
+        text = value.strip().replace(",", "").replace("_", "").replace(" ", "").lstrip("0") or "0"
+        if text.isascii() and text.isdigit():
+            # More digits than the maximum has is out of range: said without converting
+            # (Python refuses to convert a string of more than 4,300 digits).
+            if len(text) > len(str(high)):
+                raise BillingError(CoreErrorCode.INVALID_AMOUNT, f"Buy from {low:,} to {high:,} credits at a time "
+                                   f"(got a number of {len(text):,} digits).", field="credits")
+            value = int(text)
     if isinstance(value, bool) or not isinstance(value, int):
         raise BillingError(CoreErrorCode.INVALID_AMOUNT,
                            f"Credits to buy must be a whole number from {low:,} to {high:,}.", field="credits")
     if not low <= value <= high:
+        got = f"{value:,}" if abs(value) <= 10 ** 18 else "a number far out of that range"
         raise BillingError(CoreErrorCode.INVALID_AMOUNT,
-                           f"Buy from {low:,} to {high:,} credits at a time (got {value:,}).", field="credits")
+                           f"Buy from {low:,} to {high:,} credits at a time (got {got}).", field="credits")
     return value
 
 

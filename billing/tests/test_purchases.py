@@ -422,3 +422,23 @@ def test_the_admin_account_page_shows_its_purchases_and_their_grants(client, cli
     # Staff without the purchase permission do not see the panel.
     client.force_login(staff_with("accounts.view_account"))
     assert "Purchases (Stripe)" not in client.get(f"/admin/accounts/account/{account_a.pk}/change/").content.decode()
+
+
+@pytest.mark.parametrize("amount", ["9" * 5000, "-10000", "0", "10000.5", "1e6", "99999999999999999999999", "٣٠٠٠٠"])
+@pytest.mark.parametrize("field", ["custom_credits", "credits"])
+def test_any_typed_amount_is_refused_on_the_page_naming_the_field(client_a, account_a, stripe_server, amount, field):
+    form = {"credits": "custom", "custom_credits": amount} if field == "custom_credits" else {"credits": amount}
+    response = client_a.post("/credits/buy/", form)
+    html = response.content.decode()
+    assert response.status_code == 400 and 'id="buy-error"' in html and "5,000 to 1,000,000" in html
+    assert 'id="buy-custom-credits"' in html and 'aria-invalid="true"' in html
+    assert _purchases(account_a) == [] and stripe_server.requests == []
+
+
+def test_a_huge_amount_over_the_api_is_a_400(client_a, account_a, stripe_server):
+    # A JSON number of 5,000 digits is refused by the JSON parser (Python's int limit), as a 400.
+    response = client_a.post(CHECKOUT, '{"credits": ' + "9" * 5000 + "}", content_type="application/json")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "malformed_request"
+    response = client_a.post(CHECKOUT, {"credits": 10 ** 400}, content_type="application/json")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_amount"
+    assert _purchases(account_a) == []
