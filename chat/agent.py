@@ -25,11 +25,12 @@ from accounts.models import Account, ApiKey, User
 from billing import pricing, references
 from billing.models import CreditHold, Kind
 from billing.budgets import BudgetStatus, budget_status_for
+from billing.errors import InsufficientCredits
 from billing.selectors import balance_get
 from billing.services import HoldDraw, hold_release, hold_settle
 from chat import answering
 from chat.error_codes import ChatErrorCode
-from chat.errors import ChatError, ConversationError
+from chat.errors import ChatError, ConversationError, PromptTooLong
 from chat.holds import credits_hold_fitting, fitted, hold_bounds
 from chat.models import Conversation, Message, MessageStatus, Role
 from chat.ratelimit import check_chat_rate
@@ -190,6 +191,16 @@ def turn_prepare(*, account: Account, user: User | AnonymousUser | None = None, 
         with asked.context():
             retrieved = turn_retrieve(asked, opened, query, embedded)
             return turn_prompt(asked, opened, query, retrieved)
+    except (InsufficientCredits, PromptTooLong) as refused:
+        # Refused once the passages were known (chat.holds.fitted: not even the best one fits
+        # what the hold or the model's window allows): a refused turn charges nothing, its
+        # query's embedding included, and says the account's balance, not the hold's.
+        with account_context(account):
+            hold_release(hold=opened.hold)
+            balance = balance_get(account=account)
+        if isinstance(refused, InsufficientCredits):
+            raise InsufficientCredits(needed=refused.needed, balance=balance) from None
+        raise
     except Exception:
         with account_context(account):
             hold_release(hold=opened.hold, draws=opened.draws)

@@ -176,3 +176,21 @@ def test_a_balance_that_cannot_pay_for_one_passage_is_refused_not_answered_witho
     with account_context(account_a):
         assert before - balance_get(account=account_a) < 100  # at most the query's embedding
     assert_no_turn_passed_its_hold(account_a)
+
+
+def test_the_query_embedding_is_held_as_the_accounts_embedding_model_counts_it(settings):
+    """With the bundled e5 (the default), a long question's embedding was held as MiniLM counts
+    it, cut at 256 tokens, and drawn as e5 counts it ("query: " and every token): 1,521
+    credits drawn from a hold that had room for far fewer, and the turn refused after it."""
+    from chat.holds import retrieval_worst_case
+    from chat.router import LOOKUP
+    from chat.turn import profile
+    from llm.e5 import E5Embedder
+
+    settings.LLM_BUNDLED = True
+    settings.CREDITS_PER_1K_TOKENS = {"chat": 1000, "embedding": 1000}
+    question = "Wie viele Urlaubstage haben wir, und wer genehmigt den Antrag im Dezember? " * 40
+    drawn = E5Embedder(threads=1).count_tokens("query: " + question)
+    assert drawn > 512
+    held = retrieval_worst_case(question, [], LOOKUP, profile(), embedding_model="multilingual-e5-small")
+    assert held == drawn
