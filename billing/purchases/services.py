@@ -32,31 +32,21 @@ from billing.purchases import stripe_api
 from billing.purchases.models import Purchase, PurchaseStatus
 from billing.services import credits_grant, credits_take_back
 from core.error_codes import CoreErrorCode
+from core.text import whole_number
 from core.tenancy import account_context, dangerously_bypass_tenancy
 
 logger = logging.getLogger("groundwork.billing.stripe")
 
 def credits_parse(value) -> int:
-    """The number of credits to buy: a whole number (the page also takes "50,000") within
-    CREDITS_PURCHASE_MIN..CREDITS_PURCHASE_MAX; BillingError invalid_amount (400) otherwise."""
+    """The number of credits to buy: a whole number (the page also takes "50,000"; core.text's
+    rule for a number a person types) within CREDITS_PURCHASE_MIN..CREDITS_PURCHASE_MAX;
+    BillingError invalid_amount (400, field "credits") otherwise."""
     low, high = settings.CREDITS_PURCHASE_MIN, settings.CREDITS_PURCHASE_MAX
-    if isinstance(value, str):
-        text = value.strip().replace(",", "").replace("_", "").replace(" ", "").lstrip("0") or "0"
-        if text.isascii() and text.isdigit():
-            # More digits than the maximum has is out of range: said without converting
-            # (Python refuses to convert a string of more than 4,300 digits).
-            if len(text) > len(str(high)):
-                raise BillingError(CoreErrorCode.INVALID_AMOUNT, f"Buy from {low:,} to {high:,} credits at a time "
-                                   f"(got a number of {len(text):,} digits).", field="credits")
-            value = int(text)
-    if isinstance(value, bool) or not isinstance(value, int):
+    number = whole_number(value, minimum=low, maximum=high)
+    if number is None:
         raise BillingError(CoreErrorCode.INVALID_AMOUNT,
                            f"Credits to buy must be a whole number from {low:,} to {high:,}.", field="credits")
-    if not low <= value <= high:
-        got = f"{value:,}" if abs(value) <= 10 ** 18 else "a number far out of that range"
-        raise BillingError(CoreErrorCode.INVALID_AMOUNT,
-                           f"Buy from {low:,} to {high:,} credits at a time (got {got}).", field="credits")
-    return value
+    return number
 
 
 @dataclass(frozen=True)
