@@ -37,6 +37,7 @@ from chat.ratelimit import check_chat_rate
 from chat.retrieve import (MAX_QUESTION_CHARS, Retrieved, numbered_sources,
                            search_query, turn_passages)
 from chat.selectors import conversation_access_by_id
+from chat.services import conversation_default_title
 from chat.errors import ConversationNotFound
 from chat.router import GENERAL, LOOKUP, Route, route
 from chat.turn import ChatTurn, Profile, Spender, TurnOptions, general_answers, profile
@@ -107,12 +108,22 @@ class _Opened:
     draws: list[HoldDraw] = field(default_factory=list)
 
 
-def _conversation(account, *, conversation_id, user, api_key, question: str) -> Conversation:
+def _conversation(account, *, conversation_id, user, api_key, question: str, small_talk: bool) -> Conversation:
+    """The turn's conversation: a new one, named after its question unless that is small talk
+    ("hi" names nothing), or the principal's own, which its first real question names when
+    it has no title yet (a title the person set is never replaced: none is empty)."""
+    title = "" if small_talk else conversation_default_title(question)
     if conversation_id in (None, ""):
         return rows.insert(Conversation, account_id=account.pk, user=user if getattr(user, "pk", None) else None,
-                           api_key=api_key, title=question[:80])
+                           api_key=api_key, title=title)
     # Another person's conversation, in this account too, answers like a missing one.
-    return conversation_access_by_id(account=account, conversation_id=conversation_id, user=user, api_key=api_key)
+    conversation = conversation_access_by_id(account=account, conversation_id=conversation_id, user=user,
+                                             api_key=api_key)
+    if title and not conversation.title:
+        # NOTE: only while still untitled, so a rename committed meanwhile is kept.
+        Conversation.objects.for_account(account).filter(pk=conversation.pk, title="").update(title=title)
+        conversation.title = title
+    return conversation
 
 
 def _history(conversation: Conversation, *, before: Message | None = None) -> list[tuple[str, str]]:
@@ -217,7 +228,8 @@ def turn_hold(asked: _Asked, *, conversation_id, history: list[tuple[str, str]] 
         if authorize is not None:
             authorize()
         conversation = _conversation(account, conversation_id=conversation_id, user=asked.user,
-                                     api_key=asked.api_key, question=question)
+                                     api_key=asked.api_key, question=question,
+                                     small_talk=bool(decision.reply) or asked.asked_again is not None)
         if history is None:
             history = [] if conversation_id in (None, "") else _history(conversation, before=asked.asked_again)
         opened = _Opened(conversation=conversation, history=history,
