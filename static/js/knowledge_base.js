@@ -93,7 +93,8 @@
 
   function newRow(d) {
     return el("tr", { "data-document-id": d.id },
-      el("td", { class: "doc-name-cell" }, el("a", { class: "doc-name", href: "/documents/" + encodeURIComponent(d.id) + "/" }, d.name),
+      el("td", { class: "doc-name-cell" }, el("a", { class: "doc-name", href: "/documents/" + encodeURIComponent(d.id) + "/", title: d.name },
+        Groundwork.nameWithBreaks(d.name)),
         (d.tags && d.tags.length) ? el("ul", { class: "tag-list", "aria-label": "Tags" }, d.tags.map(function (t) {
           return el("li", null, el("span", { class: "tag" }, t));
         })) : ""),
