@@ -108,11 +108,12 @@ class _Opened:
     draws: list[HoldDraw] = field(default_factory=list)
 
 
-def _conversation(account, *, conversation_id, user, api_key, question: str, small_talk: bool) -> Conversation:
-    """The turn's conversation: a new one, named after its question unless that is small talk
-    ("hi" names nothing), or the principal's own, which its first real question names when
-    it has no title yet (a title the person set is never replaced: none is empty)."""
-    title = "" if small_talk else conversation_default_title(question)
+def _conversation(account, *, conversation_id, user, api_key, question: str, names_it: bool) -> Conversation:
+    """The turn's conversation: a new one, named after its question when the question
+    `names_it` (small talk, "hi", names nothing), or the principal's own, which its first real
+    question names when it has no title yet (a title the person set is never replaced: none
+    is empty)."""
+    title = conversation_default_title(question) if names_it else ""
     if conversation_id in (None, ""):
         return rows.insert(Conversation, account_id=account.pk, user=user if getattr(user, "pk", None) else None,
                            api_key=api_key, title=title)
@@ -229,7 +230,8 @@ def turn_hold(asked: _Asked, *, conversation_id, history: list[tuple[str, str]] 
             authorize()
         conversation = _conversation(account, conversation_id=conversation_id, user=asked.user,
                                      api_key=asked.api_key, question=question,
-                                     small_talk=bool(decision.reply) or asked.asked_again is not None)
+                                     # A regenerated question is stored already: it named what it could.
+                                     names_it=not decision.reply and asked.asked_again is None)
         if history is None:
             history = [] if conversation_id in (None, "") else _history(conversation, before=asked.asked_again)
         opened = _Opened(conversation=conversation, history=history,

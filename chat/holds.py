@@ -53,8 +53,9 @@ def hold_bounds(question: str, history: list[tuple[str, str]], kind: str, option
     """(least, most) credits to hold for the turn. Most: its worst case, the prompt counted as
     the model that charges counts it (llm/chat_tokens.py: the bundled model's own tokenizer,
     else UTF-8 bytes, which no provider's tokenizer exceeds) with the passages' allowance and
-    the longest answer. Least: the prompt with one passage (none for small talk's general
-    route) and a short answer, below which the turn is refused before anything is spent.
+    the longest answer. Least: the prompt with MIN_PASSAGE_WORDS of a passage (none on the
+    general route) and a short answer, below which the turn is refused before anything is
+    spent.
     Both are fitted to the chat model's context window: a prompt and answer never pass it, and
     a prompt that cannot fit it with a short answer is refused (PromptTooLong, nothing held).
     Whatever is held, the prompt and the answer are fitted to it (`fitted`), so a chat turn is
@@ -129,11 +130,13 @@ def fitted(*, question: str, options: TurnOptions, chosen: Profile, history: lis
         prompt = chat_tokens.prompt_tokens_bound([m["content"] for m in messages])
         return (messages, prompt) if prompt + MIN_ANSWER_TOKENS <= within else None
 
-    while len(passages) > 1 and attempt(passages) is None:
-        passages = passages[:-1]
-    if passages and attempt(passages) is None:
-        passages = _best_passage_cut(question, passages[0], attempt)
     done = attempt(passages)
+    while done is None and len(passages) > 1:
+        passages = passages[:-1]
+        done = attempt(passages)
+    if done is None and passages:
+        passages = _best_passage_cut(question, passages[0], attempt)
+        done = attempt(passages)
     if done is None:
         messages = prompt_messages(question, passages, history, options, grounded=bool(passages), chosen=chosen)
         prompt = chat_tokens.prompt_tokens_bound([m["content"] for m in messages])
