@@ -194,3 +194,32 @@ def test_the_query_embedding_is_held_as_the_accounts_embedding_model_counts_it(s
     assert drawn > 512
     held = retrieval_worst_case(question, [], LOOKUP, profile(), embedding_model="multilingual-e5-small")
     assert held == drawn
+
+
+def test_a_turn_refused_once_its_passages_are_known_charges_nothing_and_says_the_balance(
+        client, account_a, key_a, ingest_text, costly_model):
+    """Held at the least a turn needs (40 words of a passage), a passage whose 40 words are
+    longer than that allowance does not fit: the turn is refused after its query was embedded,
+    and that embedding is not charged; the message says the account's balance, not the hold's."""
+    from billing.services import credits_debit
+    from chat.holds import hold_bounds
+    from chat.router import LOOKUP
+    from chat.turn import TurnOptions, profile
+
+    # One chunk of 50 Cyrillic words: 40 of them are ~900 bytes, twice the allowance for 40 words.
+    ingest_text(account_a, "long-words.md", " ".join(f"отпуск{i:02d}" for i in range(50)))
+    question = "Сколько дней отпуск00?"
+    least, _ = hold_bounds(question, [], LOOKUP, TurnOptions(), profile(), embedding_model="all-minilm-l6-v2")
+    with account_context(account_a):
+        credits_debit(account=account_a, tokens=balance_get(account=account_a) - least, key="drain", kind="chat")
+        before = list(CreditLedgerEntry.objects.for_account(account_a).values_list("kind", "delta"))
+    embeddings = len(costly_model.requests_to("/v1/embeddings"))
+    response = client.post("/api/v1/chat/", {"message": question}, content_type="application/json", **_auth(key_a))
+    assert response.status_code == 402, response.content
+    assert len(costly_model.requests_to("/v1/embeddings")) == embeddings + 1  # it was embedded
+    assert f"the account has {least:,}." in response.json()["error"]["message"]
+    with account_context(account_a):
+        entries = list(CreditLedgerEntry.objects.for_account(account_a).values_list("kind", "delta"))
+        assert balance_get(account=account_a) == least
+    assert [e for e in entries if e not in before] == [("hold", -least), ("hold_release", least)]
+    assert not costly_model.requests_to("/v1/chat/completions")
