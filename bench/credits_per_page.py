@@ -1,7 +1,7 @@
 """What a new team's credits buy with the bundled models: credits per PDF page ingested
-(all-MiniLM-L6-v2 through the real pipeline) and credits per document question (a real chat
-turn: the query's embedding, the prompt and the answer), measured against
-`python -m llm.local_server`. The basis of SIGNUP_CREDITS's default.
+(EMBEDDING_MODEL, by default multilingual-e5-small, through the real pipeline) and credits per
+document question (a real chat turn: the query's embedding, the prompt and the answer),
+measured against `python -m llm.local_server`. The basis of SIGNUP_CREDITS's default.
 
 PDFs: the 26-page Debian camlidl manual (the tests' fixture), the real PDF manuals found in
 /usr/share/doc (when present), and the GPL-3 text laid out as a plain book page (50 lines

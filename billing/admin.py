@@ -13,6 +13,7 @@ from audit.actors import user_actor
 from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin, account_filter_url, html_table, record_action
 from core.tenancy import account_context
 from billing.errors import BillingError
+from billing.money import Money
 from billing.models import (AccountBalance, BillingSettings, Budget, CreditHold, CreditLedgerEntry, HoldStatus,
                             Purchase)
 from billing.purchases.selectors import purchase_list
@@ -159,7 +160,7 @@ def purchases_panel(account) -> str:
     """The account's Stripe purchases: what was bought, paid, granted and taken back."""
     with account_context(account):
         purchases = list(purchase_list(account=account)[:RECENT_LEDGER_ENTRIES])
-    rows = [(f"{p.created_at:%Y-%m-%d %H:%M}", f"{p.credits:,}", f"{p.amount_cents / 100:,.2f} {p.currency.upper()}",
+    rows = [(f"{p.created_at:%Y-%m-%d %H:%M}", f"{p.credits:,}", str(Money.of_minor(p.amount_cents, p.currency)),
              p.get_status_display(), f"{p.credits_granted:,}", f"{p.credits_taken_back:,}", p.created_by or "",
              p.stripe_session_id) for p in purchases]
     return format_html("{}<p><a href=\"{}\">All purchases of this account →</a></p>", html_table(

@@ -15,7 +15,8 @@ from billing import dashboard, pricing, references
 from billing.alerts import billing_settings_get, billing_settings_update
 from billing.models import BudgetPeriod, Kind
 from billing.purchases.services import purchase_checkout_start
-from billing.purchases.views import buy_context, checkout_urls
+from billing.purchases import stripe_api
+from billing.purchases.views import buy_context, checkout_urls, prices_shown
 from billing.context_processors import member_budgets
 from billing.selectors import balance_get
 from billing.budgets import budget_remove, budget_set
@@ -65,7 +66,7 @@ def _credits_page(request, *, billing_form: dict | None = None, billing_error: G
         "balance": balance, "held": held, "settled_balance": balance + held, "settled": settled,
         "chart": dashboard.usage_chart(account=account, days=30),
         "page": page, "kind": kind, "kinds": Kind.choices, "include_holds": include_holds,
-        "budgets": member_budgets(request), "prices": pricing.prices_in_effect(),
+        "budgets": member_budgets(request), "prices": prices_shown(configured=stripe_api.configured()),
         **_billing_context(request, form=billing_form, error=billing_error),
         **buy_context(request, form=buy_form, error=buy_error),
     }, status=status)

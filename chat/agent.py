@@ -25,17 +25,19 @@ from accounts.models import Account, ApiKey, User
 from billing import pricing, references
 from billing.models import CreditHold, Kind
 from billing.budgets import BudgetStatus, budget_status_for
+from billing.errors import InsufficientCredits
 from billing.selectors import balance_get
 from billing.services import HoldDraw, hold_release, hold_settle
 from chat import answering
 from chat.error_codes import ChatErrorCode
-from chat.errors import ChatError, ConversationError
+from chat.errors import ChatError, ConversationError, PromptTooLong
 from chat.holds import credits_hold_fitting, fitted, hold_bounds
 from chat.models import Conversation, Message, MessageStatus, Role
 from chat.ratelimit import check_chat_rate
 from chat.retrieve import (MAX_QUESTION_CHARS, Retrieved, numbered_sources,
                            search_query, turn_passages)
 from chat.selectors import conversation_access_by_id
+from chat.services import conversation_default_title
 from chat.errors import ConversationNotFound
 from chat.router import GENERAL, LOOKUP, Route, route
 from chat.turn import ChatTurn, Profile, Spender, TurnOptions, general_answers, profile
@@ -106,12 +108,23 @@ class _Opened:
     draws: list[HoldDraw] = field(default_factory=list)
 
 
-def _conversation(account, *, conversation_id, user, api_key, question: str) -> Conversation:
+def _conversation(account, *, conversation_id, user, api_key, question: str, names_it: bool) -> Conversation:
+    """The turn's conversation: a new one, named after its question when the question
+    `names_it` (small talk, "hi", names nothing), or the principal's own, which its first real
+    question names when it has no title yet (a title the person set is never replaced: none
+    is empty)."""
+    title = conversation_default_title(question) if names_it else ""
     if conversation_id in (None, ""):
         return rows.insert(Conversation, account_id=account.pk, user=user if getattr(user, "pk", None) else None,
-                           api_key=api_key, title=question[:80])
+                           api_key=api_key, title=title)
     # Another person's conversation, in this account too, answers like a missing one.
-    return conversation_access_by_id(account=account, conversation_id=conversation_id, user=user, api_key=api_key)
+    conversation = conversation_access_by_id(account=account, conversation_id=conversation_id, user=user,
+                                             api_key=api_key)
+    if title and not conversation.title:
+        # NOTE: only while still untitled, so a rename committed meanwhile is kept.
+        Conversation.objects.for_account(account).filter(pk=conversation.pk, title="").update(title=title)
+        conversation.title = title
+    return conversation
 
 
 def _history(conversation: Conversation, *, before: Message | None = None) -> list[tuple[str, str]]:
@@ -190,6 +203,16 @@ def turn_prepare(*, account: Account, user: User | AnonymousUser | None = None, 
         with asked.context():
             retrieved = turn_retrieve(asked, opened, query, embedded)
             return turn_prompt(asked, opened, query, retrieved)
+    except (InsufficientCredits, PromptTooLong) as refused:
+        # Refused once the passages were known (chat.holds.fitted: not even the best one fits
+        # what the hold or the model's window allows): a refused turn charges nothing, its
+        # query's embedding included, and says the account's balance, not the hold's.
+        with account_context(account):
+            hold_release(hold=opened.hold)
+            balance = balance_get(account=account)
+        if isinstance(refused, InsufficientCredits):
+            raise InsufficientCredits(needed=refused.needed, balance=balance) from None
+        raise
     except Exception:
         with account_context(account):
             hold_release(hold=opened.hold, draws=opened.draws)
@@ -206,7 +229,9 @@ def turn_hold(asked: _Asked, *, conversation_id, history: list[tuple[str, str]] 
         if authorize is not None:
             authorize()
         conversation = _conversation(account, conversation_id=conversation_id, user=asked.user,
-                                     api_key=asked.api_key, question=question)
+                                     api_key=asked.api_key, question=question,
+                                     # A regenerated question is stored already: it named what it could.
+                                     names_it=not decision.reply and asked.asked_again is None)
         if history is None:
             history = [] if conversation_id in (None, "") else _history(conversation, before=asked.asked_again)
         opened = _Opened(conversation=conversation, history=history,

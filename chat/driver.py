@@ -98,7 +98,8 @@ class TurnRun:
             yield self._fail(exc)
             return
         turn = self.turn
-        yield {"type": "chat.sources", "conversation_id": turn.conversation.pk, "sources": turn.sources,
+        yield {"type": "chat.sources", "conversation_id": turn.conversation.pk,
+               "conversation_title": turn.conversation.title, "sources": turn.sources,
                "route": turn.route, "query": turn.query}
         failed = None
         try:

@@ -10,3 +10,4 @@ class ChatErrorCode(StrEnum):
     INVALID_TITLE = "invalid_title"
     INVALID_QUERY = "invalid_query"
     NOTHING_TO_REGENERATE = "nothing_to_regenerate"
+    PROMPT_TOO_LONG = "prompt_too_long"

@@ -14,6 +14,19 @@ from core import sockets
 from core.text import has_control_characters, has_control_characters_in_prose
 
 TITLE_MAX_LENGTH = Conversation._meta.get_field("title").max_length
+# A conversation's default title: its first real question, cut at a word at about this length.
+DEFAULT_TITLE_LENGTH = 60
+
+
+def conversation_default_title(question: str) -> str:
+    """The question on one line (control characters and runs of spaces made one space), cut
+    at the last whole word within DEFAULT_TITLE_LENGTH characters and marked "…"; a first
+    word longer than that is cut inside it."""
+    text = " ".join("".join(" " if has_control_characters(c) else c for c in question).split())
+    if len(text) <= DEFAULT_TITLE_LENGTH:
+        return text
+    cut = text[:DEFAULT_TITLE_LENGTH + 1].rsplit(" ", 1)[0] if " " in text[:DEFAULT_TITLE_LENGTH + 1] else ""
+    return (cut or text[:DEFAULT_TITLE_LENGTH]).rstrip(" ,;:-–—") + "…"
 
 
 def _valid_rating(rating) -> str:

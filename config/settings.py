@@ -360,6 +360,11 @@ VISION_MODEL = env("VISION_MODEL", default="")
 VISION_MAX_TOKENS = env.int("VISION_MAX_TOKENS", default=300)
 DOCUMENT_STALE_SECONDS = env.int("DOCUMENT_STALE_SECONDS", default=300)
 CHAT_MAX_TOKENS = env.int("CHAT_MAX_TOKENS", default=512)
+# The chat model's context window in tokens (prompt and answer together): a turn's prompt is
+# fitted to it and held for what is sent (chat/holds.py); a prompt that cannot fit is refused
+# before anything is charged. 0: the bundled server's window (llm.local_models.DEFAULT_CTX_SIZE,
+# 8,192) when the bundled models serve; unknown (nothing fitted) for another provider.
+CHAT_CONTEXT_TOKENS = env.int("CHAT_CONTEXT_TOKENS", default=0)
 # Sources (sources/; README, "Sources"): hosts whose private, loopback or link-local
 # addresses a source may still read (an intranet wiki, tests), comma-separated, as written in
 # the URL: `host:port` ([v6]:port) allows that port; a bare `host` allows 80, 443 and the port

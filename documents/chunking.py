@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from documents.parsing import ParsedDocument
-from llm.local_models import MAX_SEQ_LEN
-from llm.tokens import count_tokens
 
 # Break patterns, strongest first; a match starts where a chunk may end. A line break
 # after a sentence end, or before a list item, heading, quote or table row, is a real
@@ -102,15 +100,6 @@ def embedding_text(chunk: ChunkDraft, title: str) -> str:
     if not parts:
         return chunk.content
     return " > ".join(parts) + "\n\n" + chunk.content
-
-
-def embedding_tokens(text: str) -> int:
-    """Tokens the bundled embedding model reports (and the ledger charges) for embedding
-    `text`: its WordPiece tokens with [CLS] and [SEP], cut at its maximum input length,
-    as llm.local_models.MiniLMEmbedder counts them. The one count behind a document's
-    credits estimate and the pre-check before embedding. Another provider (LLM_BASE_URL)
-    counts with its own tokenizer, so there this is only an approximation."""
-    return min(count_tokens(text), MAX_SEQ_LEN)
 
 
 def _flows(parsed: ParsedDocument) -> list[_Flow]:

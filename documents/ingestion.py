@@ -18,7 +18,7 @@ from billing.errors import BudgetExceeded, InsufficientCredits
 from billing.models import Kind
 from billing.selectors import ingest_credits_require
 from billing.services import credits_debit
-from documents.chunking import chunk_document, embedding_text, embedding_tokens
+from documents.chunking import chunk_document, embedding_text
 from documents import images
 from documents.errors import IngestionError
 from documents.embedding import active_embedding_model, active_embedding_model_lock
@@ -28,6 +28,7 @@ from documents.parsing import parse_in_sandbox
 from documents.storage import file_delete, local_copy
 from llm import client as llm
 from documents.language import SAMPLE_CHARS, language_detect, search_config_for
+from llm.embedding_tokens import input_tokens
 from llm.tokens import count_tokens
 from documents.error_codes import DocumentErrorCode
 
@@ -169,8 +170,9 @@ def _embedding_texts(document: Document, drafts) -> list[str]:
 
 def credits_estimate(texts: list[str], *, model: str) -> int:
     """What embedding `texts` with `model` will cost, counted before any is sent: the tokens
-    the bundled embedding model reports for each input, summed, priced by billing.pricing."""
-    return pricing.credits_for(kind=pricing.EMBEDDING, model=model, tokens=sum(embedding_tokens(t) for t in texts))
+    `model` reports for them (llm/embedding_tokens.py: its own tokenizer and prefix), summed
+    and priced by billing.pricing, as the one debit of the document's tokens is."""
+    return pricing.credits_for(kind=pricing.EMBEDDING, model=model, tokens=input_tokens(texts, model=model))
 
 
 def _batch_count(n: int) -> int:

@@ -34,7 +34,7 @@ class DocumentSerializer(serializers.ModelSerializer):
         model = Document
         list_serializer_class = DocumentListSerializer
         fields = ["id", "name", "content_type", "size", "status", "error", "chunk_count", "token_count",
-                  "created_at", "updated_at", "error_code", "page_count", "credits_estimate", "credits_charged", "revision", "progress", "collection",
+                  "embedding_tokens", "created_at", "updated_at", "error_code", "page_count", "credits_estimate", "credits_charged", "revision", "progress", "collection",
                   "language", "tags", "source"]
 
     @extend_schema_field(SourceRefSerializer(allow_null=True))

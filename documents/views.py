@@ -115,12 +115,16 @@ def knowledge_base_view(request):
 
 
 def _charge_note(account) -> str:
-    """Why a document's tokens and credits differ: the tokens are its text's, the credits its
-    embedded text's (each passage with its title and headings), at the embedding model's price."""
+    """What a document's "tokens embedded · credits charged" are: the ledger's tokens (what the
+    embedding model was sent and reported) and credits (those tokens at its price), and why
+    they are more than the text's own tokens."""
     model = active_embedding_model(account_id=account.pk).model
     price = pricing.rate(kind=pricing.EMBEDDING, model=model)
-    return (f"Tokens: the document's text. Credits: what embedding it cost, each passage sent with its title and "
-            f"headings, at {price:,} credits per 1,000 tokens for {model}.")
+    at = f"{price:,} credits per 1,000 tokens" + (" (1 credit per token)" if price == 1000 else "")
+    return (f"Tokens embedded: what the embedding model was sent and counted, as the ledger shows them: each "
+            f"passage with its title and headings, and the text passages share (they overlap) in each. "
+            f"Credits: those tokens at {at} for {model}, plus an image's description where a vision model "
+            f"wrote one.")
 
 
 @login_required
@@ -194,6 +198,7 @@ def document_view(request, document_id: int):
         "may_reindex": principal_may(request, Action.DOCUMENT_REINDEX),
         "may_tag": principal_may(request, Action.DOCUMENT_TAG, document),
         "excluded": tags_excluded(document.tags, retrieval_exclude_tags(account=account)),
+        "charge_note": _charge_note(account),
     })
 
 

@@ -27,7 +27,7 @@ def test_counts_credits_and_prices_read_right(new_page, stack):
     page.locator("#file-input").set_input_files([
         {"name": "notes.txt", "mimeType": "text/plain", "buffer": b"Our office opens at nine."}])
     note = page.locator("#upload-progress li").first
-    expect(note).to_contain_text(re.compile(r"Ready: 1 chunk, [\d,]+ tokens?, [\d,]+ credits?\."), timeout=60_000)
+    expect(note).to_contain_text(re.compile(r"Ready: 1 chunk, [\d,]+ tokens? embedded, [\d,]+ credits?\."), timeout=60_000)
     expect(note).not_to_contain_text("1 chunks")
     row = page.locator("#documents-table tr", has=page.get_by_role("link", name="notes.txt"))
     expect(row.locator('td[data-label="Charged"]')).to_have_text(re.compile(r"^[\d,]+ tokens? · [\d,]+ credits?$"))

@@ -56,6 +56,19 @@ def prompt_tokens_bound(texts: Sequence[str]) -> int:
     return overhead + counted + int(counted * BUNDLED_MARGIN) + 1
 
 
+def context_window() -> int | None:
+    """The chat model's context window in tokens, prompt and answer together:
+    CHAT_CONTEXT_TOKENS, else the bundled server's (it runs with DEFAULT_CTX_SIZE), else None
+    (another provider's model, whose window is not known here)."""
+    if settings.CHAT_CONTEXT_TOKENS > 0:
+        return settings.CHAT_CONTEXT_TOKENS
+    if settings.LLM_BUNDLED:
+        from llm.local_models import DEFAULT_CTX_SIZE
+
+        return DEFAULT_CTX_SIZE
+    return None
+
+
 def text_tokens_bound(text: str) -> int:
     """At least the tokens `text` alone takes for the chat model (no template around it)."""
     tokenizer = bundled_tokenizer() if settings.LLM_BUNDLED else None

@@ -28,6 +28,8 @@ Guarantees:
 * A chat request with ``image_url`` content parts (a vision request) is answered
   ``"Fake image description: a <media type> picture of <n> bytes, digest <sha256[:12]>."``
   per image, whatever ``answer`` is; each image adds ``IMAGE_TOKENS`` (85) prompt tokens.
+* With ``context_tokens``, a chat request whose prompt tokens and ``max_tokens`` pass it
+  gets OpenAI's 400 ``context_length_exceeded``.
 * Any model name is accepted; a model in ``fail_models`` gets an OpenAI error
   with the configured HTTP status (500 by default, e.g. 429 to test retries).
 * Every request's path and JSON body is appended to ``requests`` (before
@@ -151,8 +153,12 @@ class FakeBackend:
         models: Iterable[str] = DEFAULT_MODELS,
         chunk_delay: float = 0.0,
         prompt_counting: str = "words",
+        context_tokens: int | None = None,
     ):
         self.answer = answer
+        # The model's context window (None: unlimited): a chat request whose prompt tokens and
+        # max_tokens pass it is refused as OpenAI refuses it (400 context_length_exceeded).
+        self.context_tokens = context_tokens
         # How prompt tokens are counted: "words" (whitespace pieces, the default) or "bytes"
         # (UTF-8 bytes: as many tokens as any byte-level tokenizer can make of a text, the
         # costliest model a provider could run; the hold tests use it).
@@ -236,6 +242,11 @@ class FakeBackend:
             text, finish = " ".join(text.split(" ")[:limit]), "length"
         count = count_tokens if self.prompt_counting == "words" else (lambda text: len(text.encode("utf-8")))
         prompt = sum(count(_content_text(m.get("content"))) for m in messages) + IMAGE_TOKENS * len(images)
+        if self.context_tokens is not None and prompt + (limit or 0) > self.context_tokens:
+            raise ApiError(400, f"This model's maximum context length is {self.context_tokens} tokens. However, "
+                                f"you requested {prompt + (limit or 0)} tokens ({prompt} in the messages, "
+                                f"{limit or 0} in the completion).", code="context_length_exceeded",
+                           param="messages")
         completion = count_tokens(text)
         return text, {"prompt_tokens": prompt, "completion_tokens": completion,
                       "total_tokens": prompt + completion}, finish
@@ -277,7 +288,7 @@ class FakeOpenAIServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, **backend_options):
         """``backend_options`` are :class:`FakeBackend`'s: answer,
         fail_models (a set of names, or a name -> status mapping),
-        fail_status, models, chunk_delay, prompt_counting."""
+        fail_status, models, chunk_delay, prompt_counting, context_tokens."""
         self.backend = FakeBackend(**backend_options)
         self._address = (host, port)
         self._httpd = None

@@ -15,7 +15,6 @@ Guarantees:
 from __future__ import annotations
 
 import logging
-import math
 from dataclasses import dataclass
 
 import stripe
@@ -28,45 +27,26 @@ from audit.services import audit_record
 from billing.error_codes import BillingErrorCode
 from billing import references
 from billing.errors import BillingError
+from billing.money import Money, purchase_amount_minor
 from billing.purchases import stripe_api
 from billing.purchases.models import Purchase, PurchaseStatus
 from billing.services import credits_grant, credits_take_back
 from core.error_codes import CoreErrorCode
+from core.text import whole_number
 from core.tenancy import account_context, dangerously_bypass_tenancy
 
 logger = logging.getLogger("groundwork.billing.stripe")
 
-# Currencies Stripe counts in whole units (no cents): their amounts are shown without decimals.
-ZERO_DECIMAL_CURRENCIES = {"bif", "clp", "djf", "gnf", "jpy", "kmf", "krw", "mga", "pyg", "rwf", "ugx", "vnd",
-                           "vuv", "xaf", "xof", "xpf"}
-
-
-def price_cents(credits: int) -> int:
-    """What `credits` cost, in the currency's smallest unit (rounded up, at least 1)."""
-    return max(1, math.ceil(credits * settings.CREDITS_PRICE_CENTS_PER_1K / 1000))
-
-
-def money(amount_cents: int, currency: str) -> str:
-    currency = (currency or "").lower()
-    if currency in ZERO_DECIMAL_CURRENCIES:
-        return f"{amount_cents:,} {currency.upper()}"
-    return f"{amount_cents / 100:,.2f} {currency.upper()}"
-
-
 def credits_parse(value) -> int:
-    """The number of credits to buy: a whole number (the page also takes "50,000") within
-    CREDITS_PURCHASE_MIN..CREDITS_PURCHASE_MAX; BillingError invalid_amount (400) otherwise."""
-    if isinstance(value, str):
-        text = value.strip().replace(",", "").replace("_", "").replace(" ", "")
-        value = int(text) if text.isascii() and text.isdigit() else value
+    """The number of credits to buy: a whole number (the page also takes "50,000"; core.text's
+    rule for a number a person types) within CREDITS_PURCHASE_MIN..CREDITS_PURCHASE_MAX;
+    BillingError invalid_amount (400, field "credits") otherwise."""
     low, high = settings.CREDITS_PURCHASE_MIN, settings.CREDITS_PURCHASE_MAX
-    if isinstance(value, bool) or not isinstance(value, int):
+    number = whole_number(value, minimum=low, maximum=high)
+    if number is None:
         raise BillingError(CoreErrorCode.INVALID_AMOUNT,
                            f"Credits to buy must be a whole number from {low:,} to {high:,}.", field="credits")
-    if not low <= value <= high:
-        raise BillingError(CoreErrorCode.INVALID_AMOUNT,
-                           f"Buy from {low:,} to {high:,} credits at a time (got {value:,}).", field="credits")
-    return value
+    return number
 
 
 @dataclass(frozen=True)
@@ -81,7 +61,7 @@ def purchase_checkout_start(*, account: Account, actor, credits, success_url: st
     invalid_amount (400), stripe_unavailable (502, nothing recorded)."""
     stripe_api.require_configured()
     credits = credits_parse(credits)
-    amount, currency = price_cents(credits), settings.STRIPE_CURRENCY
+    amount, currency = purchase_amount_minor(credits), settings.STRIPE_CURRENCY
     purchase = Purchase(account=account, credits=credits, amount_cents=amount, currency=currency,
                         created_by=actor if getattr(actor, "pk", None) else None)
     reference = str(purchase.public_id)
@@ -105,7 +85,7 @@ def purchase_checkout_start(*, account: Account, actor, credits, success_url: st
         purchase.stripe_session_id = session.id
         purchase.save()
         audit_record(account=account, action="credits.checkout", actor=actor, target=f"{credits:,} credits",
-                     detail={"amount": money(amount, currency), "session": session.id})
+                     detail={"amount": str(Money.of_minor(amount, currency)), "session": session.id})
     return Checkout(purchase=purchase, url=session.url)
 
 
@@ -194,7 +174,7 @@ def _grant_if_due(purchase: Purchase, *, account: Account, event_id: str, sessio
                      purchase.amount_cents, purchase.currency)
         return "amount_mismatch"
     credits_grant(account=account, amount=purchase.credits, key=event_id, reference=references.purchase(purchase.pk),
-                  reason=f"bought {purchase.credits:,} credits ({money(purchase.amount_cents, purchase.currency)})")
+                  reason=f"bought {purchase.credits:,} credits ({Money.of_minor(purchase.amount_cents, purchase.currency)})")
     purchase.status, purchase.paid_at, purchase.credits_granted = PurchaseStatus.PAID, timezone.now(), purchase.credits
     purchase.payment_intent_id = _id_of(session.get("payment_intent"))
     return "granted"
@@ -247,7 +227,7 @@ def _charge_refunded(event_id: str, charge: dict) -> str:
             due = purchase.credits_granted * refunded // purchase.amount_cents - before
             entry = credits_take_back(account=account, amount=due, key=event_id,
                                       reference=references.purchase(purchase.pk),
-                                      reason=f"refund of {money(refunded - purchase.refunded_cents, purchase.currency)}"
+                                      reason=f"refund of {Money.of_minor(refunded - purchase.refunded_cents, purchase.currency)}"
                                              f" for {purchase.credits:,} bought credits") if due > 0 else None
             purchase.credits_taken_back += -entry.delta if entry is not None else 0
             purchase.refunded_cents = refunded

@@ -15,7 +15,9 @@ from accounts.permissions import Action, principal_may
 from accounts.selectors import member_list
 from billing.purchases import stripe_api
 from billing.purchases.selectors import purchase_by_session, purchase_list
-from billing.purchases.services import WebhookRefused, money, price_cents, purchase_event_handle
+from billing import pricing
+from billing.money import Money, credits_price, purchase_amount_minor
+from billing.purchases.services import WebhookRefused, purchase_event_handle
 from core.errors import GroundworkError
 
 
@@ -35,19 +37,34 @@ def buy_context(request, *, form: dict | None = None, error: GroundworkError | N
     owners get the form)."""
     account = request.account
     currency = settings.STRIPE_CURRENCY
-    packs = [{"credits": credits, "price": money(price_cents(credits), currency)} for credits in settings.CREDIT_PACKS]
+    packs = [{"credits": credits, "price": Money.of_minor(purchase_amount_minor(credits), currency)}
+             for credits in settings.CREDIT_PACKS]
     purchases = list(purchase_list(account=account)[:PURCHASES_SHOWN])
     for purchase in purchases:
-        purchase.price = money(purchase.amount_cents, purchase.currency)
+        purchase.price = Money.of_minor(purchase.amount_cents, purchase.currency)
     configured, may_buy = stripe_api.configured(), principal_may(request, Action.BILLING_MANAGE)
     return {"buy": {
-        "configured": configured, "may_buy": may_buy,
+        "configured": configured, "may_buy": may_buy, "operator": _runs_the_server(request),
         "packs": packs, "min": settings.CREDITS_PURCHASE_MIN, "max": settings.CREDITS_PURCHASE_MAX,
-        "price_per_1k": money(settings.CREDITS_PRICE_CENTS_PER_1K, currency),
+        "price_per_1k": credits_price(1000),
         "form": form or {"credits": str(packs[0]["credits"]) if packs else "custom", "custom_credits": ""},
         "error": error, "returned": _returned(request), "purchases": purchases,
         "owners": [m.user.email for m in _owners(account)] if configured and not may_buy else [],
     }}
+
+
+def prices_shown(*, configured: bool) -> list[dict]:
+    """The prices in effect (billing.pricing), each with what its 1,000 tokens cost in money
+    when credits can be bought here (None otherwise: credits have no price on this server)."""
+    return [{"kind": p.kind, "model": p.model, "credits_per_1k": p.credits_per_1k,
+             "money_per_1k": credits_price(p.credits_per_1k) if configured else None}
+            for p in pricing.prices_in_effect()]
+
+
+def _runs_the_server(request) -> bool:
+    """Whether the person is (likely) the server's operator: staff, or a development or
+    `make run` install on their own machine. They are told what to set, not to ask support."""
+    return bool(getattr(request.user, "is_staff", False) or settings.DEBUG or settings.LOCAL_RUN)
 
 
 def _owners(account):

@@ -422,3 +422,88 @@ def test_the_admin_account_page_shows_its_purchases_and_their_grants(client, cli
     # Staff without the purchase permission do not see the panel.
     client.force_login(staff_with("accounts.view_account"))
     assert "Purchases (Stripe)" not in client.get(f"/admin/accounts/account/{account_a.pk}/change/").content.decode()
+
+
+@pytest.mark.parametrize("amount", ["9" * 5000, "-10000", "0", "10000.5", "1e6", "99999999999999999999999", "²⁵⁰⁰⁰"])
+@pytest.mark.parametrize("field", ["custom_credits", "credits"])
+def test_any_typed_amount_is_refused_on_the_page_naming_the_field(client_a, account_a, stripe_server, amount, field):
+    form = {"credits": "custom", "custom_credits": amount} if field == "custom_credits" else {"credits": amount}
+    response = client_a.post("/credits/buy/", form)
+    html = response.content.decode()
+    assert response.status_code == 400 and 'id="buy-error"' in html and "5,000 to 1,000,000" in html
+    assert 'id="buy-custom-credits"' in html and 'aria-invalid="true"' in html
+    assert _purchases(account_a) == [] and stripe_server.requests == []
+
+
+def test_a_huge_amount_over_the_api_is_a_400(client_a, account_a, stripe_server):
+    # A JSON number of 5,000 digits is refused by the JSON parser (Python's int limit), as a 400.
+    response = client_a.post(CHECKOUT, '{"credits": ' + "9" * 5000 + "}", content_type="application/json")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "malformed_request"
+    response = client_a.post(CHECKOUT, {"credits": 10 ** 400}, content_type="application/json")
+    assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_amount"
+    assert _purchases(account_a) == []
+
+
+# --- prices in money, and what an operator is told --------------------------------------------
+
+def _prices_rows(html: str) -> list[str]:
+    import re
+    table = html[html.index('id="prices-table"'):]
+    table = table[:table.index("</table>")]
+    return [re.sub(r"<[^>]+>", " ", row).split() for row in re.findall(r"<tr data-price-kind.*?</tr>", table, re.S)]
+
+
+def test_with_stripe_the_credits_page_shows_prices_in_money(client_a, account_a, stripe_server, settings):
+    settings.CREDITS_PER_1K_TOKENS = {"chat": 1000, "chat:big-chat": 3000, "embedding": 1000,
+                                      "embedding:tiny": 13}
+    settings.CHAT_MODEL = "big-chat"
+    settings.CREDITS_PRICE_CENTS_PER_1K = 10
+    html = client_a.get("/credits/").content.decode()
+    assert "0.10 USD per 1,000 credits" in html and "10,000 credits, 1.00 USD" in html
+    rows = _prices_rows(html)
+    # Credits per 1,000 tokens, then their money: 3,000 credits at 0.10 USD per 1,000 = 0.30 USD;
+    # 13 credits = 0.0013 USD exactly (a fraction of a cent is not rounded away).
+    assert ["big-chat", "Chat", "3,000", "0.30", "USD"] in rows
+    assert ["tiny", "Embedding", "13", "0.0013", "USD"] in rows
+    assert "Money per 1,000 tokens" in html
+
+
+def test_prices_in_a_currency_without_cents_or_with_three_decimals(client_a, account_a, stripe_server, settings):
+    settings.STRIPE_CURRENCY, settings.CREDITS_PRICE_CENTS_PER_1K = "jpy", 15
+    html = client_a.get("/credits/").content.decode()
+    assert "15 JPY per 1,000 credits" in html and "10,000 credits, 150 JPY" in html
+    settings.STRIPE_CURRENCY, settings.CREDITS_PRICE_CENTS_PER_1K = "kwd", 35
+    html = client_a.get("/credits/").content.decode()
+    assert "0.035 KWD per 1,000 credits" in html and "10,000 credits, 0.350 KWD" in html
+
+
+def test_without_stripe_prices_are_in_credits_only(client_a, account_a, settings):
+    settings.STRIPE_SECRET_KEY = ""
+    html = client_a.get("/credits/").content.decode()
+    assert 'id="prices-table"' in html and "Money per 1,000 tokens" not in html
+
+
+def test_without_stripe_an_owner_who_runs_the_server_is_told_what_to_set(client, owner_a, account_a, settings):
+    settings.STRIPE_SECRET_KEY, settings.DEBUG = "", False
+    owner_a.is_staff = True
+    owner_a.save()
+    client.force_login(owner_a)
+    html = client.get("/credits/").content.decode()
+    unavailable = html[html.index('id="buy-unavailable"'):].split("</p>")[0]
+    assert "STRIPE_SECRET_KEY" in unavailable and "STRIPE_WEBHOOK_SECRET" in unavailable
+    assert f"manage.py grant_credits {account_a.pk}" in unavailable
+    assert "ask support" not in html.lower()
+
+
+def test_without_stripe_on_a_local_install_the_owner_is_told_what_to_set(client_a, account_a, settings):
+    settings.STRIPE_SECRET_KEY, settings.DEBUG = "", True
+    html = client_a.get("/credits/").content.decode()
+    assert "manage.py grant_credits" in html and "ask support" not in html.lower()
+
+
+def test_without_stripe_an_owner_of_a_hosted_server_asks_support(client_a, account_a, settings):
+    settings.STRIPE_SECRET_KEY, settings.DEBUG, settings.LOCAL_RUN = "", False, False
+    html = client_a.get("/credits/").content.decode()
+    unavailable = html[html.index('id="buy-unavailable"'):].split("</p>")[0]
+    assert "ask support" in unavailable.lower()
+    assert "STRIPE_SECRET_KEY" not in html and "grant_credits" not in html

@@ -300,3 +300,49 @@ def test_the_benchs_previous_turn_skips_an_answers_earlier_versions(account_a, o
                                                               rating="down")
         [case] = feedback_regression_cases(account=account_a)
     assert (case["question"], case["previous_question"], case["previous_answer"]) == ("Q2?", "Q1?", "A1, regenerated.")
+
+
+# --- default titles ----------------------------------------------------------------------------
+
+def _ask(client, message, conversation_id=None, **extra):
+    body = {"message": message, **({"conversation_id": conversation_id} if conversation_id else {})}
+    response = client.post("/api/v1/chat/", body, content_type="application/json", **extra)
+    assert response.status_code == 200, response.content
+    return response.json()["conversation_id"]
+
+
+def _titles(client) -> dict[int, str]:
+    return {c["id"]: c["title"] for c in client.get("/api/v1/conversations/").json()["results"]}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_small_talk_does_not_name_a_conversation_the_first_real_question_does(client_a, account_a, handbook,
+                                                                               fake_llm):
+    conversation_id = _ask(client_a, "hi")
+    assert _titles(client_a)[conversation_id] == ""
+    page = client_a.get(f"/chat/{conversation_id}/").content.decode()
+    assert "Untitled conversation" in page and ">hi<" not in page.split('id="conversation-list"')[-1][:2000]
+    _ask(client_a, "Thanks!", conversation_id)
+    assert _titles(client_a)[conversation_id] == ""
+    _ask(client_a, "How much paid holiday do we get?", conversation_id)
+    assert _titles(client_a)[conversation_id] == "How much paid holiday do we get?"
+    _ask(client_a, "And who receives a laptop?", conversation_id)  # the first question keeps naming it
+    assert _titles(client_a)[conversation_id] == "How much paid holiday do we get?"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_long_first_question_is_trimmed_at_a_word_boundary(client_a, account_a, handbook, fake_llm):
+    question = ("Could you please tell me how much paid holiday everyone at Acme gets every year, and whether "
+                "unused days carry over until March?")
+    conversation_id = _ask(client_a, question)
+    title = _titles(client_a)[conversation_id]
+    assert title == "Could you please tell me how much paid holiday everyone at…"
+    assert len(title) <= 61 and question.startswith(title[:-1])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_title_the_person_set_is_never_overridden(client_a, account_a, handbook, fake_llm):
+    conversation_id = _ask(client_a, "Hello!")
+    assert _patch(client_a, conversation_id, {"title": "Onboarding"}).status_code == 200
+    _ask(client_a, "How much paid holiday do we get?", conversation_id)
+    assert _titles(client_a)[conversation_id] == "Onboarding"

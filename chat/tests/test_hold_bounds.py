@@ -176,3 +176,50 @@ def test_a_balance_that_cannot_pay_for_one_passage_is_refused_not_answered_witho
     with account_context(account_a):
         assert before - balance_get(account=account_a) < 100  # at most the query's embedding
     assert_no_turn_passed_its_hold(account_a)
+
+
+def test_the_query_embedding_is_held_as_the_accounts_embedding_model_counts_it(settings):
+    """With the bundled e5 (the default), a long question's embedding was held as MiniLM counts
+    it, cut at 256 tokens, and drawn as e5 counts it ("query: " and every token): 1,521
+    credits drawn from a hold that had room for far fewer, and the turn refused after it."""
+    from chat.holds import retrieval_worst_case
+    from chat.router import LOOKUP
+    from chat.turn import profile
+    from llm.e5 import E5Embedder
+
+    settings.LLM_BUNDLED = True
+    settings.CREDITS_PER_1K_TOKENS = {"chat": 1000, "embedding": 1000}
+    question = "Wie viele Urlaubstage haben wir, und wer genehmigt den Antrag im Dezember? " * 40
+    drawn = E5Embedder(threads=1).count_tokens("query: " + question)
+    assert drawn > 512
+    held = retrieval_worst_case(question, [], LOOKUP, profile(), embedding_model="multilingual-e5-small")
+    assert held == drawn
+
+
+def test_a_turn_refused_once_its_passages_are_known_charges_nothing_and_says_the_balance(
+        client, account_a, key_a, ingest_text, costly_model):
+    """Held at the least a turn needs (40 words of a passage), a passage whose 40 words are
+    longer than that allowance does not fit: the turn is refused after its query was embedded,
+    and that embedding is not charged; the message says the account's balance, not the hold's."""
+    from billing.services import credits_debit
+    from chat.holds import hold_bounds
+    from chat.router import LOOKUP
+    from chat.turn import TurnOptions, profile
+
+    # One chunk of 50 Cyrillic words: 40 of them are ~900 bytes, twice the allowance for 40 words.
+    ingest_text(account_a, "long-words.md", " ".join(f"отпуск{i:02d}" for i in range(50)))
+    question = "Сколько дней отпуск00?"
+    least, _ = hold_bounds(question, [], LOOKUP, TurnOptions(), profile(), embedding_model="all-minilm-l6-v2")
+    with account_context(account_a):
+        credits_debit(account=account_a, tokens=balance_get(account=account_a) - least, key="drain", kind="chat")
+        before = list(CreditLedgerEntry.objects.for_account(account_a).values_list("kind", "delta"))
+    embeddings = len(costly_model.requests_to("/v1/embeddings"))
+    response = client.post("/api/v1/chat/", {"message": question}, content_type="application/json", **_auth(key_a))
+    assert response.status_code == 402, response.content
+    assert len(costly_model.requests_to("/v1/embeddings")) == embeddings + 1  # it was embedded
+    assert f"the account has {least:,}." in response.json()["error"]["message"]
+    with account_context(account_a):
+        entries = list(CreditLedgerEntry.objects.for_account(account_a).values_list("kind", "delta"))
+        assert balance_get(account=account_a) == least
+    assert [e for e in entries if e not in before] == [("hold", -least), ("hold_release", least)]
+    assert not costly_model.requests_to("/v1/chat/completions")

@@ -154,3 +154,100 @@ def test_openai_sdk_errors(sdk, live_server, account_b, handbook, fake_llm):
     assert result.model_extra["citations"] == []
     sent = fake_llm.requests_to("/v1/chat/completions")[-1]["messages"][-1]["content"]
     assert "twenty-eight" not in sent
+
+
+# --- a long system message: the hold covers what is sent, a refused turn charges nothing --------
+
+HOLIDAYS = "\n\n".join(f"## Holiday rule {n}\n\n" + " ".join(
+    f"Rule {n}.{s}: holiday requests for period {s} go to the team lead, who answers within {s + 2} days."
+    for s in range(8)) for n in range(1, 13))
+SYSTEM_60KB = "".join(f"Policy line {i:05d}: answer in plain English and keep it short.\n" for i in range(960))
+
+
+def _ledger(account) -> list[tuple[str, int]]:
+    with account_context(account):
+        return list(CreditLedgerEntry.objects.for_account(account).order_by("pk").values_list("kind", "delta"))
+
+
+def _balance_set(account, amount: int) -> int:
+    from billing.selectors import balance_get
+    from billing.services import credits_grant, credits_take_back
+
+    with account_context(account):
+        now = balance_get(account=account)
+        if amount > now:
+            credits_grant(account=account, amount=amount - now, reason="the review's balance")
+        elif amount < now:
+            credits_take_back(account=account, amount=now - amount, key="test-balance", reason="the review's balance")
+        return balance_get(account=account)
+
+
+@pytest.fixture
+def windowed(fake_llm, settings):
+    """A provider whose model reads at most 16,000 tokens a turn, counting the prompt's bytes
+    (the costliest tokenizer a provider could run)."""
+    settings.CHAT_CONTEXT_TOKENS = fake_llm.backend.context_tokens = 16_000
+    fake_llm.backend.prompt_counting = "bytes"
+    fake_llm.answer = "Requests go to the team lead [Document 1]."
+    return fake_llm
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_system_message_past_the_models_window_is_refused_before_anything_is_charged(
+        sdk, account_a, handbook, windowed):
+    _balance_set(account_a, 167_163)
+    before, embeddings = _ledger(account_a), len(windowed.requests_to("/v1/embeddings"))
+    with pytest.raises(openai.BadRequestError) as refused:
+        sdk.chat.completions.create(model="groundwork", messages=[{"role": "system", "content": SYSTEM_60KB},
+                                                                  *QUESTION])
+    error = refused.value.body
+    assert error["code"] == "prompt_too_long" and error["field"] == "messages"
+    assert "16,000" in error["message"] and "system message" in error["message"]
+    # Nothing was embedded, asked or charged: the ledger is as it was.
+    assert _ledger(account_a) == before
+    assert len(windowed.requests_to("/v1/embeddings")) == embeddings
+    assert not windowed.requests_to("/v1/chat/completions")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_passages_are_fitted_to_the_models_window_and_the_hold_covers_what_is_sent(
+        sdk, account_a, ingest_text, windowed):
+    ingest_text(account_a, "holidays.md", HOLIDAYS)
+    _balance_set(account_a, 167_163)
+    system = SYSTEM_60KB[:11_000]
+    completion = sdk.chat.completions.create(model="groundwork", messages=[
+        {"role": "system", "content": system}, {"role": "user", "content": "Who answers holiday requests?"}])
+    assert completion.choices[0].message.content == "Requests go to the team lead [Document 1]."
+    sent = _sent(windowed)
+    prompt = sum(len(m["content"].encode()) for m in sent["messages"])
+    assert prompt + sent["max_tokens"] <= 16_000 and "<document_chunk" in sent["messages"][-1]["content"]
+    with account_context(account_a):
+        from billing.models import CreditHold
+        hold = CreditHold.objects.for_account(account_a).latest("pk")
+        charged = -sum(e.delta for e in CreditLedgerEntry.objects.for_account(account_a).filter(
+            idempotency_key__startswith=hold.key, kind__in=("chat", "embedding")))
+    # Held for what fits the window (not the 15 passages' allowance), charged within it.
+    assert completion.usage.total_tokens <= charged <= hold.amount <= 16_000 + 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_balance_short_of_one_passage_is_refused_before_the_query_is_embedded(sdk, account_a, handbook,
+                                                                                 windowed, settings):
+    from chat.holds import MIN_ANSWER_TOKENS, prompt_bound
+    from chat.turn import TurnOptions, profile
+
+    settings.CHAT_CONTEXT_TOKENS = windowed.backend.context_tokens = 100_000
+    question = QUESTION[0]["content"]
+    bare = max(prompt_bound(question, [], [], TurnOptions(system=SYSTEM_60KB), grounded=grounded, chosen=profile())
+               for grounded in (True, False))
+    # Enough for the prompt without a passage, the question's embedding and a short answer;
+    # not for the handbook's passage.
+    balance = _balance_set(account_a, bare + MIN_ANSWER_TOKENS + len(question.encode()) + 2 + 100)
+    before, embeddings = _ledger(account_a), len(windowed.requests_to("/v1/embeddings"))
+    with pytest.raises(openai.APIStatusError) as refused:
+        sdk.chat.completions.create(model="groundwork", messages=[{"role": "system", "content": SYSTEM_60KB},
+                                                                  *QUESTION])
+    assert refused.value.status_code == 402 and refused.value.body["code"] == "insufficient_credits"
+    assert f"the account has {balance:,}" in refused.value.body["message"]  # its balance, not a hold's
+    assert _ledger(account_a) == before
+    assert len(windowed.requests_to("/v1/embeddings")) == embeddings

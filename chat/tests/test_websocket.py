@@ -398,3 +398,11 @@ def test_a_costly_question_on_the_socket_stays_within_its_hold(account_a, handbo
     assert frames[-1]["type"] == "chat.done", frames[-1]
     assert_no_turn_passed_its_hold(account_a)
     socket.close()
+
+
+def test_the_sources_frame_names_the_conversation_as_the_server_titled_it(account_a, handbook, answer_citing):
+    socket = _key_socket(account_a)
+    greeting = socket.ask("hi")
+    assert greeting[0]["conversation_title"] == ""  # small talk names nothing: "Untitled conversation"
+    frames = socket.ask("How many holiday days do we get?", conversation_id=greeting[0]["conversation_id"])
+    assert frames[0]["conversation_title"] == "How many holiday days do we get?"

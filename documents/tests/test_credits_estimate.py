@@ -3,9 +3,10 @@
 Real files of every kind go through the real pipeline (upload → queue → sandboxed parse →
 chunks → embeddings → debit) against the bundled local model server, `python -m
 llm.local_server`, started as `make run` starts it. Not the fake server: it counts
-whitespace-separated words, the estimate counts MiniLM WordPiece tokens, so against it the
-comparison would measure nothing. The local server reports what the product charges with its
-default set-up: [CLS] and [SEP] per input, each input cut at 256 tokens.
+whitespace-separated words, the estimate counts the embedding model's own tokens, so against
+it the comparison would measure nothing. The local server reports what the product charges
+with each bundled model: MiniLM's [CLS] and [SEP] per input, each input cut at 256 tokens;
+e5's "passage: " prefix and specials, nothing cut.
 """
 import csv
 import io
@@ -14,10 +15,13 @@ import pytest
 
 from billing.services import credits_grant
 from core.tenancy import account_context
-from documents.chunking import embedding_text, embedding_tokens
+from documents.chunking import embedding_text
 from documents.models import Chunk, Document
 from documents.tests.files import DEBIAN_PDF, docx_bytes
+from documents.tests.images import image_file
+from documents.tests.office_files import make_pptx, make_xlsx
 from llm.local_models import MAX_SEQ_LEN
+from llm.embedding_tokens import input_tokens
 from llm.tokens import count_tokens
 from llm.tests.test_local_server import server  # noqa: F401  (the real local model server, per module)
 
@@ -25,6 +29,8 @@ pytestmark = pytest.mark.slow
 
 PDF = "application/pdf"
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
+XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
+PPTX = "application/vnd.openxmlformats-officedocument.presentationml.presentation"
 
 
 @pytest.fixture
@@ -89,7 +95,7 @@ def test_long_inputs_are_counted_as_the_model_cuts_them(ingest, account_a):
     # Some inputs pass the model's limit, so this checks the cut, not only the count ...
     assert max(count_tokens(t) for t in texts) > MAX_SEQ_LEN
     # ... and the estimate, counted the provider's way, is what the provider reported.
-    assert document.credits_estimate == sum(embedding_tokens(t) for t in texts) == document.credits_charged
+    assert document.credits_estimate == input_tokens(texts, model=document.embedding_model) == document.credits_charged
 
 
 def test_estimate_is_in_the_api_while_processing_and_then_the_charge(ingest, account_a, client_a):
@@ -103,3 +109,28 @@ def test_estimate_is_in_the_api_while_processing_and_then_the_charge(ingest, acc
         Document.objects.for_account(account_a).filter(pk=document.pk).update(status="processing")
     page = client_a.get(f"/documents/{document.pk}/").content.decode()
     assert f"about {document.credits_estimate} credits" in page
+
+
+# Every kind the registry reads, for the estimate against the charge with each bundled
+# embedding model (the product's default is multilingual-e5-small: "passage: " before each
+# input, its own SentencePiece tokenizer, nothing cut at 256).
+EVERY_KIND = [*KINDS,
+              ("facilities.xlsx", lambda tmp: make_xlsx(), XLSX),
+              ("review.pptx", lambda tmp: make_pptx(slides=8), PPTX),
+              ("notice.png", lambda tmp: image_file(["Holiday requests go to the team lead.",
+                                                     "Unused holiday carries over until March."], "png"),
+               "image/png")]
+MODELS = ["all-minilm-l6-v2", "multilingual-e5-small"]
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("name,make,content_type", EVERY_KIND, ids=[k[0] for k in EVERY_KIND])
+def test_estimate_is_within_five_percent_of_the_charge_for_each_model(ingest, account_a, settings, tmp_path, model,
+                                                                       name, make, content_type):
+    settings.EMBEDDING_MODEL = model  # a new account's active model
+    document = ingest(name, make(tmp_path), content_type)
+    assert document.status == "ready", document.error
+    assert document.embedding_model == model
+    assert document.credits_charged > 0 and document.credits_estimate is not None
+    assert abs(document.credits_estimate - document.credits_charged) / document.credits_charged <= 0.05, (
+        document.credits_estimate, document.credits_charged)

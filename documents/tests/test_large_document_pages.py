@@ -115,12 +115,50 @@ def test_reindex_from_the_list_returns_to_the_list_with_its_filters(client_a, ac
         assert response["Location"] == f"/documents/{document.pk}/", elsewhere
 
 
+def _row(html: str, document_id: int) -> str:
+    row = html[html.index(f'<tr data-document-id="{document_id}">'):]
+    return row[:row.index("</tr>")]
+
+
+def _charged(account, document) -> tuple[int, int]:
+    """(tokens, credits) of the document's embedding charge, as the ledger has it."""
+    from billing import references
+    from billing.models import CreditLedgerEntry
+
+    with account_context(account):
+        entry = CreditLedgerEntry.objects.for_account(account).get(
+            reference=references.document(document.pk, document.revision), kind="embedding")
+    return entry.tokens, -entry.delta
+
+
 def test_the_list_says_what_was_charged(client_a, account_a, fake_llm, upload_and_ingest):
     document = upload_and_ingest(account_a, "inventory.csv", _big_csv(200), "text/csv")
     html = client_a.get("/documents/").content.decode()
-    assert "Tokens · credits charged" in html
-    assert (f'<span data-field="token_count">{document.token_count:,}</span> '
+    assert "Tokens embedded · credits charged" in html
+    tokens, credits = _charged(account_a, document)
+    assert (f'<span data-field="embedding_tokens">{tokens:,}</span> '
             f'<span data-field="token_word">tokens</span> · '
-            f'<span data-field="credits_charged">{document.credits_charged:,}</span> '
-            f'<span data-field="credit_word">credits</span>') in html
-    assert document.credits_charged > 0
+            f'<span data-field="credits_charged">{credits:,}</span> '
+            f'<span data-field="credit_word">credits</span>') in _row(html, document.pk)
+    assert document.credits_charged == credits > 0
+
+
+def test_a_docx_row_shows_the_tokens_the_ledger_charged_not_its_texts_own_count(client_a, account_a, fake_llm,
+                                                                                 upload_and_ingest, tmp_path):
+    """A DOCX's row said "350 tokens · 489 credits" while every page says 1 credit = 1 token and
+    the ledger said 489 tokens: the row counted its chunks' own text, the charge what was
+    embedded (each passage with its title and headings, overlaps counted in each passage)."""
+    from documents.tests.files import docx_bytes
+
+    document = upload_and_ingest(account_a, "report.docx", docx_bytes(tmp_path),
+                                 "application/vnd.openxmlformats-officedocument.wordprocessingml.document")
+    tokens, credits = _charged(account_a, document)
+    assert document.status == "ready" and document.token_count != tokens  # the two counts differ
+    row = _row(client_a.get("/documents/").content.decode(), document.pk)
+    cell = row.split('data-label="Charged">')[1].split("</td>")[0]
+    assert " ".join(re.sub(r"<[^>]+>", "", cell).split()) == f"{tokens:,} tokens · {credits:,} credits"
+    assert f"{document.token_count:,} tokens" not in row
+    status = client_a.get("/documents/status/").json()["documents"][0]
+    assert (status["embedding_tokens"], status["credits_charged"]) == (tokens, credits)
+    page = client_a.get(f"/documents/{document.pk}/").content.decode()
+    assert f"{tokens:,} tokens embedded" in page and f"{document.token_count:,} tokens of text" in page

@@ -127,3 +127,13 @@ def test_the_upload_picker_offers_every_kind_the_registry_reads(client_a):
     assert {".png", ".jpg", ".jpeg", ".webp", ".tif", ".tiff"} <= set(accept)
     hint = re.search(r'id="file-hint">([^<]+)<', html).group(1)
     assert all(kind.short_label in hint for kind in KINDS)
+
+
+def test_a_long_name_may_wrap_after_its_separators_and_shows_whole_on_hover(client_a, account_a, fake_llm,
+                                                                              upload_and_ingest):
+    document = upload_and_ingest(account_a, "R&D_price-list-2026.txt", b"Tea costs two euros.")
+    html = client_a.get("/documents/").content.decode()
+    assert (f'<a class="doc-name" href="/documents/{document.pk}/" title="R&amp;D_price-list-2026.txt">'
+            "R&amp;D_<wbr>price-<wbr>list-<wbr>2026.<wbr>txt</a>") in html
+    page = client_a.get(f"/documents/{document.pk}/").content.decode()
+    assert '<h1 class="doc-name">R&amp;D_<wbr>price-<wbr>list-<wbr>2026.<wbr>txt</h1>' in page

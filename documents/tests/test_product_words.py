@@ -42,8 +42,8 @@ def test_the_knowledge_base_says_why_tokens_and_credits_differ(client_a, account
                                                                         content_type="text/plain")})
     run_jobs()
     page = client_a.get("/documents/").content.decode()
-    note = f"at 3,000 credits per 1,000 tokens for {model}."
-    assert 'data-charge-note="Tokens: the document&#x27;s text. Credits: what embedding it cost' in page
+    note = f"at 3,000 credits per 1,000 tokens for {model}"
+    assert 'data-charge-note="Tokens embedded: what the embedding model was sent and counted' in page
     assert page.count(note) >= 3  # the table's data, the column head, the row
 
 

@@ -21,6 +21,14 @@
     return node;
   };
 
+  // A document's name with a line-break opportunity (<wbr>) after each separator (- _ . / \),
+  // as documents/templatetags/document_names.py writes it: it wraps between parts, not inside.
+  Groundwork.nameWithBreaks = function nameWithBreaks(name) {
+    return String(name).split(/([-_.\/\\])/).filter(Boolean).map(function (part) {
+      return /^[-_.\/\\]$/.test(part) ? [part, document.createElement("wbr")] : part;
+    });
+  };
+
   // "1 chunk", "2 chunks", "1,559 tokens": a count with its noun, English plural (+s).
   Groundwork.plural = function plural(n, noun) {
     var value = Number(n || 0);

@@ -241,8 +241,14 @@
     if (!list.length) sourcesEmpty.textContent = "No passages were used for this answer: it comes from general knowledge.";
   }
 
-  function rememberConversation(id) {
-    if (conversationId) return;
+  // The conversation's title as the server named it (its first real question; "" while only
+  // small talk was said), shown the way the page shows an untitled one.
+  function rememberConversation(id, title) {
+    var shown = title || "Untitled conversation";
+    if (conversationId) {
+      if (title && String(id) === conversationId && heading.textContent !== title) setTitle(title);
+      return;
+    }
     conversationActions.hidden = false;
     conversationId = String(id);
     root.dataset.conversationId = conversationId;
@@ -253,10 +259,10 @@
     conversationList.hidden = false;
     conversationList.querySelectorAll("[aria-current]").forEach(function (a) { a.removeAttribute("aria-current"); });
     conversationList.prepend(el("li", { "data-conversation-id": conversationId }, el("a", { href: url, "aria-current": "page" },
-      el("span", { class: "title", title: lastQuestion.slice(0, 80) }, lastQuestion.slice(0, 80)),
+      el("span", { class: "title", title: shown }, shown),
       el("span", { class: "meta" }, "just now"))));
-    heading.textContent = lastQuestion.slice(0, 80);
-    heading.title = lastQuestion.slice(0, 80);
+    heading.textContent = shown;
+    heading.title = shown;
   }
 
   // state: [name, text] kept on the message (stopped, failed), or null when it finished well.
@@ -331,7 +337,7 @@
       current.sourceList = frame.sources || [];
       current.sources = bySourceNumber(frame.sources);
       current.bubble.replaceChildren();
-      rememberConversation(frame.conversation_id);
+      rememberConversation(frame.conversation_id, frame.conversation_title);
       renderSources(current.sourceList, []);
       // route and query are newer fields: without them the turn reads as a search.
       current.general = frame.route === "general";

@@ -93,7 +93,8 @@
 
   function newRow(d) {
     return el("tr", { "data-document-id": d.id },
-      el("td", { class: "doc-name-cell" }, el("a", { class: "doc-name", href: "/documents/" + encodeURIComponent(d.id) + "/" }, d.name),
+      el("td", { class: "doc-name-cell" }, el("a", { class: "doc-name", href: "/documents/" + encodeURIComponent(d.id) + "/", title: d.name },
+        Groundwork.nameWithBreaks(d.name)),
         (d.tags && d.tags.length) ? el("ul", { class: "tag-list", "aria-label": "Tags" }, d.tags.map(function (t) {
           return el("li", null, el("span", { class: "tag" }, t));
         })) : ""),
@@ -101,7 +102,7 @@
       el("td", { class: "num", "data-label": "Chunks", "data-field": "chunk_count" }),
       el("td", { class: "num", "data-label": "Size" }, size(d.size)),
       el("td", { class: "num", "data-label": "Charged" }, el("span", { title: table.dataset.chargeNote || null },
-        el("span", { "data-field": "token_count" }), " ", el("span", { "data-field": "token_word" }, "tokens"), " · ",
+        el("span", { "data-field": "embedding_tokens" }), " ", el("span", { "data-field": "token_word" }, "tokens"), " · ",
         el("span", { "data-field": "credits_charged" }), " ", el("span", { "data-field": "credit_word" }, "credits"))),
       el("td", { class: "nowrap", "data-label": "Added" }, el("time", { datetime: d.created_at }, "just now")),
       // The same buttons as the server's rows: what the role may do (data-may-* on the table).
@@ -137,14 +138,14 @@
       err.remove();
     }
     tr.querySelector('[data-field="chunk_count"]').textContent = d.chunk_count;
-    tr.querySelector('[data-field="token_count"]').textContent = count(d.token_count);
+    tr.querySelector('[data-field="embedding_tokens"]').textContent = count(d.embedding_tokens);
     tr.querySelector('[data-field="credits_charged"]').textContent = count(d.credits_charged);
-    tr.querySelector('[data-field="token_word"]').textContent = d.token_count === 1 ? "token" : "tokens";
+    tr.querySelector('[data-field="token_word"]').textContent = d.embedding_tokens === 1 ? "token" : "tokens";
     tr.querySelector('[data-field="credit_word"]').textContent = d.credits_charged === 1 ? "credit" : "credits";
     var note = uploadNotes[d.id];
     if (note && d.status !== "pending") {
       note.textContent = d.status === "ready"
-        ? "Ready: " + Groundwork.plural(d.chunk_count, "chunk") + ", " + Groundwork.plural(d.token_count, "token") + ", "
+        ? "Ready: " + Groundwork.plural(d.chunk_count, "chunk") + ", " + Groundwork.plural(d.embedding_tokens, "token") + " embedded, "
           + Groundwork.plural(d.credits_charged, "credit") + "."
         : d.status === "failed" ? "Failed: " + (d.error || "processing failed.")
         : "Processing" + (d.progress && d.progress.total ? " " + d.progress.done + "/" + d.progress.total : "…")
