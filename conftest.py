@@ -101,6 +101,28 @@ def model_server():
         yield server
 
 
+@pytest.fixture(scope="session")
+def session_model_server():
+    """The fake model server that `session_daphne` answers with (a test resets it first)."""
+    from llm.fake_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def session_daphne(django_db_setup, django_db_blocker, session_model_server, tmp_path_factory):
+    """(process, port) of one daphne serving config.asgi on the test database, with the default
+    settings and `session_model_server` as its model provider: for every module that drives the
+    app over real HTTP and needs no settings of its own (those start their own:
+    config.testing.daphne_on_test_database). It serves requests only; it runs no jobs."""
+    from config.testing import daphne_on_test_database
+
+    with django_db_blocker.unblock(), daphne_on_test_database(
+            tmp_path_factory.mktemp("daphne"), LLM_BASE_URL=session_model_server.base_url) as started:
+        yield started
+
+
 @pytest.fixture
 def queue():
     """The real rq queue (the tests' own Redis database), emptied before and after."""

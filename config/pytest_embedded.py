@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from config.embedded import Started, ensure_services, load_dotenv, stop_services
+from config.embedded import DATA_DIR, Started, ensure_services, load_dotenv, stop_services
 
 _started: Started | None = None
 
@@ -17,17 +17,27 @@ def pytest_load_initial_conftests(early_config, parser, args):
     global _started
     load_dotenv()
     os.environ["GROUNDWORK_TESTING"] = "1"
-    redis_configured = bool(os.environ.get("REDIS_URL"))
-    _started = ensure_services()
-    if not redis_configured:
-        # Tests get their own Redis database, away from a `make run` on the same Redis.
-        url = os.environ["REDIS_URL"]
-        os.environ["REDIS_URL"] = url.rsplit("/", 1)[0] + "/15" if url.startswith("redis://") else url.replace("db=0", "db=15")
-    os.environ.setdefault("CHANNELS_PREFIX", "groundwork-test")
+    worker = os.environ.get("PYTEST_XDIST_WORKER")  # "gw0", "gw1"... under pytest-xdist (-n)
+    if worker is None:  # the run itself (or its xdist controller): services and the run's Redis database
+        redis_configured = bool(os.environ.get("REDIS_URL"))
+        _started = ensure_services()
+        if not redis_configured:
+            # Tests get their own Redis database, away from a `make run` on the same Redis.
+            os.environ["REDIS_URL"] = redis_database(os.environ["REDIS_URL"], 15)
+    else:
+        # An xdist worker inherits the controller's services and takes a Redis database of its own
+        # (the run's, minus its number), so queues, rq registries, rate-limit counts, the cache and
+        # the channel layer never meet another worker's; pytest-django gives it its own test
+        # database (test_<name>_gwN) and MEDIA_ROOT is its own folder.
+        os.environ["REDIS_URL"] = redis_database(os.environ["REDIS_URL"], -worker_number(worker), relative=True)
+    suffix = f"-{worker}" if worker else ""
+    os.environ.setdefault("CHANNELS_PREFIX", "groundwork-test" + suffix)
+    os.environ.setdefault("CACHE_PREFIX", "groundwork-test" + suffix)
+    # Uploaded files of the tests live apart from `make run`'s (and each worker's apart).
+    os.environ.setdefault("MEDIA_ROOT", str(DATA_DIR / "test-media" / (worker or "main")))
     # Tests' new accounts start with a small, fixed balance, whatever the product's default
     # (README, Credits): their expected balances and "needs about N credits" messages name it.
     os.environ.setdefault("SIGNUP_CREDITS", "10000")
-    os.environ.setdefault("CACHE_PREFIX", "groundwork-test")
     # Tests keep the fast bundled chat model (SmolLM2-135M) wherever they start the local model
     # server; a test that needs Qwen asks for it and is marked slow (llm/tests).
     os.environ.setdefault("LOCAL_CHAT_MODEL", "smollm2-135m")
@@ -39,6 +49,36 @@ def pytest_load_initial_conftests(early_config, parser, args):
     os.environ.setdefault("DATABASE_POOL_MAX_SIZE", "32")
 
 
+def worker_number(worker: str | None) -> int:
+    """0 for "gw0" (and for a run without workers), 1 for "gw1", ..."""
+    return int(worker[2:]) if worker and worker.startswith("gw") and worker[2:].isdigit() else 0
+
+
+def redis_database(url: str, number: int, relative: bool = False) -> str:
+    """`url` with another database: `number`, or (relative) its own plus `number`, modulo the 16
+    databases a Redis server has. Both spellings: redis://host:port/N and unix://path?db=N."""
+    if url.startswith(("redis://", "rediss://")):
+        head, _, tail = url.rpartition("/")
+        current = int(tail) if tail.isdigit() else 0
+        head = head if tail.isdigit() or tail == "" else url.rstrip("/")
+    else:
+        base, _, query = url.partition("?")
+        params = dict(part.split("=", 1) for part in query.split("&") if "=" in part)
+        current = int(params.get("db", 0))
+    database = (current + number) % 16 if relative else number
+    if url.startswith(("redis://", "rediss://")):
+        return f"{head}/{database}"
+    params["db"] = str(database)
+    return base + "?" + "&".join(f"{key}={value}" for key, value in params.items())
+
+
 def pytest_unconfigure(config):
     if _started is not None and not hasattr(config, "workerinput"):
         stop_services(_started)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`-n N`: the suite's own scheduling over the workers (config/test_scheduling.py)."""
+    from config.test_scheduling import CostScheduling
+
+    return CostScheduling(config, log)

@@ -6,8 +6,9 @@ What runs, and why each piece is a real process:
 - an rq worker for ingestion (`manage.py rqworker default`), the same code path as production;
 - the deterministic fake OpenAI-compatible server, in this process, as the model provider.
 
-All three live for this package's module only (not the session): a worker on the shared
-"default" queue must not be running while other test modules drive jobs in-process.
+All three are started once for the package (`shared_stack`) and stopped after its last test:
+a worker on the "default" queue must not be running while other test modules drive jobs
+in-process. A module that needs other settings starts a stack of its own (`stack`).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -87,11 +89,14 @@ def _stop(process: subprocess.Popen) -> None:
 
 
 class Stack:
-    def __init__(self, base_url: str, model_server, processes: dict[str, subprocess.Popen], logs: dict[str, Path]):
+    """daphne and an rq worker serving the test database, with the fake model server."""
+
+    def __init__(self, base_url: str, model_server, commands: dict[str, list[str]], env: dict, logs_dir: Path):
         self.base_url = base_url
         self.model = model_server
-        self.processes = processes
-        self.logs = logs
+        self.commands, self.env, self.logs_dir = commands, env, logs_dir
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, Path] = {}
 
     def url(self, path: str) -> str:
         return self.base_url + path
@@ -99,30 +104,42 @@ class Stack:
     def output(self) -> str:
         return "\n".join(f"--- {name} ---\n{path.read_text(errors='replace')[-4000:]}" for name, path in self.logs.items())
 
+    def start(self, *names: str) -> None:
+        for name in names or self.commands:
+            self.logs[name] = self.logs_dir / f"{name}.log"
+            self.processes[name] = subprocess.Popen(self.commands[name], cwd=BASE_DIR, env=self.env,
+                                                    start_new_session=True, stdout=self.logs[name].open("a"),
+                                                    stderr=subprocess.STDOUT)
 
-def _wait_until_serving(base_url: str, processes: dict, stack_output, timeout: float = 60) -> None:
+    def stop(self, *names: str) -> None:
+        for name in names or list(self.processes):
+            process = self.processes.pop(name, None)
+            if process is not None:
+                _stop(process)
+
+
+def _wait_until_serving(stack: Stack, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        for name, process in processes.items():
+        for name, process in stack.processes.items():
             if process.poll() is not None:
-                pytest.fail(f"{name} exited with {process.returncode}:\n{stack_output()}", pytrace=False)
+                pytest.fail(f"{name} exited with {process.returncode}:\n{stack.output()}", pytrace=False)
         try:
-            with urllib.request.urlopen(base_url + "/login/", timeout=2) as response:
+            with urllib.request.urlopen(stack.base_url + "/login/", timeout=2) as response:
                 if response.status == 200:
                     return
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.2)
-    pytest.fail(f"daphne did not answer within {timeout} s:\n{stack_output()}", pytrace=False)
+    pytest.fail(f"daphne did not answer within {timeout} s:\n{stack.output()}", pytrace=False)
 
 
-@pytest.fixture(scope="module")
-def stack(django_db_setup, tmp_path_factory, request):
-    """daphne + rq worker on the test database, the fake model server, for one module (whose
-    `STACK_ENV`, if it has one, adds to the servers' environment: e2e/test_buy_credits.py)."""
+@contextmanager
+def _running_stack(logs_dir: Path, env_extra: dict | None = None, *, worker: bool = True):
+    """daphne (+ an rq worker on the "default" queue) on the test database and the fake model
+    server, with this process's environment plus `env_extra`; stopped afterwards, also on failure."""
     from llm.fake_server import FakeOpenAIServer
 
-    logs_dir = tmp_path_factory.mktemp("e2e-logs")
     model = FakeOpenAIServer(answer=ANSWER, chunk_delay=0.04).start()
     database = connection.settings_dict["NAME"]
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
@@ -131,29 +148,58 @@ def stack(django_db_setup, tmp_path_factory, request):
                # Sources may read the sites tests serve on loopback (e2e/test_sources_page.py).
                SOURCES_ALLOWED_HOSTS="127.0.0.1",
                PYTHONUNBUFFERED="1")
-    env.update(getattr(request.module, "STACK_ENV", {}))
+    env.update(env_extra or {})
     port = _free_port()
     commands = {
         "daphne": [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
         "worker": [sys.executable, "manage.py", "rqworker", "default"],
     }
-    processes, logs = {}, {}
+    result = Stack(f"http://127.0.0.1:{port}", model, commands, env, logs_dir)
     try:
-        for name, command in commands.items():
-            logs[name] = logs_dir / f"{name}.log"
-            processes[name] = subprocess.Popen(command, cwd=BASE_DIR, env=env, start_new_session=True,
-                                               stdout=logs[name].open("w"), stderr=subprocess.STDOUT)
-        result = Stack(f"http://127.0.0.1:{port}", model, processes, logs)
-        _wait_until_serving(result.base_url, processes, result.output)
+        result.start(*(commands if worker else ["daphne"]))
+        _wait_until_serving(result)
         yield result
     finally:
-        for process in processes.values():
-            _stop(process)
+        result.stop()
         model.stop()
 
 
+@pytest.fixture(scope="package")
+def shared_stack(django_db_setup, tmp_path_factory):
+    """One stack for every browser test that needs no settings of its own: started once for
+    the package (per xdist worker; the e2e tests run as one group: pyproject's addopts)."""
+    with _running_stack(tmp_path_factory.mktemp("e2e-logs")) as running:
+        yield running
+
+
 @pytest.fixture(scope="module")
-def browser(stack):
+def stack(shared_stack, tmp_path_factory, request):
+    """The shared stack; or, for a module that names settings of its own (`STACK_ENV`, e.g.
+    e2e/test_buy_credits.py) or needs this process's environment as its fixtures left it
+    (`OWN_STACK = True`, e2e/test_sso.py), a stack of its own for that module. Its worker
+    takes the shared worker's place meanwhile: two workers on one queue would run each
+    other's jobs with the wrong settings."""
+    module = request.module
+    if not (getattr(module, "STACK_ENV", None) or getattr(module, "OWN_STACK", False)):
+        yield shared_stack
+        return
+    shared_stack.stop("worker")
+    try:
+        with _running_stack(tmp_path_factory.mktemp("e2e-logs"), getattr(module, "STACK_ENV", {})) as own:
+            yield own
+    finally:
+        shared_stack.start("worker")
+
+
+@pytest.fixture(autouse=True)
+def _model_as_started(stack):
+    """Every test meets the model server as it was started: a test that changes its answer or
+    its pace changes it for itself only."""
+    stack.model.reset()
+
+
+@pytest.fixture(scope="package")
+def browser():
     from playwright.sync_api import sync_playwright
 
     executable = _ensure_chromium()

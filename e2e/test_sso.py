@@ -17,6 +17,7 @@ from e2e.pages import log_in
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 SSO_ENV = ("OIDC_ISSUER", "OIDC_CLIENT_ID", "OIDC_CLIENT_SECRET")
+OWN_STACK = True  # its daphne reads SSO_ENV, set by the provider fixture, at start
 
 
 @pytest.fixture(scope="module")

@@ -289,6 +289,7 @@ class FakeOpenAIServer:
         """``backend_options`` are :class:`FakeBackend`'s: answer,
         fail_models (a set of names, or a name -> status mapping),
         fail_status, models, chunk_delay, prompt_counting, context_tokens."""
+        self._backend_options = backend_options
         self.backend = FakeBackend(**backend_options)
         self._address = (host, port)
         self._httpd = None
@@ -348,6 +349,11 @@ class FakeOpenAIServer:
         """Forget the recorded requests and streams."""
         self.backend.requests.clear()
         self.backend.streams.clear()
+
+    def reset(self) -> None:
+        """Back to how it was started: its answer, delays, failures and models as given to the
+        constructor, nothing recorded (for a server that several tests share in turn)."""
+        self.backend.__init__(**self._backend_options)
 
     def start(self) -> "FakeOpenAIServer":
         self._httpd = make_http_server(*self._address, self.backend)

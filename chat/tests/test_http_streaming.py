@@ -16,7 +16,6 @@ from accounts.tests.factories import make_api_key
 from billing import references
 from billing.models import CreditHold, CreditLedgerEntry, HoldStatus
 from chat.models import Message
-from config.testing import daphne_on_test_database
 from core.tenancy import account_context
 
 CHUNK_DELAY = 0.3  # seconds the fake model takes per chunk
@@ -26,20 +25,18 @@ QUESTION = "What is our holiday policy?"
 
 
 @pytest.fixture
-def fake_llm(model_server, settings):
-    """This module's model server (daphne was started pointing at it), reset for each test."""
-    model_server.clear()
-    model_server.answer, model_server.backend.chunk_delay = None, 0.0
-    settings.LLM_BASE_URL, settings.LLM_BUNDLED = model_server.base_url, False
-    yield model_server
-    model_server.backend.chunk_delay = 0.0
+def fake_llm(session_model_server, settings):
+    """The model server the shared daphne was started pointing at, reset for each test."""
+    session_model_server.reset()
+    settings.LLM_BASE_URL, settings.LLM_BUNDLED = session_model_server.base_url, False
+    yield session_model_server
+    session_model_server.reset()
 
 
 @pytest.fixture(scope="module")
-def daphne(django_db_setup, model_server, tmp_path_factory):
+def daphne(session_daphne):
     """daphne serving config.asgi on the test database, the way `make run` serves the app."""
-    with daphne_on_test_database(tmp_path_factory.mktemp("daphne"), LLM_BASE_URL=model_server.base_url) as (_, port):
-        yield f"http://127.0.0.1:{port}"
+    return f"http://127.0.0.1:{session_daphne[1]}"
 
 
 @pytest.fixture

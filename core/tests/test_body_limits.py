@@ -21,7 +21,6 @@ import time
 import pytest
 
 from accounts.tests.factories import make_api_key
-from config.testing import daphne_on_test_database
 from core.limits import BodySizeLimit, body_limit_for
 
 MB = 1024 * 1024
@@ -132,9 +131,9 @@ def _rss_kb(pid: int) -> int:
 
 
 @pytest.fixture(scope="module")
-def daphne(django_db_setup, django_db_blocker, tmp_path_factory):
-    with django_db_blocker.unblock(), daphne_on_test_database(tmp_path_factory.mktemp("daphne")) as (process, port):
-        yield process.pid, port
+def daphne(session_daphne):
+    process, port = session_daphne
+    return process.pid, port
 
 
 def _send_huge(port: int, path: str, total: int, *, chunked: bool) -> tuple[bytes, int]:

@@ -15,7 +15,6 @@ from accounts.keys import hash_key
 from accounts.models import ApiKey, KeyScope
 from accounts.services import api_key_create
 from accounts.tests.factories import make_api_key
-from config.testing import daphne_on_test_database
 from core.tenancy import account_context
 from documents.services import collection_create, document_move
 
@@ -28,18 +27,18 @@ ANSWER = "Everyone has twenty-eight days of paid holiday a year [Document 1]."
 
 
 @pytest.fixture
-def fake_llm(model_server, settings):
-    """This module's model server (the server under test was started pointing at it)."""
-    model_server.clear()
-    model_server.answer = ANSWER
-    settings.LLM_BASE_URL, settings.LLM_BUNDLED = model_server.base_url, False
-    yield model_server
+def fake_llm(session_model_server, settings):
+    """The model server the shared daphne was started pointing at, reset for each test."""
+    session_model_server.reset()
+    session_model_server.answer = ANSWER
+    settings.LLM_BASE_URL, settings.LLM_BUNDLED = session_model_server.base_url, False
+    yield session_model_server
+    session_model_server.reset()
 
 
 @pytest.fixture(scope="module")
-def daphne(django_db_setup, model_server, tmp_path_factory):
-    with daphne_on_test_database(tmp_path_factory.mktemp("daphne"), LLM_BASE_URL=model_server.base_url) as (_, port):
-        yield f"http://127.0.0.1:{port}"
+def daphne(session_daphne):
+    return f"http://127.0.0.1:{session_daphne[1]}"
 
 
 def key_row(account, raw: str) -> ApiKey:
