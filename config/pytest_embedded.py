@@ -4,6 +4,8 @@ DATABASE_URL / REDIS_URL are unset, and stops what it started when the run ends.
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -24,6 +26,11 @@ def pytest_load_initial_conftests(early_config, parser, args):
         if not redis_configured:
             # Tests get their own Redis database, away from a `make run` on the same Redis.
             os.environ["REDIS_URL"] = redis_database(os.environ["REDIS_URL"], 15)
+        # The run's migrated data folder, made by the first test that needs an installation of
+        # its own (config/testing.py migrated_data_folder) and removed when the run ends.
+        template = tempfile.mkdtemp(prefix="gw-template-")
+        os.chmod(template, 0o755)
+        os.environ["GROUNDWORK_TEST_TEMPLATE"] = template
     else:
         # An xdist worker inherits the controller's services and takes a Redis database of its own
         # (the run's, minus its number), so queues, rq registries, rate-limit counts, the cache and
@@ -73,7 +80,11 @@ def redis_database(url: str, number: int, relative: bool = False) -> str:
 
 
 def pytest_unconfigure(config):
-    if _started is not None and not hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
+        return
+    if os.environ.get("GROUNDWORK_TEST_TEMPLATE"):
+        shutil.rmtree(os.environ["GROUNDWORK_TEST_TEMPLATE"], ignore_errors=True)
+    if _started is not None:
         stop_services(_started)
 
 

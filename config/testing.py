@@ -1,8 +1,11 @@
-"""For tests that need the real ASGI server: daphne serving config.asgi on the test
-database, the way `make run` serves the app (pytest-django's live_server is WSGI only)."""
+"""For tests that start real processes: daphne serving config.asgi on the test database, the
+way `make run` serves the app (pytest-django's live_server is WSGI only); an S3-compatible
+server; an installation of its own (`make run` on a data folder of its own, from a migrated
+template)."""
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -106,3 +109,49 @@ def s3_storages(env: dict) -> dict:
                     "region_name": env["STORAGE_REGION"], "access_key": env["STORAGE_ACCESS_KEY_ID"],
                     "secret_key": env["STORAGE_SECRET_ACCESS_KEY"], "default_acl": None,
                     "querystring_auth": True, "file_overwrite": False}})
+
+
+# What the test run configured for itself; an installation a test starts finds its own, as
+# `make run` on a fresh machine does.
+TEST_RUN_ENVIRONMENT = ("DATABASE_URL", "DATABASE_OWNER_URL", "GROUNDWORK_TESTING", "GROUNDWORK_LOCAL", "LOCAL_LLM_PORT",
+                        "REDIS_URL", "CHANNELS_PREFIX", "CACHE_PREFIX", "MEDIA_ROOT", "LLM_BASE_URL",
+                        "DJANGO_ALLOW_ASYNC_UNSAFE", "PROMETHEUS_MULTIPROC_DIR", "PYTEST_XDIST_WORKER")
+
+
+def installation_env(data_dir: Path, **extra) -> dict:
+    """The environment of `make run` (or `manage.py`) on its own data folder `data_dir`: this
+    process's, without what the test run set up for itself, plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if k not in TEST_RUN_ENVIRONMENT}
+    env.update(GROUNDWORK_DATA_DIR=str(data_dir), PYTHONUNBUFFERED="1", **{k: str(v) for k, v in extra.items()})
+    return env
+
+
+def template_folder() -> Path:
+    """Where this test run keeps its migrated data folder (one for all its xdist workers; the
+    run removes it at the end: config/pytest_embedded.py)."""
+    return Path(os.environ["GROUNDWORK_TEST_TEMPLATE"])
+
+
+def migrated_data_folder(data_dir: Path) -> Path:
+    """`data_dir` made as a fresh `make run` leaves it after `migrate`: the embedded PostgreSQL
+    initialised, the database migrated (and its secret key), everything stopped. The first
+    call of the run builds a template with `manage.py migrate` (initdb and every migration,
+    ~30 s); every call copies it (~1 s), with its owners (the embedded PostgreSQL runs as a
+    user of its own when the tests run as root)."""
+    import fcntl
+
+    template = template_folder()
+    template.mkdir(mode=0o755, parents=True, exist_ok=True)
+    with (template / "lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one xdist worker builds it; the others wait for it
+        built = template / "data"
+        if not (template / "ready").exists():
+            shutil.rmtree(built, ignore_errors=True)
+            result = subprocess.run([sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"], cwd=BASE_DIR,
+                                    env=installation_env(built), capture_output=True, text=True, timeout=600)
+            assert result.returncode == 0, f"the template data folder did not migrate:\n{result.stderr[-4000:]}"
+            shutil.rmtree(built / "redis", ignore_errors=True)  # Redis starts empty, as on a fresh machine
+            (template / "ready").touch()
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["cp", "-a", str(built), str(data_dir)], check=True)
+    return data_dir

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 
 from config.embedded import BASE_DIR
-from config.testing import free_port
+from config.testing import free_port, installation_env, migrated_data_folder
 from llm.fake_server import FakeBackend, FakeOpenAIServer
 from llm.openai_http import ConnectionDropped
 
@@ -84,14 +84,11 @@ class Stack:
 
     def __init__(self, data_dir: Path, model: FakeOpenAIServer, **env_extra):
         self.data_dir, self.model, self.port = data_dir, model, free_port()
-        dropped = ("DATABASE_URL", "DATABASE_OWNER_URL", "GROUNDWORK_TESTING", "GROUNDWORK_LOCAL", "LOCAL_LLM_PORT",
-                   "REDIS_URL", "CHANNELS_PREFIX", "CACHE_PREFIX", "DJANGO_ALLOW_ASYNC_UNSAFE", "PROMETHEUS_MULTIPROC_DIR")
-        self.env = {k: v for k, v in os.environ.items() if k not in dropped}
-        self.env.update(GROUNDWORK_DATA_DIR=str(data_dir), PORT=str(self.port), DEMO_PASSWORD=PASSWORD,
-                        WEB_PROCESSES="1", WORKER_PROCESSES="1", LLM_BASE_URL=model.base_url, PYTHONUNBUFFERED="1",
-                        **{k: str(v) for k, v in env_extra.items()})
+        self.env = installation_env(data_dir, PORT=self.port, DEMO_PASSWORD=PASSWORD, WEB_PROCESSES=1,
+                                    WORKER_PROCESSES=1, LLM_BASE_URL=model.base_url, **env_extra)
         self.log_path = data_dir.parent / "run.log"
-        data_dir.mkdir(parents=True, exist_ok=True)
+        if not data_dir.exists():
+            migrated_data_folder(data_dir)
         self.process = subprocess.Popen([sys.executable, "-m", "config.run"], cwd=BASE_DIR, env=self.env,
                                         stdout=self.log_path.open("w"), stderr=subprocess.STDOUT,
                                         start_new_session=True)

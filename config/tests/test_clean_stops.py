@@ -28,6 +28,7 @@ import psutil
 import pytest
 
 from config.embedded import BASE_DIR
+from config.testing import installation_env, migrated_data_folder
 from config.tests.test_make_run import _free_port, _get
 
 pytestmark = pytest.mark.slow
@@ -44,12 +45,8 @@ IN_TERMINAL = ("import fcntl, os, signal, sys, termios; fcntl.ioctl(0, termios.T
 
 
 def _env(data_dir: Path, port: int) -> dict:
-    dropped = ("DATABASE_URL", "DATABASE_OWNER_URL", "GROUNDWORK_TESTING", "GROUNDWORK_LOCAL", "LOCAL_LLM_PORT",
-               "REDIS_URL", "CHANNELS_PREFIX", "CACHE_PREFIX")
-    env = {k: v for k, v in os.environ.items() if k not in dropped}
-    env.update(GROUNDWORK_DATA_DIR=str(data_dir), PORT=str(port), DEMO_PASSWORD="Demo-pass-for-tests-1",
-               WEB_PROCESSES="1", WORKER_PROCESSES="1", LLM_BASE_URL="http://127.0.0.1:9/v1", PYTHONUNBUFFERED="1")
-    return env
+    return installation_env(data_dir, PORT=port, DEMO_PASSWORD="Demo-pass-for-tests-1", WEB_PROCESSES=1,
+                            WORKER_PROCESSES=1, LLM_BASE_URL="http://127.0.0.1:9/v1")
 
 
 def _make_run(tmp_path: Path) -> str:
@@ -90,12 +87,13 @@ def assert_nothing_left(data_dir: Path, timeout: float = 20, output: str = "") -
 
 @pytest.fixture(scope="module")
 def shared_data_dir():
-    """One data folder for the module (made and migrated once; each test leaves it stopped).
-    Not under tmp_path: the embedded PostgreSQL runs as its own user when the tests run as
-    root, and other pytest sessions on the machine set /tmp/pytest-of-<user> back to 0700."""
+    """One data folder for the module (a copy of the run's migrated template; each test leaves
+    it stopped). Not under tmp_path: the embedded PostgreSQL runs as its own user when the
+    tests run as root, and other pytest sessions on the machine set /tmp/pytest-of-<user> back
+    to 0700."""
     base = Path(tempfile.mkdtemp(prefix="gw-stops-"))
     base.chmod(0o755)
-    yield base / "data"
+    yield migrated_data_folder(base / "data")
     shutil.rmtree(base, ignore_errors=True)
 
 

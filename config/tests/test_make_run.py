@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from config.embedded import BASE_DIR
+from config.testing import installation_env
 
 pytestmark = pytest.mark.slow
 
@@ -66,11 +67,8 @@ class Supervisor:
 def _start(data_dir: Path, port: int, local_models: bool = False) -> subprocess.Popen:
     """`make run` on `data_dir`; with `local_models`, LLM_BASE_URL is unset, so it starts the
     bundled local model server (on a free port it chooses)."""
-    dropped = ("DATABASE_URL", "GROUNDWORK_TESTING", "GROUNDWORK_LOCAL", "LLM_BASE_URL", "LOCAL_LLM_PORT",
-               "REDIS_URL")  # its own Redis, as on a fresh machine
-    env = {k: v for k, v in os.environ.items() if k not in dropped}
-    env.update(GROUNDWORK_DATA_DIR=str(data_dir), PORT=str(port), DEMO_PASSWORD="Demo-pass-for-tests-1",
-               WEB_PROCESSES="2", WORKER_PROCESSES="2")
+    env = installation_env(data_dir, PORT=port, DEMO_PASSWORD="Demo-pass-for-tests-1", WEB_PROCESSES=2,
+                           WORKER_PROCESSES=2)
     if not local_models:
         env["LLM_BASE_URL"] = "http://127.0.0.1:9/v1"
     return subprocess.Popen([sys.executable, "-m", "config.run"], cwd=BASE_DIR, env=env,
