@@ -25,7 +25,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
         os.environ["REDIS_URL"] = url.rsplit("/", 1)[0] + "/15" if url.startswith("redis://") else url.replace("db=0", "db=15")
     os.environ.setdefault("CHANNELS_PREFIX", "groundwork-test")
     # Tests' new accounts start with a small, fixed balance, whatever the product's default
-    # (README, Credits): their expected balances and "needs about N credits" messages name it.
+    # (docs/guide/credits.md): their expected balances and "needs about N credits" messages name it.
     os.environ.setdefault("SIGNUP_CREDITS", "10000")
     os.environ.setdefault("CACHE_PREFIX", "groundwork-test")
     # Tests keep the fast bundled chat model (SmolLM2-135M) wherever they start the local model
