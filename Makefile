@@ -5,12 +5,12 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test bench clean-data models models-1.5b
+.PHONY: install run test bench docs clean-data models models-1.5b
 
 $(STAMP): pyproject.toml Makefile requirements/models.txt
 	@test -n "$(PYTHON)" || { echo 'Python 3.11+ is required (python3 on PATH)'; exit 1; }
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,docs]'
 	$(MAKE) models
 	touch $(STAMP)
 
@@ -34,6 +34,10 @@ test: install
 
 bench: install
 	$(PY) -m bench
+
+# The manual (docs/, mkdocs.yml), offline; --strict: a broken link or anchor fails the build.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 
 clean-data:
 	rm -rf .data

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Django's command-line utility. With no DATABASE_URL / REDIS_URL configured it first
 makes sure the embedded PostgreSQL and Redis are up (see config/embedded.py), and stops them
-again when it ends if it was the last process using them (README, "Stopping")."""
+again when it ends if it was the last process using them (docs/operations/processes.md, "Stopping")."""
 import os
 import sys
 

@@ -5,7 +5,7 @@ or an API key (its `scope`, read or write). `RULES` says, for each `Action`, wha
 six may do: all of it, only what they uploaded themselves, or nothing. Everything else asks
 here: the REST API (`allows(...)`, a DRF permission), /v1 and the websocket (`principal_may`
 with the socket's principal), the pages (`page_require`) and their buttons (`may` in every
-template). The README's "Who may do what" table is this table; a test keeps them equal.
+template). The table of docs/security/permissions.md ("Who may do what") is this table; a test keeps them equal.
 
 A write key may delete and reindex any document of its account: keys are made by owners and
 admins, who may, and an integration that keeps a document store in sync must be able to
@@ -60,7 +60,7 @@ class Grant(StrEnum):
 
 
 READ_KEY, WRITE_KEY = f"key:{KeyScope.READ}", f"key:{KeyScope.WRITE}"
-# The table's columns, in the README's order.
+# The table's columns, in the order of docs/security/permissions.md.
 GRANTEES = (Role.OWNER.value, Role.ADMIN.value, Role.MEMBER.value, Role.VIEWER.value, READ_KEY, WRITE_KEY)
 GRANTEE_LABELS = {Role.OWNER.value: "owner", Role.ADMIN.value: "admin", Role.MEMBER.value: "member",
                   Role.VIEWER.value: "viewer", READ_KEY: "read key", WRITE_KEY: "write key"}
@@ -116,7 +116,7 @@ PHRASES = {
 
 
 class Forbidden(AccountError):
-    """Refused by role or key scope: 403 `forbidden` (README, "Who may do what") on every surface."""
+    """Refused by role or key scope: 403 `forbidden` (docs/security/permissions.md) on every surface."""
 
     status = 403
 

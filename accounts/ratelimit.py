@@ -104,7 +104,7 @@ def reset_all() -> None:
 
 def wait_for(limits: list[Limit]) -> int:
     """Seconds until every limit allows an attempt (0: now). The cache unreachable: refused
-    for UNAVAILABLE_WAIT_SECONDS (a `Wait` whose `unavailable` is set; docs/reliability.md)."""
+    for UNAVAILABLE_WAIT_SECONDS (a `Wait` whose `unavailable` is set; docs/operations/reliability.md)."""
     try:
         return max((limit.wait_seconds() for limit in limits), default=0)
     except RedisError as exc:  # redis-py's ConnectionError / TimeoutError, through Django's cache

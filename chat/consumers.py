@@ -1,7 +1,7 @@
-"""The chat websocket, /ws/chat/ (README, "Chat"). Thin: authenticate the handshake, run each
+"""The chat websocket, /ws/chat/ (docs/api/websocket.md). Thin: authenticate the handshake, run each
 message's turn through the one driver (`chat.driver.TurnRun`) and send its frames.
 
-What closes a socket (README, Chat): 4401 unauthenticated, also when the key is revoked or
+What closes a socket (docs/api/websocket.md, "The rules"): 4401 unauthenticated, also when the key is revoked or
 the member removed while it is open (a notice to the principal's channel group, and a
 re-check of the principal before every message); 4403 an Origin that is not the site's own
 (scheme, host and port) on a session handshake, or a role that may not chat; 4429 too many

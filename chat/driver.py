@@ -2,7 +2,7 @@
 the OpenAI-compatible endpoint) runs a turn through `TurnRun` and relays its frames, so a
 turn prepares, streams, settles and fails the same way everywhere.
 
-Frames are the websocket's (README, "Chat"): `chat.sources`, `chat.token`…, then `chat.done`
+Frames are the websocket's (docs/api/websocket.md): `chat.sources`, `chat.token`…, then `chat.done`
 or `chat.error`. `frames()` is the turn itself, synchronous (ORM and model calls block);
 `aframes()` runs it in a worker thread and hands its frames to an event loop as they come.
 """
@@ -30,7 +30,7 @@ logger = logging.getLogger("groundwork.chat")
 
 # How long a turn keeps trying to settle its credits and store its answer while the database
 # is unreachable (PostgreSQL restarting): the answer was generated and paid for by the
-# provider, so it is worth waiting for (docs/reliability.md).
+# provider, so it is worth waiting for (docs/operations/reliability.md).
 SETTLE_RETRY_SECONDS = 30.0
 
 # Token frames after the first go out at most this often (seconds): a person reads no

@@ -54,7 +54,7 @@ def check_chat_rate(*, account_id: int, user_id: int | None, api_key_id: int | N
             counts = pipe.execute()[::2]
     except redis.RedisError as exc:
         # Fail open: a chat turn is paid for from the ledger (PostgreSQL) whatever Redis
-        # does, so an unreachable Redis costs this limit, never the answer (docs/reliability.md).
+        # does, so an unreachable Redis costs this limit, never the answer (docs/operations/reliability.md).
         logger.warning("chat rate limit unavailable (%s): turn allowed", exc)
         return
     for used, (_key, limit, period) in zip(counts, limits):

@@ -1,5 +1,5 @@
 """Backups and restore (issue 26, part 1): `manage.py backup --output FILE`, `manage.py
-restore FILE`, and the scheduled backups of `config/cron.py` (README, "Backups").
+restore FILE`, and the scheduled backups of `config/cron.py` (docs/operations/backups.md).
 
 An archive is one tar.gz:
 - `manifest.json` (first): format version, created_at, the git commit and app version, the

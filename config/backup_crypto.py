@@ -1,4 +1,4 @@
-"""Encrypted backups (README, "Backups"): `manage.py backup --encrypt KEYFILE` and
+"""Encrypted backups (docs/operations/backups.md): `manage.py backup --encrypt KEYFILE` and
 `manage.py restore --decrypt KEYFILE`.
 
 The key file holds 32 random bytes in base64 (`openssl rand -base64 32`, or

@@ -43,7 +43,7 @@ def pytest_load_initial_conftests(early_config, parser, args):
     # Uploaded files of the tests live apart from `make run`'s (and each worker's apart).
     os.environ.setdefault("MEDIA_ROOT", str(DATA_DIR / "test-media" / (worker or "main")))
     # Tests' new accounts start with a small, fixed balance, whatever the product's default
-    # (README, Credits): their expected balances and "needs about N credits" messages name it.
+    # (docs/guide/credits.md): their expected balances and "needs about N credits" messages name it.
     os.environ.setdefault("SIGNUP_CREDITS", "10000")
     # Tests keep the fast bundled chat model (SmolLM2-135M) wherever they start the local model
     # server; a test that needs Qwen asks for it and is marked slow (llm/tests).

@@ -190,7 +190,7 @@ def stop_children(children: list[tuple[str, subprocess.Popen]], hurry=lambda: Fa
 # A child that exits is started again (make run), after a pause that grows with the exits of
 # the last RESTART_WINDOW_SECONDS (1 s, 2 s, 5 s, 10 s, then every 30 s): a child that cannot
 # start (its PostgreSQL or Redis still down) is tried again without flooding the log, and the
-# run never gives up on it (docs/reliability.md).
+# run never gives up on it (docs/operations/reliability.md).
 RESTART_PAUSES = (1, 2, 5, 10, 30)
 RESTART_WINDOW_SECONDS = 120
 

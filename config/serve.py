@@ -44,7 +44,7 @@ def main(argv: list[str]) -> int:
     children: list[tuple[str, subprocess.Popen]] = []
     try:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        # One folder for the web and worker processes of this machine (README, "Metrics"); the
+        # One folder for the web and worker processes of this machine (docs/operations/metrics.md); the
         # web supervisor empties it at its start, a worker supervisor only adds to it.
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir(env, "serve", clean=argv[0] == "web")
         children = _start(argv[0], env)

@@ -74,7 +74,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     # A request id on every log line and job, returned in X-Request-ID; every request counted
-    # and timed by view on /metrics (README, "Metrics").
+    # and timed by view on /metrics (docs/operations/metrics.md).
     "core.request_id.RequestIdMiddleware",
     "core.request_metrics.RequestMetricsMiddleware",
     # Oversized bodies refused with 413 before anything reads them ("request limits" below).
@@ -122,7 +122,7 @@ TEMPLATES = [
 # --- database: the app's plain role (NOSUPERUSER NOBYPASSRLS) -------------------------
 # The schema's owner (core/db_owner.py): migrations and the per-account search indexes run
 # as DATABASE_OWNER_URL's role, which the app's role cannot become; unset with an external
-# DATABASE_URL: one role does both (README, "Your own PostgreSQL").
+# DATABASE_URL: one role does both (docs/operations/postgresql.md).
 DATABASE_URL = env("DATABASE_URL", default="")
 DATABASE_OWNER_URL = env("DATABASE_OWNER_URL", default="")
 if not DATABASE_URL:
@@ -164,7 +164,7 @@ else:
 # Every connection is checked before it is used (with the pool: as it is lent, psycopg_pool's
 # check_connection, one empty round trip): after PostgreSQL restarts, the idle connections are
 # dead, and without the check each would fail one request before it is dropped
-# (docs/reliability.md).
+# (docs/operations/reliability.md).
 _db["CONN_HEALTH_CHECKS"] = True
 _db["TEST"] = {"NAME": env("TEST_DATABASE_NAME", default=f"test_{_db['NAME']}")}
 DATABASES = {"default": _db}
@@ -303,7 +303,7 @@ CACHES = {
     }
 }
 
-# --- product settings (README, "Configuration") -----------------------------------------
+# --- product settings (docs/operations/configuration.md) --------------------------------
 LLM_BASE_URL = env("LLM_BASE_URL", default="")
 LLM_API_KEY = env("LLM_API_KEY", default="local")
 LOCAL_LLM_PORT = env.int("LOCAL_LLM_PORT", default=8001)
@@ -320,7 +320,8 @@ except bundled_models.BundledModelError as err:
 CHAT_MODEL = env("CHAT_MODEL", default=_BUNDLED_CHAT.model_id)
 CHAT_FALLBACK_MODEL = env("CHAT_FALLBACK_MODEL", default=_BUNDLED_CHAT.model_id)
 # The model a NEW account embeds with (docs/benchmarks.md, "Embedding models"); an existing
-# account keeps its own until an owner starts the migration (README, "Changing the embedding model").
+# account keeps its own until an owner starts the migration (docs/guide/knowledge-base.md,
+# "Changing the embedding model").
 EMBEDDING_MODEL = env("EMBEDDING_MODEL", default="multilingual-e5-small")
 EMBEDDING_DIMENSIONS = env.int("EMBEDDING_DIMENSIONS", default=384)
 RAG_MATCH_THRESHOLD = env.float("RAG_MATCH_THRESHOLD", default=0.1)
@@ -333,7 +334,8 @@ SEARCH_TENANT_INDEX_MIN_CHUNKS = env.int("SEARCH_TENANT_INDEX_MIN_CHUNKS", defau
 SEARCH_TENANT_INDEX_BUILD_MEMORY = env.str("SEARCH_TENANT_INDEX_BUILD_MEMORY", default="512MB")
 MIN_CREDITS_TO_INGEST = env.int("MIN_CREDITS_TO_INGEST", default=100)
 MAX_UPLOAD_BYTES = env.int("MAX_UPLOAD_BYTES", default=25 * 1024 * 1024)
-SIGNUP_CREDITS = env.int("SIGNUP_CREDITS", default=150_000)  # the contract's default; what it buys: README, Credits
+# The contract's default; what it buys: docs/guide/credits.md.
+SIGNUP_CREDITS = env.int("SIGNUP_CREDITS", default=150_000)
 # Teams one person may create in 24 hours (each one's starting credits are one grant per person).
 TEAMS_PER_PERSON_PER_DAY = env.int("TEAMS_PER_PERSON_PER_DAY", default=5)
 # Credits per 1,000 provider-reported tokens, by kind of call ("embedding", "chat", "vision")
@@ -365,7 +367,7 @@ CHAT_MAX_TOKENS = env.int("CHAT_MAX_TOKENS", default=512)
 # before anything is charged. 0: the bundled server's window (llm.local_models.DEFAULT_CTX_SIZE,
 # 8,192) when the bundled models serve; unknown (nothing fitted) for another provider.
 CHAT_CONTEXT_TOKENS = env.int("CHAT_CONTEXT_TOKENS", default=0)
-# Sources (sources/; README, "Sources"): hosts whose private, loopback or link-local
+# Sources (sources/; docs/guide/sources.md): hosts whose private, loopback or link-local
 # addresses a source may still read (an intranet wiki, tests), comma-separated, as written in
 # the URL: `host:port` ([v6]:port) allows that port; a bare `host` allows 80, 443 and the port
 # of the source's own URL (redirects are checked by the same rule). Every other such address
@@ -381,7 +383,7 @@ SOURCES_FETCH_TIMEOUT_SECONDS = env.float("SOURCES_FETCH_TIMEOUT_SECONDS", defau
 # A sync whose worker stopped (no heartbeat for this long) is marked failed by cron.
 SOURCES_SYNC_STALE_SECONDS = env.int("SOURCES_SYNC_STALE_SECONDS", default=900)
 # The rq job timeout of one sync: rq stops a sync still running after this long (its source
-# then fails as its worker had died). Syncs are claimed fairly across accounts (README, "Sources").
+# then fails as its worker had died). Syncs are claimed fairly across accounts (docs/guide/sources.md).
 SOURCES_SYNC_JOB_TIMEOUT_SECONDS = env.int("SOURCES_SYNC_JOB_TIMEOUT_SECONDS", default=3600)
 LOCAL_CHAT_MODEL_PATH = env("LOCAL_CHAT_MODEL_PATH", default="")
 # Whether the provider is the bundled local model server (`make run` sets it when it starts
@@ -456,7 +458,7 @@ OIDC_TIMEOUT_SECONDS = env.float("OIDC_TIMEOUT_SECONDS", default=10.0)
 # authenticates nothing itself: accounts.sso.backends).
 AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend", "accounts.sso.backends.SsoBackend"]
 
-# --- metrics and logs (README, "Metrics") ---------------------------------------------------
+# --- metrics and logs (docs/operations/metrics.md) ------------------------------------------
 # GET /metrics answers loopback (no proxy header) or `Authorization: Bearer <METRICS_TOKEN>`.
 METRICS_TOKEN = env("METRICS_TOKEN", default="")
 # plain: one line of text a record; json: one JSON object a line, with the request id.
@@ -515,7 +517,7 @@ CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'se
                            "frame-ancestors 'none'; form-action 'self'")
 SECURE_REFERRER_POLICY = "same-origin"
 
-# --- buying credits with Stripe (billing/purchases; README, "Buying credits") ----------------
+# --- buying credits with Stripe (billing/purchases; docs/operations/stripe.md) ---------------
 # Without the secret key and the webhook's signing secret the Credits page says buying is off
 # and POST /api/v1/billing/checkout/ answers 503 stripe_not_configured. STRIPE_API_BASE points
 # the client at a test server (empty: api.stripe.com).
@@ -535,7 +537,7 @@ STRIPE_CHECKOUT_ORIGINS = env.list("STRIPE_CHECKOUT_ORIGINS", default=["https://
 if STRIPE_SECRET_KEY and STRIPE_CHECKOUT_ORIGINS:
     CONTENT_SECURITY_POLICY = CONTENT_SECURITY_POLICY.replace(
         "form-action 'self'", "form-action 'self' " + " ".join(STRIPE_CHECKOUT_ORIGINS))
-# --- backups (config/backup.py; README "Backups") ------------------------------------------------
+# --- backups (config/backup.py; docs/operations/backups.md) --------------------------------------
 # `manage.py backup --output FILE` / `manage.py restore FILE`. Scheduled: off unless
 # BACKUP_SCHEDULE is hourly, daily or weekly; the cron writes one archive per period into
 # BACKUP_DIR and keeps the newest BACKUP_KEEP.

@@ -207,7 +207,7 @@ class AccountRateThrottle(throttling.SimpleRateThrottle):
             return super().allow_request(request, view)
         except RedisError as exc:  # Redis unreachable, through Django's cache
             # Fail open: requests are paid for and scoped in PostgreSQL; while Redis is
-            # unreachable only this limit is lost (docs/reliability.md).
+            # unreachable only this limit is lost (docs/operations/reliability.md).
             logger.warning("API rate limit unavailable (%s): request allowed", exc)
             return True
 

@@ -7,7 +7,7 @@ search indexes are the owner's: `manage.py migrate` (core/management/commands/mi
 runs as `DATABASE_OWNER_URL`'s role and then grants the app's role the rows, never the
 schema. With no owner configured (a deployment that gave only DATABASE_URL) everything
 runs as the one role, as before: correct and isolated by the signed context, without the
-second line against an injection that alters tables (README, "Your own PostgreSQL").
+second line against an injection that alters tables (docs/operations/postgresql.md).
 """
 from __future__ import annotations
 

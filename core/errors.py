@@ -85,7 +85,7 @@ def as_groundwork_error(exc: BaseException) -> GroundworkError:
 
 def _unavailable_message(exc: BaseException) -> str:
     """What a person is told when PostgreSQL or Redis cannot be reached (restarting, down):
-    503 `unavailable`, not a 500, since trying again shortly is the fix (docs/reliability.md)."""
+    503 `unavailable`, not a 500, since trying again shortly is the fix (docs/operations/reliability.md)."""
     from django.db import InterfaceError, OperationalError
 
     if isinstance(exc, (OperationalError, InterfaceError)):

@@ -1,4 +1,4 @@
-"""Prometheus metrics (GET /metrics, README "Metrics"): the one place they are defined.
+"""Prometheus metrics (GET /metrics, docs/operations/metrics.md): the one place they are defined.
 
 The apps call the helpers below at their own seams (core imports no app): the request
 middleware (core/request_metrics.py), the chat driver, billing's debit and settle, the

@@ -1,5 +1,5 @@
 """A request id on every log line of a request, and of the jobs and the websocket turn it
-starts (README, "Metrics" → "Logs").
+starts (docs/operations/metrics.md, "Logs and request ids").
 
 An HTTP request takes the id from its `X-Request-ID` header (letters, digits, `.`, `_`,
 `-`, `:`, at most 128) or is given a new one; the response carries it back in

@@ -8,7 +8,7 @@ class Worker(RqWorker):
     """rq's worker, which registers itself again when Redis has lost its registration (a Redis
     that crashed and restarted from an older snapshot, or empty). rq reconnects and goes on
     taking jobs by itself, but without its record `/healthz` and `make run` would count no
-    worker (docs/reliability.md)."""
+    worker (docs/operations/reliability.md)."""
 
     def heartbeat(self, timeout: int | None = None, pipeline=None):
         # With a pipeline: the work horse's job monitoring, inside a job; the record is

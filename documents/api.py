@@ -1,4 +1,4 @@
-"""REST endpoints for documents (README, "API"): list, upload, detail, delete, reindex."""
+"""REST endpoints for documents (docs/api/rest.md): list, upload, detail, delete, reindex."""
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import status
 from rest_framework.parsers import FormParser, MultiPartParser

@@ -1,4 +1,4 @@
-"""POST /api/v1/exports/, GET /api/v1/exports/{id}/ and the download (README, "Your data export").
+"""POST /api/v1/exports/, GET /api/v1/exports/{id}/ and the download (docs/guide/data-export.md).
 
 An export is a person's data: only a signed-in member asks for it and downloads it. An API
 key is refused (403 `forbidden`) whatever its scope: it is not a person.

@@ -1,4 +1,4 @@
-"""The MCP server's tools (README, "MCP"): `search`, `list_documents`, `fetch_document`, `ask`.
+"""The MCP server's tools (docs/api/mcp.md): `search`, `list_documents`, `fetch_document`, `ask`.
 
 Each tool is the REST API's counterpart reached through the same services and selectors, with
 the API key that `integrations.mcp_http` authenticated as the principal: the same permission

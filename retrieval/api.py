@@ -1,4 +1,4 @@
-"""`POST /api/v1/search/` (README, "API"): hybrid search in the caller's account; and
+"""`POST /api/v1/search/` (docs/api/rest.md): hybrid search in the caller's account; and
 `GET/PUT /api/v1/settings/retrieval/`, the account's excluded tags.
 
 Errors are domain errors mapped by core.api's handler: 400 invalid body, 401 without a

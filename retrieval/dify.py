@@ -1,5 +1,5 @@
 """Dify's External Knowledge API: `POST /api/v1/dify/retrieval`, so a Dify app can use a
-Groundwork collection as its knowledge base (README, "Dify").
+Groundwork collection as its knowledge base (docs/api/dify.md).
 
 Dify sends `{"knowledge_id", "query", "retrieval_setting": {"top_k", "score_threshold"},
 "metadata_condition"?: {"logical_operator", "conditions": [{"name", "comparison_operator",

@@ -1,4 +1,4 @@
-"""REST endpoints for sources (README, "Sources"): list, add, detail, sync, delete."""
+"""REST endpoints for sources (docs/guide/sources.md): list, add, detail, sync, delete."""
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response

@@ -1,4 +1,4 @@
-"""Fetching a URL a person gave, safely (README, "Sources"; docs/architecture.md, "A sync's path"): only http(s); the
+"""Fetching a URL a person gave, safely (docs/guide/sources.md; docs/architecture.md, "A sync's path"): only http(s); the
 host resolved and every address checked (private, loopback, link-local, reserved, multicast
 and unspecified ones refused unless SOURCES_ALLOWED_HOSTS allows the host on that port); the
 connection made to the address that was checked, with the URL's host for Host and TLS (no DNS

@@ -1,7 +1,7 @@
 """Who a verified identity from the single sign-on provider signs in as, and the owner's
 switch that makes an account require single sign-on.
 
-The rules (README, "Single sign-on (OIDC)"):
+The rules (docs/operations/sso.md):
 - only an address the provider says is verified (`email_verified: true`) signs in;
 - the provider's subject (`sub`) already linked to a user signs in that user, whatever
   address the provider now gives (a change of address at the provider keeps the person);

@@ -1,4 +1,4 @@
-"""Credits a team buys with Stripe Checkout (README, "Buying credits").
+"""Credits a team buys with Stripe Checkout (docs/operations/stripe.md).
 
 An owner picks a pack or an amount on the Credits page (or `POST /api/v1/billing/checkout/`);
 `purchase_checkout_start` opens a Checkout Session at Stripe and records a pending Purchase.

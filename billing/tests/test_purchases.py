@@ -1,4 +1,4 @@
-"""Buying credits with Stripe (README, "Buying credits"): checkout for owners only, the
+"""Buying credits with Stripe (docs/operations/stripe.md): checkout for owners only, the
 webhook's signature check, credits granted once per event and once per purchase, refunds
 taken back in proportion and never below zero, and one account's session never crediting
 another. Stripe is the loopback stand-in (stripe_standin.py); events are signed there from

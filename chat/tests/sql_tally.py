@@ -52,7 +52,7 @@ class sql_tally:
             with tally.lock:
                 if not str(text).strip():
                     # psycopg_pool's check as it lends a connection (CONN_HEALTH_CHECKS): an
-                    # empty query, no work for the server, counted apart (docs/reliability.md).
+                    # empty query, no work for the server, counted apart (docs/operations/reliability.md).
                     tally.health_checks += 1
                     return
                 tally.statements.append(" ".join(str(text).split())[:160])

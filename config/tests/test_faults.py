@@ -11,7 +11,7 @@ installation (config/tests/faults.py: `make run`'s supervisor on a data folder o
 
 After each, nothing is lost: bench.soak's reconciliation (every debit matched to its usage,
 no hold open, every document ready or failed with a reason, balance = ledger) passes.
-docs/reliability.md says, fault by fault, what a person sees and how it recovers.
+docs/operations/reliability.md says, fault by fault, what a person sees and how it recovers.
 """
 from __future__ import annotations
 

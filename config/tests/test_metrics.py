@@ -1,4 +1,4 @@
-"""GET /metrics (README, "Metrics"): who may read it, and that a request, a chat turn over
+"""GET /metrics (docs/operations/metrics.md): who may read it, and that a request, a chat turn over
 the fake model server, an ingestion and a debit each move their series. In one process
 (no PROMETHEUS_MULTIPROC_DIR); several processes: test_metrics_processes.py."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""/metrics with several real processes (README, "Metrics"): a daphne process and an rq
+"""/metrics with several real processes (docs/operations/metrics.md): a daphne process and an rq
 worker share one PROMETHEUS_MULTIPROC_DIR, as `make run` and `python -m config.serve` set it,
 and one scrape of the web process counts what both did: its requests and websocket turn, the
 worker's ingestion and embedding charge. With LOG_FORMAT=json the worker's lines are JSON and

@@ -81,6 +81,6 @@ def test_settings_are_composed_once():
 
 def test_a_new_team_starts_with_enough_credits_for_a_real_pdf():
     """Found from outside: 10,000 starting credits could not index a 52-page PDF (about 690
-    credits a page). The default is 150,000: about 100 PDF pages and 50 questions (README, Credits)."""
+    credits a page). The default is 150,000: about 100 PDF pages and 50 questions (docs/guide/credits.md)."""
     values = json.loads(_settings(DEBUG="1").stdout)
     assert values["SIGNUP_CREDITS"] == 150_000

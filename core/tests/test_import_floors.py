@@ -1,4 +1,4 @@
-"""The apps stand on floors (README, "Layout"; docs/architecture.md): nothing imports from a
+"""The apps stand on floors (docs/layout.md; docs/architecture.md): nothing imports from a
 floor above its own, and no two modules import each other, directly or through a chain,
 function-local imports included. Walks the source with ast, so it sees every import whether
 or not it runs; importing `a.b.c` also runs the package `a.b`'s __init__, so that is an edge

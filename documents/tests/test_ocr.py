@@ -347,7 +347,7 @@ def _png_declaring(width: int, height: int) -> bytes:
 
 def test_upload_refuses_a_png_that_declares_a_huge_picture_as_too_large_not_as_the_wrong_type():
     """Found from outside: 100000 × 100000 answered 415 (Pillow's bomb check raised on open);
-    the README promises 413 for a picture too large."""
+    docs/guide/knowledge-base.md promises 413 for a picture too large."""
     with pytest.raises(UploadRejected) as info:
         _validate("bomb.png", _png_declaring(100_000, 100_000), "image/png")
     assert (info.value.code, info.value.status) == ("image_too_large", 413)

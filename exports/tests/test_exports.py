@@ -397,7 +397,7 @@ def test_an_export_keeps_no_name_of_a_document_the_person_may_no_longer_read(wor
     """Issue 22, item 6, found from outside: a member removed from a restricted collection
     still found the document's name in their export (their old answers' citations and
     sources). The export follows the collection rules: the citation keeps its number, loses
-    the name (README, Collections)."""
+    the name (docs/guide/collections.md)."""
     owner, person = account_a.test_owner, world["person"]
     with account_context(account_a, user=owner):
         vault = collection_create(account=account_a, actor=owner, name="Vault", restricted=True,

@@ -1,4 +1,4 @@
-// Chat page: the /ws/chat/ socket (frames as in the README, "Chat"), streamed answers rendered
+// Chat page: the /ws/chat/ socket (frames as in docs/api/websocket.md), streamed answers rendered
 // with markdown.js (safe: no innerHTML with model or document text), a sources panel,
 // citations that open the cited chunk, under each answer the sources it cites apart from
 // those merely retrieved, the turn's state ("Searching your documents…", then what the search

@@ -1,5 +1,5 @@
 // Thumbs up/down and an optional comment under an answer (POST /api/v1/messages/{id}/feedback/,
-// README "Feedback"): Groundwork.feedback.attach(container) fills a `.feedback` element whose
+// docs/guide/chat.md, "Feedback"): Groundwork.feedback.attach(container) fills a `.feedback` element whose
 // data-feedback-url names the answer's endpoint, data-rating and data-comment what this person
 // said before (a reopened conversation shows it). A click saves the rating at once; the comment
 // box then offers to say more, and sending it replaces the first (one per person and answer).

@@ -11,7 +11,7 @@
 //
 // Links: an answer's text can carry a link a document planted ("[refund portal](https://…)"),
 // so a labelled link also shows the host it leads to, its title is the whole address, and it
-// opens in a new tab with rel="noopener noreferrer nofollow" (README, "Chat": links in answers).
+// opens in a new tab with rel="noopener noreferrer nofollow" (docs/guide/chat.md, "Links in answers").
 // Images are not rendered: an image in an answer would fetch a URL a document chose.
 (function () {
   "use strict";

@@ -1,5 +1,5 @@
 """`manage.py backup --output FILE [--encrypt KEYFILE]`: one archive of the database, the
-uploaded files and a manifest (config/backup.py; README "Backups"); `manage.py backup
+uploaded files and a manifest (config/backup.py; docs/operations/backups.md); `manage.py backup
 --generate-key KEYFILE` writes a new key file for --encrypt."""
 from pathlib import Path
 

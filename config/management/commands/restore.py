@@ -1,5 +1,5 @@
 """`manage.py restore FILE [--decrypt KEYFILE]`: an archive of `manage.py backup` into an
-empty database and file storage (config/backup.py; README "Backups")."""
+empty database and file storage (config/backup.py; docs/operations/backups.md)."""
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
