@@ -6,6 +6,8 @@ from django.db import models
 from django.db.models.functions import Lower
 from django.utils import timezone
 
+from accounts.keys import API_KEY_PREFIX
+from accounts.tokens import IssuedSecret
 from core.tenancy import TenantModel
 
 
@@ -184,28 +186,27 @@ class Invitation(TenantModel):
         return f"{self.email} → {self.account_id}"
 
 
-class ApiKey(TenantModel):
-    """An integration's key. Only a SHA-256 of the secret is stored; it is shown once."""
+class ApiKey(IssuedSecret):
+    """An integration's key. Only a SHA-256 of the secret is stored; it is shown once
+    (accounts/tokens.py: the lifecycle it shares with SCIM tokens)."""
+
+    SECRET_PREFIX = API_KEY_PREFIX
+    PREFIX_LENGTH = 10
+    HASH_FIELD = "key_hash"
+    AUDIT_NAME = "key"
+    NOT_FOUND_MESSAGE = "That API key was not found."
 
     name = models.CharField(max_length=100)
     prefix = models.CharField(max_length=16, help_text="The first characters, to recognise a key.")
     key_hash = models.CharField(max_length=64, unique=True)
-    created_by = models.ForeignKey(User, null=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
     # What the key may do (accounts/permissions.py); chosen at creation, never widened.
     scope = models.CharField(max_length=5, choices=KeyScope.choices, default=KeyScope.WRITE)
-    revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name = "API key"
 
     def __str__(self):
-        return f"{self.name} ({self.prefix}…)"
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
+        return self.label
 
 
 # SCIM provisioning's rows live with their package (accounts/scim/); imported here so they

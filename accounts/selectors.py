@@ -4,10 +4,9 @@ from __future__ import annotations
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from accounts.keys import API_KEY_PREFIX, hash_key
 from accounts.models import Account, ApiKey, Invitation, Membership, User
-from core import rows
-from core.tenancy import api_key_context, user_context
+from accounts.tokens import secret_authenticate
+from core.tenancy import user_context
 
 
 def membership_list_for_user(*, user: User) -> list[Membership]:
@@ -54,11 +53,4 @@ def api_key_list(*, account: Account) -> QuerySet[ApiKey]:
 
 def api_key_for_secret(*, raw: str) -> ApiKey | None:
     """The active key for a presented secret, or None (unknown, revoked, or its account deleted)."""
-    if not raw or not raw.startswith(API_KEY_PREFIX) or len(raw) > 200:
-        return None
-    key_hash = hash_key(raw)
-    with api_key_context(key_hash):
-        # Every API request and key handshake asks: one statement built once (core.rows),
-        # with the account and creator joined as select_related would.
-        return rows.select_one(ApiKey, "WHERE t.key_hash = %s AND t.revoked_at IS NULL AND account.deleted_at IS NULL"
-                               " ORDER BY t.id", [key_hash], related=("account", "created_by"))
+    return secret_authenticate(ApiKey, raw=raw)

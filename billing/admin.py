@@ -13,7 +13,6 @@ from audit.actors import user_actor
 from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin, account_filter_url, html_table, record_action
 from core.tenancy import account_context
 from billing.errors import BillingError
-from billing.money import Money
 from billing.models import (AccountBalance, BillingSettings, Budget, CreditHold, CreditLedgerEntry, HoldStatus,
                             Purchase)
 from billing.purchases.selectors import purchase_list
@@ -83,11 +82,20 @@ class BillingSettingsAdmin(ReadOnlyAdmin):
 class PurchaseAdmin(ReadOnlyAdmin):
     """Read-only: credits bought with Stripe (billing/purchases); support finds a purchase by
     its Checkout Session or payment intent to answer "we paid, where are the credits"."""
-    list_display = ("created_at", "account", "credits", "amount_cents", "currency", "status", "credits_granted",
+    list_display = ("created_at", "account", "credits", "amount", "status", "credits_granted", "refunded",
                     "credits_taken_back", "stripe_session_id", "created_by")
-    list_filter = ("status", AccountFilter)
+    list_filter = ("status", "currency", AccountFilter)
     search_fields = ("account__name", "stripe_session_id", "payment_intent_id", "public_id", "created_by__email")
     list_select_related = ("account", "created_by")
+
+    # Amounts in their currency's decimals (billing/money.py), never the stored smallest units.
+    @admin.display(description="amount", ordering="amount_cents")
+    def amount(self, purchase):
+        return str(purchase.amount)
+
+    @admin.display(description="refunded", ordering="refunded_cents")
+    def refunded(self, purchase):
+        return str(purchase.refunded) if purchase.refunded_cents else "—"
 
 
 # --- on the account admin (accounts/ stands below billing and must not import it) --------
@@ -160,7 +168,7 @@ def purchases_panel(account) -> str:
     """The account's Stripe purchases: what was bought, paid, granted and taken back."""
     with account_context(account):
         purchases = list(purchase_list(account=account)[:RECENT_LEDGER_ENTRIES])
-    rows = [(f"{p.created_at:%Y-%m-%d %H:%M}", f"{p.credits:,}", str(Money.of_minor(p.amount_cents, p.currency)),
+    rows = [(f"{p.created_at:%Y-%m-%d %H:%M}", f"{p.credits:,}", str(p.amount),
              p.get_status_display(), f"{p.credits_granted:,}", f"{p.credits_taken_back:,}", p.created_by or "",
              p.stripe_session_id) for p in purchases]
     return format_html("{}<p><a href=\"{}\">All purchases of this account →</a></p>", html_table(

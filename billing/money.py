@@ -38,11 +38,21 @@ class Money:
         currency = (currency or "").lower()
         return cls(Decimal(minor).scaleb(-exponent(currency)), currency)
 
+    def __sub__(self, other: Money) -> Money:
+        if other.currency != self.currency:
+            raise ValueError(f"{other} cannot be taken from {self}: another currency")
+        return Money(self.amount - other.amount, self.currency)
+
     def __mul__(self, factor: int | Decimal) -> Money:
         return Money(self.amount * Decimal(factor), self.currency)
 
     def __truediv__(self, divisor: int | Decimal) -> Money:
         return Money(self.amount / Decimal(divisor), self.currency)
+
+    def minor_rounded_up(self) -> int:
+        """The amount in the currency's smallest unit, a fraction of it rounded up (what a
+        charge can ask for)."""
+        return int(self.amount.scaleb(exponent(self.currency)).to_integral_value(rounding="ROUND_CEILING"))
 
     def __str__(self) -> str:
         """"1,234.50 USD", "500 JPY": the currency's decimals, more only where an exact
@@ -64,5 +74,9 @@ def credits_price(credits: int) -> Money:
 def purchase_amount_minor(credits: int) -> int:
     """What a purchase of `credits` charges, in the currency's smallest unit: the exact price
     rounded up to a whole unit, at least 1."""
-    minor = Decimal(settings.CREDITS_PRICE_CENTS_PER_1K) * credits / 1000
-    return max(1, int(minor.to_integral_value(rounding="ROUND_CEILING")))
+    return max(1, credits_price(credits).minor_rounded_up())
+
+
+def purchase_price(credits: int) -> Money:
+    """What a purchase of `credits` charges (purchase_amount_minor, as Money)."""
+    return Money.of_minor(purchase_amount_minor(credits), settings.STRIPE_CURRENCY)

@@ -285,7 +285,7 @@ SPECTACULAR_SETTINGS = {
         "ReindexRunStatusEnum": "documents.models.ReindexRun.RunStatus",
         "MessageStatusEnum": "chat.models.MessageStatus",
         "LedgerKindEnum": "billing.models.Kind",
-        "SourceKindEnum": "sources.models.Kind",
+        "SourceKindEnum": "sources.kinds.kind_choices",
         "SourceStatusEnum": "sources.models.SourceStatus",
         "SourceSyncStatusEnum": "sources.models.SyncStatus",
         "SourceScheduleEnum": "sources.models.Schedule",

@@ -7,13 +7,9 @@ from django.db import models
 
 from core.fair_queue import FairLane, fairest_index
 from core.tenancy import TenantModel
+from sources.kinds import kind_choices
 
 DEFAULT_MAX_PAGES = 50
-
-
-class Kind(models.TextChoices):
-    WEB = "web", "Web site"
-    GIT = "git", "Git repository"
 
 
 class Schedule(models.TextChoices):
@@ -28,7 +24,8 @@ class SourceStatus(models.TextChoices):
 
 
 class Source(TenantModel):
-    kind = models.CharField(max_length=16, choices=Kind.choices)
+    # One of the registry's kinds (sources/kinds/__init__.py), which also validates `options`.
+    kind = models.CharField(max_length=16, choices=kind_choices)
     url = models.CharField(max_length=2000)
     max_pages = models.PositiveIntegerField(default=DEFAULT_MAX_PAGES)
     # Kind-specific settings (git: "branch", "path"); validated by the kind's module.

@@ -1,6 +1,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from sources.kinds import kind_choices, registry
 from sources.models import Source, SourceSync
 
 
@@ -53,12 +54,20 @@ class SourceDetailSerializer(SourceSerializer):
         return SourceSyncSerializer(self.context.get("history", []), many=True).data
 
 
-class SourceCreateSerializer(serializers.Serializer):
-    """For the schema; the service checks every field (a 400 naming it)."""
+def _options_help() -> str:
+    """What each kind's `options` may hold, from the kinds themselves: 'git: {"branch"?, "path"?}'."""
+    def shape(kind) -> str:
+        return "{" + ", ".join(f'"{option.name}"?' for option in kind.options) + "}"
+    return "; ".join(f"{kind.name}: {shape(kind)}" for kind in registry().values() if kind.options)
 
-    kind = serializers.ChoiceField(choices=["web", "git"])
+
+class SourceCreateSerializer(serializers.Serializer):
+    """For the schema; the service checks every field (a 400 naming it), each kind its
+    `url` and `options` (sources/kinds/)."""
+
+    kind = serializers.ChoiceField(choices=kind_choices())
     url = serializers.CharField()
     max_pages = serializers.IntegerField(required=False, help_text="At most this many pages or files (default 50)")
     schedule = serializers.ChoiceField(choices=["hourly", "daily"], allow_null=True, required=False)
-    options = serializers.DictField(required=False, help_text='git: {"branch"?, "path"?}')
+    options = serializers.DictField(required=False, help_text=_options_help())
     tags = serializers.ListField(child=serializers.CharField(), required=False)

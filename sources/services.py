@@ -10,7 +10,7 @@ from documents.tags import tags_clean
 from sources import jobs, sync_queue
 from sources.error_codes import SourceErrorCode
 from sources.errors import SourceError
-from sources.kinds import KIND_MODULES, kind_for
+from sources.kinds import kind_for, kind_names
 from sources.models import (
     DEFAULT_MAX_PAGES,
     Schedule,
@@ -53,8 +53,8 @@ def source_create(*, account, actor=None, api_key=None, kind, url, max_pages=Non
     field): the kind, the URL (its host resolved: a private, loopback or link-local address is
     refused unless SOURCES_ALLOWED_HOSTS allows the host on that port), max_pages, the
     schedule, options."""
-    if kind not in KIND_MODULES:
-        raise SourceError(SourceErrorCode.INVALID_KIND, f"`kind` must be one of: {', '.join(KIND_MODULES)}.",
+    if kind not in kind_names():
+        raise SourceError(SourceErrorCode.INVALID_KIND, f"`kind` must be one of: {', '.join(kind_names())}.",
                           field="kind")
     if not isinstance(url, str) or not url.strip() or len(url) > 2000:
         raise SourceError(SourceErrorCode.INVALID_URL, "Give the source's `url` (at most 2,000 characters).",

@@ -13,6 +13,7 @@ from core.errors import GroundworkError
 from documents.tags import tags_from_form
 from sources import selectors, services
 from sources.errors import SourceNotFound
+from sources.kinds import registry
 from sources.models import Schedule, SourceStatus
 
 
@@ -38,7 +39,7 @@ def sources_view(request):
         source.history = list(selectors.sync_list(account=account, source=source, limit=10))
         source.may_delete = principal_may(request, Action.DOCUMENT_DELETE, source)
     return render(request, "sources/sources.html", {
-        "sources": sources, "schedules": Schedule.choices,
+        "sources": sources, "schedules": Schedule.choices, "kinds": list(registry().values()),
         "syncing": any(s.status == SourceStatus.SYNCING for s in sources),
         "may_add": principal_may(request, Action.DOCUMENT_UPLOAD)})
 
@@ -59,12 +60,22 @@ def source_create_view(request):
 
     def create():
         max_pages = request.POST.get("max_pages", "").strip()
+        kind = request.POST.get("kind") or next(iter(registry()))
         source = services.source_create(
-            account=account, actor=request.user, kind=request.POST.get("kind") or "web",
-            url=request.POST.get("url", ""), max_pages=int(max_pages) if max_pages.isdigit() else (max_pages or None),
-            schedule=request.POST.get("schedule") or None, tags=tags_from_form(request.POST.getlist("tags")))
+            account=account, actor=request.user, kind=kind, url=request.POST.get("url", ""),
+            max_pages=int(max_pages) if max_pages.isdigit() else (max_pages or None),
+            schedule=request.POST.get("schedule") or None, options=_options_from_form(request.POST, kind),
+            tags=tags_from_form(request.POST.getlist("tags")))
         messages.success(request, f"Added {source.url}; its first sync has started.")
     return _done(request, create)
+
+
+def _options_from_form(data, kind: str) -> dict:
+    """The chosen kind's options as the form gave them (`<kind>-<option>` fields; empty ones
+    left out); the kind checks them."""
+    options = registry()[kind].options if kind in registry() else ()
+    given = {option.name: data.get(f"{kind}-{option.name}", "").strip() for option in options}
+    return {name: value for name, value in given.items() if value}
 
 
 @login_required

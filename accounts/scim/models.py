@@ -8,35 +8,34 @@ import uuid
 
 from django.db import models
 
+from accounts.tokens import IssuedSecret
 from core.tenancy import TenantModel
 
 
-class ScimToken(TenantModel):
+class ScimToken(IssuedSecret):
     """An identity provider's bearer token for /scim/v2/. Only a SHA-256 of the secret is
-    stored (like API keys, accounts/keys.py); it is shown once. It sees and changes the
-    members of its own account only.
+    stored; it is shown once (accounts/tokens.py: the lifecycle it shares with API keys). It
+    sees and changes the members of its own account only.
 
     It belongs to the account and carries its maker's rights: it works only while the owner
     who made it (`created_by`) is still an owner here, and is revoked when they are removed or
     stop being one (accounts/services/members.py), as their invitations are cancelled."""
 
+    SECRET_PREFIX = "gwscim_"
+    PREFIX_LENGTH = 12
+    HASH_FIELD = "token_hash"
+    AUDIT_NAME = "scim_token"
+    NOT_FOUND_MESSAGE = "That SCIM token was not found."
+
     name = models.CharField(max_length=100, default="SCIM token", help_text="What it is for, e.g. the provider.")
     prefix = models.CharField(max_length=16, help_text="The first characters, to recognise a token.")
     token_hash = models.CharField(max_length=64, unique=True)
-    created_by = models.ForeignKey("accounts.User", null=True, on_delete=models.SET_NULL, related_name="+")
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         verbose_name = "SCIM token"
 
     def __str__(self):
         return f"SCIM token ({self.prefix}…)"
-
-    @property
-    def is_active(self) -> bool:
-        return self.revoked_at is None
 
 
 class ScimIdentity(TenantModel):

@@ -5,25 +5,16 @@ import uuid
 
 from django.db.models import Exists, OuterRef, QuerySet, Subquery
 
-from accounts.keys import hash_key
 from accounts.models import Account, Membership
 from accounts.scim.errors import ScimError
 from accounts.scim.models import ScimIdentity, ScimToken
-from core.tenancy import api_key_context
-
-SCIM_TOKEN_PREFIX = "gwscim_"
-
+from accounts.tokens import secret_authenticate
 
 def scim_token_for_secret(*, raw: str) -> ScimToken | None:
     """The active token for a presented secret, or None (unknown, revoked, or its account
-    deleted). Row-level security shows only the row whose hash was computed here
-    (the policy scimtoken_by_hash), so the unscoped manager reads at most that one."""
-    if not raw or not raw.startswith(SCIM_TOKEN_PREFIX) or len(raw) > 200:
-        return None
-    token_hash = hash_key(raw)
-    with api_key_context(token_hash):
-        return (ScimToken.all_accounts.select_related("account", "created_by")
-                .filter(token_hash=token_hash, revoked_at__isnull=True, account__deleted_at__isnull=True).first())
+    deleted); row-level security shows only the row whose hash is computed (the policy
+    scimtoken_by_hash)."""
+    return secret_authenticate(ScimToken, raw=raw)
 
 
 def scim_token_list(*, account: Account) -> QuerySet[ScimToken]:

@@ -7,33 +7,29 @@ a reactivation a member addition with the role the person had.
 """
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass, field
 
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from accounts.domains.selectors import domain_is_verified_for
 from accounts.error_codes import AccountErrorCode
 from accounts.errors import AccountError
 from accounts.profile.services import name_clean
 from accounts.selectors import membership_list_for_user
-from accounts.keys import hash_key
 from accounts.models import Account, Membership, Role, User
 from accounts.permissions import Action
 from accounts.scim.errors import ScimError, ScimType
 from accounts.scim.models import ScimIdentity, ScimToken
-from accounts.scim.selectors import SCIM_TOKEN_PREFIX, scim_identity_access_by_id, scim_identity_list_in_role
-from accounts.scim.tokens import scim_token_label, scim_token_mark_revoked
+from accounts.scim.selectors import scim_identity_access_by_id, scim_identity_list_in_role
 from accounts.services.invitations import invitation_send
 from accounts.services.signup import user_is_unclaimed
 from accounts.services.members import _lock_memberships, _require_manager, member_add, member_change_role, member_remove
+from accounts.tokens import secret_access_by_id, secret_issue, secret_revoke, secret_touch
 from audit.actors import Actor
 from audit.models import ActorKind
 from audit.services import audit_record
-from core.error_codes import CoreErrorCode
 from core.text import has_control_characters
 
 
@@ -57,30 +53,21 @@ def scim_token_create(*, account: Account, actor: User, name: str = "") -> tuple
     stored or shown again. It works while `actor` stays an owner (accounts/scim/tokens.py)."""
     _require_manager(account=account, actor=actor, action=Action.SCIM_MANAGE)
     name = name_clean(name, what="SCIM token", limit=TOKEN_NAME_MAX, default=DEFAULT_TOKEN_NAME)
-    raw = SCIM_TOKEN_PREFIX + secrets.token_urlsafe(32)
-    token = ScimToken.objects.for_account(account).create(
-        account=account, name=name, prefix=raw[:12], token_hash=hash_key(raw), created_by=actor)
-    audit_record(account=account, action="scim_token.create", actor=actor, target=scim_token_label(token))
-    return token, raw
+    return secret_issue(ScimToken, account=account, actor=actor, name=name)
 
 
 @transaction.atomic
 def scim_token_revoke(*, account: Account, actor: User, token_id: int) -> ScimToken:
     """Revoke a token (idempotent): /scim/v2/ answers it 401 from now on."""
     _require_manager(account=account, actor=actor, action=Action.SCIM_MANAGE)
-    token = ScimToken.objects.for_account(account).filter(pk=token_id).first()
-    if token is None:
-        raise AccountError(CoreErrorCode.NOT_FOUND, "That SCIM token was not found.", status=404)
-    scim_token_mark_revoked(account=account, token=token, actor=actor)
+    token = secret_access_by_id(ScimToken, account=account, secret_id=token_id)
+    secret_revoke(token, account=account, actor=actor)
     return token
 
 
 def scim_token_touch(*, token: ScimToken) -> None:
     """Record use, at most once a minute (a provider's sync sends many requests)."""
-    now = timezone.now()
-    if token.last_used_at is None or (now - token.last_used_at).total_seconds() > 60:
-        ScimToken.objects.for_account(token.account_id).filter(pk=token.pk).update(last_used_at=now)
-        token.last_used_at = now
+    secret_touch(token)
 
 
 # --- Identities -------------------------------------------------------------------------------

@@ -3,26 +3,10 @@ removed or stops being an owner (the member services call this in the removal's 
 change's transaction, as they cancel the person's invitations)."""
 from __future__ import annotations
 
-from django.utils import timezone
-
 from accounts.models import Account, Membership
 from accounts.permissions import Action, principal_may
 from accounts.scim.models import ScimToken
-from audit.services import audit_record
-
-
-def scim_token_label(token: ScimToken) -> str:
-    return f"{token.name} ({token.prefix}…)"
-
-
-def scim_token_mark_revoked(*, account: Account, token: ScimToken, actor, reason: str = "") -> None:
-    """Revoke one token (idempotent) and audit it: /scim/v2/ answers it 401 from now on."""
-    if token.revoked_at is not None:
-        return
-    token.revoked_at = timezone.now()
-    token.save(update_fields=["revoked_at"])
-    audit_record(account=account, action="scim_token.revoke", actor=actor, target=scim_token_label(token),
-                 detail={"reason": reason} if reason else None)
+from accounts.tokens import secret_revoke
 
 
 def scim_tokens_past_rights_revoke(*, account: Account, maker_id: int, membership: Membership | None,
@@ -33,8 +17,7 @@ def scim_tokens_past_rights_revoke(*, account: Account, maker_id: int, membershi
         return
     tokens = ScimToken.objects.for_account(account).filter(created_by_id=maker_id, revoked_at__isnull=True)
     for token in tokens.select_for_update():
-        scim_token_mark_revoked(account=account, token=token, actor=actor,
-                                reason="its maker is no longer an owner")
+        secret_revoke(token, account=account, actor=actor, detail={"reason": "its maker is no longer an owner"})
 
 
 def scim_token_maker_is_owner(*, token: ScimToken) -> bool:

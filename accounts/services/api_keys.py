@@ -1,16 +1,13 @@
 """API keys: created (shown once), revoked, touched when used."""
 from __future__ import annotations
 
-import secrets
 from django.db import transaction
-from django.utils import timezone
 
 from accounts.errors import AccountError
-from accounts.keys import API_KEY_PREFIX, hash_key
 from accounts.models import Account, ApiKey, KeyScope, User
 from accounts.permissions import Action
 from accounts.signals import principal_access_ended
-from audit.services import audit_record
+from accounts.tokens import secret_access_by_id, secret_issue, secret_revoke, secret_touch
 from core import sockets
 from core.text import CONTROL_CHARACTERS_MESSAGE, has_control_characters
 from accounts.error_codes import AccountErrorCode
@@ -34,12 +31,7 @@ def api_key_create(*, account: Account, actor: User | None, name: str,
     if scope not in KeyScope.values:
         raise AccountError(AccountErrorCode.INVALID_SCOPE, "Choose a scope: read (search and chat) or write (also upload, "
                                             "delete and reindex documents).", field="scope")
-    raw = API_KEY_PREFIX + secrets.token_urlsafe(32)
-    key = ApiKey.objects.for_account(account).create(
-        account=account, name=name[:100], prefix=raw[:10], key_hash=hash_key(raw), created_by=actor, scope=scope)
-    audit_record(account=account, action="key.create", actor=actor, target=f"{key.name} ({key.prefix}…)",
-                 detail={"scope": scope})
-    return key, raw
+    return secret_issue(ApiKey, account=account, actor=actor, detail={"scope": scope}, name=name[:100], scope=scope)
 
 
 @transaction.atomic
@@ -48,13 +40,8 @@ def api_key_revoke(*, account: Account, actor: User | None, key_id: int) -> ApiK
     collections goes in the same transaction, and its open sockets close on commit."""
     if actor is not None:
         _require_manager(account=account, actor=actor, action=Action.KEYS_MANAGE)
-    key = ApiKey.objects.for_account(account).filter(pk=key_id).first()
-    if key is None:
-        raise AccountError(CoreErrorCode.NOT_FOUND, "That API key was not found.", status=404)
-    if key.revoked_at is None:
-        key.revoked_at = timezone.now()
-        key.save(update_fields=["revoked_at"])
-        audit_record(account=account, action="key.revoke", actor=actor, target=f"{key.name} ({key.prefix}…)")
+    key = secret_access_by_id(ApiKey, account=account, secret_id=key_id)
+    if secret_revoke(key, account=account, actor=actor):
         principal_access_ended.send(sender=ApiKey, account_id=account.pk, api_key_id=key.pk)
     # Its open sockets close (4401) once this commits (also on a repeated revoke: a socket
     # that missed the first notice hears the second).
@@ -64,7 +51,4 @@ def api_key_revoke(*, account: Account, actor: User | None, key_id: int) -> ApiK
 
 def api_key_touch(*, key: ApiKey) -> None:
     """Record use, at most once a minute per key so busy integrations don't write per call."""
-    now = timezone.now()
-    if key.last_used_at is None or (now - key.last_used_at).total_seconds() > 60:
-        ApiKey.objects.for_account(key.account_id).filter(pk=key.pk).update(last_used_at=now)
-        key.last_used_at = now
+    secret_touch(key)

@@ -7,6 +7,7 @@ from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
 
+from billing.money import Money
 from core.tenancy import TenantModel
 
 
@@ -29,6 +30,8 @@ class Purchase(TenantModel):
     stripe_session_id = models.CharField(max_length=255, unique=True)
     payment_intent_id = models.CharField(max_length=255, blank=True, db_index=True)
     credits = models.BigIntegerField()
+    # Amounts count the currency's smallest unit, as Stripe does (cents, yen, fils: not always
+    # cents); read them as Money (`amount`, `refunded`), never divided by 100.
     amount_cents = models.BigIntegerField()
     currency = models.CharField(max_length=3)
     status = models.CharField(max_length=20, choices=PurchaseStatus.choices, default=PurchaseStatus.PENDING)
@@ -51,3 +54,12 @@ class Purchase(TenantModel):
 
     def __str__(self):
         return f"purchase of {self.credits:,} credits ({self.status})"
+
+    @property
+    def amount(self) -> Money:
+        """What the buyer paid (or is paying)."""
+        return Money.of_minor(self.amount_cents, self.currency)
+
+    @property
+    def refunded(self) -> Money:
+        return Money.of_minor(self.refunded_cents, self.currency)

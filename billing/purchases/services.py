@@ -85,7 +85,7 @@ def purchase_checkout_start(*, account: Account, actor, credits, success_url: st
         purchase.stripe_session_id = session.id
         purchase.save()
         audit_record(account=account, action="credits.checkout", actor=actor, target=f"{credits:,} credits",
-                     detail={"amount": str(Money.of_minor(amount, currency)), "session": session.id})
+                     detail={"amount": str(purchase.amount), "session": session.id})
     return Checkout(purchase=purchase, url=session.url)
 
 
@@ -174,7 +174,7 @@ def _grant_if_due(purchase: Purchase, *, account: Account, event_id: str, sessio
                      purchase.amount_cents, purchase.currency)
         return "amount_mismatch"
     credits_grant(account=account, amount=purchase.credits, key=event_id, reference=references.purchase(purchase.pk),
-                  reason=f"bought {purchase.credits:,} credits ({Money.of_minor(purchase.amount_cents, purchase.currency)})")
+                  reason=f"bought {purchase.credits:,} credits ({purchase.amount})")
     purchase.status, purchase.paid_at, purchase.credits_granted = PurchaseStatus.PAID, timezone.now(), purchase.credits
     purchase.payment_intent_id = _id_of(session.get("payment_intent"))
     return "granted"
@@ -227,7 +227,7 @@ def _charge_refunded(event_id: str, charge: dict) -> str:
             due = purchase.credits_granted * refunded // purchase.amount_cents - before
             entry = credits_take_back(account=account, amount=due, key=event_id,
                                       reference=references.purchase(purchase.pk),
-                                      reason=f"refund of {Money.of_minor(refunded - purchase.refunded_cents, purchase.currency)}"
+                                      reason=f"refund of {Money.of_minor(refunded, purchase.currency) - purchase.refunded}"
                                              f" for {purchase.credits:,} bought credits") if due > 0 else None
             purchase.credits_taken_back += -entry.delta if entry is not None else 0
             purchase.refunded_cents = refunded

@@ -16,7 +16,7 @@ from accounts.selectors import member_list
 from billing.purchases import stripe_api
 from billing.purchases.selectors import purchase_by_session, purchase_list
 from billing import pricing
-from billing.money import Money, credits_price, purchase_amount_minor
+from billing.money import credits_price, purchase_price
 from billing.purchases.services import WebhookRefused, purchase_event_handle
 from core.errors import GroundworkError
 
@@ -36,12 +36,8 @@ def buy_context(request, *, form: dict | None = None, error: GroundworkError | N
     """The Credits page's Buy section and receipts (everyone who sees credits sees them; only
     owners get the form)."""
     account = request.account
-    currency = settings.STRIPE_CURRENCY
-    packs = [{"credits": credits, "price": Money.of_minor(purchase_amount_minor(credits), currency)}
-             for credits in settings.CREDIT_PACKS]
+    packs = [{"credits": credits, "price": purchase_price(credits)} for credits in settings.CREDIT_PACKS]
     purchases = list(purchase_list(account=account)[:PURCHASES_SHOWN])
-    for purchase in purchases:
-        purchase.price = Money.of_minor(purchase.amount_cents, purchase.currency)
     configured, may_buy = stripe_api.configured(), principal_may(request, Action.BILLING_MANAGE)
     return {"buy": {
         "configured": configured, "may_buy": may_buy, "operator": _runs_the_server(request),

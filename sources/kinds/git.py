@@ -20,7 +20,7 @@ from django.conf import settings
 from sources import net
 from sources.error_codes import SourceErrorCode
 from sources.errors import SourceError
-from sources.kinds import Content, Known, Skipped, Unchanged
+from sources.kinds import Content, Known, Option, Skipped, Unchanged
 
 SCHEMES = {"git": 9418, "http": 80, "https": 443}
 # Extension -> (the name documents reads it by, content type).
@@ -28,6 +28,7 @@ FILE_KINDS = {".md": (".md", "text/markdown"), ".markdown": (".md", "text/markdo
               ".txt": (".txt", "text/plain"), ".rst": (".txt", "text/plain"),
               ".html": (".html", "text/html"), ".htm": (".html", "text/html"),
               ".pdf": (".pdf", "application/pdf")}
+OPTIONS = (Option("branch", "Branch", "main"), Option("path", "Folder", "docs/"))
 SAFE_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
 CLONE_TIMEOUT_SECONDS = 300
 
@@ -37,7 +38,7 @@ def _option_error(message: str, field: str) -> SourceError:
 
 
 def clean_options(options: dict) -> dict:
-    unknown = set(options) - {"branch", "path"}
+    unknown = set(options) - {option.name for option in OPTIONS}
     if unknown:
         raise _option_error(f"Unknown option {min(unknown)!r}; a git source takes `branch` and `path`.",
                             "options")
@@ -52,6 +53,9 @@ def clean_options(options: dict) -> dict:
 
 class GitKind:
     name = "git"
+    label = "Git repository"
+    description = "its text, Markdown, HTML and PDF files, of one branch and optionally one folder"
+    options = OPTIONS
 
     def check(self, *, url: str, options: dict) -> tuple[str, dict]:
         try:

@@ -9,8 +9,6 @@ from collections import deque
 from urllib import robotparser
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
-import lxml.html
-import trafilatura
 from django.conf import settings
 
 from sources import net
@@ -46,6 +44,9 @@ def in_scope(url: str, scope: tuple[str, str, str]) -> bool:
 
 class WebKind:
     name = "web"
+    label = "Web site"
+    description = "the page you give and the pages it links to under the same path"
+    options = ()
 
     def check(self, *, url: str, options: dict) -> tuple[str, dict]:
         try:
@@ -174,6 +175,11 @@ class WebReader:
 
 def _page(body: bytes, url: str) -> tuple[str, str, list[str]]:
     """(title, text, same-document-free links) of an HTML page."""
+    # Imported when a page is read (trafilatura takes seconds to import): the registry loads
+    # this module for the kind's name and label wherever kinds are listed.
+    import lxml.html
+    import trafilatura
+
     try:
         tree = lxml.html.document_fromstring(body)
     except (lxml.etree.ParserError, ValueError):

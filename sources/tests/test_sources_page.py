@@ -65,7 +65,7 @@ def test_a_viewer_sees_the_sources_but_may_not_add_sync_or_delete(client, accoun
     viewer = add_member(account_a, role=Role.VIEWER)
     client.force_login(viewer)
     page = client.get("/documents/sources/").content.decode()
-    assert handbook.url("/docs/") in page and "Add a web site" not in page and "Sync now" not in page
+    assert handbook.url("/docs/") in page and "Add a source" not in page and "Sync now" not in page
     assert "Delete</button>" not in page
     assert client.post("/documents/sources/new/", {"url": handbook.url("/docs/")}).status_code == 403
     assert client.post(f"/documents/sources/{source.pk}/sync/").status_code == 403
