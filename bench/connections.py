@@ -13,14 +13,12 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-from config.embedded import BASE_DIR
 
 WEB_PROCESSES = 2
 CLIENTS = 16

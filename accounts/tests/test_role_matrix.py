@@ -151,7 +151,7 @@ def test_every_api_endpoint_checks_the_table():
             elif isinstance(p, URLPattern):
                 path = prefix + str(p.pattern)
                 view = getattr(p.callback, "view_class", None) or getattr(p.callback, "cls", None)
-                if not (path.startswith("api/v1/") or path.startswith("v1/")) or view is None:
+                if not path.startswith(("api/v1/", "v1/")) or view is None:
                     continue
                 perms = getattr(view, "permission_classes", [])
                 if view.__name__ not in decided_elsewhere and not any(issubclass(c, RoleAllows) for c in perms):

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from accounts import services
 from accounts.models import Account, User
-from accounts.tests.factories import PASSWORD, make_account, make_user
+from accounts.tests.factories import PASSWORD, make_user
 from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get
 from core.tenancy import account_context, dangerously_bypass_tenancy

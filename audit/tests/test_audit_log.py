@@ -6,13 +6,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import DatabaseError, connection, transaction
 
 from accounts import services as accounts_services
-from accounts.models import ApiKey, Invitation, Membership, Role
+from accounts.models import ApiKey, Membership, Role
 from accounts.tests.factories import add_member, make_api_key, make_user, staff_with
 from audit.models import AuditEntry
 from audit.services import audit_record
 from billing.services import credits_grant
 from core.tenancy import account_context
-from documents.models import Document
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 
 from accounts.models import Account, ApiKey
-from accounts.tests.factories import make_api_key, make_user, staff_with
+from accounts.tests.factories import make_api_key, staff_with
 from billing.models import AccountBalance, CreditLedgerEntry, Kind
 from core.tenancy import account_context
 

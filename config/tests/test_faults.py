@@ -19,8 +19,6 @@ import os
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.parse
 
 import pytest
 

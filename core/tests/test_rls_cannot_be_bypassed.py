@@ -10,7 +10,6 @@ import psycopg
 import pytest
 from django.db import connection
 
-from accounts.keys import hash_key
 from accounts.tests.factories import make_api_key
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the attacker's own connection reads committed rows

@@ -81,7 +81,7 @@ def test_html_drops_scripts_and_styles(ingest, account_a):
 
 
 @pytest.mark.parametrize("name, data", [
-    ("notes.txt", "Plain notes.\n\nSecond paragraph.".encode("utf-8")),
+    ("notes.txt", b"Plain notes.\n\nSecond paragraph."),
     ("bom.txt", "\ufeffWith a byte order mark.".encode("utf-8")),
     ("utf16.txt", "Sixteen-bit text, naïve café.".encode("utf-16")),
     ("guide.md", b"# Guide\n\n## Setup\n\nRun make run."),
