@@ -1,4 +1,4 @@
-"""Backups and restore (issue 26, part 1): `manage.py backup --output FILE`, `manage.py
+"""Backups and restore: `manage.py backup --output FILE`, `manage.py
 restore FILE`, and the scheduled backups of `config/cron.py` (README, "Backups").
 
 An archive is one tar.gz:

@@ -1,4 +1,4 @@
-"""The role matrix (issue 10, item 11): every role and key scope × every action on every
+"""The role matrix: every role and key scope × every action on every
 surface (REST, pages, websocket, /v1), against the one table in accounts/permissions.py,
 through the real application, database, Redis and a model server on loopback.
 
@@ -99,7 +99,7 @@ def test_the_table_covers_every_action_and_principal():
     assert set(RULES) == set(Action)
     for action, grants in RULES.items():
         assert set(grants) == set(GRANTEES), action
-    # Issue 10, item 11, in words: viewers read and chat; members also upload and delete what
+    # The roles in words: viewers read and chat; members also upload and delete what
     # they uploaded; admins manage documents, reindexing, keys and members; owners also
     # billing and deleting the account. Read keys: chat and search; write keys: also upload,
     # delete, reindex.

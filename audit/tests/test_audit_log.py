@@ -1,4 +1,4 @@
-"""Issue 10, item 13: the audit log. Every listed action leaves one entry naming its actor
+"""The audit log: every listed action leaves one entry naming its actor
 (a user, an API key or support staff); the database refuses to change or delete an entry;
 account B never sees A's entries (API, Team page, raw SQL); members get 403; pages link on."""
 import pytest

@@ -1,4 +1,4 @@
-"""Issue 10, finding 5: every admin action needs its own permission and is recorded with the
+"""Every admin action needs its own permission and is recorded with the
 staff user who ran it. A staff user with view rights only used to mint credits with
 "Grant credits" (an action without `permissions=` is offered to anyone who may see the list)."""
 import pytest

@@ -1,4 +1,4 @@
-"""Operators see money and people (issue 25, part 8): the admin's account page shows the
+"""Operators see money and people: the admin's account page shows the
 account's grants (and purchases), its spend per day and per model; one month of its ledger is
 exported as CSV from the admin or `manage.py export_ledger`, audited; the account id is shown
 where support needs it."""

@@ -1,4 +1,4 @@
-"""What a websocket chat turn costs the database before its first token (issue 12, item 2):
+"""What a websocket chat turn costs the database before its first token:
 at most 12 SQL statements and 2 commits, whatever the surface's principal, so it cannot
 creep back. Counted by a pass-through spy on psycopg (chat/tests/sql_tally.py) while the
 model server holds the answer back between its words, so the first token is on the client

@@ -1,4 +1,4 @@
-"""Two nodes for real (issue 26): two sets of the processes `make run` starts on a machine
+"""Two nodes for real: two sets of the processes `make run` starts on a machine
 (a daphne web process on a port of its own, an rq worker with the scheduler, the cron
 process), sharing one PostgreSQL, one Redis and one S3 bucket (moto's S3 server on
 loopback), each with a local media folder of its own, so that nothing is shared on disk.

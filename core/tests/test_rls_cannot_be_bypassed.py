@@ -1,4 +1,4 @@
-"""Row-level security holds against the app role's own SQL (issue 10, finding 9).
+"""Row-level security holds against the app role's own SQL.
 
 Each test connects with psycopg as the app role, exactly as the app does (the test
 database, the same user), and plays an attacker who can run any SQL through an injection

@@ -136,7 +136,7 @@ def test_a_parse_that_hangs_is_stopped_and_the_worker_goes_on(ingest, account_a,
     """A parser that blocks for good (the stored file replaced by a FIFO nobody writes to:
     opening it waits forever, using no CPU, so only the wall clock can stop it): the sandbox
     is killed at PARSE_TIMEOUT_SECONDS, the document fails with its reason, nothing is
-    charged, no process is left, and the next document is ingested (issue 26, part 3)."""
+    charged, no process is left, and the next document is ingested."""
     import os
     import time
 

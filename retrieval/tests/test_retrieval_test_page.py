@@ -1,4 +1,4 @@
-"""The Knowledge base's Retrieval test tab (issue 23, item 8): a form POST that searches as
+"""The Knowledge base's Retrieval test tab: a form POST that searches as
 the search API does (one charge), shows each chunk's ranks, scores, whether it passed and its
 text escaped; members and viewers may use it; another account's chunks and a restricted
 collection's never appear; bad input is a clear message, never a 500."""

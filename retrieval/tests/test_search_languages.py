@@ -1,4 +1,4 @@
-"""Full text in each document's language (issue 23, deliverable 3): a document's language is
+"""Full text in each document's language: a document's language is
 detected at ingestion, its chunks are indexed with the matching PostgreSQL configuration
 (`simple` when unknown), and a query matches each chunk under its own configuration, with
 the GIN index still serving it; documents ingested before that are backfilled."""
