@@ -8,9 +8,10 @@ And the ledger a turn writes through the one-statement hold and settle: the same
 in the same order, as the ORM path wrote, with what the turn drew from its hold (the query
 embedding) recorded at settle, and nothing crossing accounts."""
 import pytest
+from django.db import ProgrammingError
 from accounts.models import Role
 from accounts.tests.factories import add_member, make_user
-from billing.errors import BillingError, InsufficientCredits
+from billing.errors import InsufficientCredits
 from billing.models import CreditHold, CreditLedgerEntry
 from billing.selectors import balance_get
 from billing.services import HoldDraw, credits_hold, hold_release, hold_settle
@@ -146,10 +147,10 @@ def test_another_accounts_hold_cannot_be_settled_or_released(account_a, account_
     with account_context(account_b):
         b_before = balance_get(account=account_b)
         # B's context sees neither A's balance row nor A's hold: nothing is settled.
-        with pytest.raises(BillingError, match="is not in this account"):
+        with pytest.raises(ProgrammingError, match="row-level security"):
             hold_settle(hold=hold, used_tokens=100)
     with account_context(account_b):
-        with pytest.raises(BillingError, match="is not in this account"):
+        with pytest.raises(ProgrammingError, match="row-level security"):
             hold_release(hold=hold)
     with account_context(account_b):
         assert balance_get(account=account_b) == b_before
