@@ -4,7 +4,7 @@ listed through their `all_accounts` manager. Non-staff never get past the admin 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from django import forms
 from django.contrib import admin, messages
@@ -306,7 +306,7 @@ class AccountAdmin(RefusalsShownMixin, admin.ModelAdmin):
 class MembershipAdminForm(forms.ModelForm):
     class Meta:
         model = Membership
-        fields = "__all__"
+        fields = ("account", "user", "role")
 
     def clean_account(self):
         account = self.cleaned_data.get("account")

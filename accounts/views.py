@@ -220,7 +220,7 @@ def invitation_accept_view(request, invitation_id: int):
         membership = services.invitation_accept_by_id(user=request.user, invitation_id=invitation_id)
     except AccountError as exc:
         if exc.status == 404:
-            raise Http404
+            raise Http404 from exc
         messages.error(request, exc.message)
         return redirect("home")
     request.session[SESSION_ACCOUNT_KEY] = membership.account_id
@@ -235,7 +235,7 @@ def invitation_decline_view(request, invitation_id: int):
         services.invitation_decline(user=request.user, invitation_id=invitation_id)
     except AccountError as exc:
         if exc.status == 404:
-            raise Http404
+            raise Http404 from exc
         messages.error(request, exc.message)
     else:
         messages.info(request, "Invitation declined.")
@@ -280,8 +280,8 @@ def account_switch_view(request):
     """Switch the session to another account the user belongs to (404 for any other id)."""
     try:
         account_id = int(request.POST.get("account_id", ""))
-    except ValueError:
-        raise Http404
+    except ValueError as exc:
+        raise Http404 from exc
     membership = next((m for m in request.memberships if m.account_id == account_id), None)
     if membership is None:
         raise Http404
@@ -315,7 +315,7 @@ def _team_context(request, **extra) -> dict:
         # their own role (the services refuse it too, whatever is posted).
         m.manageable = services.member_manageable(actor_membership=actor, membership=m)
     context = {
-        "members": members, "grantable_roles": [(v, l) for v, l in RoleForm.base_fields["role"].choices
+        "members": members, "grantable_roles": [(v, label) for v, label in RoleForm.base_fields["role"].choices
                                                 if v in grantable],
         "invitations": selectors.invitation_list(account=request.account),
         "may_manage_keys": principal_may(request, Action.KEYS_MANAGE),
@@ -334,7 +334,7 @@ def _run(request, action, success: str):
         action()
     except AccountError as exc:
         if exc.status == 404:
-            raise Http404
+            raise Http404 from exc
         if exc.code == CoreErrorCode.FORBIDDEN:  # refused by role: the 403 page says why
             raise PageForbidden(exc.message) from exc
         messages.error(request, exc.message)

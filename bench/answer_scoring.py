@@ -54,7 +54,7 @@ def passage_holds(document: str, text: str, expect: dict) -> bool:
     body = norm(text)
     if "span" in expect:
         section = norm(expect["span"])
-        return any(body[i:i + SPAN] in section for i in range(0, max(1, len(body) - SPAN + 1)))
+        return any(body[i:i + SPAN] in section for i in range(max(1, len(body) - SPAN + 1)))
     return any(norm(s) in body for s in expect.get("contains", []))
 
 
@@ -120,7 +120,7 @@ def degenerate_kind(answer: str, finish_reason: str = "") -> str:
 
 def _script(char: str) -> str:
     name = unicodedata.name(char, "")
-    if name.startswith("CJK") or name.startswith(("HIRAGANA", "KATAKANA")):
+    if name.startswith(("CJK", "HIRAGANA", "KATAKANA")):
         return "CJK"
     return name.split(" ", 1)[0]
 

@@ -1,5 +1,5 @@
-"""PostgreSQL connections held by the web processes during and after a long session of use
-(issue 12, item 5): two daphne processes (as `make run` starts them on a 2-core machine)
+"""PostgreSQL connections held by the web processes during and after a long session of use:
+two daphne processes (as `make run` starts them on a 2-core machine)
 serve a mixed load (REST lists, search, chats over the websocket and REST, pages) from 16
 clients at once; a sampler counts the app role's connections to the bench database every
 0.2 s, then after the load the idle ones that stay.
@@ -13,14 +13,12 @@ import asyncio
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
-from config.embedded import BASE_DIR
 
 WEB_PROCESSES = 2
 CLIENTS = 16

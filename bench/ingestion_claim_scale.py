@@ -1,4 +1,4 @@
-"""Fair ingestion at scale (issue 12, item 4): how long does a worker take to claim the next
+"""Fair ingestion at scale: how long does a worker take to claim the next
 document when thousands of accounts have documents waiting?
 
 `documents.ingestion_queue.claim_next()` runs under one advisory lock, so every worker's

@@ -1,4 +1,4 @@
-"""Fair ingestion (issue 12, item 4): account A floods the queue, then account B uploads one
+"""Fair ingestion: account A floods the queue, then account B uploads one
 36-byte text file; how long does B wait for it to be ready?
 
 Real rq workers (`manage.py rqworker default --with-scheduler` subprocesses, 1 and then 2)

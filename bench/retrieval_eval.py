@@ -85,7 +85,7 @@ def _norm(text: str) -> str:
 
 def _relevant(chunk_text: str, answer: str) -> bool:
     chunk = _norm(chunk_text)
-    return any(chunk[i:i + SPAN] in answer for i in range(0, max(1, len(chunk) - SPAN + 1)))
+    return any(chunk[i:i + SPAN] in answer for i in range(max(1, len(chunk) - SPAN + 1)))
 
 
 def reword(question: str) -> str:

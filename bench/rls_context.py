@@ -1,4 +1,4 @@
-"""What the signed row-level-security context costs (issue 10, finding 9; core/rls.py).
+"""What the signed row-level-security context costs (core/rls.py).
 
 Policies read the context through groundwork_private.ctx_*(), which recompute the context's
 signature: once per statement and table (an InitPlan), not once per row. Measured here:

@@ -143,7 +143,7 @@ def _load(total: int, account_ids: list[int]) -> dict:
             cursor.execute("SET maintenance_work_mem = '4GB'")
             cursor.execute("SET max_parallel_maintenance_workers = 2")
             t0 = time.perf_counter()
-            # The 384-d expression index of migration 0010 (vectors of any dimension since issue 11).
+            # The 384-d expression index of migration 0010 (the column holds vectors of any dimension).
             cursor.execute("CREATE INDEX IF NOT EXISTS chunk_embedding_hnsw_d384 ON documents_chunk USING hnsw "
                            "((embedding::vector(384)) vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
                            "WHERE vector_dims(embedding) = 384")

@@ -198,7 +198,7 @@ class LedgerMonthForm(forms.Form):
         try:
             operators.month_parse(month)
         except operators.MonthError as exc:
-            raise forms.ValidationError(str(exc))
+            raise forms.ValidationError(str(exc)) from exc
         return month
 
 

@@ -51,9 +51,9 @@ def contact_email_parse(value) -> str:
         if len(text) > 254:
             raise ValidationError("too long")
         validate_email(text)
-    except ValidationError:
+    except ValidationError as exc:
         raise BillingError(CoreErrorCode.INVALID_EMAIL, f"“{text[:80]}” is not an email address; enter one such as "
-                                            "billing@example.com, or leave it empty.", field="contact_email")
+                                            "billing@example.com, or leave it empty.", field="contact_email") from exc
     return text
 
 
@@ -141,7 +141,7 @@ def _send(subject: str, body: str, to: str) -> None:
     # alert stays recorded as sent (page, audit log) and the failure is logged.
     try:
         send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, [to])
-    except Exception:  # noqa: BLE001 - any transport error
+    except Exception:  # any transport error
         logger.exception("low-balance alert to %s could not be sent", to)
 
 

@@ -50,7 +50,7 @@ class Spender:
 
 def period_window(period: str, now: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
     """[start, end) of the UTC day or month that contains `now`."""
-    day = now.astimezone(dt.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    day = now.astimezone(dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0)
     if period == BudgetPeriod.DAY:
         return day, day + dt.timedelta(days=1)
     start = day.replace(day=1)
@@ -193,8 +193,8 @@ def _budget_target(account, *, user_id=None, api_key_id=None) -> tuple[dict, str
                 raise BillingError(CoreErrorCode.NOT_FOUND, "That member is not in this account.", status=404, field="target")
             return {"user": member.user, "api_key": None}, member.user.email
         key = ApiKey.objects.for_account(account).filter(pk=int(api_key_id)).first()
-    except (TypeError, ValueError, OverflowError):
-        raise BillingError(BillingErrorCode.INVALID_TARGET, "Choose one member or one API key for the budget.", field="target")
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise BillingError(BillingErrorCode.INVALID_TARGET, "Choose one member or one API key for the budget.", field="target") from exc
     if key is None:
         raise BillingError(CoreErrorCode.NOT_FOUND, "That API key is not in this account.", status=404, field="target")
     if not key.is_active:

@@ -61,7 +61,9 @@ class Money:
         shown = self.amount.quantize(Decimal(1).scaleb(-places))
         if shown != self.amount:  # a fraction of a cent: all of it, without trailing zeros
             shown = self.amount.normalize()
-            places = max(places, -shown.as_tuple().exponent)
+            fraction = shown.as_tuple().exponent
+            if isinstance(fraction, int):  # always, for a finite amount ("n", "N", "F": NaN, infinity)
+                places = max(places, -fraction)
         return f"{shown:,.{places}f} {self.currency.upper()}"
 
 

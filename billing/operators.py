@@ -35,8 +35,8 @@ def month_parse(text: str) -> tuple[dt.datetime, dt.datetime]:
     if not match or not 1 <= int(match[2]) <= 12 or int(match[1]) < 2000:
         raise MonthError(f"“{text}” is not a month: write it as YYYY-MM, e.g. 2026-11.")
     year, month = int(match[1]), int(match[2])
-    start = dt.datetime(year, month, 1, tzinfo=dt.timezone.utc)
-    end = dt.datetime(year + month // 12, month % 12 + 1, 1, tzinfo=dt.timezone.utc)
+    start = dt.datetime(year, month, 1, tzinfo=dt.UTC)
+    end = dt.datetime(year + month // 12, month % 12 + 1, 1, tzinfo=dt.UTC)
     return start, end
 
 
@@ -59,7 +59,7 @@ def spend_per_day(*, account, days: int = 30, now: dt.datetime | None = None) ->
     days without a charge are left out."""
     since = (now or timezone.now()) - dt.timedelta(days=days)
     rows = (CreditLedgerEntry.objects.for_account(account).filter(kind__in=SPENDING_KINDS, created_at__gte=since)
-            .annotate(day=TruncDate("created_at", tzinfo=dt.timezone.utc)).values("day")
+            .annotate(day=TruncDate("created_at", tzinfo=dt.UTC)).values("day")
             .annotate(credits=-Sum("delta"), tokens=Sum("tokens"), calls=Count("pk")).order_by("-day"))
     return [Spend(f"{r['day']:%Y-%m-%d}", r["credits"], r["tokens"] or 0, r["calls"]) for r in rows]
 
@@ -106,7 +106,7 @@ def ledger_export_csv(*, account, month: str, out, actor=None) -> int:
     writer.writerow(EXPORT_COLUMNS)
     rows = 0
     for e in ledger_month_list(account=account, start=start, end=end).iterator(chunk_size=2000):
-        writer.writerow([e.created_at.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S"), e.kind,
+        writer.writerow([e.created_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S"), e.kind,
                          _cell(e.model), e.tokens, e.delta, e.balance_after,
                          _cell(e.reference or (e.metadata or {}).get("reason", "")), _cell(_actor(e))])
         rows += 1

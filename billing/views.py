@@ -98,7 +98,7 @@ def billing_settings_view(request):
         billing_settings_update(account=request.account, actor=request.user, **form)
     except GroundworkError as exc:
         if exc.status == 403:
-            raise PermissionDenied(exc.message)
+            raise PermissionDenied(exc.message) from exc
         return _credits_page(request, billing_form=form, billing_error=exc, status=400)
     messages.success(request, "Billing settings saved.")
     return redirect(reverse("billing:credits") + "#billing")
@@ -122,7 +122,7 @@ def buy_view(request):
                                            success_url=success_url, cancel_url=cancel_url)
     except GroundworkError as exc:
         if exc.status == 403:
-            raise PermissionDenied(exc.message)
+            raise PermissionDenied(exc.message) from exc
         return _credits_page(request, buy_form=form, buy_error=exc, status=400 if exc.status < 500 else exc.status)
     return HttpResponseRedirect(checkout.url, status=303)
 

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from chat.passage_text import (ends_sentence, is_toc_line, names, plain, scripts, sentences,  # noqa: F401
+from chat.passage_text import (ends_sentence, is_toc_line, names, plain, scripts, sentences,
                                words_lower)
 
 CITATION = re.compile(r"\s*\[Document\s+(\d+)\]", re.I)

@@ -1,4 +1,4 @@
-"""Backups and restore (issue 26, part 1): `manage.py backup --output FILE`, `manage.py
+"""Backups and restore: `manage.py backup --output FILE`, `manage.py
 restore FILE`, and the scheduled backups of `config/cron.py` (docs/operations/backups.md).
 
 An archive is one tar.gz:
@@ -315,7 +315,7 @@ def _open_archive(archive: Path, key: bytes | None):
         raise BackupError(f"{archive} is not encrypted: restore it without --decrypt.")
     if not encrypted:
         return tarfile.open(archive, "r:gz"), None
-    reader = DecryptingReader(open(archive, "rb"), key, name=str(archive))  # noqa: SIM115 (closed with the tar)
+    reader = DecryptingReader(open(archive, "rb"), key, name=str(archive))  # closed with the tar
     return tarfile.open(fileobj=reader, mode="r|gz"), reader
 
 

@@ -200,7 +200,7 @@ def _provision(server) -> None:
     template1, so test databases created from it inherit the extension). Idempotent, and
     it upgrades a data folder made before the owner role existed.
 
-    Roles (docs/operations/postgresql.md):
+    Roles (docs/operations/postgresql.md; the app's role can neither own nor bypass RLS):
     - `groundwork`, the app: LOGIN, plain (NOSUPERUSER NOBYPASSRLS), owns nothing, may not
       become any other role; rows only, granted by `manage.py migrate`.
     - `groundwork_owner`: owns the database, its tables and the signed-context schema; runs

@@ -29,8 +29,8 @@ def _is_proxy_header(meta_name: str) -> bool:
     if not meta_name.startswith("HTTP_"):
         return False
     name = meta_name[len("HTTP_"):]
-    return (name in ("FORWARDED", "VIA", "X_REAL_IP") or "FORWARDED_" in name or name.endswith("_FORWARDED")
-            or name.endswith(("_CLIENT_IP", "_CONNECTING_IP")))
+    return (name in ("FORWARDED", "VIA", "X_REAL_IP") or "FORWARDED_" in name
+            or name.endswith(("_FORWARDED", "_CLIENT_IP", "_CONNECTING_IP")))
 
 
 def _relayed(request) -> bool:

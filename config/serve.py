@@ -1,5 +1,5 @@
-"""The Procfile's entry points for several processes of one kind in one container or dyno
-(issue 12): `python -m config.serve web` binds HOST:PORT once and runs WEB_PROCESSES daphne
+"""The Procfile's entry points for several processes of one kind in one container or dyno:
+`python -m config.serve web` binds HOST:PORT once and runs WEB_PROCESSES daphne
 processes on that socket; `python -m config.serve worker` runs WORKER_PROCESSES rq workers.
 Both default to the number of cores. SIGTERM stops them all; if one exits, the rest are
 stopped and the exit code says so, so that the platform restarts the whole.

@@ -486,7 +486,7 @@ LOGGING = {
     },
 }
 
-# --- request limits (core/limits.py; issue 10, findings 4 and 7) -------------------------------
+# --- request limits (core/limits.py): no body is buffered past them ------------------------------
 # Every endpoint but an upload takes at most this much body; uploads MAX_UPLOAD_BYTES plus
 # multipart overhead. Refused with 413 before the body is read or anyone is authenticated.
 REQUEST_MAX_BYTES = env.int("REQUEST_MAX_BYTES", default=1024 * 1024)
@@ -494,7 +494,7 @@ UPLOAD_PATHS = ("/api/v1/documents/", "/documents/upload/")
 # Django's own cap on a non-file body (WSGI and a backstop for ASGI): the same small limit.
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_MAX_BYTES
 
-# --- the chat websocket's limits (chat/consumers.py; issue 10, findings 3, 7 and 8) ------------
+# --- the chat websocket's limits (chat/consumers.py): sockets, frames, turns ---------------------
 # Open sockets per principal (an API key, or a member in one account): past it, closed 4429.
 WS_MAX_SOCKETS_PER_PRINCIPAL = env.int("WS_MAX_SOCKETS_PER_PRINCIPAL", default=10)
 # Frames a socket may send: WS_FRAME_BURST at once, refilled at WS_FRAMES_PER_SECOND; past it
@@ -509,7 +509,7 @@ WS_MAX_FRAME_BYTES = env.int("WS_MAX_FRAME_BYTES", default=64 * 1024)
 WS_ALLOWED_ORIGINS = env.list("WS_ALLOWED_ORIGINS", default=[
     f"http://{host}:{env.int('PORT', default=8000)}" for host in ("localhost", "127.0.0.1")] if RELAXED else [])
 
-# --- security headers (core/headers.py; issue 10, finding 10) -----------------------------------
+# --- security headers (core/headers.py) ----------------------------------------------------------
 # Everything from this origin only; no inline script or style (templates and static/js hold
 # none). Referrer-Policy and X-Content-Type-Options: SecurityMiddleware, in every mode.
 CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "

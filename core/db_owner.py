@@ -1,4 +1,4 @@
-"""The schema's owner: a database role apart from the app's (issue 10, finding 9).
+"""The schema's owner: a database role apart from the app's.
 
 The app serves requests as a plain role (NOSUPERUSER NOBYPASSRLS) that owns nothing: it
 cannot ALTER a table out of row-level security, drop a policy, read the context-signing

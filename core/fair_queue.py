@@ -25,11 +25,15 @@ import datetime as dt
 import logging
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from django.db import models
 
 from core.tenancy import TenantModel
+
+if TYPE_CHECKING:
+    from django.db.backends.utils import CursorWrapper
+    from rq import Queue
 
 # Lanes read per query while looking for one with an item to take (a lane whose items are
 # all locked by another transaction, or otherwise not takeable, is passed over).
@@ -109,14 +113,14 @@ class FairQueue:
     def idle_params(self, account_id: int) -> dict:
         return {**self.waiting_params, "account": account_id}
 
-    def mark_waiting(self, cursor, account_id: int) -> None:
+    def mark_waiting(self, cursor: CursorWrapper, account_id: int) -> None:
         """The account has an item waiting (call it in the transaction that makes it wait,
         under the account's context: the lanes are tenant rows)."""
         cursor.execute(f"INSERT INTO {self.lanes} AS lane (account_id, waiting, waiting_since, served_at)"
                        " VALUES (%s, true, clock_timestamp(), NULL) ON CONFLICT (account_id) DO UPDATE"
                        " SET waiting = true, waiting_since = clock_timestamp() WHERE NOT lane.waiting", [account_id])
 
-    def claim(self, cursor, *, busy_sql: str, busy_params: dict, take: Callable[[int], T | None]) -> T | None:
+    def claim(self, cursor: CursorWrapper, *, busy_sql: str, busy_params: dict, take: Callable[[int], T | None]) -> T | None:
         """The fairest account's next item, taken by `take(account_id)` (None: nothing of
         that account can be taken now); None when no account has one. Runs in the caller's
         transaction, which must see every account (the caller's audited bypass).
@@ -144,7 +148,7 @@ class FairQueue:
             cursor.execute(self.idle_sql, self.idle_params(account_id))
         return None
 
-    def _fairest(self, cursor, busy: dict[int, int]) -> Iterator[int]:
+    def _fairest(self, cursor: CursorWrapper, busy: dict[int, int]) -> Iterator[int]:
         """Waiting accounts, fairest first: those with nothing in flight from the index, a
         batch at a time (a lane that gave nothing is skipped by the next batch), then the busy
         ones by how many they have in flight."""
@@ -164,7 +168,7 @@ class FairQueue:
                     busy[lane[0]], lane[1] is not None, lane[1] or never, lane[2] or never, lane[0])):
                 yield account_id
 
-    def jobs_missing(self, waiting: int, queue) -> int:
+    def jobs_missing(self, waiting: int, queue: Queue) -> int:
         """How many "take the next one" jobs to queue so `waiting` items each have one.
         Counted by id (a list of strings from Redis), not by loading every job: a backlog of
         10,000 jobs took ~0.6 s of the scheduler's CPU a minute that way. A retry keeps its

@@ -5,7 +5,7 @@ the policy `tenant_isolation`: a row is visible and writable only when its accou
 the transaction's account (no context: no rows), or inside the audited bypass.
 `accounts.tests.test_rls_coverage` fails if any table with an account_id column lacks it.
 
-The context is signed (issue 10, finding 9). Any role may set any `app.*` setting, so a
+The context is signed. Any role may set any `app.*` setting, so a
 policy that trusted `current_setting('app.account_id')` would let SQL injected into the
 app's own connection read another account by setting it. The app therefore writes, with
 the context, `app.context_sig` = SHA-256(k || SHA-256(k || fields)) under a key `k`

@@ -15,7 +15,7 @@ import functools
 from django.db import DEFAULT_DB_ALIAS, connection
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _insert_plan(model) -> tuple[str, tuple]:
     meta = model._meta
     fields = tuple(f for f in meta.concrete_fields if not f.primary_key)
@@ -42,14 +42,14 @@ def insert(model, /, **values):
     return obj
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _columns(model) -> tuple[str, tuple[str, ...]]:
     fields = model._meta.concrete_fields
     quote = connection.ops.quote_name
     return ", ".join(f"t.{quote(f.column)}" for f in fields), tuple(f.attname for f in fields)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _select_plan(model, related: tuple[str, ...]) -> tuple[str, list]:
     """SELECT … FROM the model's table `t` LEFT JOIN each related table under the foreign
     key's own name, and how to cut a row into instances: [(field or None, model, names, width)]."""
@@ -94,7 +94,7 @@ def select_one(model, where: str, params: list, *, related: tuple[str, ...] = ()
     return obj
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _update_sql(model, names: tuple[str, ...]) -> tuple[str, tuple]:
     meta = model._meta
     fields = tuple(meta.get_field(name) for name in names)

@@ -215,7 +215,7 @@ class Chunk(TenantModel):
     page_end = models.PositiveIntegerField(null=True, blank=True)
     heading_path = models.JSONField(default=list, blank=True)
     # Where the text came from: the file's own text, OCR of an image or a scanned page, or a
-    # vision model's description of an image; citations say so (issue 11).
+    # vision model's description of an image; citations say so.
     text_source = models.CharField(max_length=10, choices=TextSource.choices, default=TextSource.TEXT)
     prev_chunk_id = models.BigIntegerField(null=True, blank=True)
     next_chunk_id = models.BigIntegerField(null=True, blank=True)

@@ -10,7 +10,7 @@ registers how (in its AppConfig.ready), because documents sits below it and must
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 
 @dataclass(frozen=True)

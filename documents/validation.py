@@ -12,7 +12,8 @@ import unicodedata
 import struct
 import zipfile
 from dataclasses import dataclass
-from typing import BinaryIO, Callable
+from typing import BinaryIO
+from collections.abc import Callable
 
 from documents.errors import UploadRejected
 from documents.kinds import KIND_BY_EXTENSION, SUPPORTED_SUMMARY, DocumentKind

@@ -1,4 +1,4 @@
-"""Issue 23, deliverables 6 and 7, in a real browser: answers render as Markdown through the
+"""Answers and feedback in a real browser: answers render as Markdown through the
 vendored markdown-it and DOMPurify (a table, a code block, a list) while HTML from a document
 and from the answer stays text; the page says what the search found before the first token;
 thumbs down with a comment under an answer reaches the owner's Feedback page."""

@@ -1,4 +1,4 @@
-"""Issue 25, part 4, in a real browser against the real stack: a person renames a
+"""Conversations people manage, in a real browser against the real stack: a person renames a
 conversation from the keyboard, copies an answer with its citations, regenerates it (the old
 answer stays folded as a previous version), finds conversations with the search box and
 deletes one through the confirmation dialog; titles stay text everywhere."""

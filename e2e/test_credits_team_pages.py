@@ -1,4 +1,4 @@
-"""Issue 10, item 16: the Credits and Team pages on a 375 x 740 phone.
+"""The Credits and Team pages on a 375 x 740 phone.
 
 Nothing scrolls the page sideways, and no ledger column, role control, Remove or Revoke
 button is cut off: below 600px their tables stack into one card per row."""

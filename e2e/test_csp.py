@@ -1,4 +1,4 @@
-"""Issue 10, finding 10: the dashboard works under its Content-Security-Policy.
+"""The dashboard works under its Content-Security-Policy.
 
 The browser reports every blocked script, style or connection as a console error ("Refused
 to …  because it violates the following Content Security Policy directive") and as a

@@ -1,4 +1,4 @@
-"""Issue 11, item 7 in a real browser on a 375 x 740 phone: the Knowledge base list is a
+"""Large documents in a real browser on a 375 x 740 phone: the Knowledge base list is a
 stack of cards (names readable, Charged, Added and the buttons never cut off), Reindex keeps
 the list's filters, and a long document's page shows 25 chunks at a time, its tables as
 "Header: value" cards, and a citation's link lands on the cited chunk's page, scrolled to it."""

@@ -1,4 +1,4 @@
-"""Issue 25, parts 7 and 9 in a real browser, one visit per page: a one-chunk upload reads
+"""Words that match the product, in a real browser, one visit per page: a one-chunk upload reads
 "Ready: 1 chunk, …" as the live note, the live row's words follow its counts, the chat
 answer's footer shows its credits (chat.done's credits_charged, not its tokens), and the
 Credits page shows the prices in effect."""

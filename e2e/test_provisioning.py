@@ -1,4 +1,4 @@
-"""Issue 25 in a browser, against daphne: an invited person signs up from the link (the form
+"""Provisioning in a browser, against daphne: an invited person signs up from the link (the form
 filled in with their address) and has exactly one team; an owner makes a SCIM token on the
 Team page, and an identity provider's deactivation over HTTP closes the person's open chat."""
 from __future__ import annotations

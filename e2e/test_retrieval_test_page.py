@@ -1,4 +1,4 @@
-"""The Knowledge base's Retrieval test tab in a real browser (issue 23, item 8): type a
+"""The Knowledge base's Retrieval test tab in a real browser: type a
 query, see each chunk's ranks, scores and text; a document's `<script>` shows as text and
 never runs; another account's passages never appear."""
 from __future__ import annotations

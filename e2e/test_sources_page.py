@@ -1,4 +1,4 @@
-"""The Sources tab in a real browser (issue 24, item 2): add a site the test serves on
+"""The Sources tab in a real browser: add a site the test serves on
 loopback, watch its first sync, change a page, sync again and read the history (only the
 changed page updated), then delete it; a hostile page title shows as text."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tags on the Knowledge base in a real browser (issue 24, item 3): edit a document's tags with
+"""Tags on the Knowledge base in a real browser: edit a document's tags with
 its small form, exclude a tag for the account, and see the document marked "Excluded from
 answers"; a tag written as HTML shows as text and never runs; filter by a tag."""
 from __future__ import annotations

@@ -59,8 +59,8 @@ class DataExport(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
-    objects = DataExportManager()
     all_people = models.Manager()  # the cleanup job and the admin, inside dangerously_bypass_tenancy()
+    objects = DataExportManager()
 
     class Meta:
         base_manager_name = "all_people"

@@ -81,7 +81,7 @@ def _serve(key: ApiKey, tool: str, action: Action, work: Callable[[], dict], *, 
                 payload = work()
         logger.info("mcp %s: account %s key %s ok", tool, key.account_id, key.pk)
         return _result(payload)
-    except Exception as exc:  # noqa: BLE001 - every failure is an answer (server_error for the unexpected, logged)
+    except Exception as exc:  # every failure is an answer (server_error for the unexpected, logged)
         body = exception_handler(exc, {}).data
         logger.info("mcp %s: account %s key %s refused: %s", tool, key.account_id, key.pk, body["error"]["code"])
         return _result(body, is_error=True)

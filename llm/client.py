@@ -254,9 +254,9 @@ def _events(response):
                 return
             try:
                 event = json.loads(data)
-            except ValueError:
+            except ValueError as exc:
                 raise ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, "The model provider sent a malformed stream.",
-                                    transient=True)
+                                    transient=True) from exc
             if isinstance(event, dict) and event.get("error"):
                 error = event["error"]
                 message = error.get("message", error) if isinstance(error, dict) else error

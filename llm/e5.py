@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import threading
 from contextlib import contextmanager
-from typing import Sequence
+from collections.abc import Sequence
 
 E5_MODEL_ID = "multilingual-e5-small"
 E5_DIM = 384

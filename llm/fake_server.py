@@ -48,7 +48,7 @@ import re
 import sys
 import threading
 import time
-from typing import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from llm.openai_http import ApiError, make_http_server, on_stop_signals, wait_until_set
 
@@ -355,7 +355,7 @@ class FakeOpenAIServer:
         constructor, nothing recorded (for a server that several tests share in turn)."""
         self.backend.__init__(**self._backend_options)
 
-    def start(self) -> "FakeOpenAIServer":
+    def start(self) -> FakeOpenAIServer:
         self._httpd = make_http_server(*self._address, self.backend)
         self._httpd.serve_in_background(name="fake-openai", poll_interval=0.05)
         return self
@@ -371,7 +371,7 @@ class FakeOpenAIServer:
         on_stop_signals(stop)
         wait_until_set(stop)
 
-    def __enter__(self) -> "FakeOpenAIServer":
+    def __enter__(self) -> FakeOpenAIServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:

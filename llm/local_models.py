@@ -22,7 +22,7 @@ import os
 import secrets
 import threading
 from pathlib import Path
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 EMBEDDING_MODEL_ID = "all-minilm-l6-v2"
 EMBEDDING_DIM = 384

@@ -17,7 +17,7 @@ import logging
 import os
 import sys
 import threading
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from pathlib import Path
 

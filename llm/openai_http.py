@@ -20,7 +20,8 @@ import socket
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Callable, Protocol, Sequence
+from typing import Protocol
+from collections.abc import Callable, Sequence
 
 log = logging.getLogger("llm.openai_http")
 
@@ -93,7 +94,7 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         # Nagle + delayed ACK add ~40 ms to every small response.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def log_message(self, format: str, *args) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args) -> None:  # the stdlib's signature
         log.debug("%s " + format, self.address_string(), *args)
 
     @property

@@ -41,7 +41,7 @@ def domain_remove_view(request, domain_id: int):
         services.domain_remove(account=account, actor=request.user, domain_id=domain_id)
     except AccountError as exc:
         if exc.code == CoreErrorCode.NOT_FOUND:
-            raise Http404
+            raise Http404 from exc
         raise
     messages.success(request, "Domain removed: your identity provider invites its people from now on.")
     return redirect("accounts:team")

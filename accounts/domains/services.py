@@ -37,9 +37,9 @@ def _clean_domain(domain: str) -> str:
         domain = domain[1:]
     try:
         _validate_domain(domain)
-    except ValidationError:
+    except ValidationError as exc:
         raise AccountError(AccountErrorCode.INVALID_DOMAIN, f"{domain or 'That'} is not a domain name (e.g. "
-                           "example.com).", field="domain")
+                           "example.com).", field="domain") from exc
     if "." not in domain:
         raise AccountError(AccountErrorCode.INVALID_DOMAIN, "A domain has at least two parts (e.g. example.com).",
                            field="domain")
@@ -89,8 +89,8 @@ def domain_for_token(*, token: str) -> VerifiedDomain:
     try:
         data = signing.loads(token, salt=DOMAIN_SALT, max_age=settings.EMAIL_VERIFICATION_MAX_AGE_DAYS * 86400)
         account_id, domain_id, secret = int(data["a"]), int(data["d"]), str(data["n"])
-    except (signing.BadSignature, KeyError, TypeError, ValueError):
-        raise _invalid()
+    except (signing.BadSignature, KeyError, TypeError, ValueError) as exc:
+        raise _invalid() from exc
     with account_context(account_id=account_id):
         row = (VerifiedDomain.objects.for_account(account_id).select_related("account")
                .filter(pk=domain_id, verified_at__isnull=True).first())

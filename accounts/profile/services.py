@@ -133,12 +133,12 @@ def user_email_change_confirm(*, token: str) -> User:
     try:
         data = signing.loads(token, salt=EMAIL_CHANGE_SALT,
                              max_age=timedelta(days=settings.EMAIL_VERIFICATION_MAX_AGE_DAYS))
-    except signing.SignatureExpired:
+    except signing.SignatureExpired as exc:
         raise AccountError(AccountErrorCode.LINK_EXPIRED, "This link has expired. Ask for a new one on your settings page.",
-                           status=410)
-    except signing.BadSignature:
+                           status=410) from exc
+    except signing.BadSignature as exc:
         raise AccountError(AccountErrorCode.LINK_INVALID, "This link is not valid. Copy the whole link from the email.",
-                           status=404)
+                           status=404) from exc
     user = User.objects.select_for_update().filter(pk=data.get("u")).first()
     new_email, old_email = data.get("e", ""), data.get("o", "")
     if user is None:
@@ -159,9 +159,9 @@ def user_email_change_confirm(*, token: str) -> User:
     try:
         with transaction.atomic():
             user.save(update_fields=["email", "email_change_count"])
-    except IntegrityError:  # NOTE: someone signed up with it between the check and the save
+    except IntegrityError as exc:  # NOTE: someone signed up with it between the check and the save
         raise AccountError(AccountErrorCode.DUPLICATE_EMAIL, "Another user has taken that address since; choose another.",
-                           status=409)
+                           status=409) from exc
     if not _email_mark_verified(user):
         User.objects.filter(pk=user.pk).update(email_verified_at=timezone.now())
     user.refresh_from_db()
@@ -179,7 +179,7 @@ def user_password_change(*, user: User, current_password: str, new_password: str
     try:
         validate_password(new_password, user)
     except ValidationError as exc:
-        raise AccountError(AccountErrorCode.WEAK_PASSWORD, " ".join(exc.messages), field="new_password")
+        raise AccountError(AccountErrorCode.WEAK_PASSWORD, " ".join(exc.messages), field="new_password") from exc
     user.set_password(new_password)
     user.save(update_fields=["password"])
     user_audit_record(user=user, action="user.password_change")

@@ -40,7 +40,7 @@ def scim_token_revoke_view(request, token_id: int):
         services.scim_token_revoke(account=account, actor=request.user, token_id=token_id)
     except AccountError as exc:
         if exc.status == 404:
-            raise Http404
+            raise Http404 from exc
         raise
     messages.success(request, "SCIM token revoked. Your identity provider now gets 401 with it.")
     return redirect("accounts:team")

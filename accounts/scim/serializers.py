@@ -92,8 +92,8 @@ def parse_paging(query) -> tuple[int, int]:
             return default
         try:
             return int(raw)
-        except ValueError:
-            raise ScimError(400, f"{name} must be a whole number.", ScimType.INVALID_VALUE)
+        except ValueError as exc:
+            raise ScimError(400, f"{name} must be a whole number.", ScimType.INVALID_VALUE) from exc
     start = number("startIndex", 1)
     if start > MAX_START_INDEX:
         raise ScimError(400, f"startIndex must be at most {MAX_START_INDEX}.", ScimType.INVALID_VALUE)

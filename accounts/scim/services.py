@@ -123,9 +123,9 @@ def _clean_user_name(value) -> str:
                         ScimType.INVALID_VALUE)
     try:
         validate_email(email)
-    except ValidationError:
+    except ValidationError as exc:
         raise ScimError(400, f"userName must be an email address (the person's login): {value!r} is not one.",
-                        ScimType.INVALID_VALUE)
+                        ScimType.INVALID_VALUE) from exc
     return email
 
 
@@ -140,8 +140,8 @@ def _clean_emails(value) -> list:
         address = item["value"].strip()
         try:
             validate_email(address)
-        except ValidationError:
-            raise ScimError(400, f"emails: {address!r} is not an email address.", ScimType.INVALID_VALUE)
+        except ValidationError as exc:
+            raise ScimError(400, f"emails: {address!r} is not an email address.", ScimType.INVALID_VALUE) from exc
         emails.append({"value": address, "type": _clean_text(item.get("type") or "work", "emails.type", 20),
                        "primary": item.get("primary") in (True, "true", "True")})
     return emails
@@ -244,8 +244,8 @@ def scim_user_create(*, account: Account, token: ScimToken, changes: UserChanges
             identity.save()
             if changes.active is not False:
                 _membership_start(account=account, token=token, identity=identity)
-    except IntegrityError:
-        raise ScimError(409, f"{email} is already a member of this account.", ScimType.UNIQUENESS)
+    except IntegrityError as exc:
+        raise ScimError(409, f"{email} is already a member of this account.", ScimType.UNIQUENESS) from exc
     _audit(account=account, token=token, action="scim.user_create", identity=identity,
            detail={"active": changes.active is not False})
     return identity
@@ -335,8 +335,8 @@ def _identities_by_scim_id(account: Account, scim_ids: list[str]) -> list[ScimId
     for scim_id in scim_ids:
         try:
             found.append(scim_identity_access_by_id(account=account, scim_id=scim_id))
-        except ScimError:
-            raise ScimError(400, f"No user with id {scim_id!r} in this account.", ScimType.INVALID_VALUE)
+        except ScimError as exc:
+            raise ScimError(400, f"No user with id {scim_id!r} in this account.", ScimType.INVALID_VALUE) from exc
     return found
 
 

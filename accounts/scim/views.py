@@ -70,8 +70,8 @@ def scim_endpoint(*methods: str):
 def _body(request):
     try:
         return json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError):
-        raise ScimError(400, "The body is not valid JSON.", ScimType.INVALID_SYNTAX)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ScimError(400, "The body is not valid JSON.", ScimType.INVALID_SYNTAX) from exc
 
 
 @scim_endpoint("GET", "POST")

@@ -81,8 +81,8 @@ def invitation_for_token(*, token: str) -> Invitation:
     try:
         data = signing.loads(token, salt=INVITATION_SALT)
         account_id, invitation_id, secret = int(data["a"]), int(data["i"]), str(data["n"])
-    except (signing.BadSignature, KeyError, TypeError, ValueError):
-        raise invalid
+    except (signing.BadSignature, KeyError, TypeError, ValueError) as exc:
+        raise invalid from exc
     # The signed token names the account, so the invitation is read in that account's
     # context: no cross-account bypass.
     with account_context(account_id=account_id):

@@ -28,8 +28,8 @@ def _clean_email(email: str) -> str:
     email = (email or "").strip().lower()
     try:
         validate_email(email)
-    except ValidationError:
-        raise AccountError(CoreErrorCode.INVALID_EMAIL, "Enter a valid email address.", field="email")
+    except ValidationError as exc:
+        raise AccountError(CoreErrorCode.INVALID_EMAIL, "Enter a valid email address.", field="email") from exc
     return email
 
 
@@ -113,11 +113,11 @@ def user_create(*, email: str, password: str, full_name: str = "") -> User:
     try:
         validate_password(password, User(email=email, full_name=full_name))
     except ValidationError as exc:
-        raise AccountError(AccountErrorCode.WEAK_PASSWORD, " ".join(exc.messages), field="password")
+        raise AccountError(AccountErrorCode.WEAK_PASSWORD, " ".join(exc.messages), field="password") from exc
     try:
         return User.objects.create_user(email=email, password=password, full_name=full_name.strip())
-    except IntegrityError:
-        raise AccountError(AccountErrorCode.DUPLICATE_EMAIL, "An account with this email already exists. Log in instead.", field="email")
+    except IntegrityError as exc:
+        raise AccountError(AccountErrorCode.DUPLICATE_EMAIL, "An account with this email already exists. Log in instead.", field="email") from exc
 
 
 def user_is_unclaimed(user: User) -> bool:

@@ -72,12 +72,12 @@ def email_verify(*, token: str) -> tuple[User, bool]:
     """
     try:
         data = signing.loads(token, salt=VERIFY_SALT, max_age=timedelta(days=settings.EMAIL_VERIFICATION_MAX_AGE_DAYS))
-    except signing.SignatureExpired:
+    except signing.SignatureExpired as exc:
         raise AccountError(AccountErrorCode.LINK_EXPIRED, "This verification link has expired. Log in and ask for a new one.",
-                           status=410)
-    except signing.BadSignature:
+                           status=410) from exc
+    except signing.BadSignature as exc:
         raise AccountError(AccountErrorCode.LINK_INVALID, "This verification link is not valid. Copy the whole link from the "
-                           "email, or log in and ask for a new one.", status=404)
+                           "email, or log in and ask for a new one.", status=404) from exc
     user = User.objects.filter(pk=data.get("u"), email__iexact=data.get("e", "")).first()
     if user is None:
         raise AccountError(AccountErrorCode.LINK_INVALID, "This verification link is not valid: it was made for another address.",

@@ -121,10 +121,10 @@ def _new_user(identity: Identity) -> User:
     try:
         with transaction.atomic():
             user = User.objects.create_user(email=identity.email, password=None, full_name=name)
-    except IntegrityError:
+    except IntegrityError as exc:
         # NOTE: two first sign-ins of one new address at once: the other made the user.
         raise SsoError(SsoErrorCode.SSO_IDENTITY_CONFLICT, "Another sign-in with this address is under way. Try "
-                       "again in a moment.", status=409)
+                       "again in a moment.", status=409) from exc
     _link(identity, user)
     _email_mark_verified(user)
     user.refresh_from_db()

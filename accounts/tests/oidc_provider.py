@@ -89,7 +89,7 @@ class Provider:
         self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
                                         daemon=True)
 
-    def start(self) -> "Provider":
+    def start(self) -> Provider:
         self._thread.start()
         return self
 

@@ -1,4 +1,4 @@
-"""Deleting an account (issue 10, items 3 and 11): owners only, after typing the account's
+"""Deleting an account: owners only, after typing the account's
 name, on the Team page or DELETE /api/v1/account/. Keys, members and invitations go at once;
 a job purges documents (and their files), conversations, collections and budgets; the credit
 ledger, the balance row and the audit log are kept with the account's tombstone, which no

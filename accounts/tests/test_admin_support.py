@@ -1,4 +1,4 @@
-"""Issue 10, item 15: support staff can support. The account page shows balance, recent
+"""Support staff can support: the account page shows balance, recent
 ledger, documents with status and error, keys and members; accounts are found by owner or
 member email; the ledger filters by account; a key's page revokes it; a document's failure
 reason is visible. Each as a superuser and as staff with fewer rights (no 500s, refused

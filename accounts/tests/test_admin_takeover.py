@@ -1,4 +1,4 @@
-"""Issue 22, item 1 (high), found from outside: staff with only "change user" set a
+"""Staff cannot take over a superuser. Found from outside: staff with only "change user" set a
 superuser's password in the admin, signed in as them and reached /admin/auth/group/add/;
 the same path took over any team owner. Setting another person's password or email needs
 the superuser or the dedicated permission `accounts.set_user_credentials` (which no support

@@ -1,4 +1,5 @@
-"""Issue 22, items 4 and 5, found from outside.
+"""Invitations carry no more rights than their inviter still has, and their emails are
+throttled and safe. Found from outside:
 
 4. A removed or demoted admin got back in: the invitations they had issued, with the role
    they gave, survived them; accepting one later restored admin. Removing or demoting a

@@ -1,4 +1,4 @@
-"""Issue 25, part 5: signing up through an invitation joins the inviting account only.
+"""Signing up through an invitation joins the inviting account only.
 
 Before the fix the invitation's "sign up" link led to the ordinary sign-up, which made the
 person a team of their own (unasked, with its own empty ledger) before they could accept:

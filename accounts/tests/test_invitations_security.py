@@ -1,4 +1,4 @@
-"""Issue 10, finding 1: invited seats cannot be taken.
+"""Invited seats cannot be taken.
 
 An invitation is accepted only by someone who proves control of the invited address: a
 signed, single-use, expiring link sent by email, opened while logged in as that address,

@@ -1,4 +1,4 @@
-"""Issue 10, finding 2: an API key is not the person who made it.
+"""An API key is not the person who made it.
 
 A key owns the conversations it starts and never reaches a person's (nor a person a
 key's), on every surface: websocket, REST, SSE, /v1 and the dashboard. A key

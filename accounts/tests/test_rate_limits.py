@@ -1,4 +1,4 @@
-"""Issue 10, finding 6: online guessing is slowed, and sign-up credits need a verified email.
+"""Online guessing is slowed, and sign-up credits need a verified email.
 
 Login, admin login, password reset and sign-up are limited per IP and per email address;
 past the limit every attempt (even with the right password) gets a clear "too many

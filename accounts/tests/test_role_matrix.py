@@ -1,4 +1,4 @@
-"""The role matrix (issue 10, item 11): every role and key scope × every action on every
+"""The role matrix: every role and key scope × every action on every
 surface (REST, pages, websocket, /v1), against the one table in accounts/permissions.py,
 through the real application, database, Redis and a model server on loopback.
 
@@ -99,7 +99,7 @@ def test_the_table_covers_every_action_and_principal():
     assert set(RULES) == set(Action)
     for action, grants in RULES.items():
         assert set(grants) == set(GRANTEES), action
-    # Issue 10, item 11, in words: viewers read and chat; members also upload and delete what
+    # The roles in words: viewers read and chat; members also upload and delete what
     # they uploaded; admins manage documents, reindexing, keys and members; owners also
     # billing and deleting the account. Read keys: chat and search; write keys: also upload,
     # delete, reindex.
@@ -151,7 +151,7 @@ def test_every_api_endpoint_checks_the_table():
             elif isinstance(p, URLPattern):
                 path = prefix + str(p.pattern)
                 view = getattr(p.callback, "view_class", None) or getattr(p.callback, "cls", None)
-                if not (path.startswith("api/v1/") or path.startswith("v1/")) or view is None:
+                if not path.startswith(("api/v1/", "v1/")) or view is None:
                     continue
                 perms = getattr(view, "permission_classes", [])
                 if view.__name__ not in decided_elsewhere and not any(issubclass(c, RoleAllows) for c in perms):

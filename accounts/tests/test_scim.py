@@ -1,4 +1,4 @@
-"""SCIM 2.0 provisioning at /scim/v2/ (issue 25): the owner's token, the request shapes Okta
+"""SCIM 2.0 provisioning at /scim/v2/: the owner's token, the request shapes Okta
 and Microsoft Entra ID send (copied from their SCIM guides), deactivation ending one
 membership only, and account B's token never reaching account A."""
 from __future__ import annotations

@@ -47,7 +47,7 @@ def test_duplicate_slug_is_refused_and_generated_slugs_are_unique(db):
 
 
 def test_invite_existing_user_waits_for_their_accept(account_a, owner_a):
-    """Issue 10, finding 1: nobody lands in a team they did not accept."""
+    """Nobody lands in a team they did not accept."""
     bob = make_user("bob@example.test", email_verified_at=timezone.now())
     with account_context(account_a):
         invitation = services.member_invite(account=account_a, actor=owner_a, email="BOB@example.test", role="admin")

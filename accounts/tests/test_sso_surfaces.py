@@ -167,7 +167,7 @@ def test_mcp_takes_no_session(acme, owner_a):
             return {"type": "http.request", "body": b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}',
                     "more_body": False}
 
-        async def send(message):
+        async def send(message, sent=sent):
             sent.append(message)
 
         scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": [

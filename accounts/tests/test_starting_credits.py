@@ -1,4 +1,4 @@
-"""Issue 22, item 3, found from outside: a verified person created team after team
+"""Starting credits are paid once per person. Found from outside: a verified person created team after team
 (`POST /accounts/new/`), each with the sign-up grant: unlimited free credits. Starting credits
 are one grant per verified person, and a person creates at most TEAMS_PER_PERSON_PER_DAY
 teams a day."""
@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from accounts import services
 from accounts.models import Account, User
-from accounts.tests.factories import PASSWORD, make_account, make_user
+from accounts.tests.factories import PASSWORD, make_user
 from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get
 from core.tenancy import account_context, dangerously_bypass_tenancy

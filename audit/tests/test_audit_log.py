@@ -1,4 +1,4 @@
-"""Issue 10, item 13: the audit log. Every listed action leaves one entry naming its actor
+"""The audit log: every listed action leaves one entry naming its actor
 (a user, an API key or support staff); the database refuses to change or delete an entry;
 account B never sees A's entries (API, Team page, raw SQL); members get 403; pages link on."""
 import pytest
@@ -6,13 +6,12 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import DatabaseError, connection, transaction
 
 from accounts import services as accounts_services
-from accounts.models import ApiKey, Invitation, Membership, Role
+from accounts.models import ApiKey, Membership, Role
 from accounts.tests.factories import add_member, make_api_key, make_user, staff_with
 from audit.models import AuditEntry
 from audit.services import audit_record
 from billing.services import credits_grant
 from core.tenancy import account_context
-from documents.models import Document
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,5 @@
-"""answer_eval's judges (bench/answer_scoring.py) on answers of the kinds issue 23 reports."""
+"""answer_eval's judges (bench/answer_scoring.py) on the answers a small model gives: made-up
+names and numbers, wrong scripts, tables of contents, loops and dumps, abstentions."""
 from __future__ import annotations
 
 from bench import answer_scoring as scoring

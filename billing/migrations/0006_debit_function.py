@@ -1,4 +1,4 @@
-"""billing_debit(): a debit in one statement (issue 12, item 7).
+"""billing_debit(): a debit in one statement.
 
 A debit used to be eight round trips from Python (SAVEPOINT, lock the balance row, look the
 key up, INSERT, UPDATE, look the alert up, RELEASE, and the ORM building each of them),

@@ -1,4 +1,4 @@
-"""Every ledger operation written once, as SQL functions (issue 21, item 3).
+"""Every ledger operation written once, as SQL functions.
 
 Before this, each operation existed twice: a fast SQL text in billing.services (_HOLD_SQL,
 _CLOSE_SQL) or billing_debit (0006), and an ORM twin for the cases the fast text did not

@@ -36,7 +36,7 @@ def form_decode(body: str) -> dict:
     for key, value in parse_qsl(body, keep_blank_values=True):
         parts = re.findall(r"[^\[\]]+", key)
         node = result
-        for part, following in zip(parts, parts[1:]):
+        for part, _following in zip(parts, parts[1:]):
             node = node.setdefault(part, {})
         node[parts[-1]] = value
     return _listify(result)
@@ -60,7 +60,7 @@ class StripeStandIn:
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def start(self) -> "StripeStandIn":
+    def start(self) -> StripeStandIn:
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 

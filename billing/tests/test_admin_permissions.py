@@ -1,4 +1,4 @@
-"""Issue 10, finding 5: every admin action needs its own permission and is recorded with the
+"""Every admin action needs its own permission and is recorded with the
 staff user who ran it. A staff user with view rights only used to mint credits with
 "Grant credits" (an action without `permissions=` is offered to anyone who may see the list)."""
 import pytest
@@ -6,7 +6,7 @@ from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
 
 from accounts.models import Account, ApiKey
-from accounts.tests.factories import make_api_key, make_user, staff_with
+from accounts.tests.factories import make_api_key, staff_with
 from billing.models import AccountBalance, CreditLedgerEntry, Kind
 from core.tenancy import account_context
 

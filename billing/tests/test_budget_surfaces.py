@@ -1,7 +1,6 @@
 """A budget is enforced on every surface that spends: REST chat (JSON and SSE), /v1, the
 websocket (chat.error, socket stays open), search, upload and ingestion; the member sees
 what is left; the REST API and the Team page manage budgets, account by account."""
-import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile

@@ -2,6 +2,7 @@
 transaction as the hold or debit; who spent is on every hold and entry. Surfaces (chat,
 search, upload) are in test_budget_surfaces.py, the races in test_budget_races.py."""
 import datetime as dt
+import itertools
 
 import pytest
 from django.db import connection
@@ -17,7 +18,7 @@ from billing.services import credits_debit, credits_hold, hold_release, hold_set
 from core.errors import GroundworkError
 from core.tenancy import account_context
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 @pytest.fixture
@@ -184,16 +185,19 @@ def test_every_hold_debit_release_and_charge_records_who_spent(account_a, owner_
 
 # --- windows: explicit timestamps, no sleeping ----------------------------------------------
 
-def _spent_at(account, user, when: dt.datetime, credits: int, n=[0]):
+_ENTRY_NUMBERS = itertools.count(1)  # each inserted row's idempotency key is its own
+
+
+def _spent_at(account, user, when: dt.datetime, credits: int):
     """A chat charge by `user` written at `when` (the ledger's created_at is set by the
     database otherwise; the table is append-only, so the row is inserted as it should be)."""
-    n[0] += 1
+    n = next(_ENTRY_NUMBERS)
     with account_context(account), connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO billing_creditledgerentry (account_id, delta, balance_after, kind, tokens, shortfall, model,"
             " provider, reference, idempotency_key, created_at, metadata, spent_by_user_id)"
             " VALUES (%s, %s, 0, 'chat', %s, 0, '', '', '', %s, %s, '{}', %s)",
-            [account.pk, -credits, credits, f"at-{n[0]}", when, user.pk])
+            [account.pk, -credits, credits, f"at-{n}", when, user.pk])
 
 
 def test_daily_and_monthly_windows_are_utc_days_and_months(account_a, owner_a, member_a):

@@ -64,8 +64,8 @@ def test_the_turns_hold_covers_the_query_embedding_and_the_edge_never_passes_the
     # Spent in all: the query and the answer, within what was held.
     assert 0 < _status(account_a, first).spent <= held
 
-    # One credit short of the worst case: the turn holds what the budget has left (issue 22,
-    # item 2) and is fitted to it; the cap is never passed.
+    # One credit short of the worst case: the turn holds what the budget has left
+    # and is fitted to it; the cap is never passed.
     edge, edge_client = _member(account_a, owner_a, "edge@a.test", held - 1)
     assert _ask(edge_client).status_code == 200
     assert 0 < _status(account_a, edge).spent <= held - 1

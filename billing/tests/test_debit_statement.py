@@ -1,4 +1,4 @@
-"""A debit is one statement (billing_debit, issue 12 item 7) and keeps every guarantee of the
+"""A debit is one statement (billing_debit) and keeps every guarantee of the
 ledger: never below zero, once per key however many spenders retry it at the same time,
 only in the context's own account, and the entry it returns is the row that was written."""
 import threading

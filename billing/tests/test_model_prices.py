@@ -1,4 +1,4 @@
-"""Prices per model (issue 25, part 7): an operator prices each chat and embedding model and
+"""Prices per model: an operator prices each chat and embedding model and
 vision in CREDITS_PER_1K_TOKENS ("<kind>:<model>"), and every hold, debit and estimate shown
 to a person prices the model that serves the call. Each test would fail if a caller priced
 the model at its kind's 1:1 price instead of the model's 3:1."""

@@ -1,4 +1,4 @@
-"""Operators see money and people (issue 25, part 8): the admin's account page shows the
+"""Operators see money and people: the admin's account page shows the
 account's grants (and purchases), its spend per day and per model; one month of its ledger is
 exported as CSV from the admin or `manage.py export_ledger`, audited; the account id is shown
 where support needs it."""
@@ -42,7 +42,7 @@ def test_spend_per_model_and_day_and_credits_in(account_a, account_b, settings):
         credits_in = operators.credits_in_list(account=account_a)
     assert [(m.label, m.tokens, m.credits, m.calls) for m in models] == [
         ("big-chat (chat)", 300, 900, 2), ("e5-small (embedding)", 50, 50, 1)]
-    assert [(d.label, d.credits) for d in days] == [(f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d}", 950)]
+    assert [(d.label, d.credits) for d in days] == [(f"{dt.datetime.now(dt.UTC):%Y-%m-%d}", 950)]
     assert [e.kind for e in credits_in] == ["grant", "signup"]
     with account_context(account_b):  # isolation: B sees nothing of A's
         assert operators.spend_per_model(account=account_b) == []
@@ -80,7 +80,7 @@ def test_the_admin_exports_a_month_as_csv_audited(client, account_a, account_b, 
     bad = _export(client, account_a, "2026-13")
     assert bad.status_code == 200 and "is not a month: write it as YYYY-MM" in bad.content.decode()
     assert _audits(account_a, "ledger.export") == []
-    month = f"{dt.datetime.now(dt.timezone.utc):%Y-%m}"
+    month = f"{dt.datetime.now(dt.UTC):%Y-%m}"
     response = _export(client, account_a, month)
     assert response["Content-Type"].startswith("text/csv")
     assert f"ledger-{account_a.pk}-{month}.csv" in response["Content-Disposition"]
@@ -107,7 +107,7 @@ def test_the_admin_exports_a_month_as_csv_audited(client, account_a, account_b, 
 
 def test_export_ledger_command(account_a, settings, tmp_path):
     _spend(account_a, settings)
-    month = f"{dt.datetime.now(dt.timezone.utc):%Y-%m}"
+    month = f"{dt.datetime.now(dt.UTC):%Y-%m}"
     out = io.StringIO()
     call_command("export_ledger", "--account", str(account_a.pk), "--month", month, stdout=out)
     rows = list(csv.reader(io.StringIO(out.getvalue())))
@@ -143,6 +143,6 @@ def test_a_cell_that_a_spreadsheet_would_run_is_quoted(account_a):
     with account_context(account_a):
         credits_grant(account=account_a, amount=5, reason="=HYPERLINK(\"http://x\")", key="f")
         out = io.StringIO()
-        operators.ledger_export_csv(account=account_a, month=f"{dt.datetime.now(dt.timezone.utc):%Y-%m}", out=out)
+        operators.ledger_export_csv(account=account_a, month=f"{dt.datetime.now(dt.UTC):%Y-%m}", out=out)
     [*_, row] = csv.reader(io.StringIO(out.getvalue()))
     assert row[6] == "'=HYPERLINK(\"http://x\")"

@@ -86,7 +86,7 @@ def test_usage_chart_has_every_day_and_totals(account_a):
     assert all(s["height"] >= 1 for s in today.segments)
 
 
-# Issue 10, item 16: a ledger a person can read.
+# A ledger a person can read.
 
 ROW = re.compile(r'<tr data-kind="(?P<kind>[a-z_]+)".*?data-delta="(?P<delta>-?\d+)".*?data-balance="(?P<balance>-?\d+)"', re.S)
 HELD_ROW = re.compile(r'<tr data-kind="held".*?data-balance="(?P<balance>-?\d+)"', re.S)

@@ -1,4 +1,4 @@
-"""One price, one seam (issue 21, item 2): billing.pricing turns every usage into credits,
+"""One price, one seam: billing.pricing turns every usage into credits,
 and a price other than 1:1, set in CREDITS_PER_1K_TOKENS and nowhere else, changes every
 surface's charge, hold, estimate and preflight. Each surface is run at the default price and
 again at another, against the fake provider on loopback; the provider-reported tokens stay

@@ -1,4 +1,4 @@
-"""Deleting an account closes every open websocket of it (issue 10, item 3): its keys' and
+"""Deleting an account closes every open websocket of it: its keys' and
 its members' sockets get 4401 within a second, and a new handshake is refused; another
 account's sockets stay open."""
 import pytest

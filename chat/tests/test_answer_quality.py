@@ -1,4 +1,4 @@
-"""Answers that are never made up and read cleanly (issue 23): the strict guard's rules for
+"""Answers that are never made up and read cleanly: the strict guard's rules for
 made-up names, wrong scripts and table-of-contents lines; sentences split where sentences
 end; RST directives and repeated labels cleaned; tables answered as tables; follow-ups joined
 only when they refer back; the extractive answer streamed a sentence at a time, soon after

@@ -1,5 +1,5 @@
-"""`tags` / `exclude_tags` and the account's excluded tags on every surface that retrieves
-(issue 24, item 3): `POST search/`, REST chat (JSON and SSE), the websocket's chat.message,
+"""`tags` / `exclude_tags` and the account's excluded tags on every surface that retrieves:
+`POST search/`, REST chat (JSON and SSE), the websocket's chat.message,
 /v1 (the OpenAI SDK's `extra_body`), the summary route and TurnRun's own keywords (MCP's
 ask). Real pipeline, real database and Redis, the fake model server on loopback recording
 what the model was sent."""

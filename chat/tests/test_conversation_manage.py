@@ -1,4 +1,4 @@
-"""Conversations people manage (issue 25, part 4): `PATCH conversations/{id}/` (rename),
+"""Conversations people manage: `PATCH conversations/{id}/` (rename),
 `DELETE conversations/{id}/`, `GET conversations/?q=` (search by title or message text), who
 may do it (the principal's own conversations only), and the chat page's search box, rename
 and delete controls and the truthful "who can see this" line."""

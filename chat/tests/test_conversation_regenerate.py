@@ -1,4 +1,4 @@
-"""Regenerate (issue 25, part 4): the websocket's `chat.regenerate` and `POST
+"""Regenerate: the websocket's `chat.regenerate` and `POST
 conversations/{id}/regenerate/` ask the conversation's last question again through the one
 driver, over the real consumer and the fake OpenAI-style server on loopback: a new turn,
 held and charged like any; the old answer stays as a previous version and leaves the history;

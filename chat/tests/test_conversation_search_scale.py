@@ -1,4 +1,4 @@
-"""GET conversations/?q= at scale (issue 25, part 4): one person's 5,000 messages among the
+"""GET conversations/?q= at scale: one person's 5,000 messages among the
 account's 50,000, with the statistics PostgreSQL keeps in production (ANALYZE as the owner).
 The search reads only the person's own messages, by the conversation index: no text index
 is needed (measured here: about 20 ms on two shared cores)."""

@@ -1,4 +1,4 @@
-"""Feedback on answers (issue 23, deliverable 7): `POST messages/{id}/feedback/` (one per
+"""Feedback on answers: `POST messages/{id}/feedback/` (one per
 person or key and message, a second replaces the first), `GET feedback/` for owners and
 admins, the regression cases the bench replays, and who may see which answer."""
 from __future__ import annotations

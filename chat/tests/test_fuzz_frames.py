@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the websocket's frames (issue 22, item 7): whatever a client
+"""Property-based fuzzing of the websocket's frames: whatever a client
 sends (any JSON, any text, frames of the wrong type or shape, odd ids, tags and numbers),
 the socket answers with a `chat.error` of the contract's shape or a normal turn, never a
 server error, and stays open for the next frame."""

@@ -1,6 +1,7 @@
-"""Issue 22, item 2 (medium), found from outside: chat holds undercounted, so budgets and the
-balance could be passed. The hold counted the prompt with the embedding model's WordPiece
-tokenizer (a word over 100 characters is one [UNK]); the chat model charged its own count.
+"""A hold counts the prompt as the model that charges counts it. Found from outside: chat
+holds undercounted, so budgets and the balance could be passed. The hold counted the prompt
+with the embedding model's WordPiece tokenizer (a word over 100 characters is one [UNK]);
+the chat model charged its own count.
 `POST /v1/chat/completions` with a system message of 75 random 110-character words held
 1,475 credits and used 6,904: a day budget with 2,500 left was passed by 4,413, and a
 10,000-credit team's second call was written off as `shortfall`.

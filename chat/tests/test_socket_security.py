@@ -1,5 +1,5 @@
-"""Issue 10 on the websocket: revocation and removal reach open sockets (finding 3), the
-socket's limits (finding 8) and bad frames (finding 7). Through the real ASGI application,
+"""The websocket's security: revocation and removal reach open sockets, the socket's
+limits hold and bad frames are refused. Through the real ASGI application,
 channel layer (Redis), database and a fake model server on loopback."""
 import asyncio
 import json

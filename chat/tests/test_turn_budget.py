@@ -1,4 +1,4 @@
-"""What a websocket chat turn costs the database before its first token (issue 12, item 2):
+"""What a websocket chat turn costs the database before its first token:
 at most 12 SQL statements and 2 commits, whatever the surface's principal, so it cannot
 creep back. Counted by a pass-through spy on psycopg (chat/tests/sql_tally.py) while the
 model server holds the answer back between its words, so the first token is on the client
@@ -8,6 +8,7 @@ And the ledger a turn writes through the one-statement hold and settle: the same
 in the same order, as the ORM path wrote, with what the turn drew from its hold (the query
 embedding) recorded at settle, and nothing crossing accounts."""
 import pytest
+from django.db import ProgrammingError
 from accounts.models import Role
 from accounts.tests.factories import add_member, make_user
 from billing.errors import InsufficientCredits
@@ -146,10 +147,10 @@ def test_another_accounts_hold_cannot_be_settled_or_released(account_a, account_
     with account_context(account_b):
         b_before = balance_get(account=account_b)
         # B's context sees neither A's balance row nor A's hold: nothing is settled.
-        with pytest.raises(Exception):
+        with pytest.raises(ProgrammingError, match="row-level security"):
             hold_settle(hold=hold, used_tokens=100)
     with account_context(account_b):
-        with pytest.raises(Exception):
+        with pytest.raises(ProgrammingError, match="row-level security"):
             hold_release(hold=hold)
     with account_context(account_b):
         assert balance_get(account=account_b) == b_before

@@ -385,7 +385,7 @@ def test_the_session_stack_is_skipped_only_for_a_bearer_key(client, account_a, o
 
 @pytest.mark.parametrize("text", ["Привет, как дела? Сколько дней отпуска? " * 90, "😀🎉🚀👩‍👩‍👧‍👦 " * 300])
 def test_a_costly_question_on_the_socket_stays_within_its_hold(account_a, handbook, fake_llm, text):
-    """Issue 22, item 2: the socket's turns are bounded like every surface's (a model that
+    """The socket's turns are bounded like every surface's (a model that
     counts every UTF-8 byte as a token: chat/tests/test_hold_bounds.py)."""
     from billing.services import credits_grant
     from chat.tests.test_hold_bounds import assert_no_turn_passed_its_hold

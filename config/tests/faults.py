@@ -1,4 +1,4 @@
-"""A private Groundwork for fault tests (issue 26, part 3): `make run`'s supervisor on a data
+"""A private Groundwork for fault tests: `make run`'s supervisor on a data
 folder of its own, so its PostgreSQL and Redis can be stopped, killed and started again
 without touching the test run's own; 1 web process, 1 worker and cron, with the
 deterministic model server in this process, whose answers a test can hold, release or cut

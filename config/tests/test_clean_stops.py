@@ -1,4 +1,4 @@
-"""Clean stops in every way of starting (issue 26, part 6).
+"""Clean stops in every way of starting: no process of the data folder outlives its start.
 
 Found from outside: `make run 2>&1 | tee run.log` then Ctrl-C left the embedded PostgreSQL
 running, the next `make run` reused it and never stopped it, and `manage.py` / `python -m

@@ -1,4 +1,4 @@
-"""Faults survived (issue 26, part 3), each with the real part stopped or killed, on a private
+"""Faults survived, each with the real part stopped or killed, on a private
 installation (config/tests/faults.py: `make run`'s supervisor on a data folder of its own):
 
 - PostgreSQL restarted while a document is being embedded, and while a chat answer streams;
@@ -19,8 +19,6 @@ import os
 import subprocess
 import threading
 import time
-import urllib.error
-import urllib.parse
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Issue 10, finding 10: security headers on every response, a Content-Security-Policy the
+"""Security headers on every response, a Content-Security-Policy the
 dashboard passes (no inline script, event handler or style), and API docs served offline."""
 from __future__ import annotations
 

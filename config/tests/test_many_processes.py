@@ -1,4 +1,4 @@
-"""Two web and two worker processes against one database and one Redis (issue 12): what a
+"""Two web and two worker processes against one database and one Redis: what a
 person does on one process is what every other process sees, and each job is done once.
 
 The web processes are started the way `make run` starts them (config/run.py: daphne on a

@@ -1,4 +1,4 @@
-"""Uploaded files and exports in an S3-compatible bucket (STORAGE_BUCKET, issue 26): a real
+"""Uploaded files and exports in an S3-compatible bucket (STORAGE_BUCKET): a real
 S3 server on loopback (moto's server mode, config.testing.s3_server), the app's own storage
 backend (django-storages) talking to it over HTTP. The local media folder stays empty: a
 second machine needs nothing of this one's disk.

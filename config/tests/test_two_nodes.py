@@ -1,4 +1,4 @@
-"""Two nodes for real (issue 26): two sets of the processes `make run` starts on a machine
+"""Two nodes for real: two sets of the processes `make run` starts on a machine
 (a daphne web process on a port of its own, an rq worker with the scheduler, the cron
 process), sharing one PostgreSQL, one Redis and one S3 bucket (moto's S3 server on
 loopback), each with a local media folder of its own, so that nothing is shared on disk.
@@ -176,7 +176,7 @@ def test_two_nodes_share_one_database_redis_and_bucket_and_nothing_on_disk(
         assert time.monotonic() < deadline, ({n: [(j.id, j.get_status()) for j in jobs] for n, jobs in runs.items()},
                                              nodes.output())
         time.sleep(0.5)
-    for job, interval, name in PERIODIC_JOBS:
+    for _job, interval, name in PERIODIC_JOBS:
         results = sorted(((run.started_at, run.return_value()) for run in runs[name]), key=lambda r: r[0])
         ran = [started for started, result in results if result["ran"]]
         assert ran and len(ran) < len(results), (name, results)  # one ran, the other found the lease taken

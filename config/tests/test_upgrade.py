@@ -1,9 +1,9 @@
-"""Upgrades (issue 26, part 7): a database built and filled by an earlier commit of this
+"""Upgrades: a database built and filled by an earlier commit of this
 repository, through that commit's own `manage.py migrate` and services, then migrated to
 now by this checkout's `manage.py migrate`: every row intact, RLS FORCEd on every tenant
 table (the new ones too), the app role still plain, and search finds what it found.
 
-The earlier commit is EARLIER below: issue 21's landing (the chat merge, one embed ->
+The earlier commit is EARLIER below: the chat merge's landing (one embed ->
 charge -> search per turn). Between it and now: documents 0015 (per-document language,
 the full-text function replaced), 0016 (tags, replaced again), chat 0005 (feedback),
 sources 0001 (a new tenant app). It runs with this checkout's venv (same Django, same
@@ -28,7 +28,7 @@ from django.db import connections
 from config.backup import Target, unforced_tenant_tables
 from core.db_owner import owner_connection, owner_credentials
 
-EARLIER = "e25443c"  # issue 21 landed: the chat merge (1b399c8) + its import fix, 2026-12-01 20:06 UTC
+EARLIER = "e25443c"  # the chat merge (1b399c8) and its import fix, 2026-12-01 20:06 UTC
 REPO = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]

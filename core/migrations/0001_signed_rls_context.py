@@ -1,4 +1,4 @@
-"""Row-level security reads a signed context (issue 10, finding 9; core/rls.py).
+"""Row-level security reads a signed context (core/rls.py).
 
 Re-creates every tenant policy of the apps' earlier migrations through the signed-context
 functions, and the full-text search function with them; a database migrated before this

@@ -17,7 +17,7 @@ import pytest
 import requests
 import schemathesis
 from django.core.files.uploadedfile import SimpleUploadedFile
-from hypothesis import HealthCheck, Phase, given, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis import GenerationMode
 
 from accounts.keys import hash_key

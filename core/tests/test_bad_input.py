@@ -1,4 +1,4 @@
-"""Issue 10, finding 7 (HTTP side): bad input is never a 500.
+"""Bad input is never a 500 (the HTTP side; the websocket's is chat/tests/test_socket_security.py).
 
 Every case answers a clear 4xx in the contract's error shape on REST search and chat and on
 /v1/chat/completions (413 for size), and full-text search copes with any text.

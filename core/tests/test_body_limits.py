@@ -1,4 +1,4 @@
-"""Issue 10, finding 4: the server cannot be made to buffer a huge body.
+"""The server cannot be made to buffer a huge body.
 
 A body over the endpoint's limit is refused from its Content-Length before anything reads
 it (413, JSON on the API, a plain page elsewhere), and a body without one (chunked) is cut

@@ -1,65 +1,40 @@
 """Error codes are named once (docs/architecture.md, "Where to add … an error"): every code a
 GroundworkError is raised with comes from an app's `error_codes.py` enum (core's when several
-apps raise it), never a string typed at the raise site, and no code is in two enums."""
+apps raise it), never a string typed at the raise site, and no code is in two enums. The rule
+is config/checks.py's (`make lint` runs it too); these tests keep it in the suite."""
 from __future__ import annotations
 
 import ast
-import importlib
-import re
-from enum import StrEnum
-from pathlib import Path
+import subprocess
+import sys
 
-ROOT = Path(__file__).resolve().parents[2]
-APPS = ["core", "llm", "audit", "accounts", "billing", "documents", "retrieval", "chat", "exports", "config"]
-# Names of exception classes whose first argument is a code.
-ERROR_SUFFIXES = ("Error", "Rejected", "Exceeded", "Conflict", "Forbidden", "NotFound")
-NOT_OURS = {"ValidationError", "ApiError", "ImproperlyConfigured", "CommandError", "ValueError", "TypeError",
-            "RuntimeError", "KeyError", "LookupError", "OSError", "PermissionError", "LocalModelError"}
-# A code's shape: a snake_case word ("parse_failed"); a first argument with spaces or capitals is
-# a message (Forbidden("Only owners …"), DRF's exceptions).
-CODE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
-# The fake and local OpenAI-compatible servers speak OpenAI's own wire codes.
-SKIP = {"llm/fake_server.py", "llm/openai_http.py"}
-
-
-def _sources():
-    for app in APPS:
-        for path in sorted((ROOT / app).rglob("*.py")):
-            rel = path.relative_to(ROOT)
-            if "tests" in rel.parts or "migrations" in rel.parts or str(rel) in SKIP:
-                continue
-            yield rel, ast.parse(path.read_text())
-
-
-def _called_name(node: ast.Call) -> str:
-    func = node.func
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    return func.id if isinstance(func, ast.Name) else ""
+from config import checks
 
 
 def test_no_error_is_raised_with_a_typed_string_code():
-    typed = []
-    for rel, tree in _sources():
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call) or not node.args:
-                continue
-            name = _called_name(node)
-            ours = name == "__init__" or (name.endswith(ERROR_SUFFIXES) and name not in NOT_OURS)
-            first = node.args[0]
-            if ours and isinstance(first, ast.Constant) and isinstance(first.value, str) and CODE.match(first.value):
-                typed.append(f"{rel}:{node.lineno} {name}({first.value!r}, …)")
-    assert typed == []
+    assert checks.typed_string_codes() == []
 
 
 def test_each_code_is_in_one_enum():
-    owners: dict[str, list[str]] = {}
-    for app in APPS:
-        if not (ROOT / app / "error_codes.py").exists():
-            continue
-        module = importlib.import_module(f"{app}.error_codes")
-        for enum in vars(module).values():
-            if isinstance(enum, type) and issubclass(enum, StrEnum) and enum is not StrEnum:
-                for member in enum:
-                    owners.setdefault(member.value, []).append(f"{app}.{enum.__name__}")
-    assert owners and {code: where for code, where in owners.items() if len(where) > 1} == {}
+    owners = checks.code_owners()
+    assert owners and checks.codes_in_two_enums(owners) == {}
+
+
+def test_a_typed_code_is_found_and_a_message_is_not():
+    tree = ast.parse('raise IngestionError("parse_failed", "The file could not be read.")\n'
+                     'raise Forbidden("Only owners can do that.")\n'
+                     'raise IngestionError(DocumentErrorCode.PARSE_FAILED, "The file could not be read.")\n')
+    assert checks.typed_string_codes([("documents/x.py", tree)]) == ["documents/x.py:1 IngestionError('parse_failed', …)"]
+
+
+def test_a_code_in_two_enums_is_found():
+    owners = {"not_found": ["core.CoreErrorCode", "chat.ChatErrorCode"], "parse_failed": ["documents.X"]}
+    assert checks.codes_in_two_enums(owners) == {"not_found": ["core.CoreErrorCode", "chat.ChatErrorCode"]}
+
+
+def test_the_command_passes_on_this_tree_without_django():
+    """`python -m config.checks` as `make lint` runs it: no settings module, no database."""
+    result = subprocess.run([sys.executable, "-m", "config.checks"], cwd=checks.ROOT, capture_output=True, text=True,
+                            env={"PATH": "/usr/bin:/bin"}, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "import floors and error codes kept" in result.stdout

@@ -1,5 +1,5 @@
-"""Property-based fuzzing of what schemathesis's schema walk does not reach (issue 22, item
-7): /v1 chat bodies with arbitrary content parts and numbers, and pagination cursors on every
+"""Property-based fuzzing of what schemathesis's schema walk does not reach: /v1
+chat bodies with arbitrary content parts and numbers, and pagination cursors on every
 list endpoint. Never a 5xx; every 4xx in the contract's JSON error shape."""
 from __future__ import annotations
 

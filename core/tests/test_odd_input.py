@@ -1,4 +1,4 @@
-"""Issue 22, item 7, found from outside: 500s on odd input again. Each is a 400 with the
+"""Odd input is never a 500. Found from outside: 500s on odd input again. Each is a 400 with the
 contract's JSON error (or, on a page, the form again with the reason), never a 500."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Row-level security holds against the app role's own SQL (issue 10, finding 9).
+"""Row-level security holds against the app role's own SQL.
 
 Each test connects with psycopg as the app role, exactly as the app does (the test
 database, the same user), and plays an attacker who can run any SQL through an injection
@@ -10,7 +10,6 @@ import psycopg
 import pytest
 from django.db import connection
 
-from accounts.keys import hash_key
 from accounts.tests.factories import make_api_key
 
 pytestmark = pytest.mark.django_db(transaction=True)  # the attacker's own connection reads committed rows

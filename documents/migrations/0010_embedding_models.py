@@ -1,4 +1,4 @@
-"""Embedding models change safely (issue 11, item 4).
+"""Embedding models change safely: search keeps working while vectors of a new model are built.
 
 - documents_chunk.embedding becomes an untyped `vector` (any dimension). The table-wide HNSW
   index becomes one per dimension, on the expression `(embedding::vector(N))` with the

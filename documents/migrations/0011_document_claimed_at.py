@@ -1,4 +1,4 @@
-"""Fair ingestion (issue 12, item 4): when a worker last took each document, indexed per
+"""Fair ingestion: when a worker last took each document, indexed per
 account, so the fair claim (documents/ingestion_queue.py) finds the account served least
 recently without reading its documents. The index is built concurrently (no write lock on
 a large documents table), hence a non-atomic migration."""

@@ -1,4 +1,4 @@
-"""Full text ranks a bounded pool of matches (issue 12, item 6).
+"""Full text ranks a bounded pool of matches.
 
 Why: `chunk_fulltext_search` (0003, 0007) ranked every chunk of the account that had any of
 the query's words with `ts_rank_cd`. For the 100,000-chunk account of the 1M-chunk benchmark

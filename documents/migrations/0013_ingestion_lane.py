@@ -1,4 +1,4 @@
-"""Fair ingestion at scale (issue 12, item 4): an account's lane in the queue.
+"""Fair ingestion at scale: an account's lane in the queue.
 
 Why: the fair claim ranked every account with a pending document (three index probes each)
 under one advisory lock, so with 2,000 accounts waiting a claim took ~50 ms and all workers

@@ -1,4 +1,4 @@
-"""Full text in each document's language (issue 23, deliverable 3).
+"""Full text in each document's language.
 
 - Document.language (ISO 639-1, "" unknown) and Document.search_config (a regconfig),
   detected at ingestion (documents/language.py); existing documents keep "english".

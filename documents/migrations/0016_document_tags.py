@@ -1,4 +1,4 @@
-"""Tags on documents that steer retrieval (issue 24, item 3).
+"""Tags on documents that steer retrieval.
 
 - Document.tags (text[], GIN index for the Knowledge base's filter), default empty, also as
   a database default so raw inserts (bench/search_scale.py) need not name it.

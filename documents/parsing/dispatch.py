@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from documents.errors import IngestionError
 from documents.kinds import IMAGE_KIND_NAMES, KINDS

@@ -1,4 +1,4 @@
-"""Collections (issue 10, item 12): a restricted collection's documents never reach a
+"""Collections: a restricted collection's documents never reach a
 principal without access, on any surface — REST documents, search, chat (REST, SSE, /v1,
 websocket) sources and citations, document and knowledge base pages, and the app role's own
 SQL inside that principal's context — while owners, admins, principals given access and
@@ -441,7 +441,7 @@ def test_moving_a_document_from_its_page(client, world):
 @pytest.mark.parametrize("who, sees", [("member", False), ("outsider_key", False), ("insider", True),
                                        ("insider_key", True), ("owner", True)])
 def test_the_ledger_names_a_restricted_document_only_to_those_who_may_read_it(client, world, who, sees):
-    """Issue 22, item 6, found from outside: a read key or a viewer saw `document:<id>:rev1`
+    """Found from outside: a read key or a viewer saw `document:<id>:rev1`
     entries of a restricted document on the Credits page and in GET credits/. They still see
     that a document was charged (the balance adds up), never which one."""
     from billing import references

@@ -1,4 +1,4 @@
-"""Tags on documents (issue 24, item 3): the rules, `PATCH documents/{id}/`, tags on upload,
+"""Tags on documents: the rules, `PATCH documents/{id}/`, tags on upload,
 the `tags` and `source` fields (the source registry, one lookup per page), the Knowledge
 base filter's selector, the account's excluded tags (`GET/PUT settings/retrieval/`), roles,
 audit and isolation. Real database, real queue, a model server on loopback."""

@@ -1,4 +1,4 @@
-"""Fair ingestion (issue 12, item 4): one account's backlog never starves another.
+"""Fair ingestion: one account's backlog never starves another.
 
 Real rq workers (subprocesses, `rqworker --burst`), the real Redis queue and PostgreSQL:
 account A queues a backlog, the workers take some of it, then account B uploads one small

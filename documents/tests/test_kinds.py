@@ -44,7 +44,7 @@ def test_every_kind_has_a_parser_and_is_accepted_by_validation(kind: DocumentKin
         for declared in sorted(kind.declared_types) + [None]:
             stream = io.BytesIO(data)
             result = validate_upload(name=f"sample{extension}", declared_type=declared, data_head=data[:8192],
-                                     size=len(data), max_bytes=len(data), open_file=lambda: stream)
+                                     size=len(data), max_bytes=len(data), open_file=lambda stream=stream: stream)
             assert (result.kind, result.content_type) == (kind.name, kind.content_type)
     path = write(tmp_path, f"stored{kind.extensions[0]}", data)
     parsed = parse_file(path, kind.name, filename=f"sample{kind.extensions[0]}")

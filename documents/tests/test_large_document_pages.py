@@ -1,4 +1,4 @@
-"""Issue 11, item 7: a long document's page shows its chunks 25 at a time, a citation's
+"""A long document's page shows its chunks 25 at a time, a citation's
 `?chunk=N` opens the page holding chunk N with it highlighted, table chunks show as tables
 (escaped), the REST detail keeps every chunk; Reindex from the list returns to the list as
 it was; the list says what each document was charged."""

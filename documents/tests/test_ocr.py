@@ -1,4 +1,4 @@
-"""Images and scanned PDFs (issue 11, items 1-2): text read by OCR in the parser sandbox,
+"""Images and scanned PDFs: text read by OCR in the parser sandbox,
 chunks that remember it (text_source), citations that say so, the image on its document page
 for its readers only, and a vision model's description paid in credits.
 

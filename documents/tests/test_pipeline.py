@@ -81,7 +81,7 @@ def test_html_drops_scripts_and_styles(ingest, account_a):
 
 
 @pytest.mark.parametrize("name, data", [
-    ("notes.txt", "Plain notes.\n\nSecond paragraph.".encode("utf-8")),
+    ("notes.txt", b"Plain notes.\n\nSecond paragraph."),
     ("bom.txt", "\ufeffWith a byte order mark.".encode("utf-8")),
     ("utf16.txt", "Sixteen-bit text, naïve café.".encode("utf-16")),
     ("guide.md", b"# Guide\n\n## Setup\n\nRun make run."),
@@ -136,7 +136,7 @@ def test_a_parse_that_hangs_is_stopped_and_the_worker_goes_on(ingest, account_a,
     """A parser that blocks for good (the stored file replaced by a FIFO nobody writes to:
     opening it waits forever, using no CPU, so only the wall clock can stop it): the sandbox
     is killed at PARSE_TIMEOUT_SECONDS, the document fails with its reason, nothing is
-    charged, no process is left, and the next document is ingested (issue 26, part 3)."""
+    charged, no process is left, and the next document is ingested."""
     import os
     import time
 

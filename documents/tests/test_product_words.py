@@ -1,4 +1,4 @@
-"""Words that match the product (issue 25, part 9): the picker and the getting-started text come
+"""Words that match the product: the picker and the getting-started text come
 from the kinds registry, a page where tokens and credits differ says why with the model's
 price, and counts read "1 credit", "1 token", never "1 credits"."""
 import re

@@ -1,4 +1,4 @@
-"""Reindex that resumes and cancels (issue 11, item 5): a real rq worker killed (SIGKILL)
+"""Reindex that resumes and cancels: a real rq worker killed (SIGKILL)
 mid-reindex of an account is re-queued by the sweeper and finishes with exactly one charge
 for the reindex; a single document's reindex and an account run can be cancelled between
 embedding batches; progress moves per batch."""

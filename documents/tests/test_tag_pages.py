@@ -1,4 +1,4 @@
-"""The Knowledge base's tags (issue 24, item 3): shown on each document (escaped), edited by
+"""The Knowledge base's tags: shown on each document (escaped), edited by
 a small form (a member only on their own documents), a filter by tag, tags on upload, the
 account's excluded tags (owners and admins) and "Excluded from answers". Real database;
 the browser test is e2e/test_tags_page.py."""

@@ -1,4 +1,4 @@
-"""A person's data export (issue 11, item 6): what it holds, what it never holds, its limits,
+"""A person's data export: what it holds, what it never holds, its limits,
 who may fetch it and for how long. Real PostgreSQL (RLS on), real Redis queue, real storage."""
 from __future__ import annotations
 
@@ -394,7 +394,7 @@ def test_the_overview_page_says_why_an_export_was_refused(world, account_a, clie
 
 
 def test_an_export_keeps_no_name_of_a_document_the_person_may_no_longer_read(world, account_a, client, run_jobs):
-    """Issue 22, item 6, found from outside: a member removed from a restricted collection
+    """Found from outside: a member removed from a restricted collection
     still found the document's name in their export (their old answers' citations and
     sources). The export follows the collection rules: the citation keeps its number, loses
     the name (docs/guide/collections.md)."""

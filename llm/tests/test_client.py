@@ -27,7 +27,7 @@ def provider(settings, fake_llm):
 class _Scripted(BaseHTTPRequestHandler):
     script: dict = {}  # path -> (status, content type, list of body pieces sent with a pause between)
 
-    def do_POST(self):  # noqa: N802 (http.server's name)
+    def do_POST(self):  # http.server's name
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         status, content_type, pieces = self.script[self.path]
         self.send_response(status)

@@ -286,7 +286,7 @@ def test_host_and_port_fall_back_to_environment(monkeypatch):
 
 
 def _nasty_prompts() -> list[tuple[str, str]]:
-    """(system, user) prompts that once made holds undercount (issue 22, item 2): the review's
+    """(system, user) prompts that once made holds undercount: the review's
     random 110-character words (25 of its 75: the same undercount, WordPiece reads each as one
     token, at a third of the prompt; 75 take over a minute to evaluate on 2 cores), long
     non-Latin text, emoji, digits and code."""

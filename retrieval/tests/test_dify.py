@@ -1,4 +1,4 @@
-"""Dify's External Knowledge API (issue 24, item 4): `POST /api/v1/dify/retrieval` driven with
+"""Dify's External Knowledge API: `POST /api/v1/dify/retrieval` driven with
 the request bodies Dify documents (docs.dify.ai, "External Knowledge API": the plain request,
 and metadata_condition with `name` as a list (older Dify) and as a string (current)), through
 the real pipeline, database and a model server on loopback. Dify's response and error shapes,

@@ -1,4 +1,4 @@
-"""multilingual-e5-small as an embedding model (issue 23, deliverable 3): the app puts e5's
+"""multilingual-e5-small as an embedding model: the app puts e5's
 "passage: " before a document's text and "query: " before a search query itself, so any
 provider hosting e5 is called the same way; the credits are the provider's tokens; and an
 account on MiniLM moves to e5 through the embedding-model migration and searches after it."""

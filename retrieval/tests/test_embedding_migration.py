@@ -1,4 +1,4 @@
-"""Embedding models change safely (issue 11, item 4): a migration to a model of another
+"""Embedding models change safely: a migration to a model of another
 dimension builds the new vectors beside the old, search never compares a query with vectors
 of another model (also while the migration runs and documents keep arriving), the switch is
 atomic, a cancel leaves the old model serving, and the Knowledge base shows the estimate."""

@@ -1,4 +1,4 @@
-"""The Knowledge base's Retrieval test tab (issue 23, item 8): a form POST that searches as
+"""The Knowledge base's Retrieval test tab: a form POST that searches as
 the search API does (one charge), shows each chunk's ranks, scores, whether it passed and its
 text escaped; members and viewers may use it; another account's chunks and a restricted
 collection's never appear; bad input is a clear message, never a 500."""
@@ -52,8 +52,8 @@ def test_a_member_or_viewer_sees_ranks_scores_and_the_text_escaped(client, accou
     html = page.content.decode()
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html and "<script>window.__pwned" not in html
     first = html[html.index('id="retrieval-results"'):]
-    assert re.search(r"<strong id=\"hit-passed-1\">#1</strong>\s*<a href=\"/documents/%d/\?chunk=0#chunk-0\"[^>]*>"
-                     r"holidays.txt</a>" % library["holidays"].pk, first)
+    assert re.search(rf"<strong id=\"hit-passed-1\">#1</strong>\s*<a href=\"/documents/{library['holidays'].pk}/\?chunk=0#chunk-0\"[^>]*>"
+                     r"holidays.txt</a>", first)
     assert re.search(r'data-field="vector">rank 1, similarity 0\.\d{3}', first)
     assert re.search(r'data-field="fulltext">rank 1<', first)
     assert f'data-field="threshold">{settings.RAG_MATCH_THRESHOLD}<' in html

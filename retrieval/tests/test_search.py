@@ -389,7 +389,7 @@ def test_a_large_account_gets_an_index_of_its_own_and_search_takes_it(library, a
     assert ensure_tenant_vector_index(account_b.pk, concurrently=False) == "created"
     assert ensure_tenant_vector_index(account_b.pk, concurrently=False) == "exists"
     assert _index_def(tenant_index_name(account_a.pk)) is None
-    # Over the 384-d vectors (the expression and predicate search repeats; issue 11, item 4).
+    # Over the 384-d vectors (the expression and predicate search repeats: one index per dimension).
     assert _index_def(tenant_index_name(account_b.pk)).endswith(
         f"WHERE (((account_id + 0) = {account_b.pk}) AND (vector_dims(embedding) = 384))")
     assert "USING hnsw (((embedding)::vector(384)) vector_cosine_ops)" in _index_def(tenant_index_name(account_b.pk))

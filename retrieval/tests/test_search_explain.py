@@ -1,4 +1,4 @@
-"""`POST search/` with `"explain": true` (issue 23, item 8; CONTRACT "Added in the third
+"""`POST search/` with `"explain": true` (CONTRACT "Added in the third
 wave"): each path's 1-based rank and the vector score per result, null where a path missed,
 the threshold, the candidates that did not pass, the same charge as a plain search, strict
 booleans, and nothing of another account or of a restricted collection in any of it."""

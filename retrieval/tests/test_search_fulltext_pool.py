@@ -1,4 +1,4 @@
-"""Full text ranks a bounded pool of matches (migration 0012, issue 12 item 6): among many
+"""Full text ranks a bounded pool of matches (migration 0012): among many
 chunks sharing a common word it still finds the one with all the query's words, it gives
 the unbounded ranking whenever the matches fit in the pool, a deleting document takes no
 room in it, and it never crosses tenants, even when both accounts hold the same text."""

@@ -1,4 +1,4 @@
-"""Full text in each document's language (issue 23, deliverable 3): a document's language is
+"""Full text in each document's language: a document's language is
 detected at ingestion, its chunks are indexed with the matching PostgreSQL configuration
 (`simple` when unknown), and a query matches each chunk under its own configuration, with
 the GIN index still serving it; documents ingested before that are backfilled."""
@@ -16,9 +16,9 @@ GERMAN = ("Reisekostenrichtlinie. Alle Abrechnungen sind innerhalb von vier Woch
           "das Reiseportal einzureichen. Die Belege müssen im Original oder als lesbarer Scan beigefügt werden. "
           "Verspätet eingereichte Unterlagen werden nur mit einer schriftlichen Begründung bearbeitet, und die "
           "Erstattung erfolgt mit der nächsten Gehaltsabrechnung des Mitarbeiters.").encode()
-ENGLISH = ("Installing packages. Packages are installed with the package manager, which downloads each "
-           "requested library together with the libraries it depends on and records the installed versions "
-           "so that the same environment can be rebuilt later on another machine by the whole team.").encode()
+ENGLISH = (b"Installing packages. Packages are installed with the package manager, which downloads each "
+           b"requested library together with the libraries it depends on and records the installed versions "
+           b"so that the same environment can be rebuilt later on another machine by the whole team.")
 
 
 def _fulltext(account, query: str) -> list[int]:

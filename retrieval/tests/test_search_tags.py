@@ -1,4 +1,4 @@
-"""Tags steer retrieval in the same SQL as collections (issue 24, item 3): `tags` narrows to
+"""Tags steer retrieval in the same SQL as collections: `tags` narrows to
 documents carrying any of them, `exclude_tags` and the account's excluded tags leave
 documents out, on both paths (vector and full text) and for summaries, so top_k stays k
 when the best chunks are left out; the HNSW index is still used; isolation."""

@@ -25,7 +25,7 @@ class Command(BaseCommand):
         try:
             month_parse(month)
         except MonthError as exc:
-            raise CommandError(str(exc))
+            raise CommandError(str(exc)) from exc
         actor = Actor(ActorKind.SYSTEM, None, "manage.py export_ledger")
         out = open(output, "w", newline="", encoding="utf-8") if output else self.stdout
         try:

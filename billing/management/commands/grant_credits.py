@@ -27,6 +27,6 @@ class Command(BaseCommand):
                 entry = credits_grant(account=account, amount=amount, reason=reason, key=key)
                 balance = balance_get(account=account)
         except BillingError as exc:
-            raise CommandError(exc.message)
+            raise CommandError(exc.message) from exc
         self.stdout.write(self.style.SUCCESS(
             f"Granted {entry.delta:,} credits to {account.name} (id {account.pk}). Balance: {balance:,}."))

@@ -29,7 +29,7 @@ class Command(BaseCommand):
         try:
             result = self._create(opts)
         except AccountError as exc:
-            raise CommandError(exc.message)
+            raise CommandError(exc.message) from exc
         if opts["json"]:
             self.stdout.write(json.dumps(result))
             return
