@@ -3,7 +3,6 @@
 It starts its own embedded PostgreSQL (in a temporary .data), migrates, ensures the demo
 account, serves HTTP with a worker, and on Ctrl-C stops every process it started.
 """
-import os
 import re
 import signal
 import socket
