@@ -29,8 +29,12 @@ install: $(STAMP)
 run: install
 	$(PY) -m config.run
 
+# The suite on TEST_WORKERS xdist processes (docs/testing.md: three on two cores, because the system
+# and browser tests spend most of their time waiting on the processes they start), with the 30
+# slowest tests reported at the end of every run.
+TEST_WORKERS ?= 3
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --durations=30 $(PYTEST_ARGS)
 
 # Under a minute on 2 cores, no database or Redis: ruff (lint, then the format check), mypy on the
 # modules listed in pyproject.toml, then the source rules (import floors, error codes).

@@ -37,11 +37,14 @@ def pytest_load_initial_conftests(early_config, parser, args):
         # the channel layer never meet another worker's; pytest-django gives it its own test
         # database (test_<name>_gwN) and MEDIA_ROOT is its own folder.
         os.environ["REDIS_URL"] = redis_database(os.environ["REDIS_URL"], -worker_number(worker), relative=True)
-    suffix = f"-{worker}" if worker else ""
-    os.environ.setdefault("CHANNELS_PREFIX", "groundwork-test" + suffix)
-    os.environ.setdefault("CACHE_PREFIX", "groundwork-test" + suffix)
-    # Uploaded files of the tests live apart from `make run`'s (and each worker's apart).
-    os.environ.setdefault("MEDIA_ROOT", str(DATA_DIR / "test-media" / (worker or "main")))
+    for prefix in ("CHANNELS_PREFIX", "CACHE_PREFIX"):
+        os.environ.setdefault(prefix, "groundwork-test")  # set by the run; a worker adds its name
+        if worker:
+            os.environ[prefix] += f"-{worker}"
+    # Uploaded files of the tests live apart from `make run`'s, and each worker's apart.
+    os.environ.setdefault("MEDIA_ROOT", str(DATA_DIR / "test-media"))
+    if worker:
+        os.environ["MEDIA_ROOT"] = os.path.join(os.environ["MEDIA_ROOT"], worker)
     # Tests' new accounts start with a small, fixed balance, whatever the product's default
     # (docs/guide/credits.md): their expected balances and "needs about N credits" messages name it.
     os.environ.setdefault("SIGNUP_CREDITS", "10000")
@@ -93,3 +96,11 @@ def pytest_xdist_make_scheduler(config, log):
     from config.test_scheduling import CostScheduling
 
     return CostScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every browser test starts processes (daphne, an rq worker, chromium): `system`, as the
+    modules that start their own declare themselves."""
+    for item in items:
+        if item.nodeid.startswith("e2e/"):
+            item.add_marker(pytest.mark.system)

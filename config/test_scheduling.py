@@ -28,6 +28,14 @@ def unit_of(nodeid: str) -> str:
     return BROWSER_TESTS if path.startswith(BROWSER_TESTS) else path
 
 
+def unit_cost(nodeids, durations: dict[str, float]) -> float:
+    """Seconds a unit of these tests is expected to take: its modules' measured times."""
+    modules: dict[str, int] = defaultdict(int)
+    for nodeid in nodeids:
+        modules[nodeid.split("::", 1)[0]] += 1
+    return sum(durations.get(module, UNKNOWN_SECONDS * count) for module, count in modules.items())
+
+
 def module_durations() -> dict[str, float]:
     try:
         return json.loads(DURATIONS.read_text())
@@ -43,15 +51,9 @@ class CostScheduling(LoadScopeScheduling):
     def _split_scope(self, nodeid: str) -> str:
         return unit_of(nodeid)
 
-    def _cost(self, unit: str, nodeids: dict[str, bool]) -> float:
-        modules = defaultdict(int)
-        for nodeid in nodeids:
-            modules[nodeid.split("::", 1)[0]] += 1
-        return sum(self.durations.get(module, UNKNOWN_SECONDS * count) for module, count in modules.items())
-
     def _assign_work_unit(self, node) -> None:
         """As xdist's, but the costliest unit left rather than the first."""
-        unit = max(self.workqueue, key=lambda name: self._cost(name, self.workqueue[name]))
+        unit = max(self.workqueue, key=lambda name: unit_cost(self.workqueue[name], self.durations))
         self.workqueue.move_to_end(unit, last=False)
         super()._assign_work_unit(node)
 

@@ -18,6 +18,8 @@ from billing.models import CreditHold, CreditLedgerEntry, HoldStatus
 from chat.models import Message
 from core.tenancy import account_context
 
+pytestmark = pytest.mark.system
+
 CHUNK_DELAY = 0.3  # seconds the fake model takes per chunk
 SLOW_ANSWER = "Everyone gets twenty-eight days of paid holiday [Document 1]."  # 9 chunks: ~2.7 s
 LONG_ANSWER = " ".join(f"word{i}" for i in range(40))  # ~12 s if nobody stopped it

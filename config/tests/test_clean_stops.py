@@ -31,7 +31,7 @@ from config.embedded import BASE_DIR
 from config.testing import installation_env, migrated_data_folder
 from config.tests.test_make_run import _free_port, _get
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 # A session of its own with the pty as its controlling terminal, as a login shell has, and
 # the signals' default dispositions, as a terminal gives its shell: an ignored disposition is

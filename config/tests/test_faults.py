@@ -25,7 +25,7 @@ import pytest
 from config.tests.faults import PASSWORD, GatedBackend, Stack
 from llm.fake_server import FakeOpenAIServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 MEDIA_MB = 4  # the media folder's disk: a tmpfs this small, where mounting one is allowed
 

@@ -7,9 +7,12 @@ import os
 import subprocess
 import sys
 
+import pytest
 import redis
 
 from config.embedded import BASE_DIR
+
+pytestmark = pytest.mark.system
 
 # What settings make of an environment with no REDIS_URL: the install's own Redis, then the
 # queue, channel layer and cache locations built from it.

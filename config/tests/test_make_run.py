@@ -19,7 +19,7 @@ import pytest
 from config.embedded import BASE_DIR
 from config.testing import installation_env
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 
 def _free_port() -> int:

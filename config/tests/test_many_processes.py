@@ -30,7 +30,7 @@ from config.testing import free_port
 from core.tenancy import account_context
 from documents.models import Chunk
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 HANDBOOK = ("# Holidays\n\nEveryone has twenty-eight days of paid holiday a year; unused days carry "
             "over until March.\n\n# Laptops\n\nNew starters get a laptop on day one.")

@@ -23,7 +23,7 @@ from config.testing import free_port
 from config.tests.test_many_processes import HANDBOOK, _ask_over_websocket, _get_json, _stop
 from config.tests.test_metrics import samples, value
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 def _upload(url: str, key: str, request_id: str) -> dict:

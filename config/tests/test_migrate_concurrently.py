@@ -22,7 +22,7 @@ from django.db import connections
 
 from core.db_owner import owner_connection, owner_credentials
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 REPO = Path(__file__).resolve().parents[2]
 NODES = 3

@@ -37,7 +37,7 @@ from config.testing import free_port, s3_keys, s3_server
 from config.tests.test_many_processes import Cluster, _get_json, _stop, _upload, _wait_healthy, _wait_ready
 from core.tenancy import account_context
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 NOTE = "# Parking\n\nVisitors park on level minus two; the barrier opens with the code from reception."
 

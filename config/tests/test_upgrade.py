@@ -31,7 +31,7 @@ from core.db_owner import owner_connection, owner_credentials
 EARLIER = "e25443c"  # the chat merge (1b399c8) and its import fix, 2026-12-01 20:06 UTC
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 FILL = r"""
 import json, django

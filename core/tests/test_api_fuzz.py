@@ -31,7 +31,7 @@ from documents.services import collection_create, document_upload
 from exports.models import DataExport, ExportStatus
 from sources.models import Source
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]  # daphne reads what the test writes
+pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.django_db(transaction=True)]  # daphne reads what the test writes
 
 # In every object of account A: a word no answer to account B may hold.
 MARKER = "Quetzalcoatlus"

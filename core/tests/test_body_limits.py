@@ -23,6 +23,8 @@ import pytest
 from accounts.tests.factories import make_api_key
 from core.limits import BodySizeLimit, body_limit_for
 
+pytestmark = pytest.mark.system
+
 MB = 1024 * 1024
 
 

@@ -21,7 +21,7 @@ from documents.models import Chunk, Document
 from documents.services import document_upload
 from llm.fake_server import FakeBackend, FakeOpenAIServer
 
-pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 
 class BlockingSecondBatch(FakeBackend):

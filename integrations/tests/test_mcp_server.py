@@ -15,7 +15,7 @@ from chat.models import Conversation
 from core.tenancy import account_context
 from integrations.tests.conftest import key_row, prompts_sent, rest_call, texts_of
 
-pytestmark = pytest.mark.django_db(transaction=True)  # daphne reads what the tests write
+pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]  # daphne reads what the tests write
 
 TOOLS = {"search", "list_documents", "fetch_document", "ask"}
 RESULT_FIELDS = {"document_id", "document_name", "chunk_index", "pages", "score", "text"}

@@ -9,7 +9,7 @@ from core.tenancy import account_context
 from documents.tags import document_tags_set, retrieval_exclude_tags_set
 from integrations.tests.conftest import prompts_sent, rest_call, texts_of
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.system, pytest.mark.django_db(transaction=True)]
 
 MENU = "# Canteen menu\n\nThe canteen serves lentil soup on Mondays and paid holiday cake on Fridays."
 QUESTION = "What does the canteen serve, and how many days of paid holiday?"

@@ -27,7 +27,7 @@ CHAT_MODEL = "smollm2-135m-instruct"
 EMBED_MODEL = "all-minilm-l6-v2"
 STARTUP_TIMEOUT = 180  # a loaded 2-core machine can take a while to map the models
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.system, pytest.mark.slow]
 
 
 def free_port() -> int:
