@@ -4,8 +4,9 @@ A principal is a member (their `Membership`, whose `role` is owner, admin, membe
 or an API key (its `scope`, read or write). `RULES` says, for each `Action`, what each of the
 six may do: all of it, only what they uploaded themselves, or nothing. Everything else asks
 here: the REST API (`allows(...)`, a DRF permission), /v1 and the websocket (`principal_may`
-with the socket's principal), the pages (`page_require`) and their buttons (`may` in every
-template). The README's "Who may do what" table is this table; a test keeps them equal.
+with the socket's principal), the services (`actor_require`: the actor's membership, then the
+check), the pages (`page_require`) and their buttons (`may` in every template). The README's
+"Who may do what" table is this table; a test keeps them equal.
 
 A write key may delete and reindex any document of its account: keys are made by owners and
 admins, who may, and an integration that keeps a document store in sync must be able to
@@ -196,6 +197,20 @@ def principal_require(principal, action: Action, obj=None) -> None:
     """`principal_may`, or the 403 `forbidden` error that says why not."""
     if not principal_may(principal, action, obj):
         raise Forbidden(refusal_message(principal, action))
+
+
+def actor_require(*, account, actor, action: Action, outsider: str | None = None) -> Membership | ApiKey:
+    """What a service's `actor` acts as in `account`, if it may do `action`: an API key is
+    itself; a person is their membership there. Else the 403 `forbidden` error: `outsider`
+    for a person who is not a member (where given), the table's refusal otherwise."""
+    principal = actor
+    if not isinstance(actor, ApiKey):
+        user_id = getattr(actor, "pk", None)
+        principal = Membership.objects.for_account(account).filter(user_id=user_id).first() if user_id else None
+        if principal is None and outsider is not None:
+            raise Forbidden(outsider)
+    principal_require(principal, action)
+    return principal
 
 
 # --- the REST API ------------------------------------------------------------------------------
