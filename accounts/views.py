@@ -49,6 +49,26 @@ def _too_many(request, template: str, context: dict, wait: int):
     return render(request, template, context, status=429)
 
 
+def _signup_limited(request, email: str, context: dict):
+    """The sign-up page again (429) if this address or client signed up too often; else None,
+    and this sign-up counts."""
+    limits = ratelimit.signup_limits(request, email)
+    wait = ratelimit.wait_for(limits)
+    if wait:
+        return _too_many(request, "accounts/signup.html", context, wait)
+    for limit in limits:
+        limit.hit()
+    return None
+
+
+def _signed_up(request, user, *, account_id: int, to: str, welcome: str):
+    """A new person, signed in and in their team, welcomed."""
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    request.session[SESSION_ACCOUNT_KEY] = account_id
+    messages.success(request, welcome)
+    return redirect(to)
+
+
 def signup_view(request):
     token = request.POST.get("invitation") or request.GET.get("invitation")
     if request.user.is_authenticated:
@@ -58,12 +78,8 @@ def signup_view(request):
     form = SignupForm(request.POST or None)
     context = {"form": form, "next": _safe_next(request)}
     if request.method == "POST" and form.is_valid():
-        limits = ratelimit.signup_limits(request, form.cleaned_data["email"])
-        wait = ratelimit.wait_for(limits)
-        if wait:
-            return _too_many(request, "accounts/signup.html", context, wait)
-        for limit in limits:
-            limit.hit()
+        if (refused := _signup_limited(request, form.cleaned_data["email"], context)) is not None:
+            return refused
         if services.signup_claim_send(email=form.cleaned_data["email"], site_url=_site_url(request)):
             messages.info(request, f"We emailed {form.cleaned_data['email']} a link to set your password: open it, "
                                    "then log in here.")
@@ -73,11 +89,9 @@ def signup_view(request):
         except AccountError as exc:
             _form_error(form, exc)
         else:
-            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            request.session[SESSION_ACCOUNT_KEY] = account.pk
-            messages.success(request, f"Welcome to Groundwork. {account.name} is ready. We sent a link to "
-                                      f"{user.email}: open it to verify your address and receive your starting credits.")
-            return redirect(context["next"] or "home")
+            return _signed_up(request, user, account_id=account.pk, to=context["next"] or "home",
+                              welcome=f"Welcome to Groundwork. {account.name} is ready. We sent a link to {user.email}: "
+                                      "open it to verify your address and receive your starting credits.")
     return render(request, "accounts/signup.html", context)
 
 
@@ -93,12 +107,8 @@ def _invitation_signup(request, token: str):
     context = {"form": form, "invitation": invitation, "token": token,
                "next": reverse("accounts:invitation", args=[token])}
     if request.method == "POST" and form.is_valid():
-        limits = ratelimit.signup_limits(request, invitation.email)
-        wait = ratelimit.wait_for(limits)
-        if wait:
-            return _too_many(request, "accounts/signup.html", context, wait)
-        for limit in limits:
-            limit.hit()
+        if (refused := _signup_limited(request, invitation.email, context)) is not None:
+            return refused
         try:
             user, membership = services.invitation_signup(invitation=invitation, password=form.cleaned_data["password"],
                                                           full_name=form.cleaned_data["full_name"])
@@ -108,11 +118,9 @@ def _invitation_signup(request, token: str):
                               status=exc.status)
             _form_error(form, exc)
         else:
-            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            request.session[SESSION_ACCOUNT_KEY] = membership.account_id
-            messages.success(request, f"Welcome to Groundwork. You joined {invitation.account.name} as "
+            return _signed_up(request, user, account_id=membership.account_id, to="home",
+                              welcome=f"Welcome to Groundwork. You joined {invitation.account.name} as "
                                       f"{invitation.get_role_display().lower()}.")
-            return redirect("home")
     return render(request, "accounts/signup.html", context)
 
 

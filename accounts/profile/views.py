@@ -62,9 +62,9 @@ def _context(request, **forms) -> dict:
 def _settings_form(request, form_name: str, form, act, success):
     """One form of the settings page (core.pages.form_round_trip): refused, the page again
     with the reason on that form; done, the message on the page."""
-    return form_round_trip(request, form, act=act, success=success, to="accounts:settings",
-                           rerender=lambda form, status: render(request, TEMPLATE, _context(request, **{form_name: form}),
-                                                                status=status))
+    def settings_page(form, status):
+        return render(request, TEMPLATE, _context(request, **{form_name: form}), status=status)
+    return form_round_trip(request, form, act=act, success=success, to="accounts:settings", rerender=settings_page)
 
 
 @login_required
@@ -75,18 +75,20 @@ def settings_view(request):
 @login_required
 @require_POST
 def name_change_view(request):
-    return _settings_form(request, "name_form", NameForm(request.POST), lambda data: services.user_name_change(
-        user=request.user, full_name=data["full_name"]), "Your name is saved.")
+    def save(data):
+        services.user_name_change(user=request.user, full_name=data["full_name"])
+    return _settings_form(request, "name_form", NameForm(request.POST), save, "Your name is saved.")
 
 
 @login_required
 @require_POST
 def email_change_view(request):
-    return _settings_form(request, "email_form", EmailChangeForm(request.POST), lambda data: (
-        services.user_email_change_request(user=request.user, new_email=data["new_email"], password=data["password"],
-                                           site_url=_site_url(request))),
-        lambda new_email: f"We sent a link to {new_email}. Your address changes when you open it; until then you "
-                          f"sign in as {request.user.email}.")
+    def send(data):
+        return services.user_email_change_request(user=request.user, new_email=data["new_email"],
+                                                  password=data["password"], site_url=_site_url(request))
+    return _settings_form(request, "email_form", EmailChangeForm(request.POST), send,
+                          lambda new_email: f"We sent a link to {new_email}. Your address changes when you open it; "
+                                            f"until then you sign in as {request.user.email}.")
 
 
 def email_change_confirm_view(request, token: str):
