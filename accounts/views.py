@@ -90,8 +90,9 @@ def signup_view(request):
             _form_error(form, exc)
         else:
             return _signed_up(request, user, account_id=account.pk, to=context["next"] or "home",
-                              welcome=f"Welcome to Groundwork. {account.name} is ready. We sent a link to {user.email}: "
-                                      "open it to verify your address and receive your starting credits.")
+                              welcome=f"Welcome to Groundwork. {account.name} is ready. We sent a link to "
+                                      f"{user.email}: open it to verify your address and receive your starting "
+                                      "credits.")
     return render(request, "accounts/signup.html", context)
 
 

@@ -74,8 +74,9 @@ def collection_delete_view(request, collection_id: int):
 def document_move_view(request, document_id: int):
     account = request.account
     document = page_found(selectors.document_access_by_id, account=account, document_id=document_id)
-    target = page_found(selectors.collection_access_by_id, account=account, collection_id=request.POST.get("collection"))
+    target = page_found(selectors.collection_access_by_id, account=account,
+                        collection_id=request.POST.get("collection"))
     return page_post(request, lambda: services.document_move(account=account, actor=request.user, document=document,
                                                              collection=target),
-                     to=reverse("documents:document", args=[document.pk]), success=f"Moved {document.name} to {target.name}.",
-                     told=CollectionError)
+                     to=reverse("documents:document", args=[document.pk]), told=CollectionError,
+                     success=f"Moved {document.name} to {target.name}.")

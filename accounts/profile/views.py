@@ -144,7 +144,8 @@ def _recovery_codes_form(request, form_name: str, make, success: str):
 @require_POST
 def two_factor_confirm_view(request):
     return _recovery_codes_form(request, "confirm_form", two_factor.totp_setup_confirm,
-                                "Two-factor sign-in is on. Save your recovery codes now: they are shown only this once.")
+                                "Two-factor sign-in is on. Save your recovery codes now: they are shown only this "
+                                "once.")
 
 
 @login_required
