@@ -4,8 +4,10 @@ A principal is a member (their `Membership`, whose `role` is owner, admin, membe
 or an API key (its `scope`, read or write). `RULES` says, for each `Action`, what each of the
 six may do: all of it, only what they uploaded themselves, or nothing. Everything else asks
 here: the REST API (`allows(...)`, a DRF permission), /v1 and the websocket (`principal_may`
-with the socket's principal), the pages (`page_require`) and their buttons (`may` in every
-template). The table of docs/security/permissions.md ("Who may do what") is this table; a test keeps them equal.
+with the socket's principal), the services (`actor_require`: the actor's membership, then the
+check), the pages (`page_require`, and `page_check` for core.pages.account_page) and their
+buttons (`may` in every template). The table of docs/security/permissions.md ("Who may do what") is this
+table; a test keeps them equal.
 
 A write key may delete and reindex any document of its account: keys are made by owners and
 admins, who may, and an integration that keeps a document store in sync must be able to
@@ -16,10 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from functools import wraps
-
 from django.core.exceptions import PermissionDenied
-from django.http import Http404
 from rest_framework.permissions import BasePermission
 
 from accounts.errors import AccountError
@@ -198,6 +197,20 @@ def principal_require(principal, action: Action, obj=None) -> None:
         raise Forbidden(refusal_message(principal, action))
 
 
+def actor_require(*, account, actor, action: Action, outsider: str | None = None) -> Membership | ApiKey:
+    """What a service's `actor` acts as in `account`, if it may do `action`: an API key is
+    itself; a person is their membership there. Else the 403 `forbidden` error: `outsider`
+    for a person who is not a member (where given), the table's refusal otherwise."""
+    principal = actor
+    if not isinstance(actor, ApiKey):
+        user_id = getattr(actor, "pk", None)
+        principal = Membership.objects.for_account(account).filter(user_id=user_id).first() if user_id else None
+        if principal is None and outsider is not None:
+            raise Forbidden(outsider)
+    principal_require(principal, action)
+    return principal
+
+
 # --- the REST API ------------------------------------------------------------------------------
 
 class RoleAllows(BasePermission):
@@ -239,14 +252,11 @@ def page_require(request, action: Action, obj=None) -> None:
         raise PageForbidden(refusal_message(request, action))
 
 
-def page_account(request, action: Action):
-    """For an account's page or form: the session's account (404 without one), if its member
-    may do `action` (else the 403 page)."""
-    account = getattr(request, "account", None)
-    if account is None:
-        raise Http404
-    page_require(request, action)
-    return account
+def page_check(action: Action):
+    """A page's check for core.pages.account_page: `page_require(request, action)`."""
+    def check(request) -> None:
+        page_require(request, action)
+    return check
 
 
 def section_account(context, action: Action):
@@ -255,18 +265,6 @@ def section_account(context, action: Action):
     request = context["request"]
     account = getattr(request, "account", None)
     return account if account is not None and principal_may(request, action) else None
-
-
-def page_requires(action: Action):
-    """Decorator form of `page_require` for a view without an object."""
-    def decorate(view):
-        @wraps(view)
-        def wrapped(request, *args, **kwargs):
-            if getattr(request, "account", None) is not None:  # no account: the view's own 404
-                page_require(request, action)
-            return view(request, *args, **kwargs)
-        return wrapped
-    return decorate
 
 
 class Abilities:

@@ -15,13 +15,14 @@ from accounts import ratelimit, selectors, services
 from accounts.errors import AccountError
 from accounts.forms import (AccountDeleteForm, AccountForm, ApiKeyForm, InvitationSignupForm, InviteForm, LoginForm,
                             RoleForm, SignupForm)
-from accounts.permissions import Action, PageForbidden, page_require, principal_may
+from accounts.permissions import Action, PageForbidden, page_check, page_require, principal_may
 from accounts.profile import two_factor
 from accounts.resolution import SESSION_ACCOUNT_KEY
 from accounts.sso.views import sso_switch_refusal
 from audit.selectors import audit_entry_list
 from audit.services import ACTIONS
 from core.error_codes import CoreErrorCode
+from core.pages import account_page, page_post
 
 AUDIT_ON_PAGE = 50  # the Team page's latest audit entries; the API pages through all of them
 
@@ -48,6 +49,26 @@ def _too_many(request, template: str, context: dict, wait: int):
     return render(request, template, context, status=429)
 
 
+def _signup_limited(request, email: str, context: dict):
+    """The sign-up page again (429) if this address or client signed up too often; else None,
+    and this sign-up counts."""
+    limits = ratelimit.signup_limits(request, email)
+    wait = ratelimit.wait_for(limits)
+    if wait:
+        return _too_many(request, "accounts/signup.html", context, wait)
+    for limit in limits:
+        limit.hit()
+    return None
+
+
+def _signed_up(request, user, *, account_id: int, to: str, welcome: str):
+    """A new person, signed in and in their team, welcomed."""
+    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+    request.session[SESSION_ACCOUNT_KEY] = account_id
+    messages.success(request, welcome)
+    return redirect(to)
+
+
 def signup_view(request):
     token = request.POST.get("invitation") or request.GET.get("invitation")
     if request.user.is_authenticated:
@@ -57,12 +78,8 @@ def signup_view(request):
     form = SignupForm(request.POST or None)
     context = {"form": form, "next": _safe_next(request)}
     if request.method == "POST" and form.is_valid():
-        limits = ratelimit.signup_limits(request, form.cleaned_data["email"])
-        wait = ratelimit.wait_for(limits)
-        if wait:
-            return _too_many(request, "accounts/signup.html", context, wait)
-        for limit in limits:
-            limit.hit()
+        if (refused := _signup_limited(request, form.cleaned_data["email"], context)) is not None:
+            return refused
         if services.signup_claim_send(email=form.cleaned_data["email"], site_url=_site_url(request)):
             messages.info(request, f"We emailed {form.cleaned_data['email']} a link to set your password: open it, "
                                    "then log in here.")
@@ -72,11 +89,10 @@ def signup_view(request):
         except AccountError as exc:
             _form_error(form, exc)
         else:
-            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            request.session[SESSION_ACCOUNT_KEY] = account.pk
-            messages.success(request, f"Welcome to Groundwork. {account.name} is ready. We sent a link to "
-                                      f"{user.email}: open it to verify your address and receive your starting credits.")
-            return redirect(context["next"] or "home")
+            return _signed_up(request, user, account_id=account.pk, to=context["next"] or "home",
+                              welcome=f"Welcome to Groundwork. {account.name} is ready. We sent a link to "
+                                      f"{user.email}: open it to verify your address and receive your starting "
+                                      "credits.")
     return render(request, "accounts/signup.html", context)
 
 
@@ -92,12 +108,8 @@ def _invitation_signup(request, token: str):
     context = {"form": form, "invitation": invitation, "token": token,
                "next": reverse("accounts:invitation", args=[token])}
     if request.method == "POST" and form.is_valid():
-        limits = ratelimit.signup_limits(request, invitation.email)
-        wait = ratelimit.wait_for(limits)
-        if wait:
-            return _too_many(request, "accounts/signup.html", context, wait)
-        for limit in limits:
-            limit.hit()
+        if (refused := _signup_limited(request, invitation.email, context)) is not None:
+            return refused
         try:
             user, membership = services.invitation_signup(invitation=invitation, password=form.cleaned_data["password"],
                                                           full_name=form.cleaned_data["full_name"])
@@ -107,11 +119,9 @@ def _invitation_signup(request, token: str):
                               status=exc.status)
             _form_error(form, exc)
         else:
-            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            request.session[SESSION_ACCOUNT_KEY] = membership.account_id
-            messages.success(request, f"Welcome to Groundwork. You joined {invitation.account.name} as "
+            return _signed_up(request, user, account_id=membership.account_id, to="home",
+                              welcome=f"Welcome to Groundwork. You joined {invitation.account.name} as "
                                       f"{invitation.get_role_display().lower()}.")
-            return redirect("home")
     return render(request, "accounts/signup.html", context)
 
 
@@ -216,30 +226,20 @@ def _invitation_answer(request, invitation):
 @login_required
 @require_POST
 def invitation_accept_view(request, invitation_id: int):
-    try:
+    def accept():
         membership = services.invitation_accept_by_id(user=request.user, invitation_id=invitation_id)
-    except AccountError as exc:
-        if exc.status == 404:
-            raise Http404 from exc
-        messages.error(request, exc.message)
-        return redirect("home")
-    request.session[SESSION_ACCOUNT_KEY] = membership.account_id
-    messages.success(request, f"You joined {membership.account.name}.")
-    return redirect("home")
+        request.session[SESSION_ACCOUNT_KEY] = membership.account_id
+        return membership
+    return page_post(request, accept, to="home", told=AccountError, refusal_pages=True,
+                     success=lambda membership: f"You joined {membership.account.name}.")
 
 
 @login_required
 @require_POST
 def invitation_decline_view(request, invitation_id: int):
-    try:
-        services.invitation_decline(user=request.user, invitation_id=invitation_id)
-    except AccountError as exc:
-        if exc.status == 404:
-            raise Http404 from exc
-        messages.error(request, exc.message)
-    else:
-        messages.info(request, "Invitation declined.")
-    return redirect("home")
+    return page_post(request, lambda: services.invitation_decline(user=request.user, invitation_id=invitation_id),
+                     to="home", told=AccountError, refusal_pages=True, success="Invitation declined.",
+                     level=messages.INFO)
 
 
 @login_required
@@ -293,14 +293,8 @@ def account_switch_view(request):
     return redirect("home")
 
 
-def _require_account(request):
-    if request.account is None:
-        raise Http404
-
-
-@login_required
+@account_page()
 def team_view(request):
-    _require_account(request)
     if not principal_may(request, Action.MEMBERS_MANAGE):
         return render(request, "accounts/forbidden.html", status=403)
     return render(request, "accounts/team.html", _team_context(request))
@@ -329,113 +323,84 @@ def _team_context(request, **extra) -> dict:
     return {**context, **extra}
 
 
-def _run(request, action, success: str):
-    try:
-        action()
-    except AccountError as exc:
-        if exc.status == 404:
-            raise Http404 from exc
-        if exc.code == CoreErrorCode.FORBIDDEN:  # refused by role: the 403 page says why
-            raise PageForbidden(exc.message) from exc
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, success)
+def _run(request, act, success: str):
+    """A Team page form: its refusal as a message on the Team page (by role: the 403 page)."""
+    return page_post(request, act, to="accounts:team", success=success, told=AccountError, refusal_pages=True)
 
 
-@login_required
-@require_POST
+def _form_refused(request, message: str):
+    messages.error(request, message)
+    return redirect("accounts:team")
+
+
+members_post = account_page(page_check(Action.MEMBERS_MANAGE), methods=("POST",))
+keys_post = account_page(page_check(Action.KEYS_MANAGE), methods=("POST",))
+
+
+@members_post
 def member_invite_view(request):
-    _require_account(request)
-    page_require(request, Action.MEMBERS_MANAGE)
     form = InviteForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Enter a valid email address and choose a role.")
-        return redirect("accounts:team")
-    email = form.cleaned_data["email"]
-    _run(request, lambda: services.member_invite(account=request.account, actor=request.user,
-                                                 site_url=_site_url(request), **form.cleaned_data),
-         f"Invited {email}. They join when they accept the link we emailed them.")
-    return redirect("accounts:team")
+        return _form_refused(request, "Enter a valid email address and choose a role.")
+    return _run(request, lambda: services.member_invite(account=request.account, actor=request.user,
+                                                        site_url=_site_url(request), **form.cleaned_data),
+                f"Invited {form.cleaned_data['email']}. They join when they accept the link we emailed them.")
 
 
-@login_required
-@require_POST
+@members_post
 def member_role_view(request, membership_id: int):
-    _require_account(request)
-    page_require(request, Action.MEMBERS_MANAGE)
     form = RoleForm(request.POST)
-    if form.is_valid():
-        _run(request, lambda: services.member_change_role(
-            account=request.account, actor=request.user, membership_id=membership_id, role=form.cleaned_data["role"]),
-            "Role changed.")
-    else:
-        messages.error(request, "Choose a role: owner, admin, member or viewer.")
-    return redirect("accounts:team")
+    if not form.is_valid():
+        return _form_refused(request, "Choose a role: owner, admin, member or viewer.")
+    return _run(request, lambda: services.member_change_role(
+        account=request.account, actor=request.user, membership_id=membership_id, role=form.cleaned_data["role"]),
+        "Role changed.")
 
 
-@login_required
-@require_POST
+@account_page(methods=("POST",))
 def member_remove_view(request, membership_id: int):
-    _require_account(request)
     leaving = request.membership.pk == membership_id
     if not leaving:  # anyone may leave; removing someone else is managing the team
         page_require(request, Action.MEMBERS_MANAGE)
-    _run(request, lambda: services.member_remove(account=request.account, actor=request.user,
-                                                 membership_id=membership_id),
-         "You left the account." if leaving else "Member removed.")
+    response = _run(request, lambda: services.member_remove(account=request.account, actor=request.user,
+                                                            membership_id=membership_id),
+                    "You left the account." if leaving else "Member removed.")
     if leaving:
         request.session.pop(SESSION_ACCOUNT_KEY, None)
         return redirect("home")
-    return redirect("accounts:team")
+    return response
 
 
-@login_required
-@require_POST
+@members_post
 def invitation_cancel_view(request, invitation_id: int):
-    _require_account(request)
-    page_require(request, Action.MEMBERS_MANAGE)
-    _run(request, lambda: services.invitation_cancel(account=request.account, actor=request.user,
-                                                     invitation_id=invitation_id), "Invitation cancelled.")
-    return redirect("accounts:team")
+    return _run(request, lambda: services.invitation_cancel(account=request.account, actor=request.user,
+                                                            invitation_id=invitation_id), "Invitation cancelled.")
 
 
-@login_required
-@require_POST
+@keys_post
 def api_key_create_view(request):
-    _require_account(request)
-    page_require(request, Action.KEYS_MANAGE)
     form = ApiKeyForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Give the key a name and choose its scope (read, or write).")
-        return redirect("accounts:team")
-    try:
-        key, raw = services.api_key_create(account=request.account, actor=request.user, name=form.cleaned_data["name"],
-                                           scope=form.cleaned_data["scope"])
-    except AccountError as exc:
-        messages.error(request, exc.message)
-    else:
+        return _form_refused(request, "Give the key a name and choose its scope (read, or write).")
+
+    def create():
+        key, raw = services.api_key_create(account=request.account, actor=request.user,
+                                           name=form.cleaned_data["name"], scope=form.cleaned_data["scope"])
         # Shown exactly once, on the next page view, then gone from the session.
         request.session["new_api_key"] = {"name": key.name, "secret": raw, "scope": key.scope}
-    return redirect("accounts:team")
+    return page_post(request, create, to="accounts:team", told=AccountError)
 
 
-@login_required
-@require_POST
+@keys_post
 def api_key_revoke_view(request, key_id: int):
-    _require_account(request)
-    page_require(request, Action.KEYS_MANAGE)
-    _run(request, lambda: services.api_key_revoke(account=request.account, actor=request.user, key_id=key_id),
-         "API key revoked. Integrations using it now get 401.")
-    return redirect("accounts:team")
+    return _run(request, lambda: services.api_key_revoke(account=request.account, actor=request.user, key_id=key_id),
+                "API key revoked. Integrations using it now get 401.")
 
 
-@login_required
-@require_POST
+@account_page(page_check(Action.ACCOUNT_DELETE), methods=("POST",))
 def account_delete_view(request):
     """The Team page's danger zone: owners delete the account after typing its name. A wrong
     or missing name re-renders the page with the form's error (400)."""
-    _require_account(request)
-    page_require(request, Action.ACCOUNT_DELETE)
     account = request.account
     form = AccountDeleteForm(request.POST)
     form.is_valid()

@@ -21,8 +21,7 @@ from django.core.validators import validate_email
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import ApiKey, Membership
-from accounts.permissions import Action, principal_require
+from accounts.permissions import Action, actor_require
 from audit.actors import SYSTEM
 from audit.services import audit_record
 from billing.errors import BillingError
@@ -73,10 +72,7 @@ def threshold_parse(value) -> int | None:
 
 
 def _owner_require(account, actor) -> None:
-    principal = actor
-    if not isinstance(actor, ApiKey):
-        principal = Membership.objects.for_account(account).filter(user_id=getattr(actor, "pk", None)).first()
-    principal_require(principal, Action.BILLING_MANAGE)
+    actor_require(account=account, actor=actor, action=Action.BILLING_MANAGE)
 
 
 @transaction.atomic

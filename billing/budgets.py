@@ -12,7 +12,7 @@ from django.db.models import Q, QuerySet, Sum
 from django.utils import timezone
 
 from accounts.models import Account, ApiKey, Membership
-from accounts.permissions import Action, principal_require
+from accounts.permissions import Action, actor_require
 from audit.services import audit_record
 from billing.errors import BillingError, BudgetExceeded
 from billing.models import Budget, BudgetPeriod, CreditHold, CreditLedgerEntry, HoldStatus, Kind
@@ -172,10 +172,7 @@ MAX_BUDGET = 10**12
 
 def _budget_manager_require(account, actor) -> None:
     """Owners and admins set budgets; an API key never does (accounts.permissions)."""
-    principal = actor
-    if not isinstance(actor, ApiKey):
-        principal = Membership.objects.for_account(account).filter(user_id=getattr(actor, "pk", None)).first()
-    principal_require(principal, Action.BUDGETS_MANAGE)
+    actor_require(account=account, actor=actor, action=Action.BUDGETS_MANAGE)
 
 
 def _budget_target(account, *, user_id=None, api_key_id=None) -> tuple[dict, str]:

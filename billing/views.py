@@ -2,15 +2,13 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.views.decorators.http import require_POST
 
-from accounts.permissions import Action, page_require, principal_may
+from accounts.permissions import Action, page_check, principal_may
 from billing import dashboard, pricing, references
 from billing.alerts import billing_settings_get, billing_settings_update
 from billing.models import BudgetPeriod, Kind
@@ -21,6 +19,7 @@ from billing.context_processors import member_budgets
 from billing.selectors import balance_get
 from billing.budgets import budget_remove, budget_set
 from core.errors import GroundworkError
+from core.pages import account_page
 
 ENTRIES_PER_PAGE = 25
 
@@ -35,10 +34,8 @@ def _reference_link(reference: str) -> str | None:
     return None
 
 
-@login_required
+@account_page()
 def credits_view(request):
-    if request.account is None:
-        raise Http404
     return _credits_page(request)
 
 
@@ -85,13 +82,9 @@ def _billing_context(request, *, form: dict | None, error: GroundworkError | Non
                         "error_field": getattr(error, "field", None)}}
 
 
-@login_required
-@require_POST
+@account_page(page_check(Action.BILLING_MANAGE), methods=("POST",))
 def billing_settings_view(request):
     """The Credits page's Billing form (owners). Bad input: the page again, 400, saying why."""
-    if request.account is None:
-        raise Http404
-    page_require(request, Action.BILLING_MANAGE)
     form = {"contact_email": request.POST.get("contact_email", ""),
             "low_balance_threshold": request.POST.get("low_balance_threshold", "")}
     try:
@@ -104,14 +97,10 @@ def billing_settings_view(request):
     return redirect(reverse("billing:credits") + "#billing")
 
 
-@login_required
-@require_POST
+@account_page(page_check(Action.BILLING_MANAGE), methods=("POST",))
 def buy_view(request):
     """Credits → Buy: a pack (`credits`) or `credits=custom` with `custom_credits`, then off to
     Stripe's checkout. Bad input: the page again, 400, saying why."""
-    if request.account is None:
-        raise Http404
-    page_require(request, Action.BILLING_MANAGE)
     form = {"credits": request.POST.get("credits", ""), "custom_credits": request.POST.get("custom_credits", "")}
     # An amount typed in wins over a pack left selected (the field is empty unless typed in).
     custom = form["credits"] == "custom" or form["custom_credits"].strip()
@@ -142,12 +131,9 @@ def _budget_refused(request, exc: GroundworkError):
     return _team_budgets()
 
 
-@login_required
-@require_POST
+@account_page(methods=("POST",))
 def budget_set_view(request):
     """The Team page's form: target "user:<id>" or "key:<id>", period, limit ("5,000" is fine)."""
-    if request.account is None:
-        raise Http404
     kind, _, target_id = request.POST.get("target", "").partition(":")
     if kind not in ("user", "key") or not target_id:
         messages.error(request, "Choose a member or an API key for the budget.")
@@ -164,11 +150,8 @@ def budget_set_view(request):
     return _team_budgets()
 
 
-@login_required
-@require_POST
+@account_page(methods=("POST",))
 def budget_remove_view(request, budget_id: int):
-    if request.account is None:
-        raise Http404
     try:
         budget_remove(account=request.account, actor=request.user, budget_id=budget_id)
     except GroundworkError as exc:

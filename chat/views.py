@@ -3,26 +3,19 @@ server, and the live websocket (/ws/chat/) driven by static/js/chat.js. Thin: re
 the selectors, render."""
 from __future__ import annotations
 
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404
 from django.shortcuts import render
 
-from accounts.permissions import Action, page_requires
+from accounts.permissions import Action, page_check
 from chat import selectors
-from chat.errors import ConversationError, ConversationNotFound
+from chat.errors import ConversationError
+from core.pages import account_page, page_found
 from chat.models import Rating
 from documents.models import Status
 from documents.selectors import document_list
 
 CONVERSATIONS_SHOWN = 50
 FEEDBACK_PER_PAGE = 25
-
-
-def _account(request):
-    if request.account is None:
-        raise Http404
-    return request.account
 
 
 def _searched_for(question, answer) -> str:
@@ -79,17 +72,13 @@ def _last_answer_id(messages: list) -> int | None:
     return None
 
 
-@login_required
-@page_requires(Action.CHAT)
+@account_page(page_check(Action.CHAT))
 def chat_view(request, conversation_id: int | None = None):
-    account = _account(request)
+    account = request.account
     conversation, messages = None, []
     if conversation_id is not None:
-        try:
-            conversation = selectors.conversation_access_by_id(account=account, conversation_id=conversation_id,
-                                                               user=request.user)
-        except ConversationNotFound as exc:
-            raise Http404(exc.message) from exc
+        conversation = page_found(selectors.conversation_access_by_id, account=account,
+                                  conversation_id=conversation_id, user=request.user)
         messages = _with_turn_sources(selectors.messages_sources_readable(
             account=account, messages=selectors.message_list(account=account, conversation=conversation)))
         _with_my_feedback(account, messages, request.user)
@@ -115,12 +104,11 @@ def chat_view(request, conversation_id: int | None = None):
     })
 
 
-@login_required
-@page_requires(Action.FEEDBACK_VIEW)
+@account_page(page_check(Action.FEEDBACK_VIEW))
 def feedback_view(request):
     """Owners and admins: what people said about answers, newest first, with the question,
     the answer and the sources it cited (those the reader may no longer open say so)."""
-    account = _account(request)
+    account = request.account
     rating = request.GET.get("rating") if request.GET.get("rating") in Rating.values else None
     page = Paginator(selectors.feedback_list(account=account, rating=rating), FEEDBACK_PER_PAGE).get_page(
         request.GET.get("page"))

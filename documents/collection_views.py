@@ -3,29 +3,18 @@ restrict, give access, delete) and moving a document to another collection. Thin
 services check who may, the selectors what the principal may see (404 otherwise)."""
 from __future__ import annotations
 
-from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.http import Http404
-from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
+from django.shortcuts import render
+from django.urls import reverse
 
 from accounts.models import ApiKey, Membership
 from accounts.permissions import Action, principal_may
+from core.pages import account_page, page_found, page_post
 from documents import selectors, services
-from documents.errors import CollectionError, NotFound
-
-
-def _account(request):
-    if request.account is None:
-        raise Http404
-    return request.account
+from documents.errors import CollectionError
 
 
 def _collection(request, collection_id):
-    try:
-        return selectors.collection_access_by_id(account=_account(request), collection_id=collection_id)
-    except NotFound as exc:
-        raise Http404(exc.message) from exc
+    return page_found(selectors.collection_access_by_id, account=request.account, collection_id=collection_id)
 
 
 def _is_manager(request) -> bool:
@@ -36,9 +25,9 @@ def _ids(request, name) -> list[int]:
     return [int(v) for v in request.POST.getlist(name) if v.isdigit()]
 
 
-@login_required
+@account_page()
 def collections_view(request):
-    account = _account(request)
+    account = request.account
     collections = list(selectors.collection_list(account=account))
     access = selectors.collection_access_by_collection(account=account, collections=collections)
     for collection in collections:
@@ -52,65 +41,42 @@ def collections_view(request):
     })
 
 
-def _done(request, action):
-    try:
-        action()
-    except CollectionError as exc:
-        messages.error(request, exc.message)
-    return redirect("documents:collections")
+def _done(request, act, success):
+    return page_post(request, act, to="documents:collections", success=success, told=CollectionError)
 
 
-@login_required
-@require_POST
+@account_page(methods=("POST",))
 def collection_create_view(request):
-    def create():
-        collection = services.collection_create(
-            account=_account(request), actor=request.user, name=request.POST.get("name", ""),
-            restricted=request.POST.get("restricted") == "on", user_ids=_ids(request, "users"),
-            api_key_ids=_ids(request, "api_keys"))
-        messages.success(request, f"Created {collection.name}.")
-    return _done(request, create)
+    return _done(request, lambda: services.collection_create(
+        account=request.account, actor=request.user, name=request.POST.get("name", ""),
+        restricted=request.POST.get("restricted") == "on", user_ids=_ids(request, "users"),
+        api_key_ids=_ids(request, "api_keys")), lambda collection: f"Created {collection.name}.")
 
 
-@login_required
-@require_POST
+@account_page(methods=("POST",))
 def collection_update_view(request, collection_id: int):
     collection = _collection(request, collection_id)
-
-    def update():
-        services.collection_update(
-            account=_account(request), actor=request.user, collection=collection, name=request.POST.get("name"),
-            restricted=request.POST.get("restricted") == "on", user_ids=_ids(request, "users"),
-            api_key_ids=_ids(request, "api_keys"))
-        messages.success(request, "Saved.")
-    return _done(request, update)
+    return _done(request, lambda: services.collection_update(
+        account=request.account, actor=request.user, collection=collection, name=request.POST.get("name"),
+        restricted=request.POST.get("restricted") == "on", user_ids=_ids(request, "users"),
+        api_key_ids=_ids(request, "api_keys")), "Saved.")
 
 
-@login_required
-@require_POST
+@account_page(methods=("POST",))
 def collection_delete_view(request, collection_id: int):
     collection = _collection(request, collection_id)
-
-    def delete():
-        services.collection_delete(account=_account(request), actor=request.user, collection=collection,
-                                   move_documents=request.POST.get("move_documents") == "on")
-        messages.success(request, f"Deleted {collection.name}.")
-    return _done(request, delete)
+    return _done(request, lambda: services.collection_delete(
+        account=request.account, actor=request.user, collection=collection,
+        move_documents=request.POST.get("move_documents") == "on"), f"Deleted {collection.name}.")
 
 
-@login_required
-@require_POST
+@account_page(methods=("POST",))
 def document_move_view(request, document_id: int):
-    account = _account(request)
-    try:
-        document = selectors.document_access_by_id(account=account, document_id=document_id)
-        target = selectors.collection_access_by_id(account=account, collection_id=request.POST.get("collection"))
-    except NotFound as exc:
-        raise Http404(exc.message) from exc
-    try:
-        services.document_move(account=account, actor=request.user, document=document, collection=target)
-    except CollectionError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, f"Moved {document.name} to {target.name}.")
-    return redirect("documents:document", document_id=document.pk)
+    account = request.account
+    document = page_found(selectors.document_access_by_id, account=account, document_id=document_id)
+    target = page_found(selectors.collection_access_by_id, account=account,
+                        collection_id=request.POST.get("collection"))
+    return page_post(request, lambda: services.document_move(account=account, actor=request.user, document=document,
+                                                             collection=target),
+                     to=reverse("documents:document", args=[document.pk]), told=CollectionError,
+                     success=f"Moved {document.name} to {target.name}.")

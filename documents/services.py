@@ -8,7 +8,8 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from accounts.models import MANAGER_ROLES, ApiKey, Membership
+from accounts.models import ApiKey, Membership
+from accounts.permissions import Action, Forbidden, actor_require
 from audit.services import audit_record
 from billing.selectors import ingest_credits_require
 from core.tenancy import current_context
@@ -248,9 +249,11 @@ def collections_for_new_account(sender, *, account, **kwargs) -> None:
 def _require_manager(*, account, actor) -> None:
     """Collections are people's decisions, as keys and members are: owners and admins only
     (an API key, or a member or viewer, is refused with 403)."""
-    if getattr(actor, "pk", None) is None or not Membership.objects.for_account(account).filter(
-            user_id=actor.pk, role__in=MANAGER_ROLES).exists():
-        raise CollectionError(CoreErrorCode.FORBIDDEN, "Only owners and admins can manage collections.", status=403)
+    try:
+        actor_require(account=account, actor=actor, action=Action.COLLECTIONS_MANAGE)
+    except Forbidden:
+        raise CollectionError(CoreErrorCode.FORBIDDEN, "Only owners and admins can manage collections.",
+                              status=403) from None
 
 
 def _clean_name(account, name, *, exclude_pk=None) -> str:

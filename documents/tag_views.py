@@ -3,23 +3,21 @@ tags (owners and admins). Both take tags as one comma-separated field (documents
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.shortcuts import redirect
-from django.views.decorators.http import require_POST
 
-from accounts.permissions import Action, page_require, page_requires
+from accounts.permissions import Action, page_check, page_require
+from core.pages import account_page
 from documents.errors import TagsInvalid
 from documents.tags import document_tags_set, retrieval_exclude_tags_set, tags_from_form
-from documents.views import _account, _back_to_list_or, _document
+from documents.views import _back_to_list_or, _document
 
 
-@login_required
-@require_POST
+@account_page(methods=("POST",))
 def document_tags_view(request, document_id: int):
     document = _document(request, document_id)
     page_require(request, Action.DOCUMENT_TAG, document)  # a member: only their own
     try:
-        document = document_tags_set(account=_account(request), actor=request.user, document=document,
+        document = document_tags_set(account=request.account, actor=request.user, document=document,
                                      tags=tags_from_form(request.POST.getlist("tags")))
     except TagsInvalid as exc:
         messages.error(request, f"{document.name}: {exc.message}")
@@ -28,12 +26,10 @@ def document_tags_view(request, document_id: int):
     return _back_to_list_or(request, redirect("documents:document", document_id=document.pk))
 
 
-@login_required
-@require_POST
-@page_requires(Action.RETRIEVAL_SETTINGS)
+@account_page(page_check(Action.RETRIEVAL_SETTINGS), methods=("POST",))
 def exclude_tags_view(request):
     try:
-        tags = retrieval_exclude_tags_set(account=_account(request), actor=request.user,
+        tags = retrieval_exclude_tags_set(account=request.account, actor=request.user,
                                           exclude_tags=tags_from_form(request.POST.getlist("exclude_tags")))
     except TagsInvalid as exc:
         messages.error(request, exc.message)

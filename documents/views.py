@@ -2,30 +2,29 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import FileResponse, Http404, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_POST
 
 from accounts.permissions import (
     Action,
     Forbidden,
     grant_of,
+    page_check,
     page_require,
-    page_requires,
     principal_may,
     refusal_message,
 )
 from billing import pricing, references
 from billing.errors import BillingError
 from billing.selectors import balance_get, ledger_list
+from core.pages import account_page, page_found, page_post
 from documents import images, selectors, services
 from documents.chunk_preview import chunk_blocks
 from documents.embedding import active_embedding_model
-from documents.errors import NotFound, TagsInvalid, UploadRejected
+from documents.errors import TagsInvalid, UploadRejected
 from documents.kinds import FORMATS_IN_WORDS, KIND_BY_NAME, UPLOAD_ACCEPT, UPLOAD_HINT
 from documents.serializers import DocumentSerializer
 from documents.storage import file_open
@@ -35,22 +34,8 @@ from documents.tags import retrieval_exclude_tags, tags_excluded, tags_from_form
 CHUNKS_PER_PAGE = 25
 
 
-def _account(request):
-    if request.account is None:
-        raise Http404
-    return request.account
-
-
-def _found(access, **kwargs):
-    """`access(**kwargs)`, or the 404 page: the same for a missing id and another account's."""
-    try:
-        return access(**kwargs)
-    except NotFound as exc:
-        raise Http404(exc.message) from exc
-
-
 def _document(request, document_id):
-    return _found(selectors.document_access_by_id, account=_account(request), document_id=document_id)
+    return page_found(selectors.document_access_by_id, account=request.account, document_id=document_id)
 
 
 def _int_or_none(value) -> int | None:
@@ -83,16 +68,15 @@ def _with_permissions(request, documents) -> list:
     return documents
 
 
-@login_required
-@page_requires(Action.DOCUMENT_READ)
+@account_page(page_check(Action.DOCUMENT_READ))
 def knowledge_base_view(request):
-    account = _account(request)
+    account = request.account
     status = request.GET.get("status") or None
     query = (request.GET.get("q") or "").strip() or None
     tag = (request.GET.get("tag") or "").strip() or None
     collections = list(selectors.collection_list(account=account))
-    collection = _found(selectors.collection_access_by_id, account=account,
-                        collection_id=request.GET["collection"]) if request.GET.get("collection") else None
+    collection = page_found(selectors.collection_access_by_id, account=account,
+                            collection_id=request.GET["collection"]) if request.GET.get("collection") else None
     documents = _with_permissions(request, selectors.document_list(
         account=account, status=status, query=query, collection_ids=[collection.pk] if collection else None,
         tag=tag)[:200])
@@ -127,11 +111,10 @@ def _charge_note(account) -> str:
             f"wrote one.")
 
 
-@login_required
-@page_requires(Action.DOCUMENT_READ)
+@account_page(page_check(Action.DOCUMENT_READ))
 def documents_status_view(request):
     """JSON for the live status badges (polled by the knowledge base page)."""
-    account = _account(request)
+    account = request.account
     documents = _with_permissions(request, selectors.document_list(account=account)[:200])
     rows = DocumentSerializer(documents, many=True).data
     for row, document in zip(rows, documents):
@@ -140,11 +123,10 @@ def documents_status_view(request):
                          "credits_remaining": balance_get(account=account)})
 
 
-@login_required
-@require_POST
+@account_page(methods=("POST",))
 def upload_view(request):
     """One file per request (the page sends each file on its own, with its progress bar)."""
-    account = _account(request)
+    account = request.account
     wants_json = request.headers.get("Accept", "").startswith("application/json")
     if wants_json and not principal_may(request, Action.DOCUMENT_UPLOAD):
         refused = Forbidden(refusal_message(request, Action.DOCUMENT_UPLOAD))
@@ -152,8 +134,8 @@ def upload_view(request):
     page_require(request, Action.DOCUMENT_UPLOAD)
     try:
         services.upload_request_check(content_length=request.META.get("CONTENT_LENGTH"))
-        collection = _found(selectors.collection_access_by_id, account=account,
-                            collection_id=request.POST["collection"]) if request.POST.get("collection") else None
+        collection = page_found(selectors.collection_access_by_id, account=account,
+                                collection_id=request.POST["collection"]) if request.POST.get("collection") else None
         document, created = services.document_upload(account=account, actor=request.user,
                                                      upload=request.FILES.get("file"), collection=collection,
                                                      tags=tags_from_form(request.POST.getlist("tags")))
@@ -169,12 +151,11 @@ def upload_view(request):
     return redirect("documents:knowledge-base")
 
 
-@login_required
-@page_requires(Action.DOCUMENT_READ)
+@account_page(page_check(Action.DOCUMENT_READ))
 def document_view(request, document_id: int):
     """The document and one page of its chunks: `?page=N`, or `?chunk=I` for the page that
     holds chunk I (a citation's link), which is then highlighted."""
-    account = _account(request)
+    account = request.account
     document = _document(request, document_id)
     chunks = selectors.chunk_list(account=account, document=document)
     highlight = _int_or_none(request.GET.get("chunk"))
@@ -202,8 +183,7 @@ def document_view(request, document_id: int):
     })
 
 
-@login_required
-@page_requires(Action.DOCUMENT_READ)
+@account_page(page_check(Action.DOCUMENT_READ))
 def document_image_view(request, document_id: int):
     """The uploaded image itself, for its document page: only to a reader of the document
     (another account, or a member outside its restricted collection, gets 404), never from a
@@ -217,22 +197,19 @@ def document_image_view(request, document_id: int):
     return response
 
 
-@login_required
-@require_POST
+@account_page(methods=("POST",))
 def delete_view(request, document_id: int):
     document = _document(request, document_id)
     page_require(request, Action.DOCUMENT_DELETE, document)  # a member: only their own
-    document = services.document_delete(account=_account(request), document=document)
+    document = services.document_delete(account=request.account, document=document)
     messages.success(request, f"Deleted {document.name}.")
     return redirect("documents:knowledge-base")
 
 
-@login_required
-@require_POST
-@page_requires(Action.DOCUMENT_REINDEX)
+@account_page(page_check(Action.DOCUMENT_REINDEX), methods=("POST",))
 def reindex_view(request, document_id: int):
     try:
-        document = services.document_reindex(account=_account(request), document=_document(request, document_id))
+        document = services.document_reindex(account=request.account, document=_document(request, document_id))
     except BillingError as exc:
         messages.error(request, exc.message)
         return _back_to_list_or(request, redirect("documents:document", document_id=document_id))
@@ -240,40 +217,24 @@ def reindex_view(request, document_id: int):
     return _back_to_list_or(request, redirect("documents:document", document_id=document.pk))
 
 
-@login_required
-@require_POST
-@page_requires(Action.ACCOUNT_REINDEX)
+@account_page(page_check(Action.ACCOUNT_REINDEX), methods=("POST",))
 def account_reindex_view(request):
-    try:
-        services.account_reindex_start(account=_account(request), actor=request.user)
-    except BillingError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, "Reindexing every document. Search keeps working meanwhile.")
-    return redirect("documents:knowledge-base")
+    return page_post(request, lambda: services.account_reindex_start(account=request.account, actor=request.user),
+                     to="documents:knowledge-base", told=BillingError,
+                     success="Reindexing every document. Search keeps working meanwhile.")
 
 
-@login_required
-@require_POST
-@page_requires(Action.ACCOUNT_REINDEX)
+@account_page(page_check(Action.ACCOUNT_REINDEX), methods=("POST",))
 def account_reindex_cancel_view(request, run_id: int):
-    run = _found(selectors.reindex_run_access_by_id, account=_account(request), run_id=run_id)
+    run = page_found(selectors.reindex_run_access_by_id, account=request.account, run_id=run_id)
     services.account_reindex_cancel(account=request.account, run=run)
     messages.success(request, "Reindex cancelled.")
     return redirect("documents:knowledge-base")
 
 
-@login_required
-@require_POST
-@page_requires(Action.DOCUMENT_REINDEX)
+@account_page(page_check(Action.DOCUMENT_REINDEX), methods=("POST",))
 def reindex_cancel_view(request, document_id: int):
-    if request.account is None:
-        raise Http404
-    try:
-        document = selectors.document_access_by_id(account=request.account, document_id=document_id)
-    except NotFound as exc:
-        raise Http404(exc.message) from exc
-    document = services.document_reindex_cancel(account=request.account, document=document)
+    document = services.document_reindex_cancel(account=request.account, document=_document(request, document_id))
     messages.success(request, f"Reindex of {document.name} cancelled." if document.status == "ready"
                      else f"{document.name}: nothing to cancel." if document.status != "failed"
                      else f"Processing of {document.name} cancelled.")

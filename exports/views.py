@@ -3,22 +3,16 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.http import Http404
 from django.shortcuts import redirect
-from django.views.decorators.http import require_POST
 
-from accounts.permissions import Action, page_require
+from accounts.permissions import Action, page_check
 from accounts.sso.session import signed_in_with_sso
+from core.pages import account_page
 from exports.services import export_request
 
 
-@login_required
-@require_POST
+@account_page(page_check(Action.DATA_EXPORT), methods=("POST",))
 def export_request_view(request):
-    if getattr(request, "account", None) is None:
-        raise Http404()
-    page_require(request, Action.DATA_EXPORT)
     export_request(user=request.user, by_sso=signed_in_with_sso(request.session))
     messages.success(request, "Your data export is being prepared. Reload this page in a minute for its "
                               "download link.")

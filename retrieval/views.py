@@ -10,15 +10,13 @@ import uuid
 from django import forms
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
-from django.http import Http404
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
 
-from accounts.permissions import Action, page_requires, principal_may
+from accounts.permissions import Action, page_check, principal_may
 from billing import pricing
 from billing.errors import BillingError
 from core.errors import GroundworkError
+from core.pages import account_page
 from documents.embedding import active_embedding_model
 from documents.models import ReindexRun
 from documents.selectors import collection_ids_requested, collection_list
@@ -46,12 +44,8 @@ def embedding_panel(request, account) -> dict:
     }
 
 
-@login_required
-@require_POST
-@page_requires(Action.ACCOUNT_REINDEX)
+@account_page(page_check(Action.ACCOUNT_REINDEX), methods=("POST",))
 def embedding_migration_start_view(request):
-    if request.account is None:
-        raise Http404
     try:
         run = services.embedding_migration_start(account=request.account, actor=request.user)
     except BillingError as exc:
@@ -91,15 +85,11 @@ def _retrieval_test_search(request, form: RetrievalTestForm) -> dict:
     return explained_search(found, threshold=settings.RAG_MATCH_THRESHOLD)
 
 
-@login_required
-@require_http_methods(["GET", "POST"])
-@page_requires(Action.SEARCH)
+@account_page(page_check(Action.SEARCH), methods=("GET", "POST"))
 def retrieval_test_view(request):
     """Type a query, see what search finds: each path's rank and score, the fused score, the
     threshold, what passed and what did not, and what the search cost. A plain form POST
     (works without JavaScript; every text from a document is escaped by the template)."""
-    if request.account is None:
-        raise Http404
     form = RetrievalTestForm(request.POST if request.method == "POST" else None)
     answer, error, status = None, None, 200
     if form.is_valid():

@@ -2,43 +2,32 @@
 from __future__ import annotations
 
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_POST
 
 from accounts.domains import services
 from accounts.errors import AccountError
-from accounts.permissions import Action, page_account
+from accounts.permissions import Action, page_check
 from core.error_codes import CoreErrorCode
+from core.pages import account_page, page_post
+
+owners_page = account_page(page_check(Action.DOMAINS_MANAGE), methods=("POST",))
 
 
-def _owner_account(request):
-    return page_account(request, Action.DOMAINS_MANAGE)
-
-
-@login_required
-@require_POST
+@owners_page
 def domain_add_view(request):
-    account = _owner_account(request)
-    try:
-        row = services.domain_verification_send(
-            account=account, actor=request.user, domain=request.POST.get("domain", ""),
-            mailbox=request.POST.get("mailbox", ""), site_url=request.build_absolute_uri("/").rstrip("/"))
-    except AccountError as exc:
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, f"We emailed {row.verification_address} a link: {row.domain} is verified when "
-                                  "it is opened.")
-    return redirect("accounts:team")
+    return page_post(request, lambda: services.domain_verification_send(
+        account=request.account, actor=request.user, domain=request.POST.get("domain", ""),
+        mailbox=request.POST.get("mailbox", ""), site_url=request.build_absolute_uri("/").rstrip("/")),
+        to="accounts:team", told=AccountError,
+        success=lambda row: f"We emailed {row.verification_address} a link: {row.domain} is verified when it is "
+                            "opened.")
 
 
-@login_required
-@require_POST
+@owners_page
 def domain_remove_view(request, domain_id: int):
-    account = _owner_account(request)
     try:
-        services.domain_remove(account=account, actor=request.user, domain_id=domain_id)
+        services.domain_remove(account=request.account, actor=request.user, domain_id=domain_id)
     except AccountError as exc:
         if exc.code == CoreErrorCode.NOT_FOUND:
             raise Http404 from exc

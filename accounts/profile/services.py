@@ -21,8 +21,8 @@ from django.utils import timezone
 from accounts import ratelimit
 from accounts.error_codes import AccountErrorCode
 from accounts.errors import AccountError
-from accounts.models import Account, Membership, User
-from accounts.permissions import Action, Forbidden, principal_require
+from accounts.models import Account, User
+from accounts.permissions import Action, actor_require
 from accounts.selectors import membership_list_for_user
 from accounts.services.signup import _clean_email
 from accounts.services.verification import _email_mark_verified, _send_mail
@@ -220,10 +220,8 @@ def team_name_clean(name: str) -> str:
 @transaction.atomic
 def account_rename(*, account: Account, actor: User, name: str) -> Account:
     """Rename the team: its owners only (accounts/permissions.py, account.rename)."""
-    membership = Membership.objects.for_account(account).filter(user=actor).first()
-    if membership is None:
-        raise Forbidden("Only the team's owners can rename it.")
-    principal_require(membership, Action.ACCOUNT_RENAME)
+    actor_require(account=account, actor=actor, action=Action.ACCOUNT_RENAME,
+                  outsider="Only the team's owners can rename it.")
     name = team_name_clean(name)
     account = Account.objects.select_for_update().get(pk=account.pk)
     before = account.name

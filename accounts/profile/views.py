@@ -11,12 +11,12 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
 
 from accounts.errors import AccountError
-from accounts.permissions import Action, PageForbidden, page_require
+from accounts.permissions import Action, page_check
 from accounts.profile import services, two_factor
 from accounts.profile.forms import (CodeForm, EmailChangeForm, NameForm, PasswordChangeForm, TeamRenameForm,
                                     TwoFactorOffForm)
 from accounts.resolution import SESSION_ACCOUNT_KEY
-from core.error_codes import CoreErrorCode
+from core.pages import account_page, form_round_trip, page_post
 
 RECOVERY_CODES_KEY = "new_recovery_codes"  # shown (and downloadable) until the person says they saved them
 TEMPLATE = "accounts/settings.html"
@@ -59,15 +59,12 @@ def _context(request, **forms) -> dict:
     }
 
 
-def _refused(request, form_name: str, form, exc: AccountError):
-    """The page again, with the service's reason on its form (4xx, nothing changed)."""
-    form.add_error(exc.field if exc.field in form.fields else None, exc.message)
-    status = exc.status if exc.status in (400, 409, 429) else 400
-    return render(request, TEMPLATE, _context(request, **{form_name: form}), status=status)
-
-
-def _invalid(request, form_name: str, form):
-    return render(request, TEMPLATE, _context(request, **{form_name: form}), status=400)
+def _settings_form(request, form_name: str, form, act, success):
+    """One form of the settings page (core.pages.form_round_trip): refused, the page again
+    with the reason on that form; done, the message on the page."""
+    def settings_page(form, status):
+        return render(request, TEMPLATE, _context(request, **{form_name: form}), status=status)
+    return form_round_trip(request, form, act=act, success=success, to="accounts:settings", rerender=settings_page)
 
 
 @login_required
@@ -78,32 +75,20 @@ def settings_view(request):
 @login_required
 @require_POST
 def name_change_view(request):
-    form = NameForm(request.POST)
-    if not form.is_valid():
-        return _invalid(request, "name_form", form)
-    try:
-        services.user_name_change(user=request.user, full_name=form.cleaned_data["full_name"])
-    except AccountError as exc:
-        return _refused(request, "name_form", form, exc)
-    messages.success(request, "Your name is saved.")
-    return redirect("accounts:settings")
+    def save(data):
+        services.user_name_change(user=request.user, full_name=data["full_name"])
+    return _settings_form(request, "name_form", NameForm(request.POST), save, "Your name is saved.")
 
 
 @login_required
 @require_POST
 def email_change_view(request):
-    form = EmailChangeForm(request.POST)
-    if not form.is_valid():
-        return _invalid(request, "email_form", form)
-    try:
-        new_email = services.user_email_change_request(user=request.user, new_email=form.cleaned_data["new_email"],
-                                                       password=form.cleaned_data["password"],
-                                                       site_url=_site_url(request))
-    except AccountError as exc:
-        return _refused(request, "email_form", form, exc)
-    messages.success(request, f"We sent a link to {new_email}. Your address changes when you open it; until then "
-                              f"you sign in as {request.user.email}.")
-    return redirect("accounts:settings")
+    def send(data):
+        return services.user_email_change_request(user=request.user, new_email=data["new_email"],
+                                                  password=data["password"], site_url=_site_url(request))
+    return _settings_form(request, "email_form", EmailChangeForm(request.POST), send,
+                          lambda new_email: f"We sent a link to {new_email}. Your address changes when you open it; "
+                                            f"until then you sign in as {request.user.email}.")
 
 
 def email_change_confirm_view(request, token: str):
@@ -122,18 +107,12 @@ def email_change_confirm_view(request, token: str):
 @login_required
 @require_POST
 def password_change_view(request):
-    form = PasswordChangeForm(request.POST)
-    if not form.is_valid():
-        return _invalid(request, "password_form", form)
-    try:
+    def change(data):
         with transaction.atomic():  # the session is kept before the sockets are told (on commit)
-            user = services.user_password_change(user=request.user, current_password=form.cleaned_data["current_password"],
-                                                 new_password=form.cleaned_data["new_password"])
-            session_keep(request, user)
-    except AccountError as exc:
-        return _refused(request, "password_form", form, exc)
-    messages.success(request, "Your password is changed. Your other sessions were signed out; this one stays.")
-    return redirect("accounts:settings")
+            session_keep(request, services.user_password_change(
+                user=request.user, current_password=data["current_password"], new_password=data["new_password"]))
+    return _settings_form(request, "password_form", PasswordChangeForm(request.POST), change,
+                          "Your password is changed. Your other sessions were signed out; this one stays.")
 
 
 @login_required
@@ -150,41 +129,30 @@ def sessions_end_view(request):
 @login_required
 @require_POST
 def two_factor_setup_view(request):
-    try:
-        two_factor.totp_setup_start(user=request.user)
-    except AccountError as exc:
-        messages.error(request, exc.message)
-    return redirect("accounts:settings")
+    return page_post(request, lambda: two_factor.totp_setup_start(user=request.user), to="accounts:settings",
+                     told=AccountError)
+
+
+def _recovery_codes_form(request, form_name: str, make, success: str):
+    """A code form whose service makes new recovery codes: kept in the session to be shown."""
+    def keep(data):
+        request.session[RECOVERY_CODES_KEY] = make(request=request, user=request.user, code=data["code"])
+    return _settings_form(request, form_name, CodeForm(request.POST), keep, success)
 
 
 @login_required
 @require_POST
 def two_factor_confirm_view(request):
-    form = CodeForm(request.POST)
-    if not form.is_valid():
-        return _invalid(request, "confirm_form", form)
-    try:
-        codes = two_factor.totp_setup_confirm(request=request, user=request.user, code=form.cleaned_data["code"])
-    except AccountError as exc:
-        return _refused(request, "confirm_form", form, exc)
-    request.session[RECOVERY_CODES_KEY] = codes
-    messages.success(request, "Two-factor sign-in is on. Save your recovery codes now: they are shown only this once.")
-    return redirect("accounts:settings")
+    return _recovery_codes_form(request, "confirm_form", two_factor.totp_setup_confirm,
+                                "Two-factor sign-in is on. Save your recovery codes now: they are shown only this "
+                                "once.")
 
 
 @login_required
 @require_POST
 def recovery_codes_renew_view(request):
-    form = CodeForm(request.POST)
-    if not form.is_valid():
-        return _invalid(request, "renew_form", form)
-    try:
-        codes = two_factor.recovery_codes_renew(request=request, user=request.user, code=form.cleaned_data["code"])
-    except AccountError as exc:
-        return _refused(request, "renew_form", form, exc)
-    request.session[RECOVERY_CODES_KEY] = codes
-    messages.success(request, "New recovery codes: the old ones no longer work. Save these now.")
-    return redirect("accounts:settings")
+    return _recovery_codes_form(request, "renew_form", two_factor.recovery_codes_renew,
+                                "New recovery codes: the old ones no longer work. Save these now.")
 
 
 @login_required
@@ -210,17 +178,11 @@ def recovery_codes_saved_view(request):
 @login_required
 @require_POST
 def two_factor_off_view(request):
-    form = TwoFactorOffForm(request.POST)
-    if not form.is_valid():
-        return _invalid(request, "off_form", form)
-    try:
-        two_factor.two_factor_disable(request=request, user=request.user, code=form.cleaned_data["code"],
-                                      password=form.cleaned_data["password"])
-    except AccountError as exc:
-        return _refused(request, "off_form", form, exc)
-    request.session.pop(RECOVERY_CODES_KEY, None)
-    messages.success(request, "Two-factor sign-in is off: your password alone signs you in.")
-    return redirect("accounts:settings")
+    def disable(data):
+        two_factor.two_factor_disable(request=request, user=request.user, code=data["code"], password=data["password"])
+        request.session.pop(RECOVERY_CODES_KEY, None)
+    return _settings_form(request, "off_form", TwoFactorOffForm(request.POST), disable,
+                          "Two-factor sign-in is off: your password alone signs you in.")
 
 
 def login_code_view(request):
@@ -252,28 +214,15 @@ def login_code_view(request):
 
 # --- the team's name ---------------------------------------------------------------------------
 
-@login_required
-@require_POST
+@account_page(page_check(Action.ACCOUNT_RENAME), methods=("POST",))
 def team_rename_view(request):
     """Owners rename the session's own account (a posted account id means nothing here)."""
     from accounts.views import _team_context  # the Team page's context, to show the form's error on it
 
-    if request.account is None:
-        raise Http404
-    page_require(request, Action.ACCOUNT_RENAME)
-    form = TeamRenameForm(request.POST)
-    error = None
-    if form.is_valid():
-        try:
-            account = services.account_rename(account=request.account, actor=request.user, name=form.cleaned_data["name"])
-        except AccountError as exc:
-            if exc.code == CoreErrorCode.FORBIDDEN:
-                raise PageForbidden(exc.message) from exc
-            error = exc.message
-        else:
-            messages.success(request, f"The team is now called {account.name}.")
-            return redirect("accounts:team")
-    else:
-        error = " ".join(form.errors.get("name", ["Give the team a name."]))
-    return render(request, "accounts/team.html", _team_context(request, rename_error=error,
-                                                               rename_value=request.POST.get("name", "")), status=400)
+    def team_page(form, status):
+        error = " ".join(form.errors.get("name") or form.non_field_errors() or ["Give the team a name."])
+        return render(request, "accounts/team.html", _team_context(
+            request, rename_error=error, rename_value=request.POST.get("name", "")), status=status)
+    return form_round_trip(request, TeamRenameForm(request.POST), act=lambda data: services.account_rename(
+        account=request.account, actor=request.user, name=data["name"]), to="accounts:team",
+        success=lambda account: f"The team is now called {account.name}.", rerender=team_page)

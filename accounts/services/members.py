@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from accounts.errors import AccountError
 from accounts.models import ROLE_RANK, Account, Invitation, Membership, Role, User
-from accounts.permissions import Action, Forbidden, principal_may, principal_require
+from accounts.permissions import Action, Forbidden, actor_require, principal_may
 from accounts.scim.models import ScimIdentity
 from accounts.scim.tokens import scim_tokens_past_rights_revoke
 from accounts.signals import principal_access_ended
@@ -18,11 +18,8 @@ from core.error_codes import CoreErrorCode
 
 def _require_manager(*, account: Account, actor: User, action: Action = Action.MEMBERS_MANAGE) -> Membership:
     """The actor's membership, if their role may do `action` (accounts/permissions.py)."""
-    membership = Membership.objects.for_account(account).filter(user=actor).first()
-    if membership is None:
-        raise Forbidden("Only owners and admins can manage the team.")
-    principal_require(membership, action)
-    return membership
+    return actor_require(account=account, actor=actor, action=action,
+                         outsider="Only owners and admins can manage the team.")
 
 
 def roles_grantable(*, actor_membership: Membership) -> list[str]:

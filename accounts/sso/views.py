@@ -9,16 +9,15 @@ import logging
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import login
-from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import Resolver404, resolve, reverse
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET
 
 from accounts.errors import AccountError
 from accounts.forms import LoginForm
-from accounts.permissions import Action, PageForbidden, page_require
+from accounts.permissions import Action, page_check
 from accounts.resolution import SESSION_ACCOUNT_KEY
 from accounts.selectors import membership_list_for_user
 from accounts.services import user_last_account_set
@@ -27,7 +26,7 @@ from accounts.sso.errors import SsoError
 from accounts.sso.services import account_sso_required_set, account_staff_password_2fa_set, sso_sign_in
 from accounts.sso.session import (SSO_BACKEND, session_mark_sso, session_passes_sso, signed_in_with_sso,
                                   sso_required_message, sso_shuts_out)
-from core.error_codes import CoreErrorCode
+from core.pages import account_page, page_post
 
 logger = logging.getLogger("groundwork.sso")
 
@@ -100,24 +99,17 @@ def sso_callback_view(request):
 
 def _owner_switch(request, change, on: str, off: str):
     """A Team page switch of this section (owners: SSO_REQUIRE): `change(account, required)`
-    with the posted `required` ("1" on, "0" off); the message is its refusal, or `on`/`off`."""
-    if request.account is None:
-        raise Http404
-    page_require(request, Action.SSO_REQUIRE)
+    with the posted `required` ("1" on, "0" off); the message is its refusal (by role, the
+    role changed since the page's check: the 403 page), or `on`/`off`."""
     required = request.POST.get("required") == "1"
-    try:
-        change(request.account, required)
-    except AccountError as exc:  # SsoError, or Forbidden (the role changed since page_require)
-        if exc.code == CoreErrorCode.FORBIDDEN:
-            raise PageForbidden(exc.message) from exc
-        messages.error(request, exc.message)
-    else:
-        messages.success(request, (on if required else off).format(name=request.account.name))
-    return redirect("accounts:team")
+    return page_post(request, lambda: change(request.account, required), to="accounts:team", told=AccountError,
+                     success=(on if required else off).format(name=request.account.name), refusal_pages=True)
 
 
-@login_required
-@require_POST
+owners_switch = account_page(page_check(Action.SSO_REQUIRE), methods=("POST",))
+
+
+@owners_switch
 def sso_required_set_view(request):
     """The Team page's switch "Members must sign in with SSO"."""
     return _owner_switch(request, lambda account, required: account_sso_required_set(
@@ -126,8 +118,7 @@ def sso_required_set_view(request):
         "Members of {name} must now sign in with SSO.", "Members of {name} may sign in with a password again.")
 
 
-@login_required
-@require_POST
+@owners_switch
 def staff_password_2fa_set_view(request):
     """The Team page's switch "Staff must use a password + 2FA": staff members may not use SSO."""
     return _owner_switch(request, lambda account, required: account_staff_password_2fa_set(
