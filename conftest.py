@@ -1,12 +1,12 @@
 """Project-wide fixtures. The database is the real PostgreSQL (app role, RLS on); model
 calls go to a real OpenAI-compatible HTTP server on loopback."""
+
 import django_rq
 import pytest
 from rq import SimpleWorker
 
 from accounts.tests.factories import make_account
 from core.db_owner import login_as_owner
-
 
 _back_to_app = []
 
@@ -118,8 +118,12 @@ def session_daphne(django_db_setup, django_db_blocker, session_model_server, tmp
     config.testing.daphne_on_test_database). It serves requests only; it runs no jobs."""
     from config.testing import daphne_on_test_database
 
-    with django_db_blocker.unblock(), daphne_on_test_database(
-            tmp_path_factory.mktemp("daphne"), LLM_BASE_URL=session_model_server.base_url) as started:
+    with (
+        django_db_blocker.unblock(),
+        daphne_on_test_database(
+            tmp_path_factory.mktemp("daphne"), LLM_BASE_URL=session_model_server.base_url
+        ) as started,
+    ):
         yield started
 
 
@@ -137,6 +141,7 @@ def queue():
                     registry.remove(job_id, delete_job=True)
                 except ValueError:  # rq: the job's execution record is gone already (it expires)
                     registry.remove(job_id)
+
     clean()
     yield q
     clean()
@@ -150,6 +155,7 @@ def run_jobs(queue, django_capture_on_commit_callbacks):
     real commit. Returns the number of jobs run; a failed job fails the test with its
     traceback.
     """
+
     def run() -> int:
         worker = SimpleWorker([queue], connection=queue.connection)
         failed_before = set(queue.failed_job_registry.get_job_ids())
@@ -161,6 +167,7 @@ def run_jobs(queue, django_capture_on_commit_callbacks):
         failed = set(queue.failed_job_registry.get_job_ids()) - failed_before
         assert not failed, [queue.fetch_job(j).exc_info for j in failed]
         return count
+
     return run
 
 
@@ -176,9 +183,11 @@ def upload_and_ingest(run_jobs, django_capture_on_commit_callbacks):
 
     def go(account, name, data: bytes, content_type="text/plain"):
         with account_context(account), django_capture_on_commit_callbacks(execute=True):
-            document, _ = document_upload(account=account, actor=None,
-                                          upload=SimpleUploadedFile(name, data, content_type=content_type))
+            document, _ = document_upload(
+                account=account, actor=None, upload=SimpleUploadedFile(name, data, content_type=content_type)
+            )
         run_jobs()
         with account_context(account):
             return Document.objects.for_account(account).get(pk=document.pk)
+
     return go

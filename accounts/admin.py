@@ -1,10 +1,11 @@
 """Support staff's admin. Staff see across accounts: AccountContextMiddleware runs every
 /admin/ request of a staff user inside `dangerously_bypass_tenancy`, and tenant models are
 listed through their `all_accounts` manager. Non-staff never get past the admin login."""
+
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from django import forms
 from django.contrib import admin, messages
@@ -16,16 +17,16 @@ from django.shortcuts import get_object_or_404, redirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.views.decorators.http import require_POST
+from django_otp.plugins.otp_static.models import StaticDevice
+from django_otp.plugins.otp_totp.models import TOTPDevice
 
-from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin, record_action
-from core.tenancy import account_context
 from accounts import services
 from accounts.errors import AccountError
 from accounts.forms import AdminLoginForm
 from accounts.models import Account, ApiKey, Invitation, Membership, Role, SsoIdentity, User
 from audit.services import audit_staff_access
-from django_otp.plugins.otp_static.models import StaticDevice
-from django_otp.plugins.otp_totp.models import TOTPDevice
+from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin, record_action
+from core.tenancy import account_context
 
 # The admin login counts failures with the dashboard's (accounts.ratelimit): one limit per
 # address and per IP, whichever door is knocked on.
@@ -115,6 +116,7 @@ def may_set_credentials(actor: User, target: User) -> bool:
 # and tell the member's open sockets. A refusal (AccountError: the last owner, a deleted
 # account) rolls the whole save back and is shown on the page it came from.
 
+
 def _as_staff(request, account: Account, service, **kwargs):
     with account_context(account):
         return service(account=account, actor=request.user, by_staff=True, **kwargs)
@@ -130,17 +132,17 @@ def _membership_before(membership: Membership) -> dict | None:
 def _member_save(request, membership: Membership, *, before: dict | None) -> Membership:
     """An added or edited row (not yet written) through the services; the row as stored."""
     if before is None:
-        return _as_staff(request, membership.account, services.member_add, user=membership.user,
-                         role=membership.role)
+        return _as_staff(request, membership.account, services.member_add, user=membership.user, role=membership.role)
     if (before["account_id"], before["user_id"]) != (membership.account_id, membership.user_id):
         # Moved to another person or account: one leaves, another joins.
-        _as_staff(request, Account.objects.get(pk=before["account_id"]), services.member_remove,
-                  membership_id=membership.pk)
-        return _as_staff(request, membership.account, services.member_add, user=membership.user,
-                         role=membership.role)
+        _as_staff(
+            request, Account.objects.get(pk=before["account_id"]), services.member_remove, membership_id=membership.pk
+        )
+        return _as_staff(request, membership.account, services.member_add, user=membership.user, role=membership.role)
     if before["role"] != membership.role:
-        return _as_staff(request, membership.account, services.member_change_role, membership_id=membership.pk,
-                         role=membership.role)
+        return _as_staff(
+            request, membership.account, services.member_change_role, membership_id=membership.pk, role=membership.role
+        )
     return membership
 
 
@@ -178,6 +180,7 @@ class MembershipInline(AllAccountsMixin, admin.TabularInline):
 
 class ApiKeyInline(AllAccountsMixin, ReadOnlyMixin, admin.TabularInline):
     """The account's keys, read-only; each key's own page revokes it."""
+
     model = ApiKey
     extra = 0
     fields = ("name", "prefix", "scope", "created_by", "created_at", "last_used_at", "state")
@@ -214,6 +217,7 @@ class DeletedFilter(admin.SimpleListFilter):
 class Panel:
     """A read-only section of the account page, added by a floor above accounts (billing's
     credits, documents' documents): accounts must not import them."""
+
     name: str
     title: str
     permission: str  # "app.codename": staff without it don't see the section
@@ -239,6 +243,7 @@ class AccountAdmin(RefusalsShownMixin, admin.ModelAdmin):
     def add_panel(cls, panel: Panel) -> None:
         def show(self, account):
             return panel.render(account)
+
         show.short_description = panel.title
         setattr(cls, panel.name, show)
         cls.panels = [*cls.panels, panel]
@@ -258,8 +263,11 @@ class AccountAdmin(RefusalsShownMixin, admin.ModelAdmin):
         cls.actions = [*cls.actions, action]
 
     def get_queryset(self, request):
-        owners = Prefetch("membership_set", to_attr="owner_memberships",
-                          queryset=Membership.all_accounts.filter(role=Role.OWNER).select_related("user"))
+        owners = Prefetch(
+            "membership_set",
+            to_attr="owner_memberships",
+            queryset=Membership.all_accounts.filter(role=Role.OWNER).select_related("user"),
+        )
         return super().get_queryset(request).annotate(**self.annotations).prefetch_related(owners)
 
     @admin.display(description="owners")
@@ -274,8 +282,17 @@ class AccountAdmin(RefusalsShownMixin, admin.ModelAdmin):
         return [p for p in self.panels if request.user.has_perm(p.permission)]
 
     def get_fieldsets(self, request, obj=None):
-        fieldsets = [(None, {"fields": (["id"] if obj else []) + ["name", "slug", "created_at"] + (["owners"] if obj else [])
-                             + (["deleted_at"] if obj is not None and obj.deleted_at else [])})]
+        fieldsets = [
+            (
+                None,
+                {
+                    "fields": (["id"] if obj else [])
+                    + ["name", "slug", "created_at"]
+                    + (["owners"] if obj else [])
+                    + (["deleted_at"] if obj is not None and obj.deleted_at else [])
+                },
+            )
+        ]
         if obj is not None:
             fieldsets += [(p.title, {"fields": [p.name]}) for p in self._panels(request)]
         return fieldsets
@@ -360,8 +377,16 @@ class ApiKeyAdmin(AllAccountsMixin, admin.ModelAdmin):
     search_fields = ("name", "prefix", "account__name", "account__slug")
     list_select_related = ("account", "created_by")
     # The scope is chosen when the key is made and never widened (make a new key instead).
-    readonly_fields = ("prefix", "scope", "key_hash", "created_at", "last_used_at", "revoked_at", "created_by",
-                       "account")
+    readonly_fields = (
+        "prefix",
+        "scope",
+        "key_hash",
+        "created_at",
+        "last_used_at",
+        "revoked_at",
+        "created_by",
+        "account",
+    )
     fields = ("name",) + readonly_fields
     actions = ["revoke"]
 

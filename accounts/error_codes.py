@@ -1,4 +1,5 @@
 """accounts's error codes, each named once (docs/architecture.md, "Where to add … an error")."""
+
 from enum import StrEnum
 
 
@@ -34,6 +35,7 @@ class AccountErrorCode(StrEnum):
 
 class SsoErrorCode(StrEnum):
     """Single sign-on (accounts/sso/): why a sign-in through the provider was refused."""
+
     SSO_DISABLED = "sso_disabled"
     SSO_PROVIDER_UNAVAILABLE = "sso_provider_unavailable"
     SSO_PROVIDER_REFUSED = "sso_provider_refused"

@@ -1,4 +1,5 @@
 """The accounts domain's error: a GroundworkError (stable code, message, status, field)."""
+
 from core.errors import GroundworkError
 
 

@@ -8,14 +8,22 @@ from accounts.models import KeyScope, Role, User
 
 
 class SignupForm(forms.Form):
-    full_name = forms.CharField(max_length=150, required=False, label="Your name",
-                                widget=forms.TextInput(attrs={"autocomplete": "name"}))
+    full_name = forms.CharField(
+        max_length=150, required=False, label="Your name", widget=forms.TextInput(attrs={"autocomplete": "name"})
+    )
     email = forms.EmailField(label="Work email", widget=forms.EmailInput(attrs={"autocomplete": "email"}))
-    password = forms.CharField(widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}), label="Password",
-                               help_text="At least 8 characters, not only digits, not a common password.")
-    account_name = forms.CharField(max_length=120, required=False, label="Team name",
-                                   widget=forms.TextInput(attrs={"autocomplete": "organization"}),
-                                   help_text="You can rename it later. Invited to a team? Open the link in your invitation email to join it.")
+    password = forms.CharField(
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        label="Password",
+        help_text="At least 8 characters, not only digits, not a common password.",
+    )
+    account_name = forms.CharField(
+        max_length=120,
+        required=False,
+        label="Team name",
+        widget=forms.TextInput(attrs={"autocomplete": "organization"}),
+        help_text="You can rename it later. Invited to a team? Open the link in your invitation email to join it.",
+    )
 
 
 class InvitationSignupForm(forms.Form):
@@ -23,8 +31,9 @@ class InvitationSignupForm(forms.Form):
     ignored: Django uses the initial value of a disabled field), and no team of one's own."""
 
     full_name = SignupForm.base_fields["full_name"]
-    email = forms.EmailField(label="Work email", disabled=True,
-                             widget=forms.EmailInput(attrs={"autocomplete": "email", "readonly": True}))
+    email = forms.EmailField(
+        label="Work email", disabled=True, widget=forms.EmailInput(attrs={"autocomplete": "email", "readonly": True})
+    )
     password = SignupForm.base_fields["password"]
 
 
@@ -60,13 +69,16 @@ class AdminLoginForm(RateLimitedLoginMixin, AdminAuthenticationForm):
         # The admin's form has no code step: with two-factor sign-in on, the password alone
         # must not make a session (the dashboard's sign-in, with the code, reaches /admin/ too).
         if two_factor_enabled(user):
-            raise ValidationError("Two-factor sign-in is on for this account: log in at /login/ with your code, "
-                                  "then open /admin/.", code="two_factor_required")
+            raise ValidationError(
+                "Two-factor sign-in is on for this account: log in at /login/ with your code, then open /admin/.",
+                code="two_factor_required",
+            )
 
 
 class LoginForm(RateLimitedLoginMixin, AuthenticationForm):
-    username = forms.EmailField(label="Email", widget=forms.EmailInput(attrs={"autofocus": True,
-                                                                              "autocomplete": "email"}))
+    username = forms.EmailField(
+        label="Email", widget=forms.EmailInput(attrs={"autofocus": True, "autocomplete": "email"})
+    )
 
     error_messages = {
         "invalid_login": "That email and password do not match an account. Check both and try again.",
@@ -102,9 +114,13 @@ class ApiKeyForm(forms.Form):
     name = forms.CharField(max_length=100, label="Key name", help_text="e.g. the integration that will use it")
     # Not sent (an old form, a script): read, the smaller scope.
     # Short labels: the form fits a 375 px screen.
-    scope = forms.ChoiceField(choices=[(KeyScope.READ, "Read"), (KeyScope.WRITE, "Write")], initial=KeyScope.READ,
-                              required=False, label="Scope",
-                              help_text="Read: search and chat. Write: also upload, delete, reindex.")
+    scope = forms.ChoiceField(
+        choices=[(KeyScope.READ, "Read"), (KeyScope.WRITE, "Write")],
+        initial=KeyScope.READ,
+        required=False,
+        label="Scope",
+        help_text="Read: search and chat. Write: also upload, delete, reindex.",
+    )
 
     def clean_scope(self):
         return self.cleaned_data.get("scope") or KeyScope.READ
@@ -117,8 +133,12 @@ class AccountForm(forms.Form):
 class AccountDeleteForm(forms.Form):
     """The danger zone: the person types the account's name (the service checks it)."""
 
-    confirm = forms.CharField(max_length=200, required=False, label="Type the account's name to confirm",
-                              widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}))
+    confirm = forms.CharField(
+        max_length=200,
+        required=False,
+        label="Type the account's name to confirm",
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+    )
 
 
 class ClaimPasswordResetForm(PasswordResetForm):

@@ -1,4 +1,5 @@
 """Sets the account context for each request, from the API key or the session."""
+
 from __future__ import annotations
 
 import contextlib
@@ -33,8 +34,9 @@ def request_account_context(request):
     account = getattr(request, "account", None)
     if account is None or current_context().is_active:
         return contextlib.nullcontext()
-    return account_context(account, user=getattr(request, "user", None) if request.api_key is None else None,
-                           api_key=request.api_key)
+    return account_context(
+        account, user=getattr(request, "user", None) if request.api_key is None else None, api_key=request.api_key
+    )
 
 
 class AccountContextMiddleware:
@@ -70,8 +72,9 @@ class AccountContextMiddleware:
                 return self.get_response(request)
         request.sso_required_account = resolution.sso_required_account
         # The API's and /v1's answer for it (core.permissions.HasAccount): 403 `sso_required`.
-        request.account_refusal = (sso_required_error(resolution.sso_required_account)
-                                   if resolution.sso_required_account is not None else None)
+        request.account_refusal = (
+            sso_required_error(resolution.sso_required_account) if resolution.sso_required_account is not None else None
+        )
         if resolution.sso_required_account is not None and (refusal := sso_required_response(request)) is not None:
             return refusal
         if resolution.account is None:
@@ -107,8 +110,10 @@ class AccountContextMiddleware:
         try:
             response = callback(request, *view_args, **view_kwargs)
             if response is None:
-                raise ValueError(f"The view {getattr(view_func, '__qualname__', view_func)} didn't return an "
-                                 "HttpResponse object. It returned None instead.")
+                raise ValueError(
+                    f"The view {getattr(view_func, '__qualname__', view_func)} didn't return an "
+                    "HttpResponse object. It returned None instead."
+                )
             if hasattr(response, "render") and callable(response.render):
                 # A template response reads the account's rows as it renders: render it here.
                 response = response.render()

@@ -1,4 +1,5 @@
 """Users, accounts (the tenants), memberships, invitations and API keys."""
+
 from __future__ import annotations
 
 from django.contrib.auth.models import AbstractBaseUser, BaseUserManager, PermissionsMixin
@@ -45,7 +46,8 @@ class User(AbstractBaseUser, PermissionsMixin):
     is_staff = models.BooleanField(default=False, help_text="Can log into the support admin.")
     date_joined = models.DateTimeField(default=timezone.now)
     email_verified_at = models.DateTimeField(
-        null=True, blank=True, help_text="When the person proved control of the address (a link sent to it).")
+        null=True, blank=True, help_text="When the person proved control of the address (a link sent to it)."
+    )
     # Where the person works: login lands in `last_account`; `signup_account` is the team made
     # at sign-up, whose starting credits are paid once the address is verified.
     last_account = models.ForeignKey("Account", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
@@ -89,8 +91,10 @@ class User(AbstractBaseUser, PermissionsMixin):
         if not self.session_epoch:
             return super()._get_session_auth_hash(secret=secret)
         from django.utils.crypto import salted_hmac
-        return salted_hmac("accounts.User.session_epoch", f"{self.password}:{self.session_epoch}", secret=secret,
-                           algorithm="sha256").hexdigest()
+
+        return salted_hmac(
+            "accounts.User.session_epoch", f"{self.password}:{self.session_epoch}", secret=secret, algorithm="sha256"
+        ).hexdigest()
 
 
 class Account(models.Model):
@@ -175,8 +179,14 @@ class Invitation(TenantModel):
     accepted_by = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
 
     class Meta:
-        constraints = [models.UniqueConstraint(Lower("email"), "account", condition=models.Q(accepted_at__isnull=True),
-                                               name="invitation_pending_email_account_unique")]
+        constraints = [
+            models.UniqueConstraint(
+                Lower("email"),
+                "account",
+                condition=models.Q(accepted_at__isnull=True),
+                name="invitation_pending_email_account_unique",
+            )
+        ]
 
     @property
     def is_expired(self) -> bool:
@@ -211,8 +221,10 @@ class ApiKey(IssuedSecret):
 
 # SCIM provisioning's rows live with their package (accounts/scim/); imported here so they
 # are the accounts app's models.
-from accounts.scim.models import ScimIdentity, ScimToken  # noqa: E402,F401
 from accounts.domains.models import VerifiedDomain  # noqa: E402,F401
+from accounts.scim.models import ScimIdentity, ScimToken  # noqa: E402,F401
+
+
 class SsoIdentity(models.Model):
     """A person at the single sign-on provider: the provider's `sub` for a user, so a later
     change of address at the provider still finds the same person (accounts/sso/services.py).

@@ -14,10 +14,12 @@ admins, who may, and an integration that keeps a document store in sync must be 
 replace documents that a person (or another key) uploaded. A key never manages keys, members,
 budgets, billing or the account, and never reads the audit log: those are people's decisions.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+
 from django.core.exceptions import PermissionDenied
 from rest_framework.permissions import BasePermission
 
@@ -27,81 +29,94 @@ from core.error_codes import CoreErrorCode
 
 
 class Action(StrEnum):
-    DOCUMENT_READ = "document.read"        # list documents, open one (chunks), live statuses
+    DOCUMENT_READ = "document.read"  # list documents, open one (chunks), live statuses
     SEARCH = "search"
-    CHAT = "chat"                          # ask (every surface) and read one's own conversations
-    CREDITS_VIEW = "credits.view"          # the balance and the ledger
+    CHAT = "chat"  # ask (every surface) and read one's own conversations
+    CREDITS_VIEW = "credits.view"  # the balance and the ledger
     DOCUMENT_UPLOAD = "document.upload"
     DOCUMENT_DELETE = "document.delete"
     DOCUMENT_REINDEX = "document.reindex"  # one document
-    ACCOUNT_REINDEX = "account.reindex"    # every document (and cancelling that run)
+    ACCOUNT_REINDEX = "account.reindex"  # every document (and cancelling that run)
     COLLECTIONS_MANAGE = "collections.manage"  # create, restrict, delete collections; move documents
-    KEYS_MANAGE = "keys.manage"            # create, list, revoke API keys
-    MEMBERS_MANAGE = "members.manage"      # invitations, roles, removing members (the Team page)
+    KEYS_MANAGE = "keys.manage"  # create, list, revoke API keys
+    MEMBERS_MANAGE = "members.manage"  # invitations, roles, removing members (the Team page)
     AUDIT_VIEW = "audit.view"
-    BUDGETS_MANAGE = "budgets.manage"      # credit caps per member and per key
-    BILLING_MANAGE = "billing.manage"      # the account's billing settings; buying credits (billing/purchases)
+    BUDGETS_MANAGE = "budgets.manage"  # credit caps per member and per key
+    BILLING_MANAGE = "billing.manage"  # the account's billing settings; buying credits (billing/purchases)
     ACCOUNT_DELETE = "account.delete"
-    DATA_EXPORT = "data.export"            # one's own data export (a person's, across their accounts)
-    FEEDBACK_VIEW = "feedback.view"        # everyone's thumbs up/down on answers, with the answers
-    DOCUMENT_TAG = "document.tag"          # set a document's tags (they steer retrieval)
+    DATA_EXPORT = "data.export"  # one's own data export (a person's, across their accounts)
+    FEEDBACK_VIEW = "feedback.view"  # everyone's thumbs up/down on answers, with the answers
+    DOCUMENT_TAG = "document.tag"  # set a document's tags (they steer retrieval)
     RETRIEVAL_SETTINGS = "retrieval.settings"  # read and set the account's excluded tags
-    SCIM_MANAGE = "scim.manage"            # create and revoke the account's SCIM provisioning tokens
-    DOMAINS_MANAGE = "domains.manage"      # the account's verified domains (SCIM adds their people at once)
-    SSO_REQUIRE = "sso.require"            # the switch "Members must sign in with SSO"
-    ACCOUNT_RENAME = "account.rename"      # the team's name (the Team page, PATCH account/)
+    SCIM_MANAGE = "scim.manage"  # create and revoke the account's SCIM provisioning tokens
+    DOMAINS_MANAGE = "domains.manage"  # the account's verified domains (SCIM adds their people at once)
+    SSO_REQUIRE = "sso.require"  # the switch "Members must sign in with SSO"
+    ACCOUNT_RENAME = "account.rename"  # the team's name (the Team page, PATCH account/)
 
 
 class Grant(StrEnum):
     ALL = "yes"
-    OWN = "own"   # only what the principal uploaded itself
+    OWN = "own"  # only what the principal uploaded itself
     NONE = "no"
 
 
 READ_KEY, WRITE_KEY = f"key:{KeyScope.READ}", f"key:{KeyScope.WRITE}"
 # The table's columns, in the order of docs/security/permissions.md.
 GRANTEES = (Role.OWNER.value, Role.ADMIN.value, Role.MEMBER.value, Role.VIEWER.value, READ_KEY, WRITE_KEY)
-GRANTEE_LABELS = {Role.OWNER.value: "owner", Role.ADMIN.value: "admin", Role.MEMBER.value: "member",
-                  Role.VIEWER.value: "viewer", READ_KEY: "read key", WRITE_KEY: "write key"}
+GRANTEE_LABELS = {
+    Role.OWNER.value: "owner",
+    Role.ADMIN.value: "admin",
+    Role.MEMBER.value: "member",
+    Role.VIEWER.value: "viewer",
+    READ_KEY: "read key",
+    WRITE_KEY: "write key",
+}
 
 _Y, _O, _N = Grant.ALL, Grant.OWN, Grant.NONE
 #                           owner admin member viewer read-key write-key
 _TABLE = {
-    Action.DOCUMENT_READ:    (_Y, _Y, _Y, _Y, _Y, _Y),
-    Action.SEARCH:           (_Y, _Y, _Y, _Y, _Y, _Y),
-    Action.CHAT:             (_Y, _Y, _Y, _Y, _Y, _Y),
-    Action.CREDITS_VIEW:     (_Y, _Y, _Y, _Y, _Y, _Y),
-    Action.DOCUMENT_UPLOAD:  (_Y, _Y, _Y, _N, _N, _Y),
-    Action.DOCUMENT_DELETE:  (_Y, _Y, _O, _N, _N, _Y),
+    Action.DOCUMENT_READ: (_Y, _Y, _Y, _Y, _Y, _Y),
+    Action.SEARCH: (_Y, _Y, _Y, _Y, _Y, _Y),
+    Action.CHAT: (_Y, _Y, _Y, _Y, _Y, _Y),
+    Action.CREDITS_VIEW: (_Y, _Y, _Y, _Y, _Y, _Y),
+    Action.DOCUMENT_UPLOAD: (_Y, _Y, _Y, _N, _N, _Y),
+    Action.DOCUMENT_DELETE: (_Y, _Y, _O, _N, _N, _Y),
     Action.DOCUMENT_REINDEX: (_Y, _Y, _N, _N, _N, _Y),
-    Action.ACCOUNT_REINDEX:  (_Y, _Y, _N, _N, _N, _Y),
+    Action.ACCOUNT_REINDEX: (_Y, _Y, _N, _N, _N, _Y),
     Action.COLLECTIONS_MANAGE: (_Y, _Y, _N, _N, _N, _N),
-    Action.KEYS_MANAGE:      (_Y, _Y, _N, _N, _N, _N),
-    Action.MEMBERS_MANAGE:   (_Y, _Y, _N, _N, _N, _N),
-    Action.AUDIT_VIEW:       (_Y, _Y, _N, _N, _N, _N),
-    Action.BUDGETS_MANAGE:   (_Y, _Y, _N, _N, _N, _N),
-    Action.BILLING_MANAGE:   (_Y, _N, _N, _N, _N, _N),
-    Action.ACCOUNT_DELETE:   (_Y, _N, _N, _N, _N, _N),
-    Action.DATA_EXPORT:      (_Y, _Y, _Y, _Y, _N, _N),
-    Action.FEEDBACK_VIEW:    (_Y, _Y, _N, _N, _N, _N),
-    Action.DOCUMENT_TAG:     (_Y, _Y, _O, _N, _N, _Y),
+    Action.KEYS_MANAGE: (_Y, _Y, _N, _N, _N, _N),
+    Action.MEMBERS_MANAGE: (_Y, _Y, _N, _N, _N, _N),
+    Action.AUDIT_VIEW: (_Y, _Y, _N, _N, _N, _N),
+    Action.BUDGETS_MANAGE: (_Y, _Y, _N, _N, _N, _N),
+    Action.BILLING_MANAGE: (_Y, _N, _N, _N, _N, _N),
+    Action.ACCOUNT_DELETE: (_Y, _N, _N, _N, _N, _N),
+    Action.DATA_EXPORT: (_Y, _Y, _Y, _Y, _N, _N),
+    Action.FEEDBACK_VIEW: (_Y, _Y, _N, _N, _N, _N),
+    Action.DOCUMENT_TAG: (_Y, _Y, _O, _N, _N, _Y),
     Action.RETRIEVAL_SETTINGS: (_Y, _Y, _N, _N, _N, _N),
-    Action.SCIM_MANAGE:      (_Y, _N, _N, _N, _N, _N),
-    Action.DOMAINS_MANAGE:   (_Y, _N, _N, _N, _N, _N),
-    Action.SSO_REQUIRE:      (_Y, _N, _N, _N, _N, _N),
-    Action.ACCOUNT_RENAME:   (_Y, _N, _N, _N, _N, _N),
+    Action.SCIM_MANAGE: (_Y, _N, _N, _N, _N, _N),
+    Action.DOMAINS_MANAGE: (_Y, _N, _N, _N, _N, _N),
+    Action.SSO_REQUIRE: (_Y, _N, _N, _N, _N, _N),
+    Action.ACCOUNT_RENAME: (_Y, _N, _N, _N, _N, _N),
 }
 RULES: dict[Action, dict[str, Grant]] = {action: dict(zip(GRANTEES, row)) for action, row in _TABLE.items()}
 
 # What a refusal says the principal tried: "… may not {phrase}."
 PHRASES = {
-    Action.DOCUMENT_READ: "read documents", Action.SEARCH: "search", Action.CHAT: "chat",
-    Action.CREDITS_VIEW: "see credits", Action.DOCUMENT_UPLOAD: "upload documents",
-    Action.DOCUMENT_DELETE: "delete this document", Action.DOCUMENT_REINDEX: "reindex documents",
+    Action.DOCUMENT_READ: "read documents",
+    Action.SEARCH: "search",
+    Action.CHAT: "chat",
+    Action.CREDITS_VIEW: "see credits",
+    Action.DOCUMENT_UPLOAD: "upload documents",
+    Action.DOCUMENT_DELETE: "delete this document",
+    Action.DOCUMENT_REINDEX: "reindex documents",
     Action.ACCOUNT_REINDEX: "reindex every document",
-    Action.COLLECTIONS_MANAGE: "manage collections", Action.KEYS_MANAGE: "manage API keys",
-    Action.MEMBERS_MANAGE: "manage members and invitations", Action.AUDIT_VIEW: "read the audit log",
-    Action.BUDGETS_MANAGE: "set credit budgets", Action.BILLING_MANAGE: "manage billing",
+    Action.COLLECTIONS_MANAGE: "manage collections",
+    Action.KEYS_MANAGE: "manage API keys",
+    Action.MEMBERS_MANAGE: "manage members and invitations",
+    Action.AUDIT_VIEW: "read the audit log",
+    Action.BUDGETS_MANAGE: "set credit budgets",
+    Action.BILLING_MANAGE: "manage billing",
     Action.ACCOUNT_DELETE: "delete the account",
     Action.DATA_EXPORT: "export a person's data",
     Action.FEEDBACK_VIEW: "read the team's feedback on answers",
@@ -125,8 +140,8 @@ class Forbidden(AccountError):
 
 @dataclass(frozen=True)
 class Grantee:
-    column: str           # one of GRANTEES
-    user_id: int | None   # the member's user (what they "own"); None for a key
+    column: str  # one of GRANTEES
+    user_id: int | None  # the member's user (what they "own"); None for a key
 
 
 def grantee_of(principal) -> Grantee | None:
@@ -180,8 +195,10 @@ def refusal_message(principal, action: Action) -> str:
     if grantee is None:
         who = "You"
     elif grantee.column == READ_KEY:
-        return f"This API key is read-only (scope read): it may read, search and chat, not {PHRASES[action]}. " \
-               "An owner or admin can create a key with scope write on the Team page."
+        return (
+            f"This API key is read-only (scope read): it may read, search and chat, not {PHRASES[action]}. "
+            "An owner or admin can create a key with scope write on the Team page."
+        )
     elif grantee.column == WRITE_KEY:
         who = "An API key"
     else:
@@ -213,6 +230,7 @@ def actor_require(*, account, actor, action: Action, outsider: str | None = None
 
 # --- the REST API ------------------------------------------------------------------------------
 
+
 class RoleAllows(BasePermission):
     """A DRF permission from a view's `required_actions` ({"GET": Action, "POST": …}); made by
     `allows()`. Put it after HasAccount, which answers 401 for a request with no principal.
@@ -240,6 +258,7 @@ def allows(action: Action | None = None, **by_method: Action) -> type[RoleAllows
 
 # --- pages -------------------------------------------------------------------------------------
 
+
 class PageForbidden(PermissionDenied):
     """A page refused by role: Django's 403 handler renders templates/403.html with the reason."""
 
@@ -254,8 +273,10 @@ def page_require(request, action: Action, obj=None) -> None:
 
 def page_check(action: Action):
     """A page's check for core.pages.account_page: `page_require(request, action)`."""
+
     def check(request) -> None:
         page_require(request, action)
+
     return check
 
 

@@ -10,6 +10,7 @@ cache that is already there, on the same pattern as chat.ratelimit.
 
 Rates are settings like "5/15min" (count / [n] s|min|h|d); identifiers are hashed in keys.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -41,12 +42,14 @@ def _unavailable_wait() -> Wait:
     wait = Wait(UNAVAILABLE_WAIT_SECONDS)
     wait.unavailable = True
     return wait
+
+
 _RATE = re.compile(r"^\s*(\d+)\s*/\s*(\d*)\s*(s|min|h|d)\s*$")
 _GENERATION_KEY = "rl:generation"
 
 
 def parse_rate(rate: str) -> tuple[int, int]:
-    """"5/15min" -> (5, 900)."""
+    """ "5/15min" -> (5, 900)."""
     match = _RATE.match(rate or "")
     if not match:
         raise ValueError(f"A rate looks like '5/15min' (count / [n] s|min|h|d), not {rate!r}")
@@ -56,9 +59,9 @@ def parse_rate(rate: str) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class Limit:
-    scope: str          # what is counted, e.g. "login-email"
-    identifier: str     # whose attempts: an IP address or a lower-cased email
-    rate: str           # the setting's value
+    scope: str  # what is counted, e.g. "login-email"
+    identifier: str  # whose attempts: an IP address or a lower-cased email
+    rate: str  # the setting's value
 
     def _key(self) -> tuple[str, int]:
         _, period = parse_rate(self.rate)
@@ -108,8 +111,11 @@ def wait_for(limits: list[Limit]) -> int:
     try:
         return max((limit.wait_seconds() for limit in limits), default=0)
     except RedisError as exc:  # redis-py's ConnectionError / TimeoutError, through Django's cache
-        logger.warning("attempt limits unavailable (%s): refusing %s for now",
-                       exc, ", ".join(sorted({limit.scope for limit in limits})))
+        logger.warning(
+            "attempt limits unavailable (%s): refusing %s for now",
+            exc,
+            ", ".join(sorted({limit.scope for limit in limits})),
+        )
         return _unavailable_wait()
 
 
@@ -131,29 +137,39 @@ def try_again_in(wait: int) -> str:
 
 def too_many_message(wait: int) -> str:
     if getattr(wait, "unavailable", False):
-        return ("Groundwork cannot check sign-in attempts right now (its cache is unreachable), so it is "
-                f"refusing them for a moment: {try_again_in(wait)}.")
+        return (
+            "Groundwork cannot check sign-in attempts right now (its cache is unreachable), so it is "
+            f"refusing them for a moment: {try_again_in(wait)}."
+        )
     return f"Too many attempts: {try_again_in(wait)}."
 
 
 def login_limits(request, email: str) -> list[Limit]:
-    return [Limit("login-email", email or "", settings.LOGIN_FAILURES_PER_EMAIL),
-            Limit("login-ip", client_ip(request), settings.LOGIN_FAILURES_PER_IP)]
+    return [
+        Limit("login-email", email or "", settings.LOGIN_FAILURES_PER_EMAIL),
+        Limit("login-ip", client_ip(request), settings.LOGIN_FAILURES_PER_IP),
+    ]
 
 
 def password_reset_limits(request, email: str) -> list[Limit]:
-    return [Limit("reset-email", email or "", settings.PASSWORD_RESETS_PER_EMAIL),
-            Limit("reset-ip", client_ip(request), settings.PASSWORD_RESETS_PER_IP)]
+    return [
+        Limit("reset-email", email or "", settings.PASSWORD_RESETS_PER_EMAIL),
+        Limit("reset-ip", client_ip(request), settings.PASSWORD_RESETS_PER_IP),
+    ]
 
 
 def signup_limits(request, email: str) -> list[Limit]:
-    return [Limit("signup-email", email or "", settings.SIGNUPS_PER_EMAIL),
-            Limit("signup-ip", client_ip(request), settings.SIGNUPS_PER_IP)]
+    return [
+        Limit("signup-email", email or "", settings.SIGNUPS_PER_EMAIL),
+        Limit("signup-ip", client_ip(request), settings.SIGNUPS_PER_IP),
+    ]
 
 
 def invitation_limits(inviter, email: str) -> list[Limit]:
-    return [Limit("invite-inviter", str(inviter.pk), settings.INVITATIONS_PER_INVITER),
-            Limit("invite-address", email or "", settings.INVITATIONS_PER_ADDRESS)]
+    return [
+        Limit("invite-inviter", str(inviter.pk), settings.INVITATIONS_PER_INVITER),
+        Limit("invite-address", email or "", settings.INVITATIONS_PER_ADDRESS),
+    ]
 
 
 def verification_email_limits(user) -> list[Limit]:

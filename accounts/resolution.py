@@ -1,5 +1,6 @@
 """Which account a request or websocket is acting for: from the API key or the session's
 chosen membership, never from a client-supplied field. Shared by HTTP and websockets."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -50,9 +51,11 @@ def resolve_session(user: User, session) -> Resolution:
     if not memberships:
         return Resolution(user=user, memberships=[])
     chosen_id = session.get(SESSION_ACCOUNT_KEY) if session is not None else None
-    membership = (next((m for m in memberships if m.account_id == chosen_id), None)
-                  or next((m for m in memberships if m.account_id == user.last_account_id), memberships[0]))
-    if sso_shuts_out(membership.account, by_sso=session_passes_sso(user=user, account=membership.account,
-                                                                    session=session)):
+    membership = next((m for m in memberships if m.account_id == chosen_id), None) or next(
+        (m for m in memberships if m.account_id == user.last_account_id), memberships[0]
+    )
+    if sso_shuts_out(
+        membership.account, by_sso=session_passes_sso(user=user, account=membership.account, session=session)
+    ):
         return Resolution(user=user, memberships=memberships, sso_required_account=membership.account)
     return Resolution(account=membership.account, user=user, membership=membership, memberships=memberships)

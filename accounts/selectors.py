@@ -1,4 +1,5 @@
 """Reads for accounts. Every selector takes the account (or user) explicitly."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet
@@ -19,8 +20,11 @@ def membership_list_for_user(*, user: User) -> list[Membership]:
     with user_context(user):
         # A deleted account's memberships are gone with it; the filter keeps a tombstone out
         # even so.
-        return list(Membership.all_accounts.filter(user=user, account__deleted_at__isnull=True)
-                    .select_related("account").order_by("account__name", "pk"))
+        return list(
+            Membership.all_accounts.filter(user=user, account__deleted_at__isnull=True)
+            .select_related("account")
+            .order_by("account__name", "pk")
+        )
 
 
 def member_list(*, account: Account) -> QuerySet[Membership]:
@@ -41,9 +45,16 @@ def invitation_list_for_user(*, user: User) -> list[Invitation]:
     if not user.is_authenticated or user.email_verified_at is None:
         return []
     with user_context(user):
-        invitations = (Invitation.all_accounts.filter(email__iexact=user.email, accepted_at__isnull=True,
-                                                      expires_at__gt=timezone.now(), account__deleted_at__isnull=True)
-                       .select_related("account", "invited_by").order_by("-created_at"))
+        invitations = (
+            Invitation.all_accounts.filter(
+                email__iexact=user.email,
+                accepted_at__isnull=True,
+                expires_at__gt=timezone.now(),
+                account__deleted_at__isnull=True,
+            )
+            .select_related("account", "invited_by")
+            .order_by("-created_at")
+        )
         return list(invitations)
 
 

@@ -18,6 +18,7 @@ commit) the job that purges its own rows and files (documents, chat, billing's b
 transaction that removes a member or revokes a key; documents deletes the principal's
 access to restricted collections in the same transaction.
 """
+
 from django.dispatch import Signal
 
 account_created = Signal()

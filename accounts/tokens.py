@@ -8,6 +8,7 @@ start of its secrets (`SECRET_PREFIX`), how many characters stay visible
 (`PREFIX_LENGTH`), the column holding the hash (`HASH_FIELD`), its audit actions
 (`AUDIT_NAME` + ".create" / ".revoke") and what "not found" says (`NOT_FOUND_MESSAGE`).
 """
+
 from __future__ import annotations
 
 import secrets
@@ -60,17 +61,19 @@ class IssuedSecret(TenantModel):
 Secret = TypeVar("Secret", bound=IssuedSecret)
 
 
-def secret_issue(model: type[Secret], *, account, actor, detail: dict | None = None,
-                 **fields) -> tuple[Secret, str]:
+def secret_issue(model: type[Secret], *, account, actor, detail: dict | None = None, **fields) -> tuple[Secret, str]:
     """A new active secret of `model` in `account` (`fields`: its name and what else the
     kind stores), audited as `<AUDIT_NAME>.create`. Returns (row, raw secret): the raw
     secret is never stored or shown again. Runs in the caller's transaction."""
     raw = model.SECRET_PREFIX + secrets.token_urlsafe(32)
     row = model.objects.for_account(account).create(
-        account=account, prefix=raw[:model.PREFIX_LENGTH], created_by=actor,
-        **{model.HASH_FIELD: hash_key(raw)}, **fields)
-    audit_record(account=account, action=f"{model.AUDIT_NAME}.create", actor=actor, target=row.label,
-                 detail=detail)
+        account=account,
+        prefix=raw[: model.PREFIX_LENGTH],
+        created_by=actor,
+        **{model.HASH_FIELD: hash_key(raw)},
+        **fields,
+    )
+    audit_record(account=account, action=f"{model.AUDIT_NAME}.create", actor=actor, target=row.label, detail=detail)
     return row, raw
 
 
@@ -86,8 +89,12 @@ def secret_authenticate(model: type[Secret], *, raw: str | None) -> Secret | Non
     with api_key_context(digest):
         # Every API request, socket handshake and SCIM call asks: one statement built once
         # (core.rows), with the account and maker joined as select_related would.
-        row = rows.select_one(model, f"WHERE t.{column} = %s AND t.revoked_at IS NULL AND account.deleted_at IS NULL"
-                                     " ORDER BY t.id", [digest], related=("account", "created_by"))
+        row = rows.select_one(
+            model,
+            f"WHERE t.{column} = %s AND t.revoked_at IS NULL AND account.deleted_at IS NULL ORDER BY t.id",
+            [digest],
+            related=("account", "created_by"),
+        )
     if row is None or not secrets.compare_digest(getattr(row, model.HASH_FIELD), digest):
         return None
     return row
@@ -109,8 +116,7 @@ def secret_revoke(secret: IssuedSecret, *, account, actor, detail: dict | None =
         return False
     secret.revoked_at = timezone.now()
     secret.save(update_fields=["revoked_at"])
-    audit_record(account=account, action=f"{secret.AUDIT_NAME}.revoke", actor=actor, target=secret.label,
-                 detail=detail)
+    audit_record(account=account, action=f"{secret.AUDIT_NAME}.revoke", actor=actor, target=secret.label, detail=detail)
     return True
 
 

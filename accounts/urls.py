@@ -9,16 +9,34 @@ account_patterns = [
     path("signup/", views.signup_view, name="signup"),
     path("login/", views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("password-reset/", views.PasswordResetView.as_view(
-        form_class=ClaimPasswordResetForm, template_name="accounts/password_reset.html", success_url=reverse_lazy("accounts:password_reset_done"),
-        email_template_name="accounts/password_reset_email.txt"), name="password_reset"),
-    path("password-reset/sent/", auth_views.PasswordResetDoneView.as_view(
-        template_name="accounts/password_reset_done.html"), name="password_reset_done"),
-    path("password-reset/<uidb64>/<token>/", auth_views.PasswordResetConfirmView.as_view(
-        template_name="accounts/password_reset_confirm.html",
-        success_url=reverse_lazy("accounts:password_reset_complete")), name="password_reset_confirm"),
-    path("password-reset/done/", auth_views.PasswordResetCompleteView.as_view(
-        template_name="accounts/password_reset_complete.html"), name="password_reset_complete"),
+    path(
+        "password-reset/",
+        views.PasswordResetView.as_view(
+            form_class=ClaimPasswordResetForm,
+            template_name="accounts/password_reset.html",
+            success_url=reverse_lazy("accounts:password_reset_done"),
+            email_template_name="accounts/password_reset_email.txt",
+        ),
+        name="password_reset",
+    ),
+    path(
+        "password-reset/sent/",
+        auth_views.PasswordResetDoneView.as_view(template_name="accounts/password_reset_done.html"),
+        name="password_reset_done",
+    ),
+    path(
+        "password-reset/<uidb64>/<token>/",
+        auth_views.PasswordResetConfirmView.as_view(
+            template_name="accounts/password_reset_confirm.html",
+            success_url=reverse_lazy("accounts:password_reset_complete"),
+        ),
+        name="password_reset_confirm",
+    ),
+    path(
+        "password-reset/done/",
+        auth_views.PasswordResetCompleteView.as_view(template_name="accounts/password_reset_complete.html"),
+        name="password_reset_complete",
+    ),
     path("verify-email/resend/", views.verify_email_resend_view, name="verify-email-resend"),
     path("verify-email/<str:token>/", views.verify_email_view, name="verify-email"),
     path("invitations/<int:invitation_id>/accept/", views.invitation_accept_view, name="invitation-accept"),

@@ -1,4 +1,5 @@
 """Account pages: sign-up, login, switching accounts, team and API keys (thin views)."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -13,8 +14,16 @@ from django.views.decorators.http import require_POST
 
 from accounts import ratelimit, selectors, services
 from accounts.errors import AccountError
-from accounts.forms import (AccountDeleteForm, AccountForm, ApiKeyForm, InvitationSignupForm, InviteForm, LoginForm,
-                            RoleForm, SignupForm)
+from accounts.forms import (
+    AccountDeleteForm,
+    AccountForm,
+    ApiKeyForm,
+    InvitationSignupForm,
+    InviteForm,
+    LoginForm,
+    RoleForm,
+    SignupForm,
+)
 from accounts.permissions import Action, PageForbidden, page_check, page_require, principal_may
 from accounts.profile import two_factor
 from accounts.resolution import SESSION_ACCOUNT_KEY
@@ -37,8 +46,9 @@ def _site_url(request) -> str:
 
 def _safe_next(request) -> str:
     target = request.POST.get("next") or request.GET.get("next") or ""
-    if target and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                                  require_https=request.is_secure()):
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return target
     return ""
 
@@ -81,18 +91,25 @@ def signup_view(request):
         if (refused := _signup_limited(request, form.cleaned_data["email"], context)) is not None:
             return refused
         if services.signup_claim_send(email=form.cleaned_data["email"], site_url=_site_url(request)):
-            messages.info(request, f"We emailed {form.cleaned_data['email']} a link to set your password: open it, "
-                                   "then log in here.")
+            messages.info(
+                request,
+                f"We emailed {form.cleaned_data['email']} a link to set your password: open it, then log in here.",
+            )
             return redirect("accounts:login")
         try:
             user, account = services.signup(**form.cleaned_data, site_url=_site_url(request))
         except AccountError as exc:
             _form_error(form, exc)
         else:
-            return _signed_up(request, user, account_id=account.pk, to=context["next"] or "home",
-                              welcome=f"Welcome to Groundwork. {account.name} is ready. We sent a link to "
-                                      f"{user.email}: open it to verify your address and receive your starting "
-                                      "credits.")
+            return _signed_up(
+                request,
+                user,
+                account_id=account.pk,
+                to=context["next"] or "home",
+                welcome=f"Welcome to Groundwork. {account.name} is ready. We sent a link to "
+                f"{user.email}: open it to verify your address and receive your starting "
+                "credits.",
+            )
     return render(request, "accounts/signup.html", context)
 
 
@@ -102,26 +119,41 @@ def _invitation_signup(request, token: str):
     try:
         invitation = services.invitation_for_token(token=token)
     except AccountError as exc:
-        return render(request, "accounts/link_refused.html", {"title": "Invitation not valid", "error": exc},
-                      status=exc.status)
+        return render(
+            request, "accounts/link_refused.html", {"title": "Invitation not valid", "error": exc}, status=exc.status
+        )
     form = InvitationSignupForm(request.POST or None, initial={"email": invitation.email})
-    context = {"form": form, "invitation": invitation, "token": token,
-               "next": reverse("accounts:invitation", args=[token])}
+    context = {
+        "form": form,
+        "invitation": invitation,
+        "token": token,
+        "next": reverse("accounts:invitation", args=[token]),
+    }
     if request.method == "POST" and form.is_valid():
         if (refused := _signup_limited(request, invitation.email, context)) is not None:
             return refused
         try:
-            user, membership = services.invitation_signup(invitation=invitation, password=form.cleaned_data["password"],
-                                                          full_name=form.cleaned_data["full_name"])
+            user, membership = services.invitation_signup(
+                invitation=invitation, password=form.cleaned_data["password"], full_name=form.cleaned_data["full_name"]
+            )
         except AccountError as exc:
             if exc.status in (404, 410):  # used or withdrawn while the form was open
-                return render(request, "accounts/link_refused.html", {"title": "Invitation not valid", "error": exc},
-                              status=exc.status)
+                return render(
+                    request,
+                    "accounts/link_refused.html",
+                    {"title": "Invitation not valid", "error": exc},
+                    status=exc.status,
+                )
             _form_error(form, exc)
         else:
-            return _signed_up(request, user, account_id=membership.account_id, to="home",
-                              welcome=f"Welcome to Groundwork. You joined {invitation.account.name} as "
-                                      f"{invitation.get_role_display().lower()}.")
+            return _signed_up(
+                request,
+                user,
+                account_id=membership.account_id,
+                to="home",
+                welcome=f"Welcome to Groundwork. You joined {invitation.account.name} as "
+                f"{invitation.get_role_display().lower()}.",
+            )
     return render(request, "accounts/signup.html", context)
 
 
@@ -168,8 +200,9 @@ def verify_email_view(request, token: str):
     try:
         user, verified_now = services.email_verify(token=token)
     except AccountError as exc:
-        return render(request, "accounts/link_refused.html", {"title": "Email not verified", "error": exc},
-                      status=exc.status)
+        return render(
+            request, "accounts/link_refused.html", {"title": "Email not verified", "error": exc}, status=exc.status
+        )
     if request.user.is_authenticated and request.user.pk == user.pk:
         if verified_now:
             messages.success(request, f"{user.email} is verified. Your starting credits are in your account.")
@@ -203,8 +236,9 @@ def invitation_view(request, token: str):
         if request.method == "POST" and request.user.is_authenticated:
             return _invitation_answer(request, invitation)
     except AccountError as exc:
-        return render(request, "accounts/link_refused.html", {"title": "Invitation not valid", "error": exc},
-                      status=exc.status)
+        return render(
+            request, "accounts/link_refused.html", {"title": "Invitation not valid", "error": exc}, status=exc.status
+        )
     context = {"invitation": invitation, "path": request.path, "token": token}
     if request.user.is_authenticated and request.user.email.lower() != invitation.email.lower():
         context["wrong_user"] = True
@@ -230,16 +264,29 @@ def invitation_accept_view(request, invitation_id: int):
         membership = services.invitation_accept_by_id(user=request.user, invitation_id=invitation_id)
         request.session[SESSION_ACCOUNT_KEY] = membership.account_id
         return membership
-    return page_post(request, accept, to="home", told=AccountError, refusal_pages=True,
-                     success=lambda membership: f"You joined {membership.account.name}.")
+
+    return page_post(
+        request,
+        accept,
+        to="home",
+        told=AccountError,
+        refusal_pages=True,
+        success=lambda membership: f"You joined {membership.account.name}.",
+    )
 
 
 @login_required
 @require_POST
 def invitation_decline_view(request, invitation_id: int):
-    return page_post(request, lambda: services.invitation_decline(user=request.user, invitation_id=invitation_id),
-                     to="home", told=AccountError, refusal_pages=True, success="Invitation declined.",
-                     level=messages.INFO)
+    return page_post(
+        request,
+        lambda: services.invitation_decline(user=request.user, invitation_id=invitation_id),
+        to="home",
+        told=AccountError,
+        refusal_pages=True,
+        success="Invitation declined.",
+        level=messages.INFO,
+    )
 
 
 @login_required
@@ -266,11 +313,15 @@ def _created_message(user, account) -> str:
     if went_to is not None and went_to.pk == account.pk:
         return f"Created {account.name}, with your starting credits."
     if went_to is not None:
-        return (f"Created {account.name}. It starts without credits: your starting credits went to "
-                f"{went_to.name} (one grant per person). An owner can add credits.")
+        return (
+            f"Created {account.name}. It starts without credits: your starting credits went to "
+            f"{went_to.name} (one grant per person). An owner can add credits."
+        )
     if user.signup_account_id and user.email_verified_at is None:
-        return (f"Created {account.name}. It starts without credits: your starting credits go to "
-                f"{user.signup_account.name} once your email address is verified.")
+        return (
+            f"Created {account.name}. It starts without credits: your starting credits go to "
+            f"{user.signup_account.name} once your email address is verified."
+        )
     return f"Created {account.name}. It starts without credits; verify your email address to receive yours."
 
 
@@ -309,15 +360,17 @@ def _team_context(request, **extra) -> dict:
         # their own role (the services refuse it too, whatever is posted).
         m.manageable = services.member_manageable(actor_membership=actor, membership=m)
     context = {
-        "members": members, "grantable_roles": [(v, label) for v, label in RoleForm.base_fields["role"].choices
-                                                if v in grantable],
+        "members": members,
+        "grantable_roles": [(v, label) for v, label in RoleForm.base_fields["role"].choices if v in grantable],
         "invitations": selectors.invitation_list(account=request.account),
         "may_manage_keys": principal_may(request, Action.KEYS_MANAGE),
         "api_keys": selectors.api_key_list(account=request.account),
-        "invite_form": InviteForm(grantable=grantable), "key_form": ApiKeyForm(),
+        "invite_form": InviteForm(grantable=grantable),
+        "key_form": ApiKeyForm(),
         "new_key": request.session.pop("new_api_key", None),
         "audit_entries": audit_entry_list(account=request.account, action=request.GET.get("action"))[:AUDIT_ON_PAGE],
-        "audit_actions": ACTIONS, "audit_action": request.GET.get("action", ""),
+        "audit_actions": ACTIONS,
+        "audit_action": request.GET.get("action", ""),
         "delete_form": AccountDeleteForm(),
     }
     return {**context, **extra}
@@ -342,9 +395,13 @@ def member_invite_view(request):
     form = InviteForm(request.POST)
     if not form.is_valid():
         return _form_refused(request, "Enter a valid email address and choose a role.")
-    return _run(request, lambda: services.member_invite(account=request.account, actor=request.user,
-                                                        site_url=_site_url(request), **form.cleaned_data),
-                f"Invited {form.cleaned_data['email']}. They join when they accept the link we emailed them.")
+    return _run(
+        request,
+        lambda: services.member_invite(
+            account=request.account, actor=request.user, site_url=_site_url(request), **form.cleaned_data
+        ),
+        f"Invited {form.cleaned_data['email']}. They join when they accept the link we emailed them.",
+    )
 
 
 @members_post
@@ -352,9 +409,13 @@ def member_role_view(request, membership_id: int):
     form = RoleForm(request.POST)
     if not form.is_valid():
         return _form_refused(request, "Choose a role: owner, admin, member or viewer.")
-    return _run(request, lambda: services.member_change_role(
-        account=request.account, actor=request.user, membership_id=membership_id, role=form.cleaned_data["role"]),
-        "Role changed.")
+    return _run(
+        request,
+        lambda: services.member_change_role(
+            account=request.account, actor=request.user, membership_id=membership_id, role=form.cleaned_data["role"]
+        ),
+        "Role changed.",
+    )
 
 
 @account_page(methods=("POST",))
@@ -362,9 +423,11 @@ def member_remove_view(request, membership_id: int):
     leaving = request.membership.pk == membership_id
     if not leaving:  # anyone may leave; removing someone else is managing the team
         page_require(request, Action.MEMBERS_MANAGE)
-    response = _run(request, lambda: services.member_remove(account=request.account, actor=request.user,
-                                                            membership_id=membership_id),
-                    "You left the account." if leaving else "Member removed.")
+    response = _run(
+        request,
+        lambda: services.member_remove(account=request.account, actor=request.user, membership_id=membership_id),
+        "You left the account." if leaving else "Member removed.",
+    )
     if leaving:
         request.session.pop(SESSION_ACCOUNT_KEY, None)
         return redirect("home")
@@ -373,8 +436,11 @@ def member_remove_view(request, membership_id: int):
 
 @members_post
 def invitation_cancel_view(request, invitation_id: int):
-    return _run(request, lambda: services.invitation_cancel(account=request.account, actor=request.user,
-                                                            invitation_id=invitation_id), "Invitation cancelled.")
+    return _run(
+        request,
+        lambda: services.invitation_cancel(account=request.account, actor=request.user, invitation_id=invitation_id),
+        "Invitation cancelled.",
+    )
 
 
 @keys_post
@@ -384,17 +450,25 @@ def api_key_create_view(request):
         return _form_refused(request, "Give the key a name and choose its scope (read, or write).")
 
     def create():
-        key, raw = services.api_key_create(account=request.account, actor=request.user,
-                                           name=form.cleaned_data["name"], scope=form.cleaned_data["scope"])
+        key, raw = services.api_key_create(
+            account=request.account,
+            actor=request.user,
+            name=form.cleaned_data["name"],
+            scope=form.cleaned_data["scope"],
+        )
         # Shown exactly once, on the next page view, then gone from the session.
         request.session["new_api_key"] = {"name": key.name, "secret": raw, "scope": key.scope}
+
     return page_post(request, create, to="accounts:team", told=AccountError)
 
 
 @keys_post
 def api_key_revoke_view(request, key_id: int):
-    return _run(request, lambda: services.api_key_revoke(account=request.account, actor=request.user, key_id=key_id),
-                "API key revoked. Integrations using it now get 401.")
+    return _run(
+        request,
+        lambda: services.api_key_revoke(account=request.account, actor=request.user, key_id=key_id),
+        "API key revoked. Integrations using it now get 401.",
+    )
 
 
 @account_page(page_check(Action.ACCOUNT_DELETE), methods=("POST",))
@@ -419,6 +493,9 @@ def account_delete_view(request):
         services.user_last_account_set(user=request.user, account_id=remaining[0].account_id)
     else:
         request.session.pop(SESSION_ACCOUNT_KEY, None)
-    messages.success(request, f"Deleted {account.name}. Its members and API keys lost access at once; its "
-                              "documents and conversations are being removed.")
+    messages.success(
+        request,
+        f"Deleted {account.name}. Its members and API keys lost access at once; its "
+        "documents and conversations are being removed.",
+    )
     return redirect("home")

@@ -1,5 +1,6 @@
 """Who is acting: the request's user, API key or support staff, kept in a ContextVar for the
 length of the request so services that are not handed an actor can still name one."""
+
 from __future__ import annotations
 
 import contextlib

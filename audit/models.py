@@ -6,6 +6,7 @@ kind, an id and a label copied at the time (email or key name), not as a foreign
 entry must still say who it was after the user or key is gone, and a foreign key's
 ON DELETE SET NULL would be an UPDATE the trigger refuses.
 """
+
 from django.db import models
 
 from core.tenancy import TenantModel
@@ -40,4 +41,5 @@ class AuditEntry(TenantModel):
             return "system"
         label = self.actor_label or f"#{self.actor_id}"
         return {ActorKind.KEY: f"API key {label}", ActorKind.STAFF: f"support staff {label}"}.get(
-            self.actor_kind, label)
+            self.actor_kind, label
+        )

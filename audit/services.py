@@ -1,4 +1,5 @@
 """The one way an audit entry is written."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -75,8 +76,14 @@ def audit_record(*, account, action: str, target: str = "", detail: dict | None 
     who = resolve(actor)
     account_id = getattr(account, "pk", account)
     return AuditEntry.objects.for_account(account_id).create(
-        account_id=account_id, action=action, actor_kind=who.kind, actor_id=who.id, actor_label=who.label[:254],
-        target=str(target)[:300], detail=detail or {})
+        account_id=account_id,
+        action=action,
+        actor_kind=who.kind,
+        actor_id=who.id,
+        actor_label=who.label[:254],
+        target=str(target)[:300],
+        detail=detail or {},
+    )
 
 
 STAFF_ACCESS_WINDOW = timedelta(minutes=30)
@@ -86,9 +93,13 @@ def audit_staff_access(*, account_id: int, staff) -> AuditEntry | None:
     """Support staff opened the account's page: one entry per staff user and account per
     half hour, so reloading the page does not bury the log."""
     since = timezone.now() - STAFF_ACCESS_WINDOW
-    seen = AuditEntry.objects.for_account(account_id).filter(
-        action="staff.access", actor_kind=ActorKind.STAFF, actor_id=staff.pk, created_at__gte=since).exists()
+    seen = (
+        AuditEntry.objects.for_account(account_id)
+        .filter(action="staff.access", actor_kind=ActorKind.STAFF, actor_id=staff.pk, created_at__gte=since)
+        .exists()
+    )
     if seen:
         return None
-    return audit_record(account=account_id, action="staff.access", actor=user_actor(staff, staff=True),
-                        target=staff.email)
+    return audit_record(
+        account=account_id, action="staff.access", actor=user_actor(staff, staff=True), target=staff.email
+    )

@@ -2,6 +2,7 @@
 
 `python -m bench NAME…` runs a subset.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -10,10 +11,26 @@ import sys
 
 from bench.common import machine, setup_django
 
-BENCHMARKS = ["billing_debits", "ingestion", "chat_ws", "search_scale", "retrieval_eval", "answer_eval", "connections",
-              "rls_context", "ocr", "chat_open_loop", "ingestion_fairness", "chat_turn_cpu",
-              "ingestion_claim_scale", "sweeper_topup", "relevance_floor", "fusion_weight",
-              "sources_sync", "soak"]
+BENCHMARKS = [
+    "billing_debits",
+    "ingestion",
+    "chat_ws",
+    "search_scale",
+    "retrieval_eval",
+    "answer_eval",
+    "connections",
+    "rls_context",
+    "ocr",
+    "chat_open_loop",
+    "ingestion_fairness",
+    "chat_turn_cpu",
+    "ingestion_claim_scale",
+    "sweeper_topup",
+    "relevance_floor",
+    "fusion_weight",
+    "sources_sync",
+    "soak",
+]
 
 
 def main(names: list[str]) -> int:
@@ -22,7 +39,7 @@ def main(names: list[str]) -> int:
     # Flags and what follows them (`answer_eval --rescore FILE`) are the benchmark's, read from sys.argv.
     flags = [i for i, n in enumerate(names) if n.startswith("--")]
     failed = False
-    for name in names[:flags[0] if flags else None] or BENCHMARKS:
+    for name in names[: flags[0] if flags else None] or BENCHMARKS:
         module = importlib.import_module(f"bench.{name}")
         print(f"## {name}", flush=True)
         result = module.run()

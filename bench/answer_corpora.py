@@ -14,6 +14,7 @@ Each corpus is a folder of files uploaded as they are (their names are the docum
 Building is idempotent: a corpus folder with its `.complete` marker is kept as it is. Only
 Debian's apt repositories are fetched (`apt-get download` + `dpkg-deb -x`, no root needed).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -29,12 +30,28 @@ DEBS = DATA_DIR / "bench-cache" / "debs"
 # octave.pdf pages kept (0-based, end exclusive): title + contents, preface + chapter 1,
 # chapter 2 (Getting Started), chapter 37 (Packages), appendix E (Installing), concept index.
 OCTAVE_PAGES = [(0, 16), (16, 30), (30, 44), (1012, 1024), (1100, 1108), (1128, 1134)]
-POSTGRES_PAGES = ["tutorial-arch.html", "tutorial-createdb.html", "tutorial-accessdb.html", "tutorial-concepts.html",
-                  "tutorial-table.html", "tutorial-populate.html", "tutorial-select.html", "tutorial-join.html",
-                  "tutorial-agg.html", "tutorial-update.html", "tutorial-delete.html", "tutorial-views.html",
-                  "tutorial-fk.html", "tutorial-transactions.html", "tutorial-window.html",
-                  "tutorial-inheritance.html", "app-createdb.html", "app-pgdump.html", "backup-dump.html",
-                  "textsearch-intro.html"]
+POSTGRES_PAGES = [
+    "tutorial-arch.html",
+    "tutorial-createdb.html",
+    "tutorial-accessdb.html",
+    "tutorial-concepts.html",
+    "tutorial-table.html",
+    "tutorial-populate.html",
+    "tutorial-select.html",
+    "tutorial-join.html",
+    "tutorial-agg.html",
+    "tutorial-update.html",
+    "tutorial-delete.html",
+    "tutorial-views.html",
+    "tutorial-fk.html",
+    "tutorial-transactions.html",
+    "tutorial-window.html",
+    "tutorial-inheritance.html",
+    "app-createdb.html",
+    "app-pgdump.html",
+    "backup-dump.html",
+    "textsearch-intro.html",
+]
 
 
 def _deb_tree(package: str) -> Path:
@@ -81,8 +98,13 @@ def _postgres_html(dest: Path) -> None:
         shutil.copy(html / name, dest / f"postgresql-{name}")
 
 
-BUILDERS = {"python_faq": _python_faq, "octave_pdf": _octave_pdf, "postgres_html": _postgres_html,
-            "office": answer_documents.office, "foreign": answer_documents.foreign}
+BUILDERS = {
+    "python_faq": _python_faq,
+    "octave_pdf": _octave_pdf,
+    "postgres_html": _postgres_html,
+    "office": answer_documents.office,
+    "foreign": answer_documents.foreign,
+}
 
 
 def corpus_files(name: str) -> list[Path]:

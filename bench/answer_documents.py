@@ -1,6 +1,7 @@
 """The documents answer_eval writes itself (bench/answer_corpora.py): a small company's office
 files, and two documents in German and Spanish. Every fact a question is judged on is written
 here once (bench/data/answer_eval/office.jsonl and foreign.jsonl name its substrings)."""
+
 from __future__ import annotations
 
 import csv
@@ -11,37 +12,66 @@ POLICY = [
     ("Remote Work Policy", None),
     ("Northwind Labs, version 3.2, approved by the People Team on 12 January 2026.", "p"),
     ("Eligibility", "h"),
-    ("Every employee who has completed the 90-day probation period may work remotely up to four days a week. "
-     "Roles that handle the reception desk or the hardware lab are excluded.", "p"),
+    (
+        "Every employee who has completed the 90-day probation period may work remotely up to four days a week. "
+        "Roles that handle the reception desk or the hardware lab are excluded.",
+        "p",
+    ),
     ("Equipment stipend", "h"),
-    ("Remote employees receive a one-time equipment stipend of 650 euros for a desk, a chair and a monitor. "
-     "Receipts are submitted in Ledgerly within 30 days of purchase; the stipend is paid with the next salary.", "p"),
+    (
+        "Remote employees receive a one-time equipment stipend of 650 euros for a desk, a chair and a monitor. "
+        "Receipts are submitted in Ledgerly within 30 days of purchase; the stipend is paid with the next salary.",
+        "p",
+    ),
     ("Core hours", "h"),
-    ("Everyone is reachable between 10:00 and 15:00 Central European Time. Meetings outside core hours "
-     "need the agreement of every attendee.", "p"),
+    (
+        "Everyone is reachable between 10:00 and 15:00 Central European Time. Meetings outside core hours "
+        "need the agreement of every attendee.",
+        "p",
+    ),
     ("Security", "h"),
-    ("Company laptops must use full-disk encryption and connect through the Tailgate VPN on any network "
-     "outside the office. Lost devices are reported to security@northwind.example within two hours.", "p"),
+    (
+        "Company laptops must use full-disk encryption and connect through the Tailgate VPN on any network "
+        "outside the office. Lost devices are reported to security@northwind.example within two hours.",
+        "p",
+    ),
     ("Working from abroad", "h"),
-    ("Working from another country is allowed for at most 20 working days per calendar year and needs "
-     "written approval from the line manager and the payroll team.", "p"),
+    (
+        "Working from another country is allowed for at most 20 working days per calendar year and needs "
+        "written approval from the line manager and the payroll team.",
+        "p",
+    ),
 ]
 
-BUDGET = [("Project", "Sponsor", "Owner", "Budget (EUR)", "Spent (EUR)", "Status"),
-          ("Atlas data migration", "Dr Helen Okafor", "Marek Nowak", 180000, 142500, "On track"),
-          ("Beacon customer portal", "Priya Raman", "Tomás Ortega", 95000, 101200, "Over budget"),
-          ("Cobalt security audit", "Dr Helen Okafor", "Ingrid Solberg", 40000, 12000, "Not started"),
-          ("Delta office fit-out", "James Whitfield", "Aiko Tanaka", 260000, 230750, "At risk")]
+BUDGET = [
+    ("Project", "Sponsor", "Owner", "Budget (EUR)", "Spent (EUR)", "Status"),
+    ("Atlas data migration", "Dr Helen Okafor", "Marek Nowak", 180000, 142500, "On track"),
+    ("Beacon customer portal", "Priya Raman", "Tomás Ortega", 95000, 101200, "Over budget"),
+    ("Cobalt security audit", "Dr Helen Okafor", "Ingrid Solberg", 40000, 12000, "Not started"),
+    ("Delta office fit-out", "James Whitfield", "Aiko Tanaka", 260000, 230750, "At risk"),
+]
 
 SLIDES = [
-    ("Q3 All-Hands", ["Northwind Labs, 14 October 2026"],
-     "Welcome everyone; remind remote staff that the recording will be shared on the intranet."),
-    ("Revenue", ["Q3 revenue: 4.2 million euros, up 18 percent on Q2", "Three new enterprise customers"],
-     "Mention that the Harbourline contract alone added 600,000 euros in annual revenue."),
-    ("Hiring", ["12 people joined in Q3", "Open roles: 2 data engineers, 1 designer"],
-     "The referral bonus rises to 3,000 euros from November for engineering roles."),
-    ("Next quarter", ["Launch the Beacon customer portal", "Move the Leeds team to the new office"],
-     "The Beacon launch date is 2 December; the press release is owned by Aiko Tanaka."),
+    (
+        "Q3 All-Hands",
+        ["Northwind Labs, 14 October 2026"],
+        "Welcome everyone; remind remote staff that the recording will be shared on the intranet.",
+    ),
+    (
+        "Revenue",
+        ["Q3 revenue: 4.2 million euros, up 18 percent on Q2", "Three new enterprise customers"],
+        "Mention that the Harbourline contract alone added 600,000 euros in annual revenue.",
+    ),
+    (
+        "Hiring",
+        ["12 people joined in Q3", "Open roles: 2 data engineers, 1 designer"],
+        "The referral bonus rises to 3,000 euros from November for engineering roles.",
+    ),
+    (
+        "Next quarter",
+        ["Launch the Beacon customer portal", "Move the Leeds team to the new office"],
+        "The Beacon launch date is 2 December; the press release is owned by Aiko Tanaka.",
+    ),
 ]
 
 MEMO = """FACILITIES MEMO - 3 February 2027
@@ -51,11 +81,13 @@ Parking permits for the new building are issued by reception
 on the second floor. The old building closes on 5 March 2027.
 Questions go to Grace Holloway in Facilities."""
 
-CONTACTS = [("Office", "City", "Manager", "Phone", "Opened"),
-            ("HQ", "Rotterdam", "Sanne de Vries", "+31 10 555 0100", "2014"),
-            ("North", "Leeds", "Grace Holloway", "+44 113 555 0142", "2019"),
-            ("South", "Valencia", "Lucía Ferrer", "+34 96 555 0177", "2021"),
-            ("East", "Krakow", "Marek Nowak", "+48 12 555 0190", "2023")]
+CONTACTS = [
+    ("Office", "City", "Manager", "Phone", "Opened"),
+    ("HQ", "Rotterdam", "Sanne de Vries", "+31 10 555 0100", "2014"),
+    ("North", "Leeds", "Grace Holloway", "+44 113 555 0142", "2019"),
+    ("South", "Valencia", "Lucía Ferrer", "+34 96 555 0177", "2021"),
+    ("East", "Krakow", "Marek Nowak", "+48 12 555 0190", "2023"),
+]
 
 TRAVEL_DE = """# Reiserichtlinie der Northwind Labs GmbH
 
@@ -143,8 +175,11 @@ def _deck_pptx(path: Path) -> None:
 def _scanned_png(path: Path) -> None:
     from PIL import Image, ImageDraw, ImageFont
 
-    font = ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", 30) \
-        if Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists() else ImageFont.load_default(size=30)
+    font = (
+        ImageFont.truetype("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf", 30)
+        if Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf").exists()
+        else ImageFont.load_default(size=30)
+    )
     lines = [wrapped for line in MEMO.splitlines() for wrapped in textwrap.wrap(line, 70)]
     image = Image.new("L", (1400, 80 + 48 * len(lines)), 255)
     draw = ImageDraw.Draw(image)

@@ -28,6 +28,7 @@ LOCAL_CHAT_MODEL, CHAT_PROFILE, EMBEDDING_MODEL, LLM_BASE_URL...). Every answer 
 today's judges and question files (recall@5 kept). `--feedback` replays down-voted questions
 (`replay_feedback`: chat.MessageFeedback's down-voted answers, asked again in their accounts).
 """
+
 from __future__ import annotations
 
 import json
@@ -52,8 +53,19 @@ QUESTIONS = Path(__file__).resolve().parent / "data" / "answer_eval"
 RESULTS = DATA_DIR / "bench-results"
 EVAL_DIR = Path(os.environ.get("GROUNDWORK_EVAL_DIR", "/work/shared/eval"))
 GROUPS = ["as_written", "short", "what_is", "unanswerable", "followup", "multilingual", "small_talk", "general"]
-RATES = ["searched", "cited_hit", "recall@5", "support", "model_words", "completed", "degenerate", "garbage",
-         "abstained", "abstained_ok", "glued"]
+RATES = [
+    "searched",
+    "cited_hit",
+    "recall@5",
+    "support",
+    "model_words",
+    "completed",
+    "degenerate",
+    "garbage",
+    "abstained",
+    "abstained_ok",
+    "glued",
+]
 
 
 def load_questions(corpus: str) -> list[dict]:
@@ -108,16 +120,21 @@ def ingest(account, files: list[Path], fresh: bool = False) -> dict:
     for path in (p for p in files if p.name not in ready):
         kind = KIND_BY_EXTENSION[path.suffix.lower()]
         with account_context(account):
-            document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
-                path.name, path.read_bytes(), content_type=kind.content_type))
+            document, _ = document_upload(
+                account=account,
+                actor=None,
+                upload=SimpleUploadedFile(path.name, path.read_bytes(), content_type=kind.content_type),
+            )
         if document.status != Status.READY:
             jobs.ingest_document(account_id=account.pk, document_id=document.pk, revision=document.revision)
     with account_context(account):
         documents = Document.objects.for_account(account)
-        return {"documents": documents.filter(status=Status.READY).count(),
-                "failed": list(documents.filter(status=Status.FAILED).values_list("name", "error")),
-                "chunks": sum(documents.values_list("chunk_count", flat=True)),
-                "ingest_seconds_this_run": round(time.perf_counter() - started, 1)}
+        return {
+            "documents": documents.filter(status=Status.READY).count(),
+            "failed": list(documents.filter(status=Status.FAILED).values_list("name", "error")),
+            "chunks": sum(documents.values_list("chunk_count", flat=True)),
+            "ingest_seconds_this_run": round(time.perf_counter() - started, 1),
+        }
 
 
 def unjudgeable(account, questions: list[dict]) -> list[str]:
@@ -127,8 +144,11 @@ def unjudgeable(account, questions: list[dict]) -> list[str]:
 
     with account_context(account):
         chunks = list(Chunk.objects.for_account(account).values_list("document__name", "content"))
-    return [q["id"] for q in questions if q.get("expect")
-            and not any(scoring.passage_holds(name, text, q["expect"]) for name, text in chunks)]
+    return [
+        q["id"]
+        for q in questions
+        if q.get("expect") and not any(scoring.passage_holds(name, text, q["expect"]) for name, text in chunks)
+    ]
 
 
 def _ask(account, user, question: str, conversation_id=None) -> dict:
@@ -139,8 +159,7 @@ def _ask(account, user, question: str, conversation_id=None) -> dict:
 
     with account_context(account):
         before = balance_get(account=account)
-    run = TurnRun(account=account, user=user, question=question, conversation_id=conversation_id,
-                  surface="bench")
+    run = TurnRun(account=account, user=user, question=question, conversation_id=conversation_id, surface="bench")
     started = time.perf_counter()
     sources_s = first_text_s = None
     for frame in run.frames():
@@ -152,15 +171,24 @@ def _ask(account, user, question: str, conversation_id=None) -> dict:
     with account_context(account):
         after = balance_get(account=account)
     done, turn = run.done or {}, run.turn
-    return {"question": question, "answer": done.get("answer", ""), "citations": done.get("citations", []),
-            "finish_reason": done.get("finish_reason", ""), "error": getattr(run.error, "code", "") or "",
-            "conversation_id": done.get("conversation_id"),
-            "route": getattr(turn, "route", ""), "query": getattr(turn, "query", question) or "",
-            "answered_by": getattr(turn, "answered_by", "") if turn else "",
-            "searched": bool(turn) and bool(getattr(turn, "query", "")),
-            "passages": [(p.document_name, p.text) for p in getattr(turn, "passages", [])],
-            "sources_s": sources_s, "ttft_s": first_text_s, "seconds": elapsed, "credits": before - after,
-            "completion_tokens": (done.get("usage") or {}).get("completion_tokens", 0)}
+    return {
+        "question": question,
+        "answer": done.get("answer", ""),
+        "citations": done.get("citations", []),
+        "finish_reason": done.get("finish_reason", ""),
+        "error": getattr(run.error, "code", "") or "",
+        "conversation_id": done.get("conversation_id"),
+        "route": getattr(turn, "route", ""),
+        "query": getattr(turn, "query", question) or "",
+        "answered_by": getattr(turn, "answered_by", "") if turn else "",
+        "searched": bool(turn) and bool(getattr(turn, "query", "")),
+        "passages": [(p.document_name, p.text) for p in getattr(turn, "passages", [])],
+        "sources_s": sources_s,
+        "ttft_s": first_text_s,
+        "seconds": elapsed,
+        "credits": before - after,
+        "completion_tokens": (done.get("usage") or {}).get("completion_tokens", 0),
+    }
 
 
 def recall_at_5(account, user, query: str, expect: dict) -> bool:
@@ -176,15 +204,24 @@ def recall_at_5(account, user, query: str, expect: dict) -> bool:
 def judge(result: dict, item: dict) -> dict:
     """Everything scored from the answer and its passages alone (no database: `rescore` reruns it)."""
     answer, expect, passages = result["answer"], item.get("expect"), [t for _, t in result["passages"]]
-    cited = [result["passages"][c["n"] - 1] for c in result["citations"] if 0 < c.get("n", 0) <= len(result["passages"])]
+    cited = [
+        result["passages"][c["n"] - 1] for c in result["citations"] if 0 < c.get("n", 0) <= len(result["passages"])
+    ]
     grounding = " ".join(passages) + " " + item["question"] + " " + (item.get("first") or "")
     invented = scoring.invented_facts(answer, grounding, item.get("accept"))
     foreign = scoring.wrong_script(answer, item.get("lang", "en"), grounding)
     kind = scoring.degenerate_kind(answer, result["finish_reason"])
-    out = {"searched": result["searched"], "degenerate": bool(kind), "degenerate_kind": kind,
-           "garbage": bool(invented or foreign), "invented": invented, "wrong_script": foreign,
-           "abstained": scoring.abstains(answer), "model_words": result["answered_by"] == "model",
-           "completed": result["answered_by"] == "model+passages"}
+    out = {
+        "searched": result["searched"],
+        "degenerate": bool(kind),
+        "degenerate_kind": kind,
+        "garbage": bool(invented or foreign),
+        "invented": invented,
+        "wrong_script": foreign,
+        "abstained": scoring.abstains(answer),
+        "model_words": result["answered_by"] == "model",
+        "completed": result["answered_by"] == "model+passages",
+    }
     if expect:
         out["cited_hit"] = any(scoring.passage_holds(doc, text, expect) for doc, text in cited)
         out["support"] = round(scoring.support(answer, passages), 3)
@@ -216,8 +253,10 @@ def evaluate_questions(account, user, questions: list[dict], *, log=print) -> li
         result["first_credits"] = first["credits"] if first else 0
         results.append(result)
         if os.environ.get("ANSWER_EVAL_VERBOSE"):
-            log(f"    [{item['group']}] {item['question']!r} ({result['answered_by']}): {result['answer'][:300]!r}",
-                flush=True)
+            log(
+                f"    [{item['group']}] {item['question']!r} ({result['answered_by']}): {result['answer'][:300]!r}",
+                flush=True,
+            )
     return results
 
 
@@ -231,19 +270,46 @@ def summarise(results: list[dict]) -> dict:
         return [round(statistics.median(values), 2), round(percentile(values, 90), 2)] if values else None
 
     out = {"n": len(results)} | {key: rate(key) for key in RATES}
-    return out | {"errors": sum(1 for r in results if r["error"]), "first_text_s": pcts("ttft_s"),
-                  "sources_s": pcts("sources_s"), "seconds": pcts("seconds"), "median_credits": statistics.median(r["credits"] for r in results)}
+    return out | {
+        "errors": sum(1 for r in results if r["error"]),
+        "first_text_s": pcts("ttft_s"),
+        "sources_s": pcts("sources_s"),
+        "seconds": pcts("seconds"),
+        "median_credits": statistics.median(r["credits"] for r in results),
+    }
 
 
 def table(report: dict) -> str:
     """The corpus x group table docs/benchmarks.md shows (p50/p90 times in seconds)."""
-    columns = ["n", "cited_hit", "recall@5", "support", "model_words", "degenerate", "garbage", "abstained",
-               "abstained_ok", "first_text_s", "sources_s", "seconds"]
+    columns = [
+        "n",
+        "cited_hit",
+        "recall@5",
+        "support",
+        "model_words",
+        "degenerate",
+        "garbage",
+        "abstained",
+        "abstained_ok",
+        "first_text_s",
+        "sources_s",
+        "seconds",
+    ]
     lines = ["| corpus | group | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 2)]
     for corpus, groups in report.items():
         for group, row in groups.items():
-            cells = [("—" if row.get(c) is None else "/".join(f"{v:.2f}" for v in row[c]) if isinstance(row[c], list)
-                      else f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c])) for c in columns]
+            cells = [
+                (
+                    "—"
+                    if row.get(c) is None
+                    else "/".join(f"{v:.2f}" for v in row[c])
+                    if isinstance(row[c], list)
+                    else f"{row[c]:.2f}"
+                    if isinstance(row[c], float)
+                    else str(row[c])
+                )
+                for c in columns
+            ]
             lines.append(f"| {corpus} | {group} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -254,7 +320,7 @@ def _chosen_groups(questions: list[dict], limit: int | None) -> list[dict]:
     for group in GROUPS:
         if only and group not in only:
             continue
-        picked += [q for q in questions if q["group"] == group][:limit or None]
+        picked += [q for q in questions if q["group"] == group][: limit or None]
     return picked
 
 
@@ -280,10 +346,19 @@ def feedback_questions() -> list[dict]:
     as `first`, the answer that was voted down and the voter's comment kept to compare."""
     from chat.selectors import feedback_regression_cases
 
-    return [{"id": f"feedback-{case['message_id']}", "group": "feedback", "question": case["question"],
-             "first": case["previous_question"] or None, "account_id": case["account_id"],
-             "voted_answer": case["answer"], "comment": case["comment"]}
-            for case in feedback_regression_cases() if case["question"]]
+    return [
+        {
+            "id": f"feedback-{case['message_id']}",
+            "group": "feedback",
+            "question": case["question"],
+            "first": case["previous_question"] or None,
+            "account_id": case["account_id"],
+            "voted_answer": case["answer"],
+            "comment": case["comment"],
+        }
+        for case in feedback_regression_cases()
+        if case["question"]
+    ]
 
 
 def replay_feedback(log=print) -> dict:
@@ -308,24 +383,46 @@ def replay_feedback(log=print) -> dict:
         spent = result["credits"] + (result.get("first_credits") or 0)
         if spent > 0:
             with account_context(account):
-                credits_grant(account=account, amount=spent, reason="answer_eval --feedback replay",
-                              key=f"bench-feedback-replay:{item['id']}:{time.time_ns()}")
+                credits_grant(
+                    account=account,
+                    amount=spent,
+                    reason="answer_eval --feedback replay",
+                    key=f"bench-feedback-replay:{item['id']}:{time.time_ns()}",
+                )
         replayed.append(result | {"voted_answer": item["voted_answer"], "comment": item["comment"]})
-        log(f"    {item['question']!r}\n      voted down: {item['voted_answer'][:200]!r}\n"
-            f"      now:        {result['answer'][:200]!r}\n      scores: {json.dumps(result['scores'])}", flush=True)
+        log(
+            f"    {item['question']!r}\n      voted down: {item['voted_answer'][:200]!r}\n"
+            f"      now:        {result['answer'][:200]!r}\n      scores: {json.dumps(result['scores'])}",
+            flush=True,
+        )
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / f"answer_eval-feedback-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    out.write_text(json.dumps({"answers": replayed, "summary": summarise(replayed) if replayed else {}},
-                              indent=1, ensure_ascii=False))
+    out.write_text(
+        json.dumps(
+            {"answers": replayed, "summary": summarise(replayed) if replayed else {}}, indent=1, ensure_ascii=False
+        )
+    )
     return {"replayed": len(replayed), "summary": summarise(replayed) if replayed else {}, "answers_file": str(out)}
 
 
 def _settings(limit) -> str:
-    passed = {k: os.environ[k] for k in ("LOCAL_CHAT_MODEL", "LOCAL_CHAT_MODEL_PATH", "CHAT_PROFILE", "EMBEDDING_MODEL",
-                                          "LLM_BASE_URL", "ANSWER_EVAL_PROFILE") if os.environ.get(k)}
-    return (f"chat model {settings.CHAT_MODEL}; embedding {settings.EMBEDDING_MODEL}; env {passed or 'defaults'}; "
-            f"CHAT_MAX_TOKENS={settings.CHAT_MAX_TOKENS}; RAG_TOP_K={settings.RAG_TOP_K}; "
-            f"threshold={settings.RAG_MATCH_THRESHOLD}; CHUNK_SIZE={settings.CHUNK_SIZE}; limit per group={limit or 'none'}")
+    passed = {
+        k: os.environ[k]
+        for k in (
+            "LOCAL_CHAT_MODEL",
+            "LOCAL_CHAT_MODEL_PATH",
+            "CHAT_PROFILE",
+            "EMBEDDING_MODEL",
+            "LLM_BASE_URL",
+            "ANSWER_EVAL_PROFILE",
+        )
+        if os.environ.get(k)
+    }
+    return (
+        f"chat model {settings.CHAT_MODEL}; embedding {settings.EMBEDDING_MODEL}; env {passed or 'defaults'}; "
+        f"CHAT_MAX_TOKENS={settings.CHAT_MAX_TOKENS}; RAG_TOP_K={settings.RAG_TOP_K}; "
+        f"threshold={settings.RAG_MATCH_THRESHOLD}; CHUNK_SIZE={settings.CHUNK_SIZE}; limit per group={limit or 'none'}"
+    )
 
 
 def _warm_up(log) -> None:
@@ -347,12 +444,17 @@ def _run_corpora(corpora: list[str], limit: int | None, about: dict, log) -> tup
         account, user = _account(corpus)
         questions = load_questions(corpus)
         about["corpora"][corpus] = ingest(account, corpus_files(corpus), fresh=corpus in reingested()) | {
-            "questions": len(questions), "unjudgeable": unjudgeable(account, questions)}
+            "questions": len(questions),
+            "unjudgeable": unjudgeable(account, questions),
+        }
         log(f"  {corpus}: {json.dumps(about['corpora'][corpus])}", flush=True)
         results = evaluate_questions(account, user, _chosen_groups(questions, limit), log=log)
         answers += [r | {"corpus": corpus} for r in results]
-        report[corpus] = {g: summarise([r for r in results if r["group"] == g])
-                          for g in GROUPS if any(r["group"] == g for r in results)}
+        report[corpus] = {
+            g: summarise([r for r in results if r["group"] == g])
+            for g in GROUPS
+            if any(r["group"] == g for r in results)
+        }
         for group, row in report[corpus].items():
             log(f"  {corpus}/{group}: {json.dumps(row)}", flush=True)
         out.write_text(json.dumps(about | {"groups": report, "answers": answers}, indent=1, ensure_ascii=False))
@@ -368,9 +470,14 @@ def rescore(path: Path, log=print) -> dict:
         recall = answer["scores"].get("recall@5")
         answer["scores"] = judge(answer, items[answer["id"]]) | ({"recall@5": recall} if recall is not None else {})
     corpora = list(dict.fromkeys(a["corpus"] for a in data["answers"]))
-    data["groups"] = {c: {g: summarise([a for a in data["answers"] if a["corpus"] == c and a["group"] == g])
-                          for g in GROUPS if any(a["corpus"] == c and a["group"] == g for a in data["answers"])}
-                      for c in corpora}
+    data["groups"] = {
+        c: {
+            g: summarise([a for a in data["answers"] if a["corpus"] == c and a["group"] == g])
+            for g in GROUPS
+            if any(a["corpus"] == c and a["group"] == g for a in data["answers"])
+        }
+        for c in corpora
+    }
     out = Path(path).with_name(Path(path).stem + "-rescored.json")
     out.write_text(json.dumps(data, indent=1, ensure_ascii=False))
     log(table(data["groups"]))

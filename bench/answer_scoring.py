@@ -11,6 +11,7 @@
 - `abstains` / `abstained_correctly`: says the documents do not cover it, and adds no answer of
   its own (what follows is the passages' text or nothing).
 """
+
 from __future__ import annotations
 
 import re
@@ -24,19 +25,34 @@ ABSTAIN = re.compile(
     r"(?:do(?:es)?\s*n[o'’]t|did\s*n[o'’]t|don[’']t|doesn[’']t|do not|does not)\s+(?:\S+\s+)?(?:say|cover|mention|contain|"
     r"include|address|answer|specify|provide|discuss)|not\s+(?:covered|mentioned|found|addressed|answered)\s+(?:in|by)\s+"
     r"(?:the|your)|no information|could\s*n[o'’]t find|could not find|can(?:no|'|’)t find|not in the (?:team'?s )?documents",
-    re.I)
-STOPWORDS = set("""a an the and or but if then else of to in on at by for with from as is are was were be been
+    re.I,
+)
+STOPWORDS = set(
+    """a an the and or but if then else of to in on at by for with from as is are was were be been
 being it its this that these those there here which who whom whose what when where why how do does did done not
 no yes can could should would will shall may might must you your yours we our ours they their them he she his her
 i me my mine so such than too very just also only into out up down over under about above below again further
-once all any both each few more most other some same own nor document documents chunk chunks""".split())
+once all any both each few more most other some same own nor document documents chunk chunks""".split()
+)
 # Capitalised words that are not names (sentence openers are skipped anyway).
-COMMON_CAPITALS = set("""I I'm I've I'd I'll The A An This That These Those It Its You Your Yes No Hi Hello Hey Thanks
+COMMON_CAPITALS = set(
+    """I I'm I've I'd I'll The A An This That These Those It Its You Your Yes No Hi Hello Hey Thanks
 Thank Sorry Please OK Ok Okay Document Documents Note Answer Sources Source Question Here There If When Where What
-Why How Who Which Also However For In On At To And Or But Not Step See Use Type Run Then""".split())
+Why How Who Which Also However For In On At To And Or But Not Step See Use Type Run Then""".split()
+)
 LATIN_LANGUAGES = {"en", "de", "fr", "es", "it", "nl", "pt", "pl", "sv", "da", "no", "fi"}
-SCRIPT_OF_LANGUAGE = {"ru": "CYRILLIC", "uk": "CYRILLIC", "el": "GREEK", "ar": "ARABIC", "fa": "ARABIC",
-                      "he": "HEBREW", "zh": "CJK", "ja": "CJK", "ko": "HANGUL", "hi": "DEVANAGARI"}
+SCRIPT_OF_LANGUAGE = {
+    "ru": "CYRILLIC",
+    "uk": "CYRILLIC",
+    "el": "GREEK",
+    "ar": "ARABIC",
+    "fa": "ARABIC",
+    "he": "HEBREW",
+    "zh": "CJK",
+    "ja": "CJK",
+    "ko": "HANGUL",
+    "hi": "DEVANAGARI",
+}
 
 
 def norm(text: str) -> str:
@@ -54,7 +70,7 @@ def passage_holds(document: str, text: str, expect: dict) -> bool:
     body = norm(text)
     if "span" in expect:
         section = norm(expect["span"])
-        return any(body[i:i + SPAN] in section for i in range(max(1, len(body) - SPAN + 1)))
+        return any(body[i : i + SPAN] in section for i in range(max(1, len(body) - SPAN + 1)))
     return any(norm(s) in body for s in expect.get("contains", []))
 
 
@@ -83,7 +99,7 @@ def loops(answer: str) -> bool:
     """A run of four words three times. Words have a letter or digit: a Markdown table's
     "| --- | --- |" rule and empty cells are its layout, not a loop."""
     words = [w for w in CITATION.sub(" ", answer).lower().split() if any(c.isalnum() for c in w)]
-    grams = Counter(tuple(words[i:i + 4]) for i in range(len(words) - 3))
+    grams = Counter(tuple(words[i : i + 4]) for i in range(len(words) - 3))
     return any(count >= 3 for count in grams.values())
 
 
@@ -91,8 +107,11 @@ def toc_dump(answer: str) -> bool:
     """Table-of-contents or index lines given as the answer: dotted leaders before a page
     number, two numbered headings followed by a page number, or three index entries."""
     text = CITATION.sub(" ", answer)
-    return (bool(DOTTED_LEADER.search(text)) or len(NUMBERED_HEADING_WITH_PAGE.findall(text)) >= 2
-            or len(INDEX_ENTRY.findall(text)) >= 3)
+    return (
+        bool(DOTTED_LEADER.search(text))
+        or len(NUMBERED_HEADING_WITH_PAGE.findall(text)) >= 2
+        or len(INDEX_ENTRY.findall(text)) >= 3
+    )
 
 
 def raw_pipes(answer: str) -> bool:
@@ -117,6 +136,7 @@ def degenerate_kind(answer: str, finish_reason: str = "") -> str:
 
 
 # --- garbage ----------------------------------------------------------------------------------
+
 
 def _script(char: str) -> str:
     name = unicodedata.name(char, "")
@@ -172,8 +192,9 @@ def invented_facts(answer: str, grounding: str, accepted: list[str] | None = Non
 # --- abstention -------------------------------------------------------------------------------
 
 # Words that introduce the closest passages rather than answer ("the closest passages I found:").
-FRAMING = set("closest nearest related passage passages found searched listed below here might help relevant "
-              "team's team".split())
+FRAMING = set(
+    "closest nearest related passage passages found searched listed below here might help relevant team's team".split()
+)
 
 
 def abstains(answer: str) -> bool:
@@ -187,7 +208,7 @@ def abstained_correctly(answer: str, passages: list[str]) -> bool:
     match = ABSTAIN.search(answer)
     if match is None or match.start() > 300:
         return False
-    rest = re.split(r"(?<=[.!?:])\s", answer[match.end():], maxsplit=1)
+    rest = re.split(r"(?<=[.!?:])\s", answer[match.end() :], maxsplit=1)
     rest_words = [w for w in content_words(rest[1] if len(rest) > 1 else "") if w not in FRAMING]
     if len(rest_words) <= 3:
         return True

@@ -6,6 +6,7 @@ Each debit is a full service call: set the account context, lock the balance row
 idempotency key, insert the ledger entry, update the balance, commit (synchronous_commit on:
 a debit is durable once acknowledged).
 """
+
 from __future__ import annotations
 
 import multiprocessing
@@ -20,16 +21,16 @@ DEBITS_EACH = 250
 
 
 def _account(credits: int):
-    from accounts.services import account_create
     from accounts.models import User
+    from accounts.services import account_create
 
     owner = User.objects.create_user(email=f"bench-{uuid.uuid4().hex[:8]}@bench.test", password=None)
     return account_create(name="bench", owner=owner, initial_credits=credits)
 
 
 def _debit_loop(account, n: int, prefix: str) -> None:
-    from core.tenancy import account_context
     from billing.services import credits_debit
+    from core.tenancy import account_context
 
     for i in range(n):
         with account_context(account):
@@ -80,8 +81,9 @@ def _spender_processes(accounts: list) -> float:
         connection.close_pool()
     run, ctx = uuid.uuid4().hex[:6], multiprocessing.get_context("fork")
     times = ctx.Queue()
-    procs = [ctx.Process(target=_spender_process, args=(accounts[n % len(accounts)], n, run, times))
-             for n in range(SPENDERS)]
+    procs = [
+        ctx.Process(target=_spender_process, args=(accounts[n % len(accounts)], n, run, times)) for n in range(SPENDERS)
+    ]
     for p in procs:
         p.start()
     spans = [times.get() for _ in procs]
@@ -92,8 +94,8 @@ def _spender_processes(accounts: list) -> float:
 
 
 def _assert_spent(accounts: list) -> None:
-    from core.tenancy import account_context
     from billing.selectors import balance_get
+    from core.tenancy import account_context
 
     for account in accounts:
         with account_context(account):
@@ -126,5 +128,5 @@ def run() -> dict:
         "spread_8_processes_on_8_accounts_debits_per_s": round(processes),
         "load_average_before_after": [round(x, 2) for x in (*load_before, *os.getloadavg())],
         "settings": f"{DEBITS_SINGLE} sequential debits; {SPENDERS} threads x {DEBITS_EACH} debits on one account; "
-                    f"{SPENDERS} threads x {DEBITS_EACH} debits, one account each; the same with {SPENDERS} processes",
+        f"{SPENDERS} threads x {DEBITS_EACH} debits, one account each; the same with {SPENDERS} processes",
     }

@@ -16,6 +16,7 @@ profile's guard (chat/answering.py) lets through, and the answer itself (read by
 BENCH_CHAT_MODELS="smollm2-135m:1,qwen2.5-0.5b:1" picks configurations (name:decode threads);
 BENCH_CHAT_QUESTIONS caps the answerable questions, BENCH_CHAT_RUNS the latency runs.
 """
+
 from __future__ import annotations
 
 import json
@@ -48,8 +49,9 @@ def _faq() -> list[dict]:
 
 
 def _passage(row: dict) -> SimpleNamespace:
-    return SimpleNamespace(text=row["answer_section"][:PASSAGE_CHARS], document_name=row["document"],
-                           chunk_start=0, pages=None)
+    return SimpleNamespace(
+        text=row["answer_section"][:PASSAGE_CHARS], document_name=row["document"], chunk_start=0, pages=None
+    )
 
 
 def cases(limit: int) -> list[dict]:
@@ -79,9 +81,23 @@ def start_server(name: str, gen_threads: int) -> dict:
     port = _free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "LOCAL_CHAT_MODEL": name}
     env.pop("LOCAL_CHAT_MODEL_PATH", None)
-    proc = subprocess.Popen([sys.executable, "-m", "llm.local_server", "--port", str(port), "--threads", "2",
-                             "--gen-threads", str(gen_threads)], cwd=REPO, env=env,
-                            stdout=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "llm.local_server",
+            "--port",
+            str(port),
+            "--threads",
+            "2",
+            "--gen-threads",
+            str(gen_threads),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     return {"name": name, "gen_threads": gen_threads, "proc": proc, "base_url": f"http://127.0.0.1:{port}/v1"}
 
 
@@ -119,16 +135,25 @@ def ask(server: dict, case: dict) -> dict:
 
     entry = bundled_models.model(server["name"])
     profile = PROFILES[entry.profile]
-    passages = focused(case["question"], case["passages"], profile.prompt_words) if profile.prompt_words \
-        else case["passages"]
-    messages = build_messages(question=case["question"], passages=passages, history=[], grounded=True,
-                              history_budget=0, style=profile.prompt)
+    passages = (
+        focused(case["question"], case["passages"], profile.prompt_words) if profile.prompt_words else case["passages"]
+    )
+    messages = build_messages(
+        question=case["question"], passages=passages, history=[], grounded=True, history_budget=0, style=profile.prompt
+    )
     client = OpenAI(base_url=server["base_url"], api_key="local", max_retries=0, timeout=900)
     cpu_start, cpu_first = cpu_seconds(server), None
     started, first, deltas, usage = time.perf_counter(), None, [], None
     stream = client.chat.completions.create(
-        model=entry.model_id, messages=messages, stream=True, stream_options={"include_usage": True},
-        temperature=0.2, seed=SEED, max_tokens=profile.max_tokens, extra_body=profile.sampling or None)
+        model=entry.model_id,
+        messages=messages,
+        stream=True,
+        stream_options={"include_usage": True},
+        temperature=0.2,
+        seed=SEED,
+        max_tokens=profile.max_tokens,
+        extra_body=profile.sampling or None,
+    )
     for chunk in stream:
         if chunk.usage:
             usage = chunk.usage
@@ -140,11 +165,16 @@ def ask(server: dict, case: dict) -> dict:
     total = time.perf_counter() - started
     first_s = (first or time.perf_counter()) - started
     decode = usage.completion_tokens / max(total - first_s, 1e-3) if usage else 0.0
-    return {"first_token_s": round(first_s, 2), "total_s": round(total, 2), "decode_tok_s": round(decode, 1),
-            "first_token_cpu_s": round((cpu_first or cpu_seconds(server)) - cpu_start, 2),
-            "total_cpu_s": round(cpu_seconds(server) - cpu_start, 2),
-            "prompt_tokens": usage.prompt_tokens if usage else None,
-            "completion_tokens": usage.completion_tokens if usage else None, "deltas": deltas}
+    return {
+        "first_token_s": round(first_s, 2),
+        "total_s": round(total, 2),
+        "decode_tok_s": round(decode, 1),
+        "first_token_cpu_s": round((cpu_first or cpu_seconds(server)) - cpu_start, 2),
+        "total_cpu_s": round(cpu_seconds(server) - cpu_start, 2),
+        "prompt_tokens": usage.prompt_tokens if usage else None,
+        "completion_tokens": usage.completion_tokens if usage else None,
+        "deltas": deltas,
+    }
 
 
 def cpu_seconds(server: dict) -> float:
@@ -161,13 +191,13 @@ def _words(text: str) -> list[str]:
 def copied_share(answer: str, passages: list, n: int = 6) -> float:
     """Share of the answer's n-word runs found word for word in the passages."""
     words = _words(re.sub(r"\[Document \d+\]", " ", answer))
-    runs = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    runs = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
     if not runs:
         return 0.0
     source = set()
     for passage in passages:
         pw = _words(passage.text)
-        source.update(tuple(pw[i:i + n]) for i in range(len(pw) - n + 1))
+        source.update(tuple(pw[i : i + n]) for i in range(len(pw) - n + 1))
     return round(sum(run in source for run in runs) / len(runs), 2)
 
 
@@ -178,9 +208,14 @@ def guarded(server: dict, case: dict, deltas: list[str]) -> str:
     from llm import bundled_models
 
     profile = PROFILES[bundled_models.model(server["name"]).profile]
-    guard = answering.Guard(case["passages"], strict=profile.strict, loop_words=4 if profile.strict else 8,
-                            by_sentence=profile.strict, max_sentences=profile.max_sentences,
-                            question=case["question"])
+    guard = answering.Guard(
+        case["passages"],
+        strict=profile.strict,
+        loop_words=4 if profile.strict else 8,
+        by_sentence=profile.strict,
+        max_sentences=profile.max_sentences,
+        question=case["question"],
+    )
     released = []
     for delta in deltas:
         released.append(guard.feed(delta))
@@ -195,12 +230,25 @@ def judge(server: dict, case: dict, result: dict) -> dict:
     answer = "".join(result.pop("deltas"))
     cited = {int(n) for n in re.findall(r"\[Document (\d+)\]", answer)}
     kept = guarded(server, case, _deltas_of(answer))
-    abstains = bool(re.search(r"(do not|don't|does not|doesn't|not) (say|contain|mention|provide|cover|answer)"
-                              r"|no information|not (in|found)", answer, re.I))
-    return {**result, "question": case["question"], "right": case["right"], "cites": bool(cited),
-            "cites_right": case["right"] in cited if case["right"] else None,
-            "abstains": abstains, "copied": copied_share(answer, case["passages"]),
-            "guard_kept_chars": len(kept), "answer": answer}
+    abstains = bool(
+        re.search(
+            r"(do not|don't|does not|doesn't|not) (say|contain|mention|provide|cover|answer)"
+            r"|no information|not (in|found)",
+            answer,
+            re.I,
+        )
+    )
+    return {
+        **result,
+        "question": case["question"],
+        "right": case["right"],
+        "cites": bool(cited),
+        "cites_right": case["right"] in cited if case["right"] else None,
+        "abstains": abstains,
+        "copied": copied_share(answer, case["passages"]),
+        "guard_kept_chars": len(kept),
+        "answer": answer,
+    }
 
 
 def _deltas_of(answer: str) -> list[str]:
@@ -210,20 +258,27 @@ def _deltas_of(answer: str) -> list[str]:
 def summary(latency: list[dict], answers: list[dict]) -> dict:
     firsts = [r["first_token_s"] for r in latency]
     answerable = [a for a in answers if a["right"]]
-    out = {"first_token_median_s": round(statistics.median(firsts), 2), "first_token_max_s": max(firsts),
-           "first_token_cpu_median_s": round(statistics.median(r["first_token_cpu_s"] for r in latency), 2),
-           "total_median_s": round(statistics.median(r["total_s"] for r in latency), 2),
-           "total_cpu_median_s": round(statistics.median(r["total_cpu_s"] for r in latency), 2),
-           "decode_tok_s_median": round(statistics.median(r["decode_tok_s"] for r in latency), 1),
-           "prompt_tokens": latency[0]["prompt_tokens"]}
+    out = {
+        "first_token_median_s": round(statistics.median(firsts), 2),
+        "first_token_max_s": max(firsts),
+        "first_token_cpu_median_s": round(statistics.median(r["first_token_cpu_s"] for r in latency), 2),
+        "total_median_s": round(statistics.median(r["total_s"] for r in latency), 2),
+        "total_cpu_median_s": round(statistics.median(r["total_cpu_s"] for r in latency), 2),
+        "decode_tok_s_median": round(statistics.median(r["decode_tok_s"] for r in latency), 1),
+        "prompt_tokens": latency[0]["prompt_tokens"],
+    }
     if answers:
-        out.update({
-            "questions": len(answerable), "cites": _share(a["cites"] for a in answerable),
-            "cites_right": _share(a["cites_right"] for a in answerable),
-            "own_words": _share(a["copied"] < 0.5 for a in answerable),
-            "guard_kept": _share(a["guard_kept_chars"] > 0 for a in answerable),
-            "unanswerable_abstained": _share(a["abstains"] for a in answers if not a["right"]),
-            "answer_first_token_median_s": round(statistics.median(a["first_token_s"] for a in answers), 2)})
+        out.update(
+            {
+                "questions": len(answerable),
+                "cites": _share(a["cites"] for a in answerable),
+                "cites_right": _share(a["cites_right"] for a in answerable),
+                "own_words": _share(a["copied"] < 0.5 for a in answerable),
+                "guard_kept": _share(a["guard_kept_chars"] > 0 for a in answerable),
+                "unanswerable_abstained": _share(a["abstains"] for a in answers if not a["right"]),
+                "answer_first_token_median_s": round(statistics.median(a["first_token_s"] for a in answers), 2),
+            }
+        )
     return out
 
 
@@ -253,9 +308,12 @@ def run() -> dict:
     try:
         for server in servers:
             wait_ready(server)
-        return {"settings": f"prompt threads 2, temperature 0.2, seed {SEED}, {PASSAGE_CHARS}-char passages, "
-                            f"each model's profile; load average at start {os.getloadavg()[0]:.1f}",
-                "results": _measure(servers, questions), "load_average_at_end": round(os.getloadavg()[0], 1)}
+        return {
+            "settings": f"prompt threads 2, temperature 0.2, seed {SEED}, {PASSAGE_CHARS}-char passages, "
+            f"each model's profile; load average at start {os.getloadavg()[0]:.1f}",
+            "results": _measure(servers, questions),
+            "load_average_at_end": round(os.getloadavg()[0], 1),
+        }
     finally:
         for server in servers:
             stop_server(server)
@@ -275,14 +333,19 @@ def _measure(servers: list[dict], questions: list[dict]) -> dict:
             if index < RUNS or answering[server["name"]] is server:
                 judged = judge(server, case, ask(server, case))
                 asked[id(server)].append(judged)
-                print(json.dumps({"config": f"{server['name']}:{server['gen_threads']}", **judged}),
-                      file=sys.stderr, flush=True)  # progress, on a machine where one answer can take minutes
+                print(
+                    json.dumps({"config": f"{server['name']}:{server['gen_threads']}", **judged}),
+                    file=sys.stderr,
+                    flush=True,
+                )  # progress, on a machine where one answer can take minutes
     results = {}
     for server in servers:
         done = asked[id(server)]
         judged = done if answering[server["name"]] is server else []
         results[f"{server['name']} decode threads {server['gen_threads']}"] = {
-            **summary(done[:RUNS], judged), "answers": judged}
+            **summary(done[:RUNS], judged),
+            "answers": judged,
+        }
     return results
 
 
@@ -302,14 +365,25 @@ def prompt_cpu_seconds(name: str, questions: list[dict]) -> list[dict]:
     engine = SmolChatEngine(model_path=default_gguf_path(name), threads=1, batch_threads=1)
     out = []
     for case in questions:
-        messages = build_messages(question=case["question"], passages=case["passages"], history=[],
-                                  grounded=True, history_budget=0, style=PROFILES[entry.profile].prompt)
+        messages = build_messages(
+            question=case["question"],
+            passages=case["passages"],
+            history=[],
+            grounded=True,
+            history_budget=0,
+            style=PROFILES[entry.profile].prompt,
+        )
         before = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
         reply = engine.complete({"messages": messages, "max_tokens": 1, "temperature": 0})
         after = resource.getrusage(resource.RUSAGE_SELF)
-        out.append({"prompt_tokens": reply["usage"]["prompt_tokens"], "wall_s": round(time.perf_counter() - started, 2),
-                    "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2)})
+        out.append(
+            {
+                "prompt_tokens": reply["usage"]["prompt_tokens"],
+                "wall_s": round(time.perf_counter() - started, 2),
+                "cpu_s": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 2),
+            }
+        )
     engine.close()
     return out
 
@@ -317,5 +391,6 @@ def prompt_cpu_seconds(name: str, questions: list[dict]) -> list[dict]:
 if os.environ.get("BENCH_CHAT_CPU") and __name__ == "__main__":
     picked = cases(int(os.environ.get("BENCH_CHAT_QUESTIONS", "3")))
     for model_name in os.environ.get("BENCH_CHAT_MODELS", "smollm2-135m,qwen2.5-0.5b").split(","):
-        print(json.dumps({"model": model_name, "runs": prompt_cpu_seconds(model_name.split(":")[0], picked)}),
-              flush=True)
+        print(
+            json.dumps({"model": model_name, "runs": prompt_cpu_seconds(model_name.split(":")[0], picked)}), flush=True
+        )

@@ -13,6 +13,7 @@ Knobs (environment): CHAT_OPEN_LOOP_RATES ("10,20,30,40,50,60,70,80,100"), CHAT_
 CHAT_OPEN_LOOP_STOP_MS (1000): the steps go on past the limit, to show the curve, and stop at
 the first rate whose p95 passes the stop (or that has errors).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -25,8 +26,7 @@ import subprocess
 import sys
 import time
 
-from bench.chat_ws import (ANSWER_WORDS, _cpu_seconds, _free_port, _prepare_account, _start_web, _stop,
-                           _wait)
+from bench.chat_ws import ANSWER_WORDS, _cpu_seconds, _free_port, _prepare_account, _start_web, _stop, _wait
 from config.embedded import BASE_DIR
 
 SOCKETS = 96  # open before a step; a turn takes an idle one (a socket answers one turn at a time)
@@ -39,6 +39,7 @@ def _rates() -> list[float]:
 
 # --- the client generator (its own process) ---------------------------------------------------
 
+
 async def _client(url: str, key: str, rate: float, seconds: float, seed: int, conn) -> None:
     """Open the sockets, tell the parent (which reads the servers' CPU), run the arrivals when
     it answers, send the results, close the sockets when it answers again."""
@@ -46,8 +47,9 @@ async def _client(url: str, key: str, rate: float, seconds: float, seed: int, co
 
     headers = {"Authorization": f"Bearer {key}"}
     idle: asyncio.Queue = asyncio.Queue()
-    sockets = await asyncio.gather(*[websockets.connect(url, additional_headers=headers, max_size=None)
-                                     for _ in range(SOCKETS)])
+    sockets = await asyncio.gather(
+        *[websockets.connect(url, additional_headers=headers, max_size=None) for _ in range(SOCKETS)]
+    )
     for ws in sockets:
         idle.put_nowait(ws)
     results: list[dict] = []
@@ -68,10 +70,16 @@ async def _client(url: str, key: str, rate: float, seconds: float, seed: int, co
             elif frame["type"] in ("chat.done", "chat.error"):
                 break
         idle.put_nowait(ws)
-        results.append({"ok": frame["type"] == "chat.done", "error": frame.get("code"),
-                        "first_token_ms": None if first is None else (first - sent) * 1000,
-                        "late_ms": (sent - due) * 1000, "total_ms": (time.perf_counter() - sent) * 1000,
-                        "token_frames": token_frames})
+        results.append(
+            {
+                "ok": frame["type"] == "chat.done",
+                "error": frame.get("code"),
+                "first_token_ms": None if first is None else (first - sent) * 1000,
+                "late_ms": (sent - due) * 1000,
+                "total_ms": (time.perf_counter() - sent) * 1000,
+                "token_frames": token_frames,
+            }
+        )
 
     conn.send("ready")
     await asyncio.get_running_loop().run_in_executor(None, conn.recv)
@@ -93,8 +101,14 @@ async def _client(url: str, key: str, rate: float, seconds: float, seed: int, co
     await asyncio.gather(*tasks)
     wall = time.perf_counter() - started
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
-    conn.send({"results": results, "wall_s": wall, "waited_for_socket": waited_for_socket,
-               "client_cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime)})
+    conn.send(
+        {
+            "results": results,
+            "wall_s": wall,
+            "waited_for_socket": waited_for_socket,
+            "client_cpu_s": (cpu1.ru_utime + cpu1.ru_stime) - (cpu0.ru_utime + cpu0.ru_stime),
+        }
+    )
     await asyncio.get_running_loop().run_in_executor(None, conn.recv)
     await asyncio.gather(*[ws.close() for ws in sockets])
 
@@ -104,8 +118,16 @@ def _client_process(url, key, rate, seconds, seed, conn) -> None:
     conn.close()
 
 
-def _step(url: str, key: str, rate: float, seconds: float, pids: list[int], seed: int, on_go=None,
-          model_pid: int | None = None) -> dict:
+def _step(
+    url: str,
+    key: str,
+    rate: float,
+    seconds: float,
+    pids: list[int],
+    seed: int,
+    on_go=None,
+    model_pid: int | None = None,
+) -> dict:
     from bench.common import percentile
 
     ctx = multiprocessing.get_context("spawn")
@@ -127,19 +149,26 @@ def _step(url: str, key: str, rate: float, seconds: float, pids: list[int], seed
     results = outcome["results"]
     ok = [r for r in results if r["ok"] and r["first_token_ms"] is not None]
     first = [r["first_token_ms"] for r in ok] or [float("inf")]
-    return {"rate": rate, "turns": len(results), "errors": len(results) - len(ok),
-            "arrivals_per_s": round(len(results) / seconds, 1),  # the Poisson sample's own rate
-            "completed_per_s": round(len(results) / outcome["wall_s"], 1),
-            # How late the client sent turns behind their arrival times (a busy generator).
-            "client_late_ms_p95": round(percentile([r["late_ms"] for r in results] or [0], 95), 1),
-            "first_token_ms": {"p50": round(percentile(first, 50), 1), "p95": round(percentile(first, 95), 1),
-                               "max": round(max(first), 1)},
-            "server_cpu_ms_per_turn": round(server_cpu * 1000 / max(1, len(results)), 2),
-            "token_frames_per_turn": round(sum(r["token_frames"] for r in results) / max(1, len(results)), 1),
-            "server_cpu_share": round(server_cpu / outcome["wall_s"], 2),
-            "client_cpu_share": round(outcome["client_cpu_s"] / outcome["wall_s"], 2),
-            "model_server_cpu_share": round(model_cpu / outcome["wall_s"], 2),
-            "waited_for_socket": outcome["waited_for_socket"]}
+    return {
+        "rate": rate,
+        "turns": len(results),
+        "errors": len(results) - len(ok),
+        "arrivals_per_s": round(len(results) / seconds, 1),  # the Poisson sample's own rate
+        "completed_per_s": round(len(results) / outcome["wall_s"], 1),
+        # How late the client sent turns behind their arrival times (a busy generator).
+        "client_late_ms_p95": round(percentile([r["late_ms"] for r in results] or [0], 95), 1),
+        "first_token_ms": {
+            "p50": round(percentile(first, 50), 1),
+            "p95": round(percentile(first, 95), 1),
+            "max": round(max(first), 1),
+        },
+        "server_cpu_ms_per_turn": round(server_cpu * 1000 / max(1, len(results)), 2),
+        "token_frames_per_turn": round(sum(r["token_frames"] for r in results) / max(1, len(results)), 1),
+        "server_cpu_share": round(server_cpu / outcome["wall_s"], 2),
+        "client_cpu_share": round(outcome["client_cpu_s"] / outcome["wall_s"], 2),
+        "model_server_cpu_share": round(model_cpu / outcome["wall_s"], 2),
+        "waited_for_socket": outcome["waited_for_socket"],
+    }
 
 
 def run() -> dict:
@@ -149,8 +178,12 @@ def run() -> dict:
     counts = [int(n) for n in os.environ.get("CHAT_OPEN_LOOP_PROCESSES", "1,2").split(",")]
     llm_port = _free_port()
     answer = " ".join(f"word{i}" for i in range(ANSWER_WORDS))
-    fake = subprocess.Popen([sys.executable, "-m", "llm.fake_server", "--port", str(llm_port), "--answer", answer],
-                            cwd=BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    fake = subprocess.Popen(
+        [sys.executable, "-m", "llm.fake_server", "--port", str(llm_port), "--answer", answer],
+        cwd=BASE_DIR,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     llm_url = f"http://127.0.0.1:{llm_port}/v1"
     report: dict = {}
     try:
@@ -170,14 +203,18 @@ def run() -> dict:
                     if step["errors"] or step["first_token_ms"]["p95"] >= p95_stop:
                         break
                 passing = [s["rate"] for s in steps if not s["errors"] and s["first_token_ms"]["p95"] < p95_limit]
-                report[f"{processes}_web_processes"] = {"highest_rate_under_p95_limit": max(passing, default=0),
-                                                        "steps": steps}
+                report[f"{processes}_web_processes"] = {
+                    "highest_rate_under_p95_limit": max(passing, default=0),
+                    "steps": steps,
+                }
             finally:
                 _stop(web)
     finally:
         fake.terminate()
         fake.wait(10)
-    report["settings"] = (f"Poisson arrivals, {seconds:g} s a step, {SOCKETS} API-key sockets opened before each "
-                          f"step, fake model server (zero latency, {ANSWER_WORDS}-word answers), lookup route; "
-                          f"p95 limit {p95_limit:g} ms; client generator in its own process")
+    report["settings"] = (
+        f"Poisson arrivals, {seconds:g} s a step, {SOCKETS} API-key sockets opened before each "
+        f"step, fake model server (zero latency, {ANSWER_WORDS}-word answers), lookup route; "
+        f"p95 limit {p95_limit:g} ms; client generator in its own process"
+    )
     return report

@@ -12,6 +12,7 @@ own cost is in the totals too, a few microseconds a step).
 
 Knobs: CHAT_TURN_CPU_TURNS (200; after 20 warm-up turns).
 """
+
 from __future__ import annotations
 
 import collections
@@ -26,12 +27,18 @@ import time
 from bench.chat_ws import ANSWER_WORDS, _free_port, _prepare_account, _wait
 from config.embedded import BASE_DIR
 
-
 # The parts of a turn (chat.agent's own names), in the order they run.
 # query_embed: the query's embedding, drawn from the hold (retrieval.search.query_embed);
 # turn_retrieve: the search and the passages (query_search with that embedding, expansion).
-STEPS = ("check_chat_rate", "_conversation", "credits_hold", "query_embed", "turn_retrieve", "build_messages",
-         "turn_finish")
+STEPS = (
+    "check_chat_rate",
+    "_conversation",
+    "credits_hold",
+    "query_embed",
+    "turn_retrieve",
+    "build_messages",
+    "turn_finish",
+)
 
 
 @contextlib.contextmanager
@@ -49,6 +56,7 @@ def _timed_steps(timings: dict):
                 return func(*args, **kwargs)
             finally:
                 timings[name].append(((time.perf_counter() - wall) * 1000, (time.thread_time() - cpu) * 1000))
+
         return timed
 
     for name, func in originals.items():
@@ -72,8 +80,12 @@ def run() -> dict:
     turns = int(os.environ.get("CHAT_TURN_CPU_TURNS", "200"))
     port = _free_port()
     answer = " ".join(f"word{i}" for i in range(ANSWER_WORDS))
-    fake = subprocess.Popen([sys.executable, "-m", "llm.fake_server", "--port", str(port), "--answer", answer],
-                            cwd=BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    fake = subprocess.Popen(
+        [sys.executable, "-m", "llm.fake_server", "--port", str(port), "--answer", answer],
+        cwd=BASE_DIR,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     # As a web process with LLM_BASE_URL set runs it (bench/chat_open_loop.py): no limits in the way.
     settings.LLM_BUNDLED = False
@@ -86,8 +98,13 @@ def run() -> dict:
 
         def one(i: int) -> tuple[float, float]:
             cpu, wall = time.thread_time(), time.perf_counter()
-            run = _SocketTurn(principal=principal, account=principal.account, api_key=principal.api_key,
-                              question=f"What does our policy {i % 40} say?", options=TurnOptions())
+            run = _SocketTurn(
+                principal=principal,
+                account=principal.account,
+                api_key=principal.api_key,
+                question=f"What does our policy {i % 40} say?",
+                options=TurnOptions(),
+            )
             for _ in run.frames():
                 pass
             assert run.done is not None, run.error
@@ -105,14 +122,21 @@ def run() -> dict:
         fake.wait(10)
     cpu = [c * 1000 for c, _ in measured]
     wall = [w * 1000 for _, w in measured]
-    return {"turns": turns, "cpu_ms_per_turn": {"mean": round(statistics.mean(cpu), 2),
-                                                "p50": round(statistics.median(cpu), 2)},
-            "wall_ms_per_turn": {"mean": round(statistics.mean(wall), 2), "p50": round(statistics.median(wall), 2)},
-            # A second pass of as many turns, its steps timed (the totals above are unwrapped).
-            "steps": {name: {"calls_per_turn": round(len(timings[name]) / turns, 2),
-                             "wall_ms_p50": round(statistics.median(w for w, _ in timings[name]), 3),
-                             "cpu_ms_p50": round(statistics.median(c for _, c in timings[name]), 3)}
-                      for name in STEPS if timings[name]},
-            "load_average": os.getloadavg()[0],
-            "settings": f"API-key turn, lookup route, {profile().name} profile, fake model server "
-                        f"({ANSWER_WORDS}-word answers), one turn at a time in this process"}
+    return {
+        "turns": turns,
+        "cpu_ms_per_turn": {"mean": round(statistics.mean(cpu), 2), "p50": round(statistics.median(cpu), 2)},
+        "wall_ms_per_turn": {"mean": round(statistics.mean(wall), 2), "p50": round(statistics.median(wall), 2)},
+        # A second pass of as many turns, its steps timed (the totals above are unwrapped).
+        "steps": {
+            name: {
+                "calls_per_turn": round(len(timings[name]) / turns, 2),
+                "wall_ms_p50": round(statistics.median(w for w, _ in timings[name]), 3),
+                "cpu_ms_p50": round(statistics.median(c for _, c in timings[name]), 3),
+            }
+            for name in STEPS
+            if timings[name]
+        },
+        "load_average": os.getloadavg()[0],
+        "settings": f"API-key turn, lookup route, {profile().name} profile, fake model server "
+        f"({ANSWER_WORDS}-word answers), one turn at a time in this process",
+    }

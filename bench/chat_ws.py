@@ -8,6 +8,7 @@ a reply, one word per chunk), so what is measured is Groundwork: the socket's ha
 (each chat opens its own), auth, routing, credit hold, query embedding, hybrid search,
 prompt building, relaying, settling and persisting.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -59,12 +60,17 @@ def _start_web(processes: int, llm_url: str) -> tuple[str, list[subprocess.Popen
     from config.run import listening_socket, spawn_web
 
     port = _free_port()
-    env = dict(os.environ, LLM_BASE_URL=llm_url, CHAT_RATE_PER_USER="1000000/min",
-               CHAT_RATE_PER_ACCOUNT="1000000/min", WS_MAX_SOCKETS_PER_PRINCIPAL="10000", LOG_LEVEL="WARNING",
-               GROUNDWORK_LOCAL="1")
+    env = dict(
+        os.environ,
+        LLM_BASE_URL=llm_url,
+        CHAT_RATE_PER_USER="1000000/min",
+        CHAT_RATE_PER_ACCOUNT="1000000/min",
+        WS_MAX_SOCKETS_PER_PRINCIPAL="10000",
+        LOG_LEVEL="WARNING",
+        GROUNDWORK_LOCAL="1",
+    )
     sock = listening_socket("127.0.0.1", port)
-    web = [spawn_web(sock, env, i + 1, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-           for i in range(processes)]
+    web = [spawn_web(sock, env, i + 1, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(processes)]
     sock.close()
     for process in web:
         _wait(f"http://127.0.0.1:{port}/healthz", process)
@@ -91,11 +97,15 @@ def _prepare_account(llm_url: str) -> str:
     settings.LLM_BASE_URL = llm_url
     owner = User.objects.create_user(email=f"bench-chat-{time.time_ns()}@bench.test", password=None)
     account = account_create(name="bench chat", owner=owner, initial_credits=50_000_000)
-    text = "\n\n".join(f"# Policy {i}\n\nOur policy number {i} says employees get {i} extra days. " * 3
-                       for i in range(40))
+    text = "\n\n".join(
+        f"# Policy {i}\n\nOur policy number {i} says employees get {i} extra days. " * 3 for i in range(40)
+    )
     with account_context(account):
-        document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
-            f"handbook-{time.time_ns()}.md", text.encode(), content_type="text/markdown"))
+        document, _ = document_upload(
+            account=account,
+            actor=None,
+            upload=SimpleUploadedFile(f"handbook-{time.time_ns()}.md", text.encode(), content_type="text/markdown"),
+        )
         _, raw = api_key_create(account=account, actor=None, name="bench")
     ingest(account_id=account.pk, document_id=document.pk, revision=document.revision)
     return raw
@@ -104,8 +114,7 @@ def _prepare_account(llm_url: str) -> str:
 async def _one_chat(url: str, key: str, question: str) -> dict:
     import websockets
 
-    async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {key}"},
-                                  max_size=None) as ws:
+    async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {key}"}, max_size=None) as ws:
         sent = time.perf_counter()
         await ws.send(json.dumps({"type": "chat.message", "message": question}))
         first = None
@@ -117,14 +126,18 @@ async def _one_chat(url: str, key: str, question: str) -> dict:
                 tokens += len(frame["text"].split())
             elif frame["type"] in ("chat.done", "chat.error"):
                 assert frame["type"] == "chat.done", frame
-                return {"first_token_ms": (first - sent) * 1000, "total_s": time.perf_counter() - sent,
-                        "tokens": tokens}
+                return {
+                    "first_token_ms": (first - sent) * 1000,
+                    "total_s": time.perf_counter() - sent,
+                    "tokens": tokens,
+                }
 
 
 async def _round(url: str, key: str) -> tuple[list[dict], float]:
     started = time.perf_counter()
-    results = await asyncio.gather(*[_one_chat(url, key, f"What does our policy {i % 40} say?")
-                                     for i in range(CLIENTS)])
+    results = await asyncio.gather(
+        *[_one_chat(url, key, f"What does our policy {i % 40} say?") for i in range(CLIENTS)]
+    )
     return results, time.perf_counter() - started
 
 
@@ -141,8 +154,11 @@ def _measure(url: str, key: str, pids: list[int]) -> dict:
     wall = sum(seconds for _, seconds in rounds)
     return {
         "single_client_first_token_ms_p50": round(percentile([r["first_token_ms"] for r in single], 50), 1),
-        "concurrent_first_token_ms": {"p50": round(percentile(first, 50), 1), "p95": round(percentile(first, 95), 1),
-                                      "max": round(max(first), 1)},
+        "concurrent_first_token_ms": {
+            "p50": round(percentile(first, 50), 1),
+            "p95": round(percentile(first, 95), 1),
+            "max": round(max(first), 1),
+        },
         "tokens_relayed_per_s": round(tokens / wall),
         "chats_per_s": round(len(results) / wall, 1),
         "server_cpu_ms_per_chat": round(cpu * 1000 / len(results), 1),
@@ -153,8 +169,12 @@ def _measure(url: str, key: str, pids: list[int]) -> dict:
 def run() -> dict:
     llm_port = _free_port()
     answer = " ".join(f"word{i}" for i in range(ANSWER_WORDS))
-    fake = subprocess.Popen([sys.executable, "-m", "llm.fake_server", "--port", str(llm_port), "--answer", answer],
-                            cwd=BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    fake = subprocess.Popen(
+        [sys.executable, "-m", "llm.fake_server", "--port", str(llm_port), "--answer", answer],
+        cwd=BASE_DIR,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     llm_url = f"http://127.0.0.1:{llm_port}/v1"
     report = {}
     try:
@@ -169,7 +189,9 @@ def run() -> dict:
     finally:
         fake.terminate()
         fake.wait(10)
-    report["settings"] = (f"{CLIENTS} concurrent websocket chats (a new socket each) x {ROUNDS} rounds, daphne "
-                          f"processes on one socket, fake model server (zero latency, {ANSWER_WORDS}-word answers), "
-                          "lookup route (query embedding + hybrid search)")
+    report["settings"] = (
+        f"{CLIENTS} concurrent websocket chats (a new socket each) x {ROUNDS} rounds, daphne "
+        f"processes on one socket, fake model server (zero latency, {ANSWER_WORDS}-word answers), "
+        "lookup route (query embedding + hybrid search)"
+    )
     return report

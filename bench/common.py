@@ -1,6 +1,7 @@
 """Shared set-up for benchmarks: a database of their own (`<name>_bench`, or BENCH_DATABASE),
 migrated, on the same server as the app (the embedded one by default), so runs never touch
 real data. (A second name keeps an older checkout's run apart from a migrated one.)"""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,13 @@ def setup_django() -> None:
     bench_db = os.environ.get("BENCH_DATABASE") or f"{config['NAME']}_bench"
     from urllib.parse import unquote
 
-    conninfo = dict(dbname=config["NAME"], user=config["USER"], host=unquote(config["HOST"]),
-                    port=config["PORT"] or None, password=config["PASSWORD"] or None)
+    conninfo = dict(
+        dbname=config["NAME"],
+        user=config["USER"],
+        host=unquote(config["HOST"]),
+        port=config["PORT"] or None,
+        password=config["PASSWORD"] or None,
+    )
     with psycopg.connect(**{k: v for k, v in conninfo.items() if v}, autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [bench_db]).fetchone()
         if not exists:

@@ -7,6 +7,7 @@ clients at once; a sampler counts the app role's connections to the bench databa
 Run twice: as before the pool (persistent connections per thread, CONN_MAX_AGE=60,
 `DATABASE_POOL_MAX_SIZE=0`) and with the pool (the default, 8 per process).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -18,7 +19,6 @@ import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
-
 
 WEB_PROCESSES = 2
 CLIENTS = 16
@@ -32,8 +32,11 @@ def _app_connections() -> tuple[int, int]:
     from django.db import connection
 
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*), count(*) FILTER (WHERE state = 'idle') FROM pg_stat_activity"
-                       " WHERE datname = current_database() AND application_name = %s", [APP_NAME])
+        cursor.execute(
+            "SELECT count(*), count(*) FILTER (WHERE state = 'idle') FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = %s",
+            [APP_NAME],
+        )
         return cursor.fetchone()
 
 
@@ -72,15 +75,24 @@ async def _websocket_chats(url: str, key: str, n: int) -> None:
 
 
 def _session(pool_size: int, llm_url: str, key: str) -> dict:
+    from django.db import connection
+
     from bench.chat_ws import _free_port, _wait
     from config.run import listening_socket, spawn_web
 
-    from django.db import connection
-
     port = _free_port()
-    env = dict(os.environ, PGAPPNAME=APP_NAME, LLM_BASE_URL=llm_url, DATABASE_POOL_MAX_SIZE=str(pool_size), LOG_LEVEL="WARNING",
-               CHAT_RATE_PER_USER="100000/min", CHAT_RATE_PER_ACCOUNT="100000/min", API_RATE_LIMIT="100000/min",
-               WS_MAX_SOCKETS_PER_PRINCIPAL="1000", GROUNDWORK_LOCAL="1")
+    env = dict(
+        os.environ,
+        PGAPPNAME=APP_NAME,
+        LLM_BASE_URL=llm_url,
+        DATABASE_POOL_MAX_SIZE=str(pool_size),
+        LOG_LEVEL="WARNING",
+        CHAT_RATE_PER_USER="100000/min",
+        CHAT_RATE_PER_ACCOUNT="100000/min",
+        API_RATE_LIMIT="100000/min",
+        WS_MAX_SOCKETS_PER_PRINCIPAL="1000",
+        GROUNDWORK_LOCAL="1",
+    )
     sock = listening_socket("127.0.0.1", port)
     log = open(f"/tmp/bench-connections-web-{pool_size}.log", "w")
     webs = [spawn_web(sock, env, i + 1, stdout=log, stderr=subprocess.STDOUT) for i in range(WEB_PROCESSES)]
@@ -100,6 +112,7 @@ def _session(pool_size: int, llm_url: str, key: str) -> dict:
         sampler.start()
         base = f"http://127.0.0.1:{port}"
         started = time.perf_counter()
+
         async def four_sockets():
             await asyncio.gather(*[_websocket_chats(f"ws://127.0.0.1:{port}/ws/chat/", key, 25) for _ in range(4)])
 
@@ -117,11 +130,15 @@ def _session(pool_size: int, llm_url: str, key: str) -> dict:
         for web in webs:
             web.terminate()
             web.wait(15)
-    return {"requests": REQUESTS + 100, "seconds": round(seconds, 1),
-            "max_connections_during_load": max(total for total, _ in samples),
-            "connections_after_idle": after[0], "idle_after": after[1],
-            "server_errors": sum(1 for status in statuses if status >= 500),
-            "max_connections": _max_connections()}
+    return {
+        "requests": REQUESTS + 100,
+        "seconds": round(seconds, 1),
+        "max_connections_during_load": max(total for total, _ in samples),
+        "connections_after_idle": after[0],
+        "idle_after": after[1],
+        "server_errors": sum(1 for status in statuses if status >= 500),
+        "max_connections": _max_connections(),
+    }
 
 
 def _max_connections() -> int:
@@ -147,8 +164,7 @@ def run() -> dict:
         "before (persistent connection per thread, CONN_MAX_AGE=60)": before,
         "after (pool, DATABASE_POOL_MAX_SIZE=8 per process)": after,
         "settings": f"{WEB_PROCESSES} daphne processes on one socket, {CLIENTS} HTTP clients + 4 websockets at once, "
-                    f"{REQUESTS} REST requests (lists, credits, search, chat, conversations) + 100 websocket chats, "
-                    f"fake model server in the bench process; idle count {IDLE_WAIT_SECONDS} s after the load",
+        f"{REQUESTS} REST requests (lists, credits, search, chat, conversations) + 100 websocket chats, "
+        f"fake model server in the bench process; idle count {IDLE_WAIT_SECONDS} s after the load",
         "load_average": os.getloadavg()[0],
     }
-

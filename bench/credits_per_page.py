@@ -8,6 +8,7 @@ PDFs: the 26-page Debian camlidl manual (the tests' fixture), the real PDF manua
 of at most 80 characters, ~3,500 characters a page) when /usr/share/common-licenses has it.
 Each document's upload estimate is compared with what it was charged.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -19,8 +20,10 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 PDF = "application/pdf"
-SYSTEM_PDFS = [Path("/usr/share/doc/libtasn1-doc/libtasn1.pdf"),
-               Path("/usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf")]
+SYSTEM_PDFS = [
+    Path("/usr/share/doc/libtasn1-doc/libtasn1.pdf"),
+    Path("/usr/share/doc/shared-mime-info/shared-mime-info-spec.pdf"),
+]
 GPL = Path("/usr/share/common-licenses/GPL-3")
 QUESTIONS = [
     "How do I declare an interface in camlidl?",
@@ -42,7 +45,7 @@ def _book_pdf(text: str, *, lines_per_page: int = 50, width: int = 80) -> bytes:
     lines = []
     for paragraph in text.split("\n\n"):
         lines.extend(textwrap.wrap(" ".join(paragraph.split()), width) + [""])
-    pages = ["\n".join(lines[i:i + lines_per_page]) for i in range(0, len(lines), lines_per_page)]
+    pages = ["\n".join(lines[i : i + lines_per_page]) for i in range(0, len(lines), lines_per_page)]
     return make_pdf(pages, title="GNU General Public License v3")
 
 
@@ -63,17 +66,24 @@ def _ingest(account, name: str, data: bytes) -> dict:
     from documents.services import document_upload
 
     with account_context(account):
-        document, _ = document_upload(account=account, actor=None,
-                                      upload=SimpleUploadedFile(name, data + f"\n% {time.time()}\n".encode(),
-                                                                content_type=PDF))
+        document, _ = document_upload(
+            account=account,
+            actor=None,
+            upload=SimpleUploadedFile(name, data + f"\n% {time.time()}\n".encode(), content_type=PDF),
+        )
     ingestion.ingest(account_id=account.pk, document_id=document.pk, revision=document.revision)
     with account_context(account):
         document = Document.objects.for_account(account).get(pk=document.pk)
     assert document.status == "ready", (name, document.error)
-    return {"document": name, "pages": document.page_count, "chunks": document.chunk_count,
-            "estimate": document.credits_estimate, "charged": document.credits_charged,
-            "credits_per_page": round(document.credits_charged / document.page_count, 1),
-            "estimate_error": f"{100 * (document.credits_estimate - document.credits_charged) / document.credits_charged:+.2f}%"}
+    return {
+        "document": name,
+        "pages": document.page_count,
+        "chunks": document.chunk_count,
+        "estimate": document.credits_estimate,
+        "charged": document.credits_charged,
+        "credits_per_page": round(document.credits_charged / document.page_count, 1),
+        "estimate_error": f"{100 * (document.credits_estimate - document.credits_charged) / document.credits_charged:+.2f}%",
+    }
 
 
 def _question_cost(account, user, question: str) -> dict:
@@ -83,8 +93,13 @@ def _question_cost(account, user, question: str) -> dict:
     from bench.answer_eval import _ask
 
     result = _ask(account, user, question)
-    return {"question": question, "route": result["route"], "credits": result["credits"],
-            "completion": result["completion_tokens"], "error": result["error"]}
+    return {
+        "question": question,
+        "route": result["route"],
+        "credits": result["credits"],
+        "completion": result["completion_tokens"],
+        "error": result["error"],
+    }
 
 
 def run() -> dict:
@@ -105,10 +120,13 @@ def run() -> dict:
     totals = [q["credits"] for q in questions]
     return {
         "documents": documents,
-        "credits_per_pdf_page": {"overall": round(charged / pages, 1), "pages": pages, "charged": charged,
-                                 "median_document": statistics.median(d["credits_per_page"] for d in documents)},
-        "question": {"credits": {"median": statistics.median(totals), "max": max(totals)},
-                     "per_question": questions},
+        "credits_per_pdf_page": {
+            "overall": round(charged / pages, 1),
+            "pages": pages,
+            "charged": charged,
+            "median_document": statistics.median(d["credits_per_page"] for d in documents),
+        },
+        "question": {"credits": {"median": statistics.median(totals), "max": max(totals)}, "per_question": questions},
         "settings": f"CHUNK_SIZE={settings.CHUNK_SIZE}, CHUNK_OVERLAP={settings.CHUNK_OVERLAP}, "
-                    f"RAG_TOP_K={settings.RAG_TOP_K}, chat profile {profile().name}",
+        f"RAG_TOP_K={settings.RAG_TOP_K}, chat profile {profile().name}",
     }

@@ -8,6 +8,7 @@ The provider is the fake OpenAI-compatible server (llm/fake_server.py) serving b
 so the times are the product's own work (batching, staging, charging, the switch), without
 model compute; credits are the provider-reported tokens (the bundled model's tokenizer).
 """
+
 from __future__ import annotations
 
 import json
@@ -36,23 +37,30 @@ def run() -> dict:
     from accounts.services import account_create
     from core.tenancy import account_context
     from documents import jobs, services
-    from retrieval import services as retrieval_services
-    from retrieval.embedding_models import migration_run, model_change
     from documents.models import Document, ReindexRun
     from llm.fake_server import FakeOpenAIServer
+    from retrieval import services as retrieval_services
+    from retrieval.embedding_models import migration_run, model_change
 
     with FakeOpenAIServer() as server:
         server.backend.model_dimensions = {NEW: NEW_DIMS}
         settings.LLM_BASE_URL, settings.LLM_BUNDLED = server.base_url, False
         settings.EMBEDDING_MODEL, settings.EMBEDDING_DIMENSIONS = OLD, 384
         owner = User.objects.create_user(email=f"bench-migration-{time.time_ns()}@bench.test", password=None)
-        account = account_create(name="embedding migration bench", owner=owner,
-                                 slug=f"bench-migration-{time.time_ns()}", initial_credits=100_000_000)
+        account = account_create(
+            name="embedding migration bench",
+            owner=owner,
+            slug=f"bench-migration-{time.time_ns()}",
+            initial_credits=100_000_000,
+        )
         started = time.perf_counter()
         for name, text in _corpus().items():
             with account_context(account):
-                document, _ = services.document_upload(account=account, actor=owner, upload=SimpleUploadedFile(
-                    name, text.encode(), content_type="text/plain"))
+                document, _ = services.document_upload(
+                    account=account,
+                    actor=owner,
+                    upload=SimpleUploadedFile(name, text.encode(), content_type="text/plain"),
+                )
             jobs.ingest_document(account_id=account.pk, document_id=document.pk, revision=document.revision)
         ingest_s = time.perf_counter() - started
         settings.EMBEDDING_MODEL, settings.EMBEDDING_DIMENSIONS = NEW, NEW_DIMS
@@ -66,12 +74,17 @@ def run() -> dict:
             run = ReindexRun.objects.for_account(account).get(pk=run.pk)
             documents = Document.objects.for_account(account)
             chunks = sum(documents.values_list("chunk_count", flat=True))
-            return {"corpus": f"Python FAQ answers ({FAQ.name}): {documents.count()} documents, {chunks} chunks",
-                    "ingest_s": round(ingest_s, 2), "migration_s": round(migrate_s, 2),
-                    "migration_status": run.status, "batches": run.progress_total,
-                    "credits_estimate": change.credits_estimate, "credits_charged": run.credits_charged,
-                    "ingestion_credits": sum(documents.values_list("credits_charged", flat=True)),
-                    "provider": "fake OpenAI-compatible server (no model compute)"}
+            return {
+                "corpus": f"Python FAQ answers ({FAQ.name}): {documents.count()} documents, {chunks} chunks",
+                "ingest_s": round(ingest_s, 2),
+                "migration_s": round(migrate_s, 2),
+                "migration_status": run.status,
+                "batches": run.progress_total,
+                "credits_estimate": change.credits_estimate,
+                "credits_charged": run.credits_charged,
+                "ingestion_credits": sum(documents.values_list("credits_charged", flat=True)),
+                "provider": "fake OpenAI-compatible server (no model compute)",
+            }
 
 
 __all__ = ["run"]

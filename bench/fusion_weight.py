@@ -8,6 +8,7 @@ weights, and vector alone, on the answer evaluation's corpora and accounts (benc
 EMBEDDING_MODEL picks the model, ANSWER_EVAL_CORPORA the corpora), over every first-turn
 question of the answerable groups, each embedded once. No chat model is called.
 """
+
 from __future__ import annotations
 
 import os
@@ -35,24 +36,41 @@ def _ranks(account, questions: list[dict]) -> list[dict]:
             ranks = {}
             for weight in WEIGHTS:
                 search.DISJOINT_TEXT_WEIGHT = weight
-                hits = search.hybrid_search(account=account, query=item["question"], query_vector=embedded.vector,
-                                            top_k=10, embedding_model=embedded.model)
-                ranks[f"hybrid {weight}"] = next((i for i, h in enumerate(hits, 1)
-                                                  if passage_holds(h.document_name, h.text, item["expect"])), None)
-            hits = search.hybrid_search(account=account, query=item["question"], query_vector=embedded.vector,
-                                        top_k=10, embedding_model=embedded.model, mode="vector")
-            ranks["vector"] = next((i for i, h in enumerate(hits, 1)
-                                    if passage_holds(h.document_name, h.text, item["expect"])), None)
+                hits = search.hybrid_search(
+                    account=account,
+                    query=item["question"],
+                    query_vector=embedded.vector,
+                    top_k=10,
+                    embedding_model=embedded.model,
+                )
+                ranks[f"hybrid {weight}"] = next(
+                    (i for i, h in enumerate(hits, 1) if passage_holds(h.document_name, h.text, item["expect"])), None
+                )
+            hits = search.hybrid_search(
+                account=account,
+                query=item["question"],
+                query_vector=embedded.vector,
+                top_k=10,
+                embedding_model=embedded.model,
+                mode="vector",
+            )
+            ranks["vector"] = next(
+                (i for i, h in enumerate(hits, 1) if passage_holds(h.document_name, h.text, item["expect"])), None
+            )
         out.append({"group": item["group"], "ranks": ranks})
     return out
 
 
 def _summary(rows: list[dict]) -> dict:
     configs = list(rows[0]["ranks"]) if rows else []
-    return {c: {"recall@3": round(sum(1 for r in rows if r["ranks"][c] and r["ranks"][c] <= 3) / len(rows), 3),
-                "recall@5": round(sum(1 for r in rows if r["ranks"][c] and r["ranks"][c] <= 5) / len(rows), 3),
-                "mrr": round(sum(1 / r["ranks"][c] for r in rows if r["ranks"][c]) / len(rows), 3)}
-            for c in configs} | {"n": len(rows)}
+    return {
+        c: {
+            "recall@3": round(sum(1 for r in rows if r["ranks"][c] and r["ranks"][c] <= 3) / len(rows), 3),
+            "recall@5": round(sum(1 for r in rows if r["ranks"][c] and r["ranks"][c] <= 5) / len(rows), 3),
+            "mrr": round(sum(1 / r["ranks"][c] for r in rows if r["ranks"][c]) / len(rows), 3),
+        }
+        for c in configs
+    } | {"n": len(rows)}
 
 
 def run(log=print) -> dict:
@@ -73,5 +91,10 @@ def run(log=print) -> dict:
                 rows += _ranks(account, load_questions(corpus))
     finally:
         search.DISJOINT_TEXT_WEIGHT = chosen
-    return {"embedding_model": settings.EMBEDDING_MODEL, "corpora": corpora, "chosen_weight": chosen,
-            "all": _summary(rows), **{g: _summary([r for r in rows if r["group"] == g]) for g in GROUPS}}
+    return {
+        "embedding_model": settings.EMBEDDING_MODEL,
+        "corpora": corpora,
+        "chosen_weight": chosen,
+        "all": _summary(rows),
+        **{g: _summary([r for r in rows if r["group"] == g]) for g in GROUPS},
+    }

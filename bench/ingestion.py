@@ -5,6 +5,7 @@ Documents: the 26-page Debian camlidl manual (a real PDF) three times (bytes var
 they are distinct documents) and a generated 100-page PDF. Stages are timed by calling the
 pipeline's steps in order, exactly as the job does.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,12 @@ def _documents() -> list[tuple[str, bytes]]:
     manual = DEBIAN_PDF.read_bytes()
     copies, pages = (1, 20) if QUICK else (3, 100)
     docs = [(f"camlidl-{i}.pdf", manual + f"\n% copy {i} {time.time()}\n".encode()) for i in range(copies)]
-    docs.append((f"generated-{pages}.pdf", make_pdf([prose_page(n, sentences=14) for n in range(1, pages + 1)])
-                 + f"\n% {time.time()}\n".encode()))
+    docs.append(
+        (
+            f"generated-{pages}.pdf",
+            make_pdf([prose_page(n, sentences=14) for n in range(1, pages + 1)]) + f"\n% {time.time()}\n".encode(),
+        )
+    )
     return docs
 
 
@@ -51,8 +56,12 @@ def _free_port() -> int:
 class LocalModels:
     def __enter__(self):
         self.port = _free_port()
-        self.process = subprocess.Popen([sys.executable, "-m", "llm.local_server", "--port", str(self.port)],
-                                        cwd=BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "llm.local_server", "--port", str(self.port)],
+            cwd=BASE_DIR,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for _ in range(600):
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1) as r:
@@ -75,8 +84,9 @@ def _ingest_timed(account, name: str, data: bytes) -> dict:
 
     started = time.perf_counter()
     with account_context(account):
-        document, _ = document_upload(account=account, actor=None,
-                                      upload=SimpleUploadedFile(name, data, content_type=PDF))
+        document, _ = document_upload(
+            account=account, actor=None, upload=SimpleUploadedFile(name, data, content_type=PDF)
+        )
     upload_s = time.perf_counter() - started
     document = ingestion._claim(account.pk, document.pk, document.revision)
     t0 = time.perf_counter()
@@ -89,8 +99,16 @@ def _ingest_timed(account, name: str, data: bytes) -> dict:
     t3 = time.perf_counter()
     with account_context(account):
         document.refresh_from_db()
-    return {"pages": document.page_count or 0, "chunks": len(drafts), "bytes": len(data), "upload": upload_s,
-            "parse_chunk": t1 - t0, "embed": t2 - t1, "publish": t3 - t2, "status": document.status}
+    return {
+        "pages": document.page_count or 0,
+        "chunks": len(drafts),
+        "bytes": len(data),
+        "upload": upload_s,
+        "parse_chunk": t1 - t0,
+        "embed": t2 - t1,
+        "publish": t3 - t2,
+        "status": document.status,
+    }
 
 
 def _run_with(base_url: str, label: str) -> dict:
@@ -102,14 +120,18 @@ def _run_with(base_url: str, label: str) -> dict:
     account = account_create(name="bench ingestion", owner=owner, initial_credits=10_000_000)
     rows = [_ingest_timed(account, name, data) for name, data in _documents()]
     assert all(r["status"] == "ready" for r in rows), rows
-    total = {k: sum(r[k] for r in rows) for k in ("pages", "chunks", "bytes", "upload", "parse_chunk", "embed",
-                                                   "publish")}
+    total = {
+        k: sum(r[k] for r in rows) for k in ("pages", "chunks", "bytes", "upload", "parse_chunk", "embed", "publish")
+    }
     wall = total["upload"] + total["parse_chunk"] + total["embed"] + total["publish"]
     overhead = total["upload"] + total["parse_chunk"] + total["publish"]
     return {
         "embedding_server": label,
-        "documents": len(rows), "pages": total["pages"], "chunks": total["chunks"],
-        "pages_per_s": round(total["pages"] / wall, 1), "chunks_per_s": round(total["chunks"] / wall, 1),
+        "documents": len(rows),
+        "pages": total["pages"],
+        "chunks": total["chunks"],
+        "pages_per_s": round(total["pages"] / wall, 1),
+        "chunks_per_s": round(total["chunks"] / wall, 1),
         "mb_per_s": round(total["bytes"] / wall / 1e6, 3),
         "seconds": {k: round(total[k], 2) for k in ("upload", "parse_chunk", "embed", "publish")},
         "pipeline_overhead_vs_embedding": f"{100 * overhead / total['embed']:.1f}%",
@@ -130,11 +152,14 @@ def run() -> dict:
     peak_self = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     peak_children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     return {
-        "local_models": real, "zero_cost": zero_cost,
-        "peak_rss_mb": {"worker_process": round(peak_self), "largest_child (parser sandbox or model server)":
-                        round(peak_children)},
+        "local_models": real,
+        "zero_cost": zero_cost,
+        "peak_rss_mb": {
+            "worker_process": round(peak_self),
+            "largest_child (parser sandbox or model server)": round(peak_children),
+        },
         "settings": f"CHUNK_SIZE={settings.CHUNK_SIZE}, CHUNK_OVERLAP={settings.CHUNK_OVERLAP}, batch {llm.EMBEDDING_BATCH_LIMIT}, "
-                    f"EMBEDDING_CONCURRENCY={settings.EMBEDDING_CONCURRENCY}",
+        f"EMBEDDING_CONCURRENCY={settings.EMBEDDING_CONCURRENCY}",
     }
 
 

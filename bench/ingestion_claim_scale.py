@@ -11,6 +11,7 @@ with a document in flight, then times CLAIM_SCALE_CLAIMS (300) real claims one a
 another, and hands the claimed documents back (pending) so the next run starts the same.
 The accounts are kept in the bench database and reused.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,17 +35,45 @@ def _accounts(count: int, pending: int) -> list[int]:
         have.append(account_create(name=f"claim {i}", owner=owner, slug=f"{prefix}{i}", initial_credits=0).pk)
     have = have[:count]
     with dangerously_bypass_tenancy(reason="bench: pending documents for the claim at scale"):
-        collections = dict(Collection.all_accounts.filter(account_id__in=have).order_by("account_id", "pk")
-                           .values_list("account_id", "pk").distinct("account_id"))
+        collections = dict(
+            Collection.all_accounts.filter(account_id__in=have)
+            .order_by("account_id", "pk")
+            .values_list("account_id", "pk")
+            .distinct("account_id")
+        )
         with_docs = set(Document.all_accounts.filter(account_id__in=have).values_list("account_id", flat=True))
-        rows = [Document(account_id=a, collection_id=collections[a], name=f"waiting-{n}.txt", kind="txt",
-                         content_type="text/plain", size=10, sha256=f"{n:064x}", file="bench/none.txt",
-                         status=Status.PENDING)
-                for a in have if a not in with_docs for n in range(pending)]
-        rows += [Document(account_id=a, collection_id=collections[a], name="in-flight.txt", kind="txt",
-                          content_type="text/plain", size=10, sha256="f" * 64, file="bench/none.txt",
-                          status=Status.PROCESSING, heartbeat_at=timezone.now())
-                 for i, a in enumerate(have) if a not in with_docs and i % 10 == 0]
+        rows = [
+            Document(
+                account_id=a,
+                collection_id=collections[a],
+                name=f"waiting-{n}.txt",
+                kind="txt",
+                content_type="text/plain",
+                size=10,
+                sha256=f"{n:064x}",
+                file="bench/none.txt",
+                status=Status.PENDING,
+            )
+            for a in have
+            if a not in with_docs
+            for n in range(pending)
+        ]
+        rows += [
+            Document(
+                account_id=a,
+                collection_id=collections[a],
+                name="in-flight.txt",
+                kind="txt",
+                content_type="text/plain",
+                size=10,
+                sha256="f" * 64,
+                file="bench/none.txt",
+                status=Status.PROCESSING,
+                heartbeat_at=timezone.now(),
+            )
+            for i, a in enumerate(have)
+            if a not in with_docs and i % 10 == 0
+        ]
         Document.all_accounts.bulk_create(rows, batch_size=2000)
         with connection.cursor() as cursor:
             cursor.execute("ANALYZE documents_document")
@@ -79,15 +108,23 @@ def run() -> dict:
             order.append(document.account_id)
     finally:
         with dangerously_bypass_tenancy(reason="bench: hand the claimed documents back"):
-            Document.all_accounts.filter(pk__in=claimed).update(status=Status.PENDING, heartbeat_at=None, attempts=0,
-                                                                 updated_at=timezone.now())
+            Document.all_accounts.filter(pk__in=claimed).update(
+                status=Status.PENDING, heartbeat_at=None, attempts=0, updated_at=timezone.now()
+            )
             IngestionLane.all_accounts.filter(account_id__in=order).update(served_at=None)
-    return {"accounts": len(accounts), "accounts_waiting": waiting, "claims": len(timings),
-            "claim_ms": {"p50": round(percentile(timings, 50), 2), "p95": round(percentile(timings, 95), 2),
-                         "max": round(max(timings), 2)},
-            "claims_per_s_one_after_another": round(len(timings) / (sum(timings) / 1000), 1),
-            # Fair: no account served twice while another waits with nothing in flight.
-            "distinct_accounts_served": len(set(order)),
-            "load_average": os.getloadavg()[0],
-            "settings": f"{count} accounts x {pending} pending documents, every 10th with one in flight; "
-                        f"{claims} claims one after another (rows only, nothing ingested)"}
+    return {
+        "accounts": len(accounts),
+        "accounts_waiting": waiting,
+        "claims": len(timings),
+        "claim_ms": {
+            "p50": round(percentile(timings, 50), 2),
+            "p95": round(percentile(timings, 95), 2),
+            "max": round(max(timings), 2),
+        },
+        "claims_per_s_one_after_another": round(len(timings) / (sum(timings) / 1000), 1),
+        # Fair: no account served twice while another waits with nothing in flight.
+        "distinct_accounts_served": len(set(order)),
+        "load_average": os.getloadavg()[0],
+        "settings": f"{count} accounts x {pending} pending documents, every 10th with one in flight; "
+        f"{claims} claims one after another (rows only, nothing ingested)",
+    }

@@ -15,11 +15,12 @@ queued), "fair" is today's (`jobs.ingest_next_document`, documents/ingestion_que
 Reports, per run: B's time from upload to ready, B's place in the order of completion
 (1 = first), how long A's whole flood took and the seconds per document.
 """
+
 from __future__ import annotations
 
+import contextlib
 import io
 import os
-import contextlib
 import subprocess
 import sys
 import time
@@ -50,8 +51,9 @@ def _upload(account, name: str, data: bytes, content_type: str):
     from documents.services import document_upload
 
     with account_context(account):
-        document, _ = document_upload(account=account, actor=None,
-                                      upload=SimpleUploadedFile(name, data, content_type=content_type))
+        document, _ = document_upload(
+            account=account, actor=None, upload=SimpleUploadedFile(name, data, content_type=content_type)
+        )
     return document
 
 
@@ -104,15 +106,15 @@ def _account(label: str):
 
 @contextlib.contextmanager
 def _scheme(name: str):
-    """"fair": the code as it is. "fifo": uploads enqueue a job per document that names it,
+    """ "fair": the code as it is. "fifo": uploads enqueue a job per document that names it,
     as before fair ingestion (documents.services calls jobs.enqueue_ingest)."""
     from documents import jobs
 
     fair = jobs.enqueue_ingest
     if name == "fifo":
         jobs.enqueue_ingest = lambda document: jobs._enqueue(
-            jobs.ingest_document, document_id=document.pk, revision=document.revision,
-            account_id=document.account_id)
+            jobs.ingest_document, document_id=document.pk, revision=document.revision, account_id=document.account_id
+        )
     try:
         yield
     finally:
@@ -132,16 +134,27 @@ def _one_run(workers: int, base_url: str) -> dict:
     flooder, other = _account("A"), _account("B")
     stamp = time.time_ns()
     for i in range(FLOOD):
-        _upload(flooder, f"flood-{i}.docx", _docx(i),
-                "application/vnd.openxmlformats-officedocument.wordprocessingml.document")
+        _upload(
+            flooder,
+            f"flood-{i}.docx",
+            _docx(i),
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        )
     env = dict(os.environ, LLM_BASE_URL=base_url, LLM_BUNDLED="0", WORKER_PROCESSES="1")
     started = time.perf_counter()
     # Workers as `make run` starts them (with rq's scheduler, so a job that failed on a
     # transient error, e.g. no free PostgreSQL connection on a busy machine, is retried after
     # its backoff); stopped once everything is ready.
-    processes = [subprocess.Popen([sys.executable, "manage.py", "rqworker", "default", "--with-scheduler"],
-                                  cwd=BASE_DIR, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                 for _ in range(workers)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "rqworker", "default", "--with-scheduler"],
+            cwd=BASE_DIR,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(workers)
+    ]
     try:
         # B uploads once every worker has taken one of A's documents (so the wait below is
         # the jobs already running plus B's own, never the workers' start-up).
@@ -191,7 +204,8 @@ def _forget_leftovers() -> None:
 
     with dangerously_bypass_tenancy(reason="bench ingestion_fairness: fail an interrupted run's documents"):
         Document.all_accounts.filter(status__in=["pending", "processing"]).update(
-            status="failed", error_code="bench_leftover")
+            status="failed", error_code="bench_leftover"
+        )
 
 
 def run() -> dict:
@@ -207,6 +221,8 @@ def run() -> dict:
                     row = {"scheme": scheme, **_one_run(workers, fake.base_url)}
                 row["load_average_before_after"] = f"{load_before} / {_load()}"
                 results.append(row)
-    return {"runs": results,
-            "settings": f"FLOOD={FLOOD} DOCX (3 pages of prose each) from A, then one 36-byte .txt from B "
-                        "once every worker has taken one of A's; zero-cost fake embedding server"}
+    return {
+        "runs": results,
+        "settings": f"FLOOD={FLOOD} DOCX (3 pages of prose each) from A, then one 36-byte .txt from B "
+        "once every worker has taken one of A's; zero-cost fake embedding server",
+    }

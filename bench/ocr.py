@@ -7,6 +7,7 @@ Reports OCR pages/s (pages / parse time of the scanned PDF in the sandbox), the 
 the scan and of the text PDF it was made from, and OCR's share of the scan's ingestion
 (1 - text ingestion / scan ingestion: what the same text costs without OCR is not OCR).
 """
+
 from __future__ import annotations
 
 import os
@@ -46,8 +47,13 @@ def run() -> dict:
         with open(text_path, "wb") as f:
             f.write(text_pdf)
         started = time.perf_counter()
-        parsed = parse_in_sandbox(scan_path, "pdf", timeout_s=settings.OCR_TIMEOUT_SECONDS,
-                                  memory_mb=settings.OCR_MEMORY_MB, ocr_max_pages=settings.OCR_MAX_PAGES)
+        parsed = parse_in_sandbox(
+            scan_path,
+            "pdf",
+            timeout_s=settings.OCR_TIMEOUT_SECONDS,
+            memory_mb=settings.OCR_MEMORY_MB,
+            ocr_max_pages=settings.OCR_MAX_PAGES,
+        )
         parse_s = time.perf_counter() - started
         started = time.perf_counter()
         parse_in_sandbox(text_path, "pdf", timeout_s=settings.PARSE_TIMEOUT_SECONDS)
@@ -59,10 +65,16 @@ def run() -> dict:
         stamp = time.time()
         account = make_account(name=f"ocr-bench-{stamp}", owner_email=f"ocr-bench-{stamp}@bench.test")
         with account_context(account):
-            document, _ = document_upload(account=account, actor=None,
-                                          upload=SimpleUploadedFile("scan.pdf", scan, content_type="application/pdf"))
-            text_document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
-                "text.pdf", text_pdf + f"\n% {time.time()}\n".encode(), content_type="application/pdf"))
+            document, _ = document_upload(
+                account=account, actor=None, upload=SimpleUploadedFile("scan.pdf", scan, content_type="application/pdf")
+            )
+            text_document, _ = document_upload(
+                account=account,
+                actor=None,
+                upload=SimpleUploadedFile(
+                    "text.pdf", text_pdf + f"\n% {time.time()}\n".encode(), content_type="application/pdf"
+                ),
+            )
         started = time.perf_counter()
         ingest(account_id=account.pk, document_id=document.pk, revision=document.revision)
         ingest_s = time.perf_counter() - started
@@ -73,10 +85,15 @@ def run() -> dict:
             document = Document.objects.for_account(account).get(pk=document.pk)
             chunks = Chunk.objects.for_account(account).filter(document=document, text_source="ocr").count()
     return {
-        "settings": {"pages": PAGES, "render_dpi_of_the_scan": 150, "ocr_render_dpi": 200,
-                     "OCR_MAX_PAGES": settings.OCR_MAX_PAGES, "OCR_MEMORY_MB": settings.OCR_MEMORY_MB,
-                     "OCR_TIMEOUT_SECONDS": settings.OCR_TIMEOUT_SECONDS,
-                     "embeddings": "fake server (zero cost)"},
+        "settings": {
+            "pages": PAGES,
+            "render_dpi_of_the_scan": 150,
+            "ocr_render_dpi": 200,
+            "OCR_MAX_PAGES": settings.OCR_MAX_PAGES,
+            "OCR_MEMORY_MB": settings.OCR_MEMORY_MB,
+            "OCR_TIMEOUT_SECONDS": settings.OCR_TIMEOUT_SECONDS,
+            "embeddings": "fake server (zero cost)",
+        },
         "scan_bytes": len(scan),
         "ocr_pages": ocr_pages,
         "parse_with_ocr_s": round(parse_s, 2),

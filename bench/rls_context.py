@@ -6,6 +6,7 @@ signature: once per statement and table (an InitPlan), not once per row. Measure
 - a statement under RLS (the balance row by account, as every spender reads it) and a
   300-row read of one account's ledger, each as the app's role inside a signed context.
 """
+
 from __future__ import annotations
 
 import time
@@ -51,12 +52,17 @@ def run() -> dict:
     with account_context(account), connection.cursor() as cursor:
         out["signed_check_us_per_call"] = _per_call_us(cursor, "groundwork_private.ctx_account_id()")
         out["plain_setting_us_per_call"] = _per_call_us(
-            cursor, "NULLIF(current_setting('app.account_id', true), '')::bigint")
+            cursor, "NULLIF(current_setting('app.account_id', true), '')::bigint"
+        )
         out["balance_row_by_account"] = _statement_ms(
-            cursor, "SELECT balance FROM billing_accountbalance WHERE account_id = %s", [account.pk])
+            cursor, "SELECT balance FROM billing_accountbalance WHERE account_id = %s", [account.pk]
+        )
         out["ledger_300_rows"] = _statement_ms(
-            cursor, "SELECT id, delta FROM billing_creditledgerentry WHERE account_id = %s", [account.pk])
-        cursor.execute("EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "
-                       "SELECT balance FROM billing_accountbalance WHERE account_id = %s", [account.pk])
+            cursor, "SELECT id, delta FROM billing_creditledgerentry WHERE account_id = %s", [account.pk]
+        )
+        cursor.execute(
+            "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) SELECT balance FROM billing_accountbalance WHERE account_id = %s",
+            [account.pk],
+        )
         out["plan"] = " / ".join(row[0].strip() for row in cursor.fetchall())
     return out

@@ -23,6 +23,7 @@ query, for the latency before the bound and the share of the top 10 it keeps.
 SEARCH_SCALE_SIZES=100000,1000000 picks the sizes; SEARCH_SCALE_MEASURE=0 only loads;
 SEARCH_SCALE_FORCED_PATHS=0 measures only the paths the product takes.
 """
+
 from __future__ import annotations
 
 import os
@@ -57,9 +58,12 @@ def _model():
     rng = np.random.default_rng(20261130)
     centres = rng.normal(size=(CLUSTERS, DIM)).astype(np.float32)
     centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    vocabulary = [f"{a}{b}{c}" for a in ("ka", "lo", "mi", "ne", "pu", "ru", "sa", "to", "vi", "ze")
-                  for b in ("bar", "dex", "fin", "gol", "hum", "jav", "kip", "lum", "mor", "nix")
-                  for c in ("a", "e", "i", "o", "u", "an", "el", "is", "on", "ur")]
+    vocabulary = [
+        f"{a}{b}{c}"
+        for a in ("ka", "lo", "mi", "ne", "pu", "ru", "sa", "to", "vi", "ze")
+        for b in ("bar", "dex", "fin", "gol", "hum", "jav", "kip", "lum", "mor", "nix")
+        for c in ("a", "e", "i", "o", "u", "an", "el", "is", "on", "ur")
+    ]
     topics = rng.integers(0, len(vocabulary), size=(CLUSTERS, 12))
     return centres, vocabulary, topics
 
@@ -69,15 +73,17 @@ def _accounts() -> list[int]:
 
     existing = list(Account.objects.filter(slug__startswith=PREFIX).order_by("slug").values_list("pk", flat=True))
     if len(existing) < ACCOUNTS:
-        Account.objects.bulk_create([Account(name=f"scale {i}", slug=f"{PREFIX}{i:04d}") for i in range(ACCOUNTS)],
-                                    ignore_conflicts=True)
+        Account.objects.bulk_create(
+            [Account(name=f"scale {i}", slug=f"{PREFIX}{i:04d}") for i in range(ACCOUNTS)], ignore_conflicts=True
+        )
         existing = list(Account.objects.filter(slug__startswith=PREFIX).order_by("slug").values_list("pk", flat=True))
     return existing
 
 
 def _counts(cursor, account_ids: list[int]) -> dict[int, int]:
-    cursor.execute("SELECT account_id, count(*) FROM documents_chunk WHERE account_id = ANY(%s) GROUP BY 1",
-                   [account_ids])
+    cursor.execute(
+        "SELECT account_id, count(*) FROM documents_chunk WHERE account_id = ANY(%s) GROUP BY 1", [account_ids]
+    )
     return dict(cursor.fetchall())
 
 
@@ -96,8 +102,11 @@ def _load(total: int, account_ids: list[int]) -> dict:
     added = 0
     with dangerously_bypass_tenancy(reason="bench: load synthetic chunks"), connection.cursor() as cursor:
         have = _counts(cursor, account_ids)
-        todo = [(a, want - have.get(a, 0), have.get(a, 0)) for a, want in zip(account_ids, _shares(total))
-                if want > have.get(a, 0)]
+        todo = [
+            (a, want - have.get(a, 0), have.get(a, 0))
+            for a, want in zip(account_ids, _shares(total))
+            if want > have.get(a, 0)
+        ]
     # Indexes are the schema owner's (core/db_owner.py).
     with owner_connection() as conn, conn.cursor() as cursor:
         if todo:
@@ -118,7 +127,8 @@ def _load(total: int, account_ids: list[int]) -> dict:
                 " credits_charged, embedding_model, embedding_provider, progress_done, progress_total, created_at,"
                 " updated_at) VALUES (%s, %s, %s, '', 'txt', 'text/plain', 1, md5(random()::text), '', 'ready', '', '',"
                 " 1, 0, %s, 0, 0, 0, 'synthetic', 'bench', 0, 0, now(), now()) RETURNING id",
-                [account_id, collection_id, f"synthetic-{offset}.txt", missing])
+                [account_id, collection_id, f"synthetic-{offset}.txt", missing],
+            )
             document_id = cursor.fetchone()[0]
             for start in range(0, missing, INSERT_BATCH):
                 n = min(INSERT_BATCH, missing - start)
@@ -126,15 +136,28 @@ def _load(total: int, account_ids: list[int]) -> dict:
                 vectors = centres[picks] + rng.normal(scale=0.06, size=(n, DIM)).astype(np.float32)
                 vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
                 words = rng.integers(0, len(vocabulary), size=(n, 20))
-                texts = [" ".join([vocabulary[w] for w in topics[c][rng.integers(0, 12, size=20)]] +
-                                  [vocabulary[w] for w in words[i]]) for i, c in enumerate(picks)]
+                texts = [
+                    " ".join(
+                        [vocabulary[w] for w in topics[c][rng.integers(0, 12, size=20)]]
+                        + [vocabulary[w] for w in words[i]]
+                    )
+                    for i, c in enumerate(picks)
+                ]
                 literals = ["[" + ",".join(f"{x:.5f}" for x in v) + "]" for v in vectors.tolist()]
                 cursor.execute(
                     "INSERT INTO documents_chunk (account_id, document_id, collection_id, revision, chunk_index, content,"
                     " token_count, heading_path, embedding, embedding_model, text_source)"
                     " SELECT %s, %s, %s, 1, i, t, 40, '[]'::jsonb, e::vector, 'synthetic', 'text'"
                     " FROM unnest(%s::int[], %s::text[], %s::text[]) AS u(i, t, e)",
-                    [account_id, document_id, collection_id, list(range(offset + start, offset + start + n)), texts, literals])
+                    [
+                        account_id,
+                        document_id,
+                        collection_id,
+                        list(range(offset + start, offset + start + n)),
+                        texts,
+                        literals,
+                    ],
+                )
                 added += n
     load_s = time.perf_counter() - started
     index_s = {}
@@ -144,9 +167,11 @@ def _load(total: int, account_ids: list[int]) -> dict:
             cursor.execute("SET max_parallel_maintenance_workers = 2")
             t0 = time.perf_counter()
             # The 384-d expression index of migration 0010 (the column holds vectors of any dimension).
-            cursor.execute("CREATE INDEX IF NOT EXISTS chunk_embedding_hnsw_d384 ON documents_chunk USING hnsw "
-                           "((embedding::vector(384)) vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
-                           "WHERE vector_dims(embedding) = 384")
+            cursor.execute(
+                "CREATE INDEX IF NOT EXISTS chunk_embedding_hnsw_d384 ON documents_chunk USING hnsw "
+                "((embedding::vector(384)) vector_cosine_ops) WITH (m = 16, ef_construction = 64) "
+                "WHERE vector_dims(embedding) = 384"
+            )
             index_s["hnsw"] = round(time.perf_counter() - t0, 1)
             t0 = time.perf_counter()
             cursor.execute("CREATE INDEX IF NOT EXISTS chunk_search_gin ON documents_chunk USING gin (search_vector)")
@@ -206,28 +231,36 @@ def _measure(account_id: int, *, mode: str, path: str) -> dict:
         with account_context(account_id=account_id):
             with _forced(path):
                 t0 = time.perf_counter()
-                hits = search.hybrid_search(account=account_id, query=query, query_vector=vector, top_k=10,
-                                            mode=mode, threshold=-1.0)
+                hits = search.hybrid_search(
+                    account=account_id, query=query, query_vector=vector, top_k=10, mode=mode, threshold=-1.0
+                )
                 latencies.append(time.perf_counter() - t0)
                 if mode != "vector":
                     with mock.patch.object(search_query, "FULLTEXT_POOL", UNBOUNDED_POOL):
                         t0 = time.perf_counter()
-                        truth = search.hybrid_search(account=account_id, query=query, query_vector=vector,
-                                                     top_k=10, mode=mode, threshold=-1.0)
+                        truth = search.hybrid_search(
+                            account=account_id, query=query, query_vector=vector, top_k=10, mode=mode, threshold=-1.0
+                        )
                         unbounded.append(time.perf_counter() - t0)
                     same.append(len({h.chunk_id for h in hits} & {h.chunk_id for h in truth}) / max(1, len(truth)))
             if mode == "vector":
                 with _forced("exact"):
-                    truth = search.hybrid_search(account=account_id, query=query, query_vector=vector, top_k=10,
-                                                 mode="vector", threshold=-1.0)
+                    truth = search.hybrid_search(
+                        account=account_id, query=query, query_vector=vector, top_k=10, mode="vector", threshold=-1.0
+                    )
                 recalls.append(len({h.chunk_id for h in hits} & {h.chunk_id for h in truth}) / max(1, len(truth)))
-    result = {"p50_ms": round(1000 * percentile(latencies, 50), 2), "p95_ms": round(1000 * percentile(latencies, 95), 2)}
+    result = {
+        "p50_ms": round(1000 * percentile(latencies, 50), 2),
+        "p95_ms": round(1000 * percentile(latencies, 95), 2),
+    }
     if recalls:
         result["recall@10"] = round(float(np.mean(recalls)), 3)
     if unbounded:
-        result |= {"unbounded_p50_ms": round(1000 * percentile(unbounded, 50), 2),
-                   "unbounded_p95_ms": round(1000 * percentile(unbounded, 95), 2),
-                   "same_top10": round(float(np.mean(same)), 3)}
+        result |= {
+            "unbounded_p50_ms": round(1000 * percentile(unbounded, 50), 2),
+            "unbounded_p95_ms": round(1000 * percentile(unbounded, 95), 2),
+            "same_top10": round(float(np.mean(same)), 3),
+        }
     return result
 
 
@@ -243,17 +276,21 @@ def _fulltext_rls_vs_function(account_id: int) -> dict:
     from core.tenancy import account_context
 
     query, _ = _queries(account_id, 1)[0]
-    direct = ("EXPLAIN (ANALYZE, FORMAT JSON) SELECT c.id, ts_rank_cd(c.search_vector, q) AS r "
-              "FROM documents_chunk c, websearch_to_tsquery('english', %s) q "
-              "WHERE c.account_id = %s AND c.search_vector @@ q ORDER BY r DESC LIMIT 40")
+    direct = (
+        "EXPLAIN (ANALYZE, FORMAT JSON) SELECT c.id, ts_rank_cd(c.search_vector, q) AS r "
+        "FROM documents_chunk c, websearch_to_tsquery('english', %s) q "
+        "WHERE c.account_id = %s AND c.search_vector @@ q ORDER BY r DESC LIMIT 40"
+    )
     out = {}
     with account_context(account_id=account_id), connection.cursor() as cursor:
         cursor.execute(direct, [query.replace(" ", " or "), account_id])
         plan = cursor.fetchone()[0][0]
         out["direct_under_rls_ms"] = round(plan["Execution Time"], 2)
         out["direct_under_rls_plan"] = _plan_nodes(plan["Plan"])
-        cursor.execute("SELECT rolname FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner "
-                       "WHERE proname = 'chunk_fulltext_search'")
+        cursor.execute(
+            "SELECT rolname FROM pg_proc p JOIN pg_roles r ON r.oid = p.proowner "
+            "WHERE proname = 'chunk_fulltext_search'"
+        )
         out["function_owner"] = cursor.fetchone()[0]
         timings = []
         for _ in range(10):
@@ -267,10 +304,12 @@ def _fulltext_rls_vs_function(account_id: int) -> dict:
             # The plan the function gets: as its owner, to whom RLS does not apply (the
             # schema's owner may become it; the app's role may not).
             cursor.execute("SET ROLE groundwork_search")
-            cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM (SELECT c.id, ts_rank_cd(c.search_vector, q) r "
-                           "FROM documents_chunk c, websearch_to_tsquery('english', %s) q WHERE c.account_id = %s "
-                           "AND c.search_vector @@ q ORDER BY r DESC LIMIT 40) s",
-                           [query.replace(" ", " or "), account_id])
+            cursor.execute(
+                "EXPLAIN (ANALYZE, FORMAT JSON) SELECT * FROM (SELECT c.id, ts_rank_cd(c.search_vector, q) r "
+                "FROM documents_chunk c, websearch_to_tsquery('english', %s) q WHERE c.account_id = %s "
+                "AND c.search_vector @@ q ORDER BY r DESC LIMIT 40) s",
+                [query.replace(" ", " or "), account_id],
+            )
             plan = cursor.fetchone()[0][0]
             out["as_function_owner_plan"] = _plan_nodes(plan["Plan"])
             out["as_function_owner_ms"] = round(plan["Execution Time"], 2)
@@ -318,8 +357,9 @@ def run() -> dict:
             if os.environ.get("SEARCH_SCALE_FORCED_PATHS", "1") == "0":
                 paths = []  # only the path the product takes (the forced exact path is slow at 1M)
             row[label] = {f"vector_{path}": _measure(account_id, mode="vector", path=path) for path in paths}
-            row[label]["auto_path"] = search_path_for(shares[account_ids.index(account_id)],
-                                                      tenant_index=_has_tenant_index(account_id))
+            row[label]["auto_path"] = search_path_for(
+                shares[account_ids.index(account_id)], tenant_index=_has_tenant_index(account_id)
+            )
             row[label] |= {
                 "vector_auto": _measure(account_id, mode="vector", path="auto"),
                 "fulltext": _measure(account_id, mode="fulltext", path="auto"),
@@ -332,14 +372,17 @@ def run() -> dict:
     if os.environ.get("SEARCH_SCALE_KEEP", "1") == "0":
         _cleanup(account_ids)
     from django.conf import settings
+
     from retrieval.search import query as search_query
 
-    results["settings"] = ("top_k=10, candidates N=40, hnsw m=16 ef_construction=64, hnsw.ef_search=100, "
-                           "iterative_scan=relaxed_order, max_scan_tuples default (20000); 40 queries per tenant; "
-                           f"full-text pool {search_query.FULLTEXT_POOL} (unbounded: {UNBOUNDED_POOL}); "
-                           f"SEARCH_EXACT_MAX_CHUNKS={settings.SEARCH_EXACT_MAX_CHUNKS}, SEARCH_TENANT_INDEX_MIN_CHUNKS="
-                           f"{settings.SEARCH_TENANT_INDEX_MIN_CHUNKS}; latency = the whole hybrid_search call (2 queries) "
-                           "from Python; load average (1/5/15 min) before and after the measurements")
+    results["settings"] = (
+        "top_k=10, candidates N=40, hnsw m=16 ef_construction=64, hnsw.ef_search=100, "
+        "iterative_scan=relaxed_order, max_scan_tuples default (20000); 40 queries per tenant; "
+        f"full-text pool {search_query.FULLTEXT_POOL} (unbounded: {UNBOUNDED_POOL}); "
+        f"SEARCH_EXACT_MAX_CHUNKS={settings.SEARCH_EXACT_MAX_CHUNKS}, SEARCH_TENANT_INDEX_MIN_CHUNKS="
+        f"{settings.SEARCH_TENANT_INDEX_MIN_CHUNKS}; latency = the whole hybrid_search call (2 queries) "
+        "from Python; load average (1/5/15 min) before and after the measurements"
+    )
     return results
 
 

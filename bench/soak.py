@@ -19,6 +19,7 @@ document ready or failed with a reason, and each balance = the sum of its ledger
 failed check: the report says "reconciliation failed" and `python -m bench soak` exits 1.
 Every process started here is stopped at the end, also on Ctrl-C.
 """
+
 from __future__ import annotations
 
 import json
@@ -35,20 +36,52 @@ from config.embedded import BASE_DIR
 
 OPERATIONS = ("upload", "search", "chat")
 WEIGHTS = (1, 2, 2)
-WORDS = ["leave", "holiday", "expenses", "receipts", "travel", "laptop", "security", "badge", "office", "payroll",
-         "pension", "team", "lead", "manager", "approval", "policy", "request", "week", "month", "year", "remote",
-         "onboarding", "training", "budget", "invoice", "contract", "vendor", "customer", "support", "release"]
+WORDS = [
+    "leave",
+    "holiday",
+    "expenses",
+    "receipts",
+    "travel",
+    "laptop",
+    "security",
+    "badge",
+    "office",
+    "payroll",
+    "pension",
+    "team",
+    "lead",
+    "manager",
+    "approval",
+    "policy",
+    "request",
+    "week",
+    "month",
+    "year",
+    "remote",
+    "onboarding",
+    "training",
+    "budget",
+    "invoice",
+    "contract",
+    "vendor",
+    "customer",
+    "support",
+    "release",
+]
 
 
 def _settings() -> dict:
-    return {"seconds": float(os.environ.get("SOAK_SECONDS", "1800")),
-            "accounts": int(os.environ.get("SOAK_ACCOUNTS", "5")),
-            "clients": int(os.environ.get("SOAK_CLIENTS", "4")),
-            "think_s": float(os.environ.get("SOAK_THINK_SECONDS", "0.5")),
-            "sample_s": float(os.environ.get("SOAK_SAMPLE_SECONDS", "30"))}
+    return {
+        "seconds": float(os.environ.get("SOAK_SECONDS", "1800")),
+        "accounts": int(os.environ.get("SOAK_ACCOUNTS", "5")),
+        "clients": int(os.environ.get("SOAK_CLIENTS", "4")),
+        "think_s": float(os.environ.get("SOAK_THINK_SECONDS", "0.5")),
+        "sample_s": float(os.environ.get("SOAK_SAMPLE_SECONDS", "30")),
+    }
 
 
 # --- reconciliation ------------------------------------------------------------------------
+
 
 def _one_to_one(entry) -> bool:
     return -entry.delta == max(1, entry.tokens) and entry.shortfall == 0
@@ -89,13 +122,16 @@ def reconcile(account_ids: list[int], *, searches: dict[int, int] | None = None)
         charged_messages: dict[int, int] = defaultdict(int)
         embedded: dict[int, list] = defaultdict(list)
         for entry in (e for e in entries if e.kind in ("chat", "embedding")):
-            what = f"{where}: {entry.kind} debit {entry.pk} ({entry.reference or 'no reference'}, {entry.tokens} tokens)"
+            what = (
+                f"{where}: {entry.kind} debit {entry.pk} ({entry.reference or 'no reference'}, {entry.tokens} tokens)"
+            )
             totals[f"{entry.kind}_debits"] += 1
             totals[f"{entry.kind}_tokens"] += entry.tokens
             totals[f"{entry.kind}_credits"] += -entry.delta
             if not _one_to_one(entry):
-                failures.append(f"{what}: charged {-entry.delta} credits (shortfall {entry.shortfall}), "
-                                "not its tokens at 1:1")
+                failures.append(
+                    f"{what}: charged {-entry.delta} credits (shortfall {entry.shortfall}), not its tokens at 1:1"
+                )
             ref = references.parse(entry.reference)
             if entry.kind == "chat" and ref.kind == "message":
                 message = messages.get(ref.id)
@@ -122,8 +158,10 @@ def reconcile(account_ids: list[int], *, searches: dict[int, int] | None = None)
         # Every answer that used tokens was charged, exactly what it says it was.
         for message in messages.values():
             if message.total_tokens and charged_messages.get(message.pk, 0) != message.credits_charged:
-                failures.append(f"{where}: answer {message.pk} used {message.total_tokens} tokens, says "
-                                f"{message.credits_charged} credits, charged {charged_messages.get(message.pk, 0)}")
+                failures.append(
+                    f"{where}: answer {message.pk} used {message.total_tokens} tokens, says "
+                    f"{message.credits_charged} credits, charged {charged_messages.get(message.pk, 0)}"
+                )
         totals["answers"] += len(messages)
         # Documents: ready or failed with a reason; each revision's embedding debits = its tokens.
         for document in documents.values():
@@ -135,11 +173,15 @@ def reconcile(account_ids: list[int], *, searches: dict[int, int] | None = None)
             debits = embedded.pop(document.pk, [])
             stale = [e for e in debits if e.reference != references.document(document.pk, document.revision)]
             if stale:
-                failures.append(f"{where}: document {document.pk} has debits for another revision ({stale[0].reference})")
+                failures.append(
+                    f"{where}: document {document.pk} has debits for another revision ({stale[0].reference})"
+                )
             tokens, credits = sum(e.tokens for e in debits), sum(-e.delta for e in debits)
             if (tokens, credits) != (document.embedding_tokens, document.credits_charged):
-                failures.append(f"{where}: document {document.pk} reports {document.embedding_tokens} tokens / "
-                                f"{document.credits_charged} credits, its debits {tokens} / {credits}")
+                failures.append(
+                    f"{where}: document {document.pk} reports {document.embedding_tokens} tokens / "
+                    f"{document.credits_charged} credits, its debits {tokens} / {credits}"
+                )
         for document_id, debits in embedded.items():
             failures.append(f"{where}: {len(debits)} embedding debit(s) for document {document_id}, not in the account")
         if searches is not None:
@@ -151,25 +193,44 @@ def reconcile(account_ids: list[int], *, searches: dict[int, int] | None = None)
 
 # --- processes -------------------------------------------------------------------------------
 
+
 def _start(llm_url: str) -> tuple[str, list[tuple[str, subprocess.Popen]]]:
     """2 daphne processes on one socket and 2 rq workers, as `make run` starts them; the limits
     that would refuse a benchmark's load raised."""
     from config.run import listening_socket, spawn_web, worker_argv
 
-    env = dict(os.environ, LLM_BASE_URL=llm_url, CHAT_RATE_PER_USER="1000000/min",
-               CHAT_RATE_PER_ACCOUNT="1000000/min", WS_MAX_SOCKETS_PER_PRINCIPAL="10000",
-               API_RATE_LIMIT="1000000/min", LOG_LEVEL="WARNING", GROUNDWORK_LOCAL="1")
+    env = dict(
+        os.environ,
+        LLM_BASE_URL=llm_url,
+        CHAT_RATE_PER_USER="1000000/min",
+        CHAT_RATE_PER_ACCOUNT="1000000/min",
+        WS_MAX_SOCKETS_PER_PRINCIPAL="10000",
+        API_RATE_LIMIT="1000000/min",
+        LOG_LEVEL="WARNING",
+        GROUNDWORK_LOCAL="1",
+    )
     port = _free_port()
     children: list[tuple[str, subprocess.Popen]] = []
     sock = listening_socket("127.0.0.1", port)
     try:
         for i in range(2):
-            children.append((f"web{i + 1}", spawn_web(sock, env, i + 1, stdout=subprocess.DEVNULL,
-                                                      stderr=subprocess.DEVNULL)))
+            children.append(
+                (f"web{i + 1}", spawn_web(sock, env, i + 1, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            )
         for i in range(2):
-            children.append((f"worker{i + 1}", subprocess.Popen(
-                worker_argv(), cwd=BASE_DIR, env=env, start_new_session=True,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
+            children.append(
+                (
+                    f"worker{i + 1}",
+                    subprocess.Popen(
+                        worker_argv(),
+                        cwd=BASE_DIR,
+                        env=env,
+                        start_new_session=True,
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    ),
+                )
+            )
     finally:
         sock.close()
     try:
@@ -209,8 +270,10 @@ def _pg_connections() -> dict:
 
     try:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT count(*) FILTER (WHERE datname = current_database()), count(*) "
-                           "FROM pg_stat_activity WHERE backend_type = 'client backend'")
+            cursor.execute(
+                "SELECT count(*) FILTER (WHERE datname = current_database()), count(*) "
+                "FROM pg_stat_activity WHERE backend_type = 'client backend'"
+            )
             here, everywhere = cursor.fetchone()
         return {"bench_db": here, "server": everywhere}
     finally:
@@ -218,6 +281,7 @@ def _pg_connections() -> dict:
 
 
 # --- the load ----------------------------------------------------------------------------
+
 
 def _accounts(count: int) -> list[tuple[int, str]]:
     from accounts.models import User
@@ -235,8 +299,10 @@ def _accounts(count: int) -> list[tuple[int, str]]:
 
 
 def _prose(rng: random.Random, sections: int) -> str:
-    return "\n\n".join(f"# Section {s}\n\n" + " ".join(rng.choice(WORDS) for _ in range(rng.randint(60, 160))) + "."
-                       for s in range(sections))
+    return "\n\n".join(
+        f"# Section {s}\n\n" + " ".join(rng.choice(WORDS) for _ in range(rng.randint(60, 160))) + "."
+        for s in range(sections)
+    )
 
 
 class _Load:
@@ -257,14 +323,16 @@ class _Load:
             files = {"file": (f"broken-{time.time_ns()}.pdf", b"%PDF-1.4\n" + rng.randbytes(2000), "application/pdf")}
         else:
             files = {"file": (f"notes-{time.time_ns()}.md", _prose(rng, rng.randint(2, 8)).encode(), "text/markdown")}
-        response = client.post(f"http://{self.host}/api/v1/documents/", files=files,
-                               headers={"Authorization": f"Bearer {key}"})
+        response = client.post(
+            f"http://{self.host}/api/v1/documents/", files=files, headers={"Authorization": f"Bearer {key}"}
+        )
         return response.status_code == 202 or (broken and response.status_code == 400), str(response.status_code)
 
     def _search(self, client, rng, account_id: int, key: str):
         query = " ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 6)))
-        response = client.post(f"http://{self.host}/api/v1/search/", json={"query": query},
-                               headers={"Authorization": f"Bearer {key}"})
+        response = client.post(
+            f"http://{self.host}/api/v1/search/", json={"query": query}, headers={"Authorization": f"Bearer {key}"}
+        )
         if response.status_code == 200:
             with self.lock:
                 self.searches_ok[account_id] += 1
@@ -274,8 +342,12 @@ class _Load:
         from websockets.sync.client import connect
 
         question = f"What does our {rng.choice(WORDS)} {rng.choice(WORDS)} policy say?"
-        with connect(f"ws://{self.host}/ws/chat/", additional_headers={"Authorization": f"Bearer {key}"},
-                     max_size=None, open_timeout=30) as ws:
+        with connect(
+            f"ws://{self.host}/ws/chat/",
+            additional_headers={"Authorization": f"Bearer {key}"},
+            max_size=None,
+            open_timeout=30,
+        ) as ws:
             ws.send(json.dumps({"type": "chat.message", "message": question}))
             while True:
                 frame = json.loads(ws.recv(timeout=120))
@@ -308,9 +380,13 @@ class _Load:
             done = [r for r in rows if r[1] == operation]
             ms = [r[2] * 1000 for r in done if r[3]] or [0.0]
             errors = [r[4] for r in done if not r[3]]
-            out[operation] = {"n": len(done), "p50_ms": round(percentile(ms, 50), 1),
-                              "p95_ms": round(percentile(ms, 95), 1), "errors": len(errors),
-                              **({"error_kinds": sorted(set(errors))} if errors else {})}
+            out[operation] = {
+                "n": len(done),
+                "p50_ms": round(percentile(ms, 50), 1),
+                "p95_ms": round(percentile(ms, 95), 1),
+                "errors": len(errors),
+                **({"error_kinds": sorted(set(errors))} if errors else {}),
+            }
         return out
 
 
@@ -325,8 +401,11 @@ def _drain(account_ids: list[int], timeout: float) -> bool:
         busy = 0
         for account_id in account_ids:
             with account_context(account_id=account_id):
-                busy += Document.objects.for_account(account_id).filter(
-                    status__in=[Status.PENDING, Status.PROCESSING]).count()
+                busy += (
+                    Document.objects.for_account(account_id)
+                    .filter(status__in=[Status.PENDING, Status.PROCESSING])
+                    .count()
+                )
                 busy += CreditHold.objects.for_account(account_id).filter(status=HoldStatus.OPEN).count()
         if not busy:
             return True
@@ -343,9 +422,13 @@ def run() -> dict:
     knobs = _settings()
     answer = " ".join(f"word{i}" for i in range(40))
     llm_port = _free_port()
-    fake = subprocess.Popen([sys.executable, "-m", "llm.fake_server", "--port", str(llm_port), "--answer", answer],
-                            cwd=BASE_DIR, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    fake = subprocess.Popen(
+        [sys.executable, "-m", "llm.fake_server", "--port", str(llm_port), "--answer", answer],
+        cwd=BASE_DIR,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     llm_url = f"http://127.0.0.1:{llm_port}/v1"
     settings.LLM_BASE_URL = llm_url
     children: list[tuple[str, subprocess.Popen]] = []
@@ -371,9 +454,14 @@ def run() -> dict:
             time.sleep(min(knobs["sample_s"] - (now - last), end - now))
             now = time.monotonic()
             dead = [name for name, p in children if p.poll() is not None]
-            sample = {"t_s": round(now - started), "rss_mb": {name: _rss_mb(p.pid) for name, p in processes},
-                      "pg_connections": _pg_connections(), "load_average": round(os.getloadavg()[0], 2),
-                      "operations": load.window(last, now), **({"dead": dead} if dead else {})}
+            sample = {
+                "t_s": round(now - started),
+                "rss_mb": {name: _rss_mb(p.pid) for name, p in processes},
+                "pg_connections": _pg_connections(),
+                "load_average": round(os.getloadavg()[0], 2),
+                "operations": load.window(last, now),
+                **({"dead": dead} if dead else {}),
+            }
             samples.append(sample)
             print(json.dumps(sample), file=sys.stderr, flush=True)
             last = now
@@ -399,11 +487,19 @@ def run() -> dict:
         reconciliation["ok"] = False
         reconciliation["failures"].insert(0, "the queue did not drain in 300 s after the load stopped")
     totals = load.window(0, float("inf"))
-    report = {"settings": {**knobs, "web_processes": 2, "workers": 2,
-                           "model": "fake model server (zero latency, 40-word answers)",
-                           "pricing": settings.CREDITS_PER_1K_TOKENS},
-              "samples": samples, "final_rss_mb": final_rss, "totals": totals,
-              "reconciliation": reconciliation}
+    report = {
+        "settings": {
+            **knobs,
+            "web_processes": 2,
+            "workers": 2,
+            "model": "fake model server (zero latency, 40-word answers)",
+            "pricing": settings.CREDITS_PER_1K_TOKENS,
+        },
+        "samples": samples,
+        "final_rss_mb": final_rss,
+        "totals": totals,
+        "reconciliation": reconciliation,
+    }
     if not reconciliation["ok"]:
         report["result"] = "reconciliation failed"
         print("reconciliation failed:\n  " + "\n  ".join(reconciliation["failures"]), file=sys.stderr, flush=True)

@@ -9,6 +9,7 @@ from the bundled local model server (`python -m llm.local_server`, the product's
 with BENCH_SOURCES_FAKE=1, from the tests' fake OpenAI-compatible server (no model cost: the
 pipeline's own time). BENCH_SOURCES_PAGES / BENCH_SOURCES_CHANGED change the sizes.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -21,13 +22,38 @@ from django.conf import settings
 PAGES = int(os.environ.get("BENCH_SOURCES_PAGES", "200"))
 CHANGED = int(os.environ.get("BENCH_SOURCES_CHANGED", "10"))
 FAKE = os.environ.get("BENCH_SOURCES_FAKE", "") == "1"
-WORDS = ["leave", "holiday", "expenses", "receipts", "travel", "laptop", "security", "badge", "office", "payroll", "pension", "team", "lead", "manager", "approval", "policy", "request", "week", "month", "year", "day", "remote", "onboarding", "training", "budget"]
+WORDS = [
+    "leave",
+    "holiday",
+    "expenses",
+    "receipts",
+    "travel",
+    "laptop",
+    "security",
+    "badge",
+    "office",
+    "payroll",
+    "pension",
+    "team",
+    "lead",
+    "manager",
+    "approval",
+    "policy",
+    "request",
+    "week",
+    "month",
+    "year",
+    "day",
+    "remote",
+    "onboarding",
+    "training",
+    "budget",
+]
 
 
 def _prose(seed: int, sentences: int = 12) -> str:
     rng = random.Random(seed)
-    return "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(14)).capitalize() + "."
-                       for _ in range(sentences))
+    return "\n\n".join(" ".join(rng.choice(WORDS) for _ in range(14)).capitalize() + "." for _ in range(sentences))
 
 
 def _site(site, *, revision: dict[int, int]) -> None:
@@ -72,14 +98,27 @@ def _phase(account, site, queue, *, start) -> dict:
         # Each embedding charge is one document revision ("ingest:<document>:<revision>"):
         # the chunks embedded are those revisions' chunks (new documents and changed pages).
         embedded = {int(e.idempotency_key.split(":")[1]) for e in entries if e.idempotency_key.startswith("ingest:")}
-        chunks = sum(Document.objects.for_account(account).filter(pk__in=embedded).values_list("chunk_count", flat=True))
+        chunks = sum(
+            Document.objects.for_account(account).filter(pk__in=embedded).values_list("chunk_count", flat=True)
+        )
         new_documents = Document.objects.for_account(account).filter(pk__gt=newest_document or 0)
         failed = new_documents.filter(status="failed").count()
     answers = [status for _, _, status in site.log[log_before:]]
-    return {"sync_s": round(sync_s, 2), "ingestion_s": round(ingest_s, 2), "status": sync.status,
-            "added": sync.added, "updated": sync.updated, "removed": sync.removed, "unchanged": sync.unchanged,
-            "http_200": answers.count(200), "http_304": answers.count(304), "chunks_embedded": chunks,
-            "documents_failed": failed, "credits": credits, "source_id": source_id}
+    return {
+        "sync_s": round(sync_s, 2),
+        "ingestion_s": round(ingest_s, 2),
+        "status": sync.status,
+        "added": sync.added,
+        "updated": sync.updated,
+        "removed": sync.removed,
+        "unchanged": sync.unchanged,
+        "http_200": answers.count(200),
+        "http_304": answers.count(304),
+        "chunks_embedded": chunks,
+        "documents_failed": failed,
+        "credits": credits,
+        "source_id": source_id,
+    }
 
 
 @contextlib.contextmanager
@@ -117,8 +156,10 @@ def run() -> dict:
         _site(site, revision=revision)
 
         def create():
-            return source_create(account=account, actor=owner, kind="web", url=site.url("/handbook/"),
-                                 max_pages=PAGES).pk
+            return source_create(
+                account=account, actor=owner, kind="web", url=site.url("/handbook/"), max_pages=PAGES
+            ).pk
+
         first = _phase(account, site, queue, start=create)
         source_id = first.pop("source_id")
 
@@ -130,16 +171,21 @@ def run() -> dict:
             source = Source.objects.for_account(account).get(pk=source_id)
             source_sync_request(account=account, source=source)
             return source_id
+
         changed = _phase(account, site, queue, start=sync)
         unchanged = _phase(account, site, queue, start=sync)
         changed.pop("source_id"), unchanged.pop("source_id")
         with account_context(account):
             documents = Source.objects.for_account(account).get(pk=source_id).items.count()
     return {
-        "pages": PAGES, "changed_pages": CHANGED, "documents": documents, "embeddings": embedder,
-        "first_sync": first, f"resync_after_{CHANGED}_changed": changed, "resync_nothing_changed": unchanged,
+        "pages": PAGES,
+        "changed_pages": CHANGED,
+        "documents": documents,
+        "embeddings": embedder,
+        "first_sync": first,
+        f"resync_after_{CHANGED}_changed": changed,
+        "resync_nothing_changed": unchanged,
         "settings": f"CHUNK_SIZE={settings.CHUNK_SIZE}, CHUNK_OVERLAP={settings.CHUNK_OVERLAP}, "
-                    f"EMBEDDING_CONCURRENCY={settings.EMBEDDING_CONCURRENCY}, "
-                    f"CREDITS_PER_1K_TOKENS={settings.CREDITS_PER_1K_TOKENS}",
+        f"EMBEDDING_CONCURRENCY={settings.EMBEDDING_CONCURRENCY}, "
+        f"CREDITS_PER_1K_TOKENS={settings.CREDITS_PER_1K_TOKENS}",
     }
-

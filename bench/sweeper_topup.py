@@ -7,6 +7,7 @@ bench's own on the Redis of REDIS_URL (deleted afterwards; the install's queue i
 touched), then the check runs five times: as it is (ingestion jobs counted by their ids'
 prefix) and as it was before (every job loaded to read its function's name).
 """
+
 from __future__ import annotations
 
 import os
@@ -26,14 +27,18 @@ def run() -> dict:
     try:
         with queue.connection.pipeline() as pipe:
             for i in range(count):
-                queue.enqueue("documents.jobs.ingest_next_document", pipeline=pipe,
-                              job_id=f"{INGESTION_JOB_PREFIX}bench-{i:08d}")
+                queue.enqueue(
+                    "documents.jobs.ingest_next_document", pipeline=pipe, job_id=f"{INGESTION_JOB_PREFIX}bench-{i:08d}"
+                )
             pipe.execute()
 
         def before() -> int:  # the check before the id prefix: every job loaded
             job_ids = queue.get_job_ids() + queue.scheduled_job_registry.get_job_ids()
-            return sum(1 for job in Job.fetch_many(job_ids, connection=queue.connection)
-                       if job is not None and job.func_name in INGESTION_JOBS)
+            return sum(
+                1
+                for job in Job.fetch_many(job_ids, connection=queue.connection)
+                if job is not None and job.func_name in INGESTION_JOBS
+            )
 
         timings: dict[str, list[float]] = {"before_ms": [], "after_ms": []}
         for _ in range(5):
@@ -46,7 +51,9 @@ def run() -> dict:
     finally:
         queue.empty()
         queue.delete(delete_jobs=True)
-    return {"jobs_queued": count,
-            **{name: round(statistics.median(values), 1) for name, values in timings.items()},
-            "load_average": os.getloadavg()[0],
-            "settings": f"{count} ingestion jobs in a queue of the bench's own; median of 5 checks each"}
+    return {
+        "jobs_queued": count,
+        **{name: round(statistics.median(values), 1) for name, values in timings.items()},
+        "load_average": os.getloadavg()[0],
+        "settings": f"{count} ingestion jobs in a queue of the bench's own; median of 5 checks each",
+    }

@@ -1,12 +1,13 @@
 """GET /api/v1/credits/: the balance and the ledger, newest first."""
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.response import Response
 
+from accounts.permissions import Action, allows
 from billing import references
 from billing.models import Kind
 from billing.selectors import balance_get, ledger_list
 from billing.serializers import CreditsSerializer, LedgerEntrySerializer
-from accounts.permissions import Action, allows
 from core.api import CursorPagination
 from core.views import AccountAPIView
 
@@ -37,9 +38,11 @@ class CreditsView(AccountAPIView):
         seen = references.as_seen(account=account, references=[entry["reference"] for entry in entries])
         for entry in entries:  # a restricted document's charges name no document
             entry["reference"] = seen[entry["reference"]]
-        return Response({
-            "balance": balance_get(account=account),
-            "entries": entries,
-            "next": paginator.get_next_link(),
-            "previous": paginator.get_previous_link(),
-        })
+        return Response(
+            {
+                "balance": balance_get(account=account),
+                "entries": entries,
+                "next": paginator.get_next_link(),
+                "previous": paginator.get_previous_link(),
+            }
+        )

@@ -1,5 +1,6 @@
 """Owners' billing settings over REST: `GET /api/v1/billing/` and `PUT /api/v1/billing/`
 (`billing.manage`: owners only; admins, members, viewers and every API key get 403)."""
+
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -18,8 +19,13 @@ def billing_json(*, account, current) -> dict:
         "alert": {
             # "off" (no threshold), "armed" (emails at the next charge below it), "sent" (until
             # credits bring the balance back to the threshold).
-            "state": ("off" if current is None or current.low_balance_threshold is None
-                      else "armed" if current.alert_armed else "sent"),
+            "state": (
+                "off"
+                if current is None or current.low_balance_threshold is None
+                else "armed"
+                if current.alert_armed
+                else "sent"
+            ),
             "last_sent_at": current.last_alert_at if current else None,
             "last_sent_to": (current.last_alert_to or None) if current else None,
             "last_sent_balance": current.last_alert_balance if current else None,
@@ -29,15 +35,23 @@ def billing_json(*, account, current) -> dict:
 
 class BillingSettingsSerializer(serializers.Serializer):
     # Strings, checked by billing.alerts (one set of rules and messages for the page and the API).
-    contact_email = serializers.CharField(required=False, allow_blank=True, allow_null=True, max_length=254,
-                                          trim_whitespace=True)
-    low_balance_threshold = serializers.JSONField(required=False, allow_null=True,
-                                                  help_text="Credits (0 or more), or null for no alert")
+    contact_email = serializers.CharField(
+        required=False, allow_blank=True, allow_null=True, max_length=254, trim_whitespace=True
+    )
+    low_balance_threshold = serializers.JSONField(
+        required=False, allow_null=True, help_text="Credits (0 or more), or null for no alert"
+    )
 
 
-_BILLING = inline_serializer("Billing", {
-    "contact_email": serializers.CharField(), "low_balance_threshold": serializers.IntegerField(allow_null=True),
-    "balance": serializers.IntegerField(), "alert": serializers.DictField()})
+_BILLING = inline_serializer(
+    "Billing",
+    {
+        "contact_email": serializers.CharField(),
+        "low_balance_threshold": serializers.IntegerField(allow_null=True),
+        "balance": serializers.IntegerField(),
+        "alert": serializers.DictField(),
+    },
+)
 
 
 class BillingView(AccountAPIView):

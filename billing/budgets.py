@@ -1,6 +1,7 @@
 """Budgets: caps on what one member or one API key may spend per UTC day or month, what
 each has spent, and their check, which billing.services runs under the account's balance
 row lock in the same transaction as every hold and debit (so it is exact there)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -14,12 +15,12 @@ from django.utils import timezone
 from accounts.models import Account, ApiKey, Membership
 from accounts.permissions import Action, actor_require
 from audit.services import audit_record
+from billing.error_codes import BillingErrorCode
 from billing.errors import BillingError, BudgetExceeded
 from billing.models import Budget, BudgetPeriod, CreditHold, CreditLedgerEntry, HoldStatus, Kind
+from core.error_codes import CoreErrorCode
 from core.errors import NotFound, object_id
 from core.text import whole_number
-from billing.error_codes import BillingErrorCode
-from core.error_codes import CoreErrorCode
 
 SPEND_KINDS = (Kind.EMBEDDING, Kind.CHAT)
 
@@ -28,6 +29,7 @@ SPEND_KINDS = (Kind.EMBEDDING, Kind.CHAT)
 class Spender:
     """Who spends: a member (user) or an API key, never both (a key is never its creator);
     neither for the system and staff, whom no budget limits."""
+
     user_id: int | None = None
     api_key_id: int | None = None
 
@@ -110,13 +112,20 @@ def _spend(account, budgets: list[Budget], now: dt.datetime) -> dict[tuple, int]
     who = Q(spent_by_user_id__in=user_ids) | Q(spent_by_api_key_id__in=key_ids)
     day_start, day_end = period_window(BudgetPeriod.DAY, now)
     month_start, month_end = period_window(BudgetPeriod.MONTH, now)
-    rows = (CreditLedgerEntry.objects.for_account(account)
-            .filter(who, kind__in=SPEND_KINDS, created_at__gte=month_start, created_at__lt=month_end)
-            .values("spent_by_user_id", "spent_by_api_key_id")
-            .annotate(day=Sum("delta", filter=Q(created_at__gte=day_start, created_at__lt=day_end)),
-                      month=Sum("delta")).order_by())
-    held = (CreditHold.objects.for_account(account).filter(who, status=HoldStatus.OPEN)
-            .values("spent_by_user_id", "spent_by_api_key_id").annotate(held=Sum("amount")).order_by())
+    rows = (
+        CreditLedgerEntry.objects.for_account(account)
+        .filter(who, kind__in=SPEND_KINDS, created_at__gte=month_start, created_at__lt=month_end)
+        .values("spent_by_user_id", "spent_by_api_key_id")
+        .annotate(day=Sum("delta", filter=Q(created_at__gte=day_start, created_at__lt=day_end)), month=Sum("delta"))
+        .order_by()
+    )
+    held = (
+        CreditHold.objects.for_account(account)
+        .filter(who, status=HoldStatus.OPEN)
+        .values("spent_by_user_id", "spent_by_api_key_id")
+        .annotate(held=Sum("amount"))
+        .order_by()
+    )
     spent: dict[tuple, int] = {}
     for row in rows:
         target = (row["spent_by_user_id"], row["spent_by_api_key_id"])
@@ -139,8 +148,16 @@ def budget_statuses(*, account, budgets, now: dt.datetime | None = None) -> list
     statuses = []
     for b in budgets:
         used = spent.get((b.user_id, b.api_key_id, b.period), 0)
-        statuses.append(BudgetStatus(budget=b, period=b.period, limit=b.limit, spent=used,
-                                     remaining=max(b.limit - used, 0), resets_at=period_window(b.period, now)[1]))
+        statuses.append(
+            BudgetStatus(
+                budget=b,
+                period=b.period,
+                limit=b.limit,
+                spent=used,
+                remaining=max(b.limit - used, 0),
+                resets_at=period_window(b.period, now)[1],
+            )
+        )
     return statuses
 
 
@@ -160,9 +177,15 @@ def budget_require(*, account, spender: Spender, needed: int, now: dt.datetime |
     for status in budget_status_for(account=account, user=spender.user_id, api_key=spender.api_key_id, now=now):
         if status.spent + needed > status.limit:
             name = Account.objects.filter(pk=getattr(account, "pk", account)).values_list("name", flat=True).first()
-            raise BudgetExceeded(whose="This API key's" if spender.api_key_id else "Your",
-                                 period_label=status.period_label, limit=status.limit, spent=status.spent,
-                                 needed=needed, resets=status.resets, account_name=name or "this account")
+            raise BudgetExceeded(
+                whose="This API key's" if spender.api_key_id else "Your",
+                period_label=status.period_label,
+                limit=status.limit,
+                spent=status.spent,
+                needed=needed,
+                resets=status.resets,
+                account_name=name or "this account",
+            )
 
 
 # --- setting budgets ---------------------------------------------------------------------
@@ -179,23 +202,30 @@ def _budget_target(account, *, user_id=None, api_key_id=None) -> tuple[dict, str
     """The budget's target in this account as Budget fields, and how to name it. Another
     account's member or key answers like a missing one (404)."""
     if bool(user_id) == bool(api_key_id):
-        raise BillingError(BillingErrorCode.INVALID_TARGET, "Choose one member or one API key for the budget.", field="target")
+        raise BillingError(
+            BillingErrorCode.INVALID_TARGET, "Choose one member or one API key for the budget.", field="target"
+        )
     try:
         if not 0 < int(user_id or api_key_id) < 2**63:
             raise ValueError
         if user_id:
-            member = (Membership.objects.for_account(account).select_related("user")
-                      .filter(user_id=int(user_id)).first())
+            member = Membership.objects.for_account(account).select_related("user").filter(user_id=int(user_id)).first()
             if member is None:
-                raise BillingError(CoreErrorCode.NOT_FOUND, "That member is not in this account.", status=404, field="target")
+                raise BillingError(
+                    CoreErrorCode.NOT_FOUND, "That member is not in this account.", status=404, field="target"
+                )
             return {"user": member.user, "api_key": None}, member.user.email
         key = ApiKey.objects.for_account(account).filter(pk=int(api_key_id)).first()
     except (TypeError, ValueError, OverflowError) as exc:
-        raise BillingError(BillingErrorCode.INVALID_TARGET, "Choose one member or one API key for the budget.", field="target") from exc
+        raise BillingError(
+            BillingErrorCode.INVALID_TARGET, "Choose one member or one API key for the budget.", field="target"
+        ) from exc
     if key is None:
         raise BillingError(CoreErrorCode.NOT_FOUND, "That API key is not in this account.", status=404, field="target")
     if not key.is_active:
-        raise BillingError(BillingErrorCode.INVALID_TARGET, f"The API key {key} is revoked; it spends nothing.", field="target")
+        raise BillingError(
+            BillingErrorCode.INVALID_TARGET, f"The API key {key} is revoked; it spends nothing.", field="target"
+        )
     return {"user": None, "api_key": key}, f"API key {key}"
 
 
@@ -204,8 +234,11 @@ def budget_limit_parse(value) -> int:
     as 5000."""
     number = whole_number(value, minimum=1, maximum=MAX_BUDGET)
     if number is None:
-        raise BillingError(CoreErrorCode.INVALID_AMOUNT, f"The limit must be a whole number of credits from 1 to "
-                                             f"{MAX_BUDGET:,} (got {str(value)[:40]!r}).", field="limit")
+        raise BillingError(
+            CoreErrorCode.INVALID_AMOUNT,
+            f"The limit must be a whole number of credits from 1 to {MAX_BUDGET:,} (got {str(value)[:40]!r}).",
+            field="limit",
+        )
     return number
 
 
@@ -225,16 +258,25 @@ def budget_set(*, account, actor, period: str, limit, user_id=None, api_key_id=N
     if existing is None:
         try:
             with transaction.atomic():
-                existing = budgets.create(account=account, period=period, limit=limit,
-                                          created_by=actor if isinstance(actor, get_user_model()) else None, **target)
+                existing = budgets.create(
+                    account=account,
+                    period=period,
+                    limit=limit,
+                    created_by=actor if isinstance(actor, get_user_model()) else None,
+                    **target,
+                )
         except IntegrityError:  # NOTE: set twice at once: the unique constraint keeps one; update it
             existing = budgets.select_for_update().get(period=period, **target)
     if existing.limit != limit:
         existing.limit = limit
         existing.save(update_fields=["limit", "updated_at"])
-    audit_record(account=account, action="budget.set", actor=actor,
-                 target=f"{BudgetPeriod(period).label.lower()} budget of {name}",
-                 detail={"period": period, "limit": limit, "previous": previous})
+    audit_record(
+        account=account,
+        action="budget.set",
+        actor=actor,
+        target=f"{BudgetPeriod(period).label.lower()} budget of {name}",
+        detail={"period": period, "limit": limit, "previous": previous},
+    )
     return existing
 
 
@@ -244,7 +286,11 @@ def budget_remove(*, account, actor, budget_id) -> None:
     _budget_manager_require(account, actor)
     budget = budget_access_by_id(account=account, budget_id=budget_id)
     name = budget.user.email if budget.user_id else f"API key {budget.api_key}"
-    audit_record(account=account, action="budget.remove", actor=actor,
-                 target=f"{budget.get_period_display().lower()} budget of {name}",
-                 detail={"period": budget.period, "limit": budget.limit})
+    audit_record(
+        account=account,
+        action="budget.remove",
+        actor=actor,
+        target=f"{budget.get_period_display().lower()} budget of {name}",
+        detail={"period": budget.period, "limit": budget.limit},
+    )
     Budget.objects.for_account(account).filter(pk=budget.pk).delete()

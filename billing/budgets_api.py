@@ -1,6 +1,7 @@
 """Budgets over REST: `GET /api/v1/budgets/` (owners and admins: every budget of the account;
 anyone else: their own, or the calling key's own), `PUT /api/v1/budgets/` (set or change one
 cap; owners and admins) and `DELETE /api/v1/budgets/{id}/` (owners and admins)."""
+
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -12,10 +13,20 @@ from core.views import AccountAPIView
 
 def budget_json(status) -> dict:
     b = status.budget
-    target = ({"type": "member", "id": b.user_id, "name": b.user.email} if b.user_id else
-              {"type": "api_key", "id": b.api_key_id, "name": str(b.api_key)})
-    return {"id": b.pk, "target": target, "period": status.period, "limit": status.limit, "spent": status.spent,
-            "remaining": status.remaining, "resets_at": status.resets_at}
+    target = (
+        {"type": "member", "id": b.user_id, "name": b.user.email}
+        if b.user_id
+        else {"type": "api_key", "id": b.api_key_id, "name": str(b.api_key)}
+    )
+    return {
+        "id": b.pk,
+        "target": target,
+        "period": status.period,
+        "limit": status.limit,
+        "spent": status.spent,
+        "remaining": status.remaining,
+        "resets_at": status.resets_at,
+    }
 
 
 class BudgetSetSerializer(serializers.Serializer):
@@ -25,10 +36,18 @@ class BudgetSetSerializer(serializers.Serializer):
     limit = serializers.IntegerField(min_value=1, max_value=10**12)
 
 
-_BUDGET = inline_serializer("Budget", {
-    "id": serializers.IntegerField(), "target": serializers.DictField(), "period": serializers.CharField(),
-    "limit": serializers.IntegerField(), "spent": serializers.IntegerField(),
-    "remaining": serializers.IntegerField(), "resets_at": serializers.DateTimeField()})
+_BUDGET = inline_serializer(
+    "Budget",
+    {
+        "id": serializers.IntegerField(),
+        "target": serializers.DictField(),
+        "period": serializers.CharField(),
+        "limit": serializers.IntegerField(),
+        "spent": serializers.IntegerField(),
+        "remaining": serializers.IntegerField(),
+        "resets_at": serializers.DateTimeField(),
+    },
+)
 
 
 class BudgetsView(AccountAPIView):
@@ -49,8 +68,14 @@ class BudgetsView(AccountAPIView):
         body.is_valid(raise_exception=True)
         account = self.account
         data = body.validated_data
-        budget = budget_set(account=account, actor=self.api_key or request.user, period=data["period"],
-                            limit=data["limit"], user_id=data.get("user_id"), api_key_id=data.get("api_key_id"))
+        budget = budget_set(
+            account=account,
+            actor=self.api_key or request.user,
+            period=data["period"],
+            limit=data["limit"],
+            user_id=data.get("user_id"),
+            api_key_id=data.get("api_key_id"),
+        )
         status = next(s for s in budget_statuses(account=account, budgets=[budget]))
         return Response(budget_json(status))
 
@@ -60,6 +85,5 @@ class BudgetDetailView(AccountAPIView):
 
     @extend_schema(responses={204: None})
     def delete(self, request, budget_id: int):
-        budget_remove(account=self.account, actor=self.api_key or request.user,
-                      budget_id=budget_id)
+        budget_remove(account=self.account, actor=self.api_key or request.user, budget_id=budget_id)
         return Response(status=204)

@@ -16,6 +16,8 @@ def credits(request):
         return {}
     # The header shows the member's tightest budget beside the balance (one query when none).
     budgets = member_budgets(request)
-    return {"credit_balance": balance_get(account=account),
-            "credit_budget": min(budgets, key=lambda s: s.remaining) if budgets else None,
-            "credit_price": pricing.price_text()}
+    return {
+        "credit_balance": balance_get(account=account),
+        "credit_budget": min(budgets, key=lambda s: s.remaining) if budgets else None,
+        "credit_price": pricing.price_text(),
+    }

@@ -1,5 +1,6 @@
 """Read-only helpers for the credits page: the ledger as a person reads it, and the daily
 usage chart drawn as server-rendered SVG (no JavaScript, no chart library)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -38,9 +39,15 @@ def ledger_entries(*, account, kind: str | None = None, include_holds: bool = Fa
     entries = ledger_list(account=account, kind=kind or None)
     if not shows_settled(kind=kind, include_holds=include_holds):
         return entries
-    upto = (CreditLedgerEntry.objects.for_account(account).exclude(kind__in=BOOKKEEPING_KINDS)
-            .filter(Q(created_at__lt=OuterRef("created_at")) | Q(created_at=OuterRef("created_at"), pk__lte=OuterRef("pk")))
-            .order_by().values("account").annotate(total=Sum("delta")).values("total"))
+    upto = (
+        CreditLedgerEntry.objects.for_account(account)
+        .exclude(kind__in=BOOKKEEPING_KINDS)
+        .filter(Q(created_at__lt=OuterRef("created_at")) | Q(created_at=OuterRef("created_at"), pk__lte=OuterRef("pk")))
+        .order_by()
+        .values("account")
+        .annotate(total=Sum("delta"))
+        .values("total")
+    )
     return entries.exclude(kind__in=BOOKKEEPING_KINDS).annotate(settled_balance=Coalesce(Subquery(upto), 0))
 
 

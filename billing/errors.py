@@ -1,7 +1,8 @@
 """The billing domain's errors: GroundworkErrors with a stable code and a message a person
 can act on."""
-from core.errors import GroundworkError
+
 from billing.error_codes import BillingErrorCode
+from core.errors import GroundworkError
 
 
 class BillingError(GroundworkError):
@@ -30,12 +31,16 @@ class BudgetExceeded(BillingError):
     in the API and /v1, `chat.error` with this code on the websocket, a failed document's
     reason. The message names the cap, what was spent and when it resets."""
 
-    def __init__(self, *, whose: str, period_label: str, limit: int, spent: int, needed: int, resets: str,
-                 account_name: str):
+    def __init__(
+        self, *, whose: str, period_label: str, limit: int, spent: int, needed: int, resets: str, account_name: str
+    ):
         when = "today" if period_label == "daily" else "this month"
         left = limit - spent
-        state = (f"is used up ({spent:,} spent {when})" if left <= 0 else
-                 f"has {left:,} left {when} and this needs about {needed:,}")
+        state = (
+            f"is used up ({spent:,} spent {when})"
+            if left <= 0
+            else f"has {left:,} left {when} and this needs about {needed:,}"
+        )
         super().__init__(
             BillingErrorCode.BUDGET_EXCEEDED,
             f"{whose} {period_label} budget of {limit:,} credits {state}; it resets {resets}. "

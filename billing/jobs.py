@@ -1,4 +1,5 @@
 """Billing jobs (django-rq entry points)."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -11,10 +12,9 @@ from rq import Retry
 
 from accounts.models import Account
 from billing.models import BillingSettings, Budget
-
-from core.tenancy import account_context, dangerously_bypass_tenancy
 from billing.selectors import holds_stale
 from billing.services import hold_release
+from core.tenancy import account_context, dangerously_bypass_tenancy
 
 logger = logging.getLogger("groundwork.billing")
 
@@ -41,8 +41,11 @@ def release_stale_holds() -> int:
 
 
 def enqueue_account_purge(*, account_id: int) -> None:
-    transaction.on_commit(lambda: django_rq.get_queue("default").enqueue(
-        purge_account_budgets, account_id=account_id, retry=Retry(max=3, interval=[10, 30, 90])))
+    transaction.on_commit(
+        lambda: django_rq.get_queue("default").enqueue(
+            purge_account_budgets, account_id=account_id, retry=Retry(max=3, interval=[10, 30, 90])
+        )
+    )
 
 
 def purge_account_budgets(*, account_id: int) -> int:

@@ -6,6 +6,7 @@ their ledger entries); the budgets are purged by a job (billing.jobs.purge_accou
 The ledger and the balance row are financial history: they are kept, append-only, with the
 account's tombstone.
 """
+
 from __future__ import annotations
 
 from billing import jobs

@@ -5,6 +5,7 @@ default 1 credit = 1 token as the provider reports it), and an entry keeps the t
 its credits. The balance row is updated in the same transaction as every ledger entry, and
 a CHECK keeps it from going below zero.
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -53,16 +54,24 @@ class CreditLedgerEntry(TenantModel):
     provider = models.CharField(max_length=200, blank=True)
     reference = models.CharField(max_length=200, blank=True, help_text="e.g. document:12:rev3, message:88")
     idempotency_key = models.CharField(max_length=200)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                                   related_name="+", help_text="Staff user; empty for the system")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="+",
+        help_text="Staff user; empty for the system",
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     metadata = models.JSONField(default=dict, blank=True)
     # Who spent (budgets.md): a member's session, or an API key (a key is never its creator);
     # both empty for grants and the system. A hold's release and charge carry the hold's.
-    spent_by_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                                      related_name="+")
-    spent_by_api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.PROTECT,
-                                         related_name="+")
+    spent_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    spent_by_api_key = models.ForeignKey(
+        "accounts.ApiKey", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
 
     class Meta:
         verbose_name = "credit ledger entry"
@@ -71,18 +80,26 @@ class CreditLedgerEntry(TenantModel):
         # credits is its own permission (the admin's "Grant credits" action checks it).
         # Exporting a month of the ledger (admin action, audited) is its own permission too: view
         # rights let staff read entries on the page, not take a whole month away as a file.
-        permissions = [("grant_credits", "Can grant credits to accounts"),
-                       ("export_ledger", "Can export an account's ledger (CSV)")]
+        permissions = [
+            ("grant_credits", "Can grant credits to accounts"),
+            ("export_ledger", "Can export an account's ledger (CSV)"),
+        ]
         constraints = [
             models.UniqueConstraint(fields=["account", "idempotency_key"], name="ledger_key_unique_per_account"),
         ]
         indexes = [
             models.Index(fields=["account", "-created_at"], name="ledger_account_recent"),
             # A budget's spend in its period: one principal's entries since the period began.
-            models.Index(fields=["account", "spent_by_user", "created_at"], name="ledger_user_spend",
-                         condition=models.Q(spent_by_user__isnull=False)),
-            models.Index(fields=["account", "spent_by_api_key", "created_at"], name="ledger_key_spend",
-                         condition=models.Q(spent_by_api_key__isnull=False)),
+            models.Index(
+                fields=["account", "spent_by_user", "created_at"],
+                name="ledger_user_spend",
+                condition=models.Q(spent_by_user__isnull=False),
+            ),
+            models.Index(
+                fields=["account", "spent_by_api_key", "created_at"],
+                name="ledger_key_spend",
+                condition=models.Q(spent_by_api_key__isnull=False),
+            ),
         ]
 
     def __str__(self):
@@ -105,14 +122,17 @@ class CreditHold(TenantModel):
     used_tokens = models.BigIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     closed_at = models.DateTimeField(null=True, blank=True)
-    spent_by_user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT,
-                                      related_name="+")
-    spent_by_api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.PROTECT,
-                                         related_name="+")
+    spent_by_user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    spent_by_api_key = models.ForeignKey(
+        "accounts.ApiKey", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
 
     class Meta:
-        indexes = [models.Index(fields=["account", "status"], name="hold_account_open",
-                                condition=models.Q(status="open"))]
+        indexes = [
+            models.Index(fields=["account", "status"], name="hold_account_open", condition=models.Q(status="open"))
+        ]
         constraints = [
             models.UniqueConstraint(fields=["account", "key"], name="hold_key_unique_per_account"),
             models.CheckConstraint(condition=models.Q(amount__gt=0), name="hold_amount_positive"),
@@ -131,14 +151,17 @@ class Budget(TenantModel):
     """A cap on what one member or one API key of the account may spend per UTC day or
     month. Enforced by billing.services in the same transaction as every hold and debit."""
 
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
-                             related_name="+")
-    api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.CASCADE,
-                                related_name="budgets")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    api_key = models.ForeignKey(
+        "accounts.ApiKey", null=True, blank=True, on_delete=models.CASCADE, related_name="budgets"
+    )
     period = models.CharField(max_length=5, choices=BudgetPeriod.choices)
     limit = models.BigIntegerField(help_text="Credits per period")
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -146,13 +169,22 @@ class Budget(TenantModel):
         constraints = [
             models.CheckConstraint(condition=models.Q(limit__gt=0), name="budget_limit_positive"),
             models.CheckConstraint(
-                condition=(models.Q(user__isnull=False, api_key__isnull=True)
-                           | models.Q(user__isnull=True, api_key__isnull=False)),
-                name="budget_one_target"),
-            models.UniqueConstraint(fields=["account", "user", "period"], name="budget_user_period_unique",
-                                    condition=models.Q(user__isnull=False)),
-            models.UniqueConstraint(fields=["account", "api_key", "period"], name="budget_key_period_unique",
-                                    condition=models.Q(api_key__isnull=False)),
+                condition=(
+                    models.Q(user__isnull=False, api_key__isnull=True)
+                    | models.Q(user__isnull=True, api_key__isnull=False)
+                ),
+                name="budget_one_target",
+            ),
+            models.UniqueConstraint(
+                fields=["account", "user", "period"],
+                name="budget_user_period_unique",
+                condition=models.Q(user__isnull=False),
+            ),
+            models.UniqueConstraint(
+                fields=["account", "api_key", "period"],
+                name="budget_key_period_unique",
+                condition=models.Q(api_key__isnull=False),
+            ),
         ]
 
     def __str__(self):
@@ -168,21 +200,27 @@ class BillingSettings(TenantModel):
     account = models.OneToOneField("accounts.Account", on_delete=models.CASCADE, related_name="billing_settings")
     contact_email = models.EmailField(blank=True, help_text="Who receives billing email, such as low-balance alerts")
     low_balance_threshold = models.BigIntegerField(
-        null=True, blank=True, help_text="Email the billing contact when a charge takes the balance below this "
-                                         "many credits; empty: no alert")
+        null=True,
+        blank=True,
+        help_text="Email the billing contact when a charge takes the balance below this many credits; empty: no alert",
+    )
     alert_armed = models.BooleanField(default=True, help_text="False from an alert until the balance is back")
     last_alert_at = models.DateTimeField(null=True, blank=True)
     last_alert_balance = models.BigIntegerField(null=True, blank=True)
     last_alert_to = models.EmailField(blank=True)
     updated_at = models.DateTimeField(auto_now=True)
-    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    updated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         verbose_name_plural = "billing settings"
-        constraints = [models.CheckConstraint(
-            condition=models.Q(low_balance_threshold__isnull=True) | models.Q(low_balance_threshold__gte=0),
-            name="billing_threshold_not_negative")]
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(low_balance_threshold__isnull=True) | models.Q(low_balance_threshold__gte=0),
+                name="billing_threshold_not_negative",
+            )
+        ]
 
     def __str__(self):
         return f"billing settings of account {self.account_id}"

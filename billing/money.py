@@ -5,6 +5,7 @@ KWD): `Money.of_minor(1000, "usd")` is 10.00 USD. Amounts are Decimals, never fl
 price per 1,000 tokens that is a fraction of a cent stays exact ("0.0013 USD"), and nothing
 divides minor units by 100 for a currency that has no cents or three decimals.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -13,8 +14,9 @@ from decimal import Decimal
 from django.conf import settings
 
 # Currencies whose smallest unit is the whole unit (Stripe's zero-decimal currencies).
-ZERO_DECIMAL_CURRENCIES = frozenset({"bif", "clp", "djf", "gnf", "jpy", "kmf", "krw", "mga", "pyg", "rwf", "ugx",
-                                     "vnd", "vuv", "xaf", "xof", "xpf"})
+ZERO_DECIMAL_CURRENCIES = frozenset(
+    {"bif", "clp", "djf", "gnf", "jpy", "kmf", "krw", "mga", "pyg", "rwf", "ugx", "vnd", "vuv", "xaf", "xof", "xpf"}
+)
 # Currencies with three decimals (ISO 4217; Stripe's three-decimal currencies).
 THREE_DECIMAL_CURRENCIES = frozenset({"bhd", "jod", "kwd", "omr", "tnd"})
 
@@ -55,7 +57,7 @@ class Money:
         return int(self.amount.scaleb(exponent(self.currency)).to_integral_value(rounding="ROUND_CEILING"))
 
     def __str__(self) -> str:
-        """"1,234.50 USD", "500 JPY": the currency's decimals, more only where an exact
+        """ "1,234.50 USD", "500 JPY": the currency's decimals, more only where an exact
         fraction of its smallest unit needs them ("0.0013 USD")."""
         places = exponent(self.currency)
         shown = self.amount.quantize(Decimal(1).scaleb(-places))

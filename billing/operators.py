@@ -2,6 +2,7 @@
 export_ledger`): its grants and purchases, its spend per day and per model, and a month of its
 ledger as CSV. Selectors take `account=` and run inside the account's context, like every
 other billing selector; nothing outside billing reads the ledger's model."""
+
 from __future__ import annotations
 
 import csv
@@ -42,8 +43,12 @@ def month_parse(text: str) -> tuple[dt.datetime, dt.datetime]:
 
 def credits_in_list(*, account, limit: int = 50) -> list[CreditLedgerEntry]:
     """The account's grants (purchases included), sign-up credits and adjustments, newest first."""
-    return list(CreditLedgerEntry.objects.for_account(account).filter(kind__in=CREDITS_IN_KINDS)
-                .select_related("created_by").order_by("-created_at", "-pk")[:limit])
+    return list(
+        CreditLedgerEntry.objects.for_account(account)
+        .filter(kind__in=CREDITS_IN_KINDS)
+        .select_related("created_by")
+        .order_by("-created_at", "-pk")[:limit]
+    )
 
 
 @dataclass(frozen=True)
@@ -58,9 +63,14 @@ def spend_per_day(*, account, days: int = 30, now: dt.datetime | None = None) ->
     """Credits charged per day (embedding and chat), the last `days` days, newest first;
     days without a charge are left out."""
     since = (now or timezone.now()) - dt.timedelta(days=days)
-    rows = (CreditLedgerEntry.objects.for_account(account).filter(kind__in=SPENDING_KINDS, created_at__gte=since)
-            .annotate(day=TruncDate("created_at", tzinfo=dt.UTC)).values("day")
-            .annotate(credits=-Sum("delta"), tokens=Sum("tokens"), calls=Count("pk")).order_by("-day"))
+    rows = (
+        CreditLedgerEntry.objects.for_account(account)
+        .filter(kind__in=SPENDING_KINDS, created_at__gte=since)
+        .annotate(day=TruncDate("created_at", tzinfo=dt.UTC))
+        .values("day")
+        .annotate(credits=-Sum("delta"), tokens=Sum("tokens"), calls=Count("pk"))
+        .order_by("-day")
+    )
     return [Spend(f"{r['day']:%Y-%m-%d}", r["credits"], r["tokens"] or 0, r["calls"]) for r in rows]
 
 
@@ -68,17 +78,27 @@ def spend_per_model(*, account, days: int = 30, now: dt.datetime | None = None) 
     """Credits charged per model (the ledger entry's model), the last `days` days, dearest
     first."""
     since = (now or timezone.now()) - dt.timedelta(days=days)
-    rows = (CreditLedgerEntry.objects.for_account(account).filter(kind__in=SPENDING_KINDS, created_at__gte=since)
-            .values("model", "kind").annotate(credits=-Sum("delta"), tokens=Sum("tokens"), calls=Count("pk"))
-            .order_by("-credits", "model"))
-    return [Spend(f"{r['model'] or 'unnamed model'} ({r['kind']})", r["credits"], r["tokens"] or 0, r["calls"])
-            for r in rows]
+    rows = (
+        CreditLedgerEntry.objects.for_account(account)
+        .filter(kind__in=SPENDING_KINDS, created_at__gte=since)
+        .values("model", "kind")
+        .annotate(credits=-Sum("delta"), tokens=Sum("tokens"), calls=Count("pk"))
+        .order_by("-credits", "model")
+    )
+    return [
+        Spend(f"{r['model'] or 'unnamed model'} ({r['kind']})", r["credits"], r["tokens"] or 0, r["calls"])
+        for r in rows
+    ]
 
 
 def ledger_month_list(*, account, start: dt.datetime, end: dt.datetime) -> QuerySet[CreditLedgerEntry]:
     """Every ledger entry of the account in [start, end), oldest first."""
-    return (CreditLedgerEntry.objects.for_account(account).filter(created_at__gte=start, created_at__lt=end)
-            .select_related("created_by", "spent_by_user", "spent_by_api_key").order_by("created_at", "pk"))
+    return (
+        CreditLedgerEntry.objects.for_account(account)
+        .filter(created_at__gte=start, created_at__lt=end)
+        .select_related("created_by", "spent_by_user", "spent_by_api_key")
+        .order_by("created_at", "pk")
+    )
 
 
 def _actor(entry: CreditLedgerEntry) -> str:
@@ -106,11 +126,24 @@ def ledger_export_csv(*, account, month: str, out, actor=None) -> int:
     writer.writerow(EXPORT_COLUMNS)
     rows = 0
     for e in ledger_month_list(account=account, start=start, end=end).iterator(chunk_size=2000):
-        writer.writerow([e.created_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S"), e.kind,
-                         _cell(e.model), e.tokens, e.delta, e.balance_after,
-                         _cell(e.reference or (e.metadata or {}).get("reason", "")), _cell(_actor(e))])
+        writer.writerow(
+            [
+                e.created_at.astimezone(dt.UTC).strftime("%Y-%m-%d %H:%M:%S"),
+                e.kind,
+                _cell(e.model),
+                e.tokens,
+                e.delta,
+                e.balance_after,
+                _cell(e.reference or (e.metadata or {}).get("reason", "")),
+                _cell(_actor(e)),
+            ]
+        )
         rows += 1
-    audit_record(account=account, action="ledger.export", actor=actor, target=f"{start:%Y-%m}",
-                 detail={"month": f"{start:%Y-%m}", "rows": rows})
+    audit_record(
+        account=account,
+        action="ledger.export",
+        actor=actor,
+        target=f"{start:%Y-%m}",
+        detail={"month": f"{start:%Y-%m}", "rows": rows},
+    )
     return rows
-

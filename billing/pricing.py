@@ -11,6 +11,7 @@ MIN_CREDITS_PER_CALL, also one that reports 0 tokens. The default prices every k
 The ledger keeps both numbers: an entry's `tokens` (what the provider reported) and its
 `delta` (the credits), so a price other than 1:1 changes the second only.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,8 +62,11 @@ def serving_models(kind: str) -> list[str]:
     CHAT_FALLBACK_MODEL (llm.client falls back to it with the same parameters); vision,
     VISION_MODEL; embedding, EMBEDDING_MODEL (an account's active model may be another one
     while a migration runs: those callers pass theirs)."""
-    names = {CHAT: [settings.CHAT_MODEL, settings.CHAT_FALLBACK_MODEL], VISION: [settings.VISION_MODEL],
-             EMBEDDING: [settings.EMBEDDING_MODEL]}[kind]
+    names = {
+        CHAT: [settings.CHAT_MODEL, settings.CHAT_FALLBACK_MODEL],
+        VISION: [settings.VISION_MODEL],
+        EMBEDDING: [settings.EMBEDDING_MODEL],
+    }[kind]
     return list(dict.fromkeys(name for name in names if name))
 
 
@@ -103,6 +107,7 @@ def tokens_within(*, kind: str, credits: int, models: list[str] | None = None) -
 @dataclass(frozen=True)
 class Price:
     """One row of the prices in effect (the Credits page's table)."""
+
     kind: str
     model: str  # "" for "any other model" of the kind
     credits_per_1k: int
@@ -116,8 +121,11 @@ def prices_in_effect() -> list[Price]:
     for kind in (CHAT, EMBEDDING, VISION):
         if kind == VISION and not settings.VISION_MODEL:
             continue
-        named = [m for m in _rates(kind) if m and not (kind in _PRICED_AS and f"{kind}:{m}" not in
-                                                        settings.CREDITS_PER_1K_TOKENS)]
+        named = [
+            m
+            for m in _rates(kind)
+            if m and not (kind in _PRICED_AS and f"{kind}:{m}" not in settings.CREDITS_PER_1K_TOKENS)
+        ]
         for model in dict.fromkeys([*serving_models(kind), *named]):
             rows.append(Price(kind=kind, model=model, credits_per_1k=rate(kind=kind, model=model)))
         rows.append(Price(kind=kind, model="", credits_per_1k=rate(kind=kind)))
@@ -139,10 +147,11 @@ def price_note(entry) -> str:
     except (ImproperlyConfigured, KeyError):
         current = None
     if current is not None and _priced(tokens, current) == credits:
-        return (f"{tokens:,} tokens · {credits:,} credits: {model} is priced at {current:,} credits "
-                f"per 1,000 tokens.")
-    return (f"{tokens:,} tokens · {credits:,} credits: {model} was priced at about "
-            f"{round(credits * 1000 / tokens):,} credits per 1,000 tokens when this was charged.")
+        return f"{tokens:,} tokens · {credits:,} credits: {model} is priced at {current:,} credits per 1,000 tokens."
+    return (
+        f"{tokens:,} tokens · {credits:,} credits: {model} was priced at about "
+        f"{round(credits * 1000 / tokens):,} credits per 1,000 tokens when this was charged."
+    )
 
 
 def price_text() -> str:
@@ -151,4 +160,5 @@ def price_text() -> str:
     if set(prices.values()) == {1000}:
         return "1 credit = 1 model token"
     return "Credits per 1,000 model tokens: " + ", ".join(
-        f"{name.replace(':', ' ')} {rate:,}" for name, rate in sorted(prices.items()))
+        f"{name.replace(':', ' ')} {rate:,}" for name, rate in sorted(prices.items())
+    )

@@ -4,6 +4,7 @@ A reference names the thing that caused the entry: `document:<id>:rev<revision>`
 ingestion charge, `conversation:<id>` for a chat hold, `message:<id>` for a chat charge and
 `search` for a search-API query. The credits page turns the ones that name a page into links.
 """
+
 from __future__ import annotations
 
 import re
@@ -79,5 +80,7 @@ def as_seen(*, account, references: Iterable[str]) -> dict[str, str]:
         if ref.kind in _READABLE and ref.id is not None:
             wanted[ref.kind].add(ref.id)
     readable = {kind: _READABLE[kind](account=account, ids=ids) for kind, ids in wanted.items()}
-    return {reference: (f"{ref.kind}:{HIDDEN}" if ref.kind in readable and ref.id not in readable[ref.kind]
-                        else reference) for reference, ref in parsed.items()}
+    return {
+        reference: (f"{ref.kind}:{HIDDEN}" if ref.kind in readable and ref.id not in readable[ref.kind] else reference)
+        for reference, ref in parsed.items()
+    }

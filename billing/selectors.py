@@ -1,4 +1,5 @@
 """Reads of credits. Every selector takes the account explicitly."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -11,7 +12,6 @@ from django.utils import timezone
 from billing.budgets import Spender, budget_require
 from billing.errors import InsufficientCredits
 from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus
-
 
 
 def balance_get(*, account) -> int:
@@ -49,10 +49,14 @@ def ledger_list(*, account, kind: str | None = None) -> QuerySet[CreditLedgerEnt
 def ledger_usage_by_day(*, account, days: int = 30) -> list[dict]:
     """Credits spent per day and kind over the last `days` days (spending kinds only)."""
     since = timezone.now() - dt.timedelta(days=days)
-    rows = (CreditLedgerEntry.objects.for_account(account)
-            .filter(created_at__gte=since, kind__in=["embedding", "chat"])
-            .annotate(day=TruncDate("created_at")).values("day", "kind")
-            .annotate(credits=-Sum("delta")).order_by("day", "kind"))
+    rows = (
+        CreditLedgerEntry.objects.for_account(account)
+        .filter(created_at__gte=since, kind__in=["embedding", "chat"])
+        .annotate(day=TruncDate("created_at"))
+        .values("day", "kind")
+        .annotate(credits=-Sum("delta"))
+        .order_by("day", "kind")
+    )
     return list(rows)
 
 

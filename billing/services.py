@@ -11,6 +11,7 @@ role under RLS, in the caller's transaction. Usually one round trip: a second on
 spender with a budget, checked here (billing.budgets) under the row lock the first took.
 What a usage costs in credits is billing.pricing's to say; this module records it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -26,15 +27,24 @@ from audit.services import audit_record
 from billing import pricing
 from billing.alerts import low_balance_check, low_balance_rearm
 from billing.budgets import Spender, budget_require
+from billing.error_codes import BillingErrorCode
 from billing.errors import BillingError, IdempotencyConflict, InsufficientCredits
 from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus, Kind
 from billing.pricing import MIN_CREDITS_PER_CALL
-from billing.error_codes import BillingErrorCode
 from core import metrics
 from core.error_codes import CoreErrorCode
 
-__all__ = ["credits_grant", "credits_take_back", "credits_debit", "credits_hold", "hold_settle", "hold_release", "HoldDraw",
-           "MIN_CREDITS_PER_CALL", "starting_credits_grant"]
+__all__ = [
+    "credits_grant",
+    "credits_take_back",
+    "credits_debit",
+    "credits_hold",
+    "hold_settle",
+    "hold_release",
+    "HoldDraw",
+    "MIN_CREDITS_PER_CALL",
+    "starting_credits_grant",
+]
 
 GRANT_KINDS = {Kind.GRANT, Kind.SIGNUP, Kind.REFUND, Kind.ADJUSTMENT}
 _ENTRY_COLUMNS = [field.attname for field in CreditLedgerEntry._meta.concrete_fields]
@@ -43,13 +53,17 @@ _HOLD_COLUMNS = [field.attname for field in CreditHold._meta.concrete_fields]
 
 def _positive(amount, what: str) -> int:
     if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
-        raise BillingError(CoreErrorCode.INVALID_AMOUNT, f"{what} must be a whole number greater than zero (got {amount!r}).")
+        raise BillingError(
+            CoreErrorCode.INVALID_AMOUNT, f"{what} must be a whole number greater than zero (got {amount!r})."
+        )
     return amount
 
 
 def _tokens(tokens, what: str = "Tokens") -> int:
     if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-        raise BillingError(CoreErrorCode.INVALID_AMOUNT, f"{what} must be a whole number, zero or more (got {tokens!r}).")
+        raise BillingError(
+            CoreErrorCode.INVALID_AMOUNT, f"{what} must be a whole number, zero or more (got {tokens!r})."
+        )
     return tokens
 
 
@@ -70,7 +84,7 @@ def _key_conflict(key: str, kind: str, delta: int) -> IdempotencyConflict:
     return IdempotencyConflict(
         BillingErrorCode.IDEMPOTENCY_CONFLICT,
         f"The key “{key}” was already used for a different operation ({kind} {delta:+d}); "
-        "a key names one operation. Use a new key."
+        "a key names one operation. Use a new key.",
     )
 
 
@@ -93,9 +107,11 @@ def _built(model_class, columns: list[str], **values):
 
 def _count_on_commit(charges: list[tuple[str, str, int, int]]) -> None:
     """Tokens and credits on /metrics once the charges are durable (a rollback never paid)."""
+
     def count():
         for kind, model, tokens, credits in charges:
             metrics.credits_debited_observe(kind=pricing.ledger_kind(kind), model=model, tokens=tokens, credits=credits)
+
     transaction.on_commit(count)
 
 
@@ -106,44 +122,83 @@ def _alert(account_id: int, balance: int, due: bool) -> None:
 
 # --- grants ------------------------------------------------------------------------------
 
+
 @transaction.atomic
-def credits_grant(*, account: Account, amount: int, reason: str, key: str | None = None, actor=None,
-                  kind: str = Kind.GRANT, reference: str = "") -> CreditLedgerEntry:
+def credits_grant(
+    *,
+    account: Account,
+    amount: int,
+    reason: str,
+    key: str | None = None,
+    actor=None,
+    kind: str = Kind.GRANT,
+    reference: str = "",
+) -> CreditLedgerEntry:
     """Add credits. A grant needs a reason (kept in the entry's metadata) and is audited."""
     amount = _positive(amount, "The amount")
     if kind not in GRANT_KINDS:
         raise BillingError(BillingErrorCode.INVALID_KIND, f"{kind} is not a kind of grant.")
     reason = (reason or "").strip()
     if not reason:
-        raise BillingError(BillingErrorCode.REASON_REQUIRED, "A grant needs a reason, e.g. “annual plan” or “support refund”.")
+        raise BillingError(
+            BillingErrorCode.REASON_REQUIRED, "A grant needs a reason, e.g. “annual plan” or “support refund”."
+        )
     key = _key(key or f"{kind}:{timezone.now().isoformat()}:{amount}")
     account_id = getattr(account, "pk", account)
     metadata = {"reason": reason}
     outcome, balance, entry_id, created_at, entry_kind, entry_delta = _call(
-        "billing_grant", [account_id, key, kind, amount, reference, json.dumps(metadata), getattr(actor, "pk", None)])
+        "billing_grant", [account_id, key, kind, amount, reference, json.dumps(metadata), getattr(actor, "pk", None)]
+    )
     if outcome == "existing":
         if entry_kind != kind or entry_delta != amount:
             raise _key_conflict(key, entry_kind, entry_delta)
         return CreditLedgerEntry.objects.for_account(account_id).get(pk=entry_id)
-    audit_record(account=account, action="credits.grant", actor=actor or SYSTEM, target=f"{amount:,} credits",
-                 detail={"kind": kind, "reason": reason})
+    audit_record(
+        account=account,
+        action="credits.grant",
+        actor=actor or SYSTEM,
+        target=f"{amount:,} credits",
+        detail={"kind": kind, "reason": reason},
+    )
     low_balance_rearm(AccountBalance(account_id=account_id, balance=balance))
-    return _built(CreditLedgerEntry, _ENTRY_COLUMNS, id=entry_id, account_id=account_id, delta=amount,
-                  balance_after=balance, kind=kind, tokens=0, shortfall=0, model="", provider="", reference=reference,
-                  idempotency_key=key, created_by_id=getattr(actor, "pk", None), created_at=created_at,
-                  metadata=metadata, spent_by_user_id=None, spent_by_api_key_id=None)
+    return _built(
+        CreditLedgerEntry,
+        _ENTRY_COLUMNS,
+        id=entry_id,
+        account_id=account_id,
+        delta=amount,
+        balance_after=balance,
+        kind=kind,
+        tokens=0,
+        shortfall=0,
+        model="",
+        provider="",
+        reference=reference,
+        idempotency_key=key,
+        created_by_id=getattr(actor, "pk", None),
+        created_at=created_at,
+        metadata=metadata,
+        spent_by_user_id=None,
+        spent_by_api_key_id=None,
+    )
 
 
 def starting_credits_grant(*, account, initial_credits: int, **_signal) -> None:
     """A new account's starting credits (receiver of accounts.signals.account_created)."""
     if initial_credits:
-        credits_grant(account=account, amount=initial_credits, kind=Kind.SIGNUP, key="signup",
-                      reason="starting credits of a new account")
+        credits_grant(
+            account=account,
+            amount=initial_credits,
+            kind=Kind.SIGNUP,
+            key="signup",
+            reason="starting credits of a new account",
+        )
 
 
 @transaction.atomic
-def credits_take_back(*, account: Account, amount: int, key: str, reason: str, reference: str = "",
-                      actor=None) -> CreditLedgerEntry | None:
+def credits_take_back(
+    *, account: Account, amount: int, key: str, reason: str, reference: str = "", actor=None
+) -> CreditLedgerEntry | None:
     """Take back up to `amount` credits that were granted (a refunded purchase): at most the
     balance, so the balance never goes below zero and nothing is refused for want of
     credits. Recorded as an adjustment of minus what was taken (None when the balance is
@@ -166,22 +221,57 @@ def credits_take_back(*, account: Account, amount: int, key: str, reason: str, r
     if taken == 0:
         return None
     metadata = {"reason": reason, "asked": amount}
-    outcome, balance, alert_due, entry_id, created_at, *_ = _call("billing_debit", [
-        account_id, key, Kind.ADJUSTMENT, 0, taken, "", "", reference, json.dumps(metadata), None, None, None, True])
-    audit_record(account=account, action="credits.take_back", actor=actor or SYSTEM, target=f"{taken:,} credits",
-                 detail={"reason": reason, "asked": amount})
+    outcome, balance, alert_due, entry_id, created_at, *_ = _call(
+        "billing_debit",
+        [account_id, key, Kind.ADJUSTMENT, 0, taken, "", "", reference, json.dumps(metadata), None, None, None, True],
+    )
+    audit_record(
+        account=account,
+        action="credits.take_back",
+        actor=actor or SYSTEM,
+        target=f"{taken:,} credits",
+        detail={"reason": reason, "asked": amount},
+    )
     _alert(account_id, balance, alert_due)
-    return _built(CreditLedgerEntry, _ENTRY_COLUMNS, id=entry_id, account_id=account_id, delta=-taken,
-                  balance_after=balance, kind=Kind.ADJUSTMENT, tokens=0, shortfall=0, model="", provider="",
-                  reference=reference, idempotency_key=key, created_by_id=None, created_at=created_at,
-                  metadata=metadata, spent_by_user_id=None, spent_by_api_key_id=None)
+    return _built(
+        CreditLedgerEntry,
+        _ENTRY_COLUMNS,
+        id=entry_id,
+        account_id=account_id,
+        delta=-taken,
+        balance_after=balance,
+        kind=Kind.ADJUSTMENT,
+        tokens=0,
+        shortfall=0,
+        model="",
+        provider="",
+        reference=reference,
+        idempotency_key=key,
+        created_by_id=None,
+        created_at=created_at,
+        metadata=metadata,
+        spent_by_user_id=None,
+        spent_by_api_key_id=None,
+    )
 
 
 # --- debits ------------------------------------------------------------------------------
 
-def credits_debit(*, account: Account, tokens: int, key: str, kind: str, model: str = "", provider: str = "",
-                  reference: str = "", metadata: dict | None = None, user=None, api_key=None,
-                  hold: CreditHold | None = None) -> CreditLedgerEntry:
+
+def credits_debit(
+    *,
+    account: Account,
+    tokens: int,
+    key: str,
+    kind: str,
+    model: str = "",
+    provider: str = "",
+    reference: str = "",
+    metadata: dict | None = None,
+    user=None,
+    api_key=None,
+    hold: CreditHold | None = None,
+) -> CreditLedgerEntry:
     """Charge one provider call: `tokens` as the provider reported them, priced by
     billing.pricing (`kind`: embedding, chat, or vision, which the ledger records as chat),
     all or nothing: InsufficientCredits, or BudgetExceeded for the spender (`user` or
@@ -199,8 +289,20 @@ def credits_debit(*, account: Account, tokens: int, key: str, kind: str, model: 
     kind, key, metadata = pricing.ledger_kind(kind), _key(key), metadata or {}
     account_id = getattr(account, "pk", account)
     spender = Spender.of(user=user, api_key=api_key)
-    params = [account_id, key, kind, tokens, credits, model, provider, reference, json.dumps(metadata),
-              spender.user_id, spender.api_key_id, getattr(hold, "pk", None)]
+    params = [
+        account_id,
+        key,
+        kind,
+        tokens,
+        credits,
+        model,
+        provider,
+        reference,
+        json.dumps(metadata),
+        spender.user_id,
+        spender.api_key_id,
+        getattr(hold, "pk", None),
+    ]
     # No savepoint: the function writes all or nothing by itself, and the answers that refuse
     # (insufficient, conflict, budget) have written nothing.
     with _own_transaction():
@@ -220,16 +322,34 @@ def credits_debit(*, account: Account, tokens: int, key: str, kind: str, model: 
             hold.amount -= credits
         _alert(account_id, balance, alert_due)
         _count_on_commit([(kind, model, tokens, credits)])
-    return _built(CreditLedgerEntry, _ENTRY_COLUMNS, id=entry_id, account_id=account_id, delta=-credits,
-                  balance_after=balance, kind=kind, tokens=tokens, shortfall=0, model=model, provider=provider,
-                  reference=reference, idempotency_key=key, created_by_id=None, created_at=created_at,
-                  metadata=metadata, spent_by_user_id=spent_by[0], spent_by_api_key_id=spent_by[1])
+    return _built(
+        CreditLedgerEntry,
+        _ENTRY_COLUMNS,
+        id=entry_id,
+        account_id=account_id,
+        delta=-credits,
+        balance_after=balance,
+        kind=kind,
+        tokens=tokens,
+        shortfall=0,
+        model=model,
+        provider=provider,
+        reference=reference,
+        idempotency_key=key,
+        created_by_id=None,
+        created_at=created_at,
+        metadata=metadata,
+        spent_by_user_id=spent_by[0],
+        spent_by_api_key_id=spent_by[1],
+    )
 
 
 # --- holds -------------------------------------------------------------------------------
 
-def credits_hold(*, account: Account, amount: int, key: str, reference: str = "", user=None,
-                 api_key=None) -> CreditHold:
+
+def credits_hold(
+    *, account: Account, amount: int, key: str, reference: str = "", user=None, api_key=None
+) -> CreditHold:
     """Reserve `amount` credits (the worst case of a model call, priced by billing.pricing)
     before making the call. The spender (`user` or `api_key`) is recorded on the hold, and
     the hold is refused with BudgetExceeded when one of the spender's budgets cannot cover
@@ -254,14 +374,27 @@ def credits_hold(*, account: Account, amount: int, key: str, reference: str = ""
             outcome, balance, hold_id, held, created_at = _call("billing_hold", [*params, True])
     if outcome == "existing":
         if held != amount:
-            raise IdempotencyConflict(BillingErrorCode.IDEMPOTENCY_CONFLICT, f"The hold “{key}” already exists for {held} credits; "
-                                      "a key names one operation.")
+            raise IdempotencyConflict(
+                BillingErrorCode.IDEMPOTENCY_CONFLICT,
+                f"The hold “{key}” already exists for {held} credits; a key names one operation.",
+            )
         return CreditHold.objects.for_account(account_id).get(pk=hold_id)
     if outcome == "insufficient":
         raise InsufficientCredits(needed=amount, balance=balance)
-    hold = _built(CreditHold, _HOLD_COLUMNS, id=hold_id, account_id=account_id, key=key, amount=amount,
-                  status=HoldStatus.OPEN, reference=reference, used_tokens=None, created_at=created_at,
-                  closed_at=None, **spender.entry_fields())
+    hold = _built(
+        CreditHold,
+        _HOLD_COLUMNS,
+        id=hold_id,
+        account_id=account_id,
+        key=key,
+        amount=amount,
+        status=HoldStatus.OPEN,
+        reference=reference,
+        used_tokens=None,
+        created_at=created_at,
+        closed_at=None,
+        **spender.entry_fields(),
+    )
     hold.budget_free = budget_free
     return hold
 
@@ -274,6 +407,7 @@ class HoldDraw:
     the turn takes the balance row lock twice (hold, settle) instead of once more for each
     charge. Written as credits_debit(hold=…) writes it: a `:from-hold` release of its
     credits, then the charge, both spent by the hold's spender."""
+
     key: str
     kind: str
     tokens: int
@@ -284,28 +418,73 @@ class HoldDraw:
 
     def as_json(self) -> dict:
         kind = _usage_kind(self.kind)
-        return {"key": _key(self.key), "kind": pricing.ledger_kind(kind), "tokens": _tokens(self.tokens),
-                "credits": pricing.credits_for(kind=kind, model=self.model, tokens=self.tokens),
-                "model": self.model, "provider": self.provider, "reference": self.reference,
-                "metadata": self.metadata or {}}
+        return {
+            "key": _key(self.key),
+            "kind": pricing.ledger_kind(kind),
+            "tokens": _tokens(self.tokens),
+            "credits": pricing.credits_for(kind=kind, model=self.model, tokens=self.tokens),
+            "model": self.model,
+            "provider": self.provider,
+            "reference": self.reference,
+            "metadata": self.metadata or {},
+        }
 
 
-def _close(hold: CreditHold, *, status: str, used_tokens: int, draws, kind: str = pricing.CHAT, model: str = "",
-           provider: str = "", reference: str = "", metadata: dict | None = None):
+def _close(
+    hold: CreditHold,
+    *,
+    status: str,
+    used_tokens: int,
+    draws,
+    kind: str = pricing.CHAT,
+    model: str = "",
+    provider: str = "",
+    reference: str = "",
+    metadata: dict | None = None,
+):
     """billing_hold_close, in the caller's transaction: (outcome, charge entry or None)."""
     kind = _usage_kind(kind)
     credits = pricing.credits_for(kind=kind, model=model, tokens=used_tokens) if used_tokens else 0
     draws = [draw.as_json() for draw in draws]
     kind, metadata = pricing.ledger_kind(kind), metadata or {}
     with _own_transaction():
-        (outcome, balance, alert_due, status_now, amount, used, closed_at, entry_id, created_at, delta, shortfall,
-         conflict_key, conflict_kind, conflict_delta) = _call("billing_hold_close", [
-            hold.account_id, hold.pk, status, used_tokens, credits, kind, model, provider, reference,
-            json.dumps(metadata), json.dumps(draws)])
+        (
+            outcome,
+            balance,
+            alert_due,
+            status_now,
+            amount,
+            used,
+            closed_at,
+            entry_id,
+            created_at,
+            delta,
+            shortfall,
+            conflict_key,
+            conflict_kind,
+            conflict_delta,
+        ) = _call(
+            "billing_hold_close",
+            [
+                hold.account_id,
+                hold.pk,
+                status,
+                used_tokens,
+                credits,
+                kind,
+                model,
+                provider,
+                reference,
+                json.dumps(metadata),
+                json.dumps(draws),
+            ],
+        )
         if outcome == "draw_conflict":
             raise _key_conflict(conflict_key, conflict_kind, conflict_delta)
         if outcome == "missing":
-            raise BillingError(BillingErrorCode.HOLD_MISSING, f"The hold “{hold.key}” is not in this account.", status=404)
+            raise BillingError(
+                BillingErrorCode.HOLD_MISSING, f"The hold “{hold.key}” is not in this account.", status=404
+            )
         _alert(hold.account_id, balance, alert_due)
         if outcome == "done":
             charged = [(d["kind"], d["model"], d["tokens"], d["credits"]) for d in draws]
@@ -317,18 +496,40 @@ def _close(hold: CreditHold, *, status: str, used_tokens: int, draws, kind: str 
         hold.closed_at = closed_at or hold.closed_at
     entry = None
     if entry_id is not None:
-        entry = _built(CreditLedgerEntry, _ENTRY_COLUMNS, id=entry_id, account_id=hold.account_id, delta=delta,
-                       balance_after=balance, kind=kind, tokens=used_tokens, shortfall=shortfall, model=model,
-                       provider=provider, reference=reference or hold.reference,
-                       idempotency_key=f"{hold.key}:charge", created_by_id=None, created_at=created_at,
-                       metadata=metadata, spent_by_user_id=hold.spent_by_user_id,
-                       spent_by_api_key_id=hold.spent_by_api_key_id)
+        entry = _built(
+            CreditLedgerEntry,
+            _ENTRY_COLUMNS,
+            id=entry_id,
+            account_id=hold.account_id,
+            delta=delta,
+            balance_after=balance,
+            kind=kind,
+            tokens=used_tokens,
+            shortfall=shortfall,
+            model=model,
+            provider=provider,
+            reference=reference or hold.reference,
+            idempotency_key=f"{hold.key}:charge",
+            created_by_id=None,
+            created_at=created_at,
+            metadata=metadata,
+            spent_by_user_id=hold.spent_by_user_id,
+            spent_by_api_key_id=hold.spent_by_api_key_id,
+        )
     return outcome, entry
 
 
-def hold_settle(*, hold: CreditHold, used_tokens: int, kind: str = Kind.CHAT, model: str = "", provider: str = "",
-                reference: str = "", metadata: dict | None = None,
-                draws: tuple[HoldDraw, ...] = ()) -> CreditLedgerEntry | None:
+def hold_settle(
+    *,
+    hold: CreditHold,
+    used_tokens: int,
+    kind: str = Kind.CHAT,
+    model: str = "",
+    provider: str = "",
+    reference: str = "",
+    metadata: dict | None = None,
+    draws: tuple[HoldDraw, ...] = (),
+) -> CreditLedgerEntry | None:
     """Charge exactly what was used (`used_tokens` as the provider reported them, priced by
     billing.pricing) and release the rest, after recording `draws`, the charges made in the
     hold's name.
@@ -339,15 +540,30 @@ def hold_settle(*, hold: CreditHold, used_tokens: int, kind: str = Kind.CHAT, mo
     once settled. Settling twice returns the first result; a released hold cannot be
     settled. One statement (billing_hold_close), in the caller's transaction."""
     used_tokens = _tokens(used_tokens, "Used tokens")
-    outcome, entry = _close(hold, status=HoldStatus.SETTLED, used_tokens=used_tokens, draws=tuple(draws),
-                            kind=kind, model=model, provider=provider, reference=reference, metadata=metadata)
+    outcome, entry = _close(
+        hold,
+        status=HoldStatus.SETTLED,
+        used_tokens=used_tokens,
+        draws=tuple(draws),
+        kind=kind,
+        model=model,
+        provider=provider,
+        reference=reference,
+        metadata=metadata,
+    )
     if outcome == "closed":
-        raise BillingError(BillingErrorCode.HOLD_CLOSED, f"The hold “{hold.key}” was already released and cannot be settled.")
+        raise BillingError(
+            BillingErrorCode.HOLD_CLOSED, f"The hold “{hold.key}” was already released and cannot be settled."
+        )
     if outcome == "existing":
         if hold.used_tokens != used_tokens:
-            raise IdempotencyConflict(BillingErrorCode.IDEMPOTENCY_CONFLICT,
-                                      f"The hold “{hold.key}” was already settled for {hold.used_tokens} tokens.")
-        return CreditLedgerEntry.objects.for_account(hold.account_id).filter(idempotency_key=f"{hold.key}:charge").first()
+            raise IdempotencyConflict(
+                BillingErrorCode.IDEMPOTENCY_CONFLICT,
+                f"The hold “{hold.key}” was already settled for {hold.used_tokens} tokens.",
+            )
+        return (
+            CreditLedgerEntry.objects.for_account(hold.account_id).filter(idempotency_key=f"{hold.key}:charge").first()
+        )
     return entry
 
 

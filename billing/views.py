@@ -1,4 +1,5 @@
 """The credits page: balance, a daily usage chart (server-rendered SVG) and the ledger."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -11,13 +12,13 @@ from django.urls import reverse
 from accounts.permissions import Action, page_check, principal_may
 from billing import dashboard, pricing, references
 from billing.alerts import billing_settings_get, billing_settings_update
-from billing.models import BudgetPeriod, Kind
-from billing.purchases.services import purchase_checkout_start
-from billing.purchases import stripe_api
-from billing.purchases.views import buy_context, checkout_urls, prices_shown
-from billing.context_processors import member_budgets
-from billing.selectors import balance_get
 from billing.budgets import budget_remove, budget_set
+from billing.context_processors import member_budgets
+from billing.models import BudgetPeriod, Kind
+from billing.purchases import stripe_api
+from billing.purchases.services import purchase_checkout_start
+from billing.purchases.views import buy_context, checkout_urls, prices_shown
+from billing.selectors import balance_get
 from core.errors import GroundworkError
 from core.pages import account_page
 
@@ -39,8 +40,15 @@ def credits_view(request):
     return _credits_page(request)
 
 
-def _credits_page(request, *, billing_form: dict | None = None, billing_error: GroundworkError | None = None,
-                  buy_form: dict | None = None, buy_error: GroundworkError | None = None, status: int = 200):
+def _credits_page(
+    request,
+    *,
+    billing_form: dict | None = None,
+    billing_error: GroundworkError | None = None,
+    buy_form: dict | None = None,
+    buy_error: GroundworkError | None = None,
+    status: int = 200,
+):
     account = request.account
     kind = request.GET.get("kind") or ""
     if kind not in Kind.values:
@@ -59,14 +67,26 @@ def _credits_page(request, *, billing_form: dict | None = None, billing_error: G
         entry.price_note = pricing.price_note(entry)
     balance = balance_get(account=account)
     held = dashboard.held_credits(account=account)
-    return render(request, "billing/credits.html", {
-        "balance": balance, "held": held, "settled_balance": balance + held, "settled": settled,
-        "chart": dashboard.usage_chart(account=account, days=30),
-        "page": page, "kind": kind, "kinds": Kind.choices, "include_holds": include_holds,
-        "budgets": member_budgets(request), "prices": prices_shown(configured=stripe_api.configured()),
-        **_billing_context(request, form=billing_form, error=billing_error),
-        **buy_context(request, form=buy_form, error=buy_error),
-    }, status=status)
+    return render(
+        request,
+        "billing/credits.html",
+        {
+            "balance": balance,
+            "held": held,
+            "settled_balance": balance + held,
+            "settled": settled,
+            "chart": dashboard.usage_chart(account=account, days=30),
+            "page": page,
+            "kind": kind,
+            "kinds": Kind.choices,
+            "include_holds": include_holds,
+            "budgets": member_budgets(request),
+            "prices": prices_shown(configured=stripe_api.configured()),
+            **_billing_context(request, form=billing_form, error=billing_error),
+            **buy_context(request, form=buy_form, error=buy_error),
+        },
+        status=status,
+    )
 
 
 def _billing_context(request, *, form: dict | None, error: GroundworkError | None) -> dict:
@@ -76,17 +96,22 @@ def _billing_context(request, *, form: dict | None, error: GroundworkError | Non
     current = billing_settings_get(account=request.account)
     if form is None:
         threshold = current.low_balance_threshold if current else None
-        form = {"contact_email": current.contact_email if current else "",
-                "low_balance_threshold": "" if threshold is None else f"{threshold:,}"}
-    return {"billing": {"settings": current, "form": form, "error": error,
-                        "error_field": getattr(error, "field", None)}}
+        form = {
+            "contact_email": current.contact_email if current else "",
+            "low_balance_threshold": "" if threshold is None else f"{threshold:,}",
+        }
+    return {
+        "billing": {"settings": current, "form": form, "error": error, "error_field": getattr(error, "field", None)}
+    }
 
 
 @account_page(page_check(Action.BILLING_MANAGE), methods=("POST",))
 def billing_settings_view(request):
     """The Credits page's Billing form (owners). Bad input: the page again, 400, saying why."""
-    form = {"contact_email": request.POST.get("contact_email", ""),
-            "low_balance_threshold": request.POST.get("low_balance_threshold", "")}
+    form = {
+        "contact_email": request.POST.get("contact_email", ""),
+        "low_balance_threshold": request.POST.get("low_balance_threshold", ""),
+    }
     try:
         billing_settings_update(account=request.account, actor=request.user, **form)
     except GroundworkError as exc:
@@ -107,8 +132,9 @@ def buy_view(request):
     credits = form["custom_credits"] if custom else form["credits"]
     success_url, cancel_url = checkout_urls(request)
     try:
-        checkout = purchase_checkout_start(account=request.account, actor=request.user, credits=credits,
-                                           success_url=success_url, cancel_url=cancel_url)
+        checkout = purchase_checkout_start(
+            account=request.account, actor=request.user, credits=credits, success_url=success_url, cancel_url=cancel_url
+        )
     except GroundworkError as exc:
         if exc.status == 403:
             raise PermissionDenied(exc.message) from exc
@@ -139,14 +165,22 @@ def budget_set_view(request):
         messages.error(request, "Choose a member or an API key for the budget.")
         return _team_budgets()
     try:
-        budget = budget_set(account=request.account, actor=request.user, period=request.POST.get("period", ""),
-                            limit=request.POST.get("limit", ""), user_id=target_id if kind == "user" else None,
-                            api_key_id=target_id if kind == "key" else None)
+        budget = budget_set(
+            account=request.account,
+            actor=request.user,
+            period=request.POST.get("period", ""),
+            limit=request.POST.get("limit", ""),
+            user_id=target_id if kind == "user" else None,
+            api_key_id=target_id if kind == "key" else None,
+        )
     except GroundworkError as exc:
         return _budget_refused(request, exc)
     who = budget.user.email if budget.user_id else f"API key {budget.api_key}"
-    messages.success(request, f"{who} may spend {budget.limit:,} credits per "
-                              f"{'day' if budget.period == BudgetPeriod.DAY else 'month'} (UTC).")
+    messages.success(
+        request,
+        f"{who} may spend {budget.limit:,} credits per "
+        f"{'day' if budget.period == BudgetPeriod.DAY else 'month'} (UTC).",
+    )
     return _team_budgets()
 
 

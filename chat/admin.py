@@ -1,10 +1,11 @@
 """Support staff: conversations and their turns, read-only, to see why an answer failed or
 what it cost. Nothing here writes: a conversation belongs to its user or key."""
+
 from django.contrib import admin
 from django.db.models import Count
 
-from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin
 from chat.models import Conversation, Message, MessageFeedback
+from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin
 
 
 class ReadOnlyAdmin(AllAccountsMixin, ReadOnlyMixin, admin.ModelAdmin):
@@ -29,8 +30,18 @@ class ConversationAdmin(ReadOnlyAdmin):
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
-    list_display = ("created_at", "account", "conversation_id", "role", "status", "route", "error_code",
-                    "credits_charged", "model", "latency_ms")
+    list_display = (
+        "created_at",
+        "account",
+        "conversation_id",
+        "role",
+        "status",
+        "route",
+        "error_code",
+        "credits_charged",
+        "model",
+        "latency_ms",
+    )
     list_filter = ("status", "role", "route", AccountFilter)
     search_fields = ("account__name", "account__slug", "error_code", "model", "conversation__title")
     list_select_related = ("account",)

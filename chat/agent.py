@@ -8,6 +8,7 @@ transaction), the search query and its embedding (outside any), the retrieval an
 prompt (the second). What a turn reads from the documents is chat/retrieve.py; the turn
 itself, its answer's stream and its settings are chat/turn.py.
 """
+
 from __future__ import annotations
 
 import threading
@@ -19,37 +20,34 @@ from django.contrib.auth.models import AnonymousUser
 from django.db.models import Q
 from django.utils import timezone
 
-from core import rows
-from core.tenancy import account_context
 from accounts.models import Account, ApiKey, User
 from billing import pricing, references
-from billing.models import CreditHold, Kind
 from billing.budgets import BudgetStatus, budget_status_for
 from billing.errors import InsufficientCredits
+from billing.models import CreditHold, Kind
 from billing.selectors import balance_get
 from billing.services import HoldDraw, hold_release, hold_settle
 from chat import answering
 from chat.error_codes import ChatErrorCode
-from chat.errors import ChatError, ConversationError, PromptTooLong
+from chat.errors import ChatError, ConversationError, ConversationNotFound, PromptTooLong
 from chat.holds import credits_hold_fitting, fitted, hold_bounds
 from chat.models import Conversation, Message, MessageStatus, Role
 from chat.ratelimit import check_chat_rate
-from chat.retrieve import (MAX_QUESTION_CHARS, Retrieved, numbered_sources,
-                           search_query, turn_passages)
+from chat.retrieve import MAX_QUESTION_CHARS, Retrieved, numbered_sources, search_query, turn_passages
+from chat.router import GENERAL, LOOKUP, Route, route
 from chat.selectors import conversation_access_by_id
 from chat.services import conversation_default_title
-from chat.errors import ConversationNotFound
-from chat.router import GENERAL, LOOKUP, Route, route
 from chat.turn import ChatTurn, Profile, Spender, TurnOptions, general_answers, profile
+from core import rows
+from core.error_codes import CoreErrorCode
+from core.tenancy import account_context
 from documents.embedding import active_embedding_model
 from documents.models import ActiveEmbeddingModel
 from documents.selectors import collection_ids_requested
-from retrieval.search import QueryEmbedding, query_embed
 from llm import client as llm
-from core.error_codes import CoreErrorCode
+from retrieval.search import QueryEmbedding, query_embed
 
-NOT_IN_DOCUMENTS = ("Your team's documents don't cover this, so this is a general answer, "
-                    "not from your documents:\n\n")
+NOT_IN_DOCUMENTS = "Your team's documents don't cover this, so this is a general answer, not from your documents:\n\n"
 NOT_COVERED = "Your documents don't cover this."
 
 
@@ -57,8 +55,10 @@ def _question(text) -> str:
     if not isinstance(text, str) or not text.strip():
         raise ChatError(CoreErrorCode.BAD_REQUEST, "Type a question first.")
     if len(text) > MAX_QUESTION_CHARS:
-        raise ChatError(CoreErrorCode.BAD_REQUEST, f"Questions are limited to {MAX_QUESTION_CHARS:,} characters; "
-                                       "shorten it or split it in two.")
+        raise ChatError(
+            CoreErrorCode.BAD_REQUEST,
+            f"Questions are limited to {MAX_QUESTION_CHARS:,} characters; shorten it or split it in two.",
+        )
     return text.strip()
 
 
@@ -115,11 +115,17 @@ def _conversation(account, *, conversation_id, user, api_key, question: str, nam
     is empty)."""
     title = conversation_default_title(question) if names_it else ""
     if conversation_id in (None, ""):
-        return rows.insert(Conversation, account_id=account.pk, user=user if getattr(user, "pk", None) else None,
-                           api_key=api_key, title=title)
+        return rows.insert(
+            Conversation,
+            account_id=account.pk,
+            user=user if getattr(user, "pk", None) else None,
+            api_key=api_key,
+            title=title,
+        )
     # Another person's conversation, in this account too, answers like a missing one.
-    conversation = conversation_access_by_id(account=account, conversation_id=conversation_id, user=user,
-                                             api_key=api_key)
+    conversation = conversation_access_by_id(
+        account=account, conversation_id=conversation_id, user=user, api_key=api_key
+    )
     if title and not conversation.title:
         # NOTE: only while still untitled, so a rename committed meanwhile is kept.
         Conversation.objects.for_account(account).filter(pk=conversation.pk, title="").update(title=title)
@@ -130,12 +136,15 @@ def _conversation(account, *, conversation_id, user, api_key, question: str, nam
 def _history(conversation: Conversation, *, before: Message | None = None) -> list[tuple[str, str]]:
     """The conversation's turns the model reads: not failed answers, nor the previous versions
     of a regenerated one; `before`: only what came before that question."""
-    messages = (Message.objects.for_account(conversation.account_id).filter(conversation=conversation,
-                                                                             replaced_by__isnull=True)
-                .exclude(status=MessageStatus.FAILED))
+    messages = (
+        Message.objects.for_account(conversation.account_id)
+        .filter(conversation=conversation, replaced_by__isnull=True)
+        .exclude(status=MessageStatus.FAILED)
+    )
     if before is not None:
-        messages = messages.filter(Q(created_at__lt=before.created_at) | Q(created_at=before.created_at,
-                                                                           pk__lt=before.pk))
+        messages = messages.filter(
+            Q(created_at__lt=before.created_at) | Q(created_at=before.created_at, pk__lt=before.pk)
+        )
     return list(messages.order_by("created_at", "pk").values_list("role", "content"))
 
 
@@ -143,25 +152,44 @@ def _last_question(account: Account, *, conversation_id, user, api_key, authoriz
     """Regenerate: the last question of the principal's own conversation (ConversationNotFound
     alike for another's), or ConversationError when it has none."""
     if conversation_id in (None, ""):
-        raise ChatError(CoreErrorCode.BAD_REQUEST, "Say which conversation's last answer to regenerate "
-                                                   "(`conversation_id`).")
+        raise ChatError(
+            CoreErrorCode.BAD_REQUEST, "Say which conversation's last answer to regenerate (`conversation_id`)."
+        )
     with account_context(account, user=user, api_key=api_key):
         if authorize is not None:
             authorize()
-        conversation = conversation_access_by_id(account=account, conversation_id=conversation_id, user=user,
-                                                 api_key=api_key)
-        question = (Message.objects.for_account(account).filter(conversation=conversation, role=Role.USER)
-                    .order_by("-created_at", "-pk").first())
+        conversation = conversation_access_by_id(
+            account=account, conversation_id=conversation_id, user=user, api_key=api_key
+        )
+        question = (
+            Message.objects.for_account(account)
+            .filter(conversation=conversation, role=Role.USER)
+            .order_by("-created_at", "-pk")
+            .first()
+        )
     if question is None:
-        raise ConversationError(ChatErrorCode.NOTHING_TO_REGENERATE, "This conversation has no question to ask "
-                                "again yet.", field="conversation_id")
+        raise ConversationError(
+            ChatErrorCode.NOTHING_TO_REGENERATE,
+            "This conversation has no question to ask again yet.",
+            field="conversation_id",
+        )
     return question
 
 
-def turn_prepare(*, account: Account, user: User | AnonymousUser | None = None, api_key: ApiKey | None = None,
-                 question, conversation_id=None, history: list[tuple[str, str]] | None = None,
-                 request_id: str | None = None, cancelled: threading.Event | None = None,
-                 options: TurnOptions | None = None, authorize=None, regenerate: bool = False) -> ChatTurn:
+def turn_prepare(
+    *,
+    account: Account,
+    user: User | AnonymousUser | None = None,
+    api_key: ApiKey | None = None,
+    question,
+    conversation_id=None,
+    history: list[tuple[str, str]] | None = None,
+    request_id: str | None = None,
+    cancelled: threading.Event | None = None,
+    options: TurnOptions | None = None,
+    authorize=None,
+    regenerate: bool = False,
+) -> ChatTurn:
     """Everything before the model call. Raises ChatError / InsufficientCredits /
     ProviderError with nothing held, charged or left half-written.
 
@@ -182,22 +210,40 @@ def turn_prepare(*, account: Account, user: User | AnonymousUser | None = None, 
     is settled (`ChatTurn.draws`), so the balance row is locked twice a turn, not four times."""
     asked_again = None
     if regenerate:
-        asked_again = _last_question(account, conversation_id=conversation_id, user=user, api_key=api_key,
-                                     authorize=authorize)
+        asked_again = _last_question(
+            account, conversation_id=conversation_id, user=user, api_key=api_key, authorize=authorize
+        )
         question = asked_again.content
     question = _question(question)
     options = (options or TurnOptions()).tags_checked()
     chosen = profile()
-    check_chat_rate(account_id=account.pk, user_id=getattr(user, "pk", None),
-                    api_key_id=getattr(api_key, "pk", None))
-    asked = _Asked(account=account, user=user, api_key=api_key, question=question, options=options,
-                   profile=chosen, route=route(question), request_id=request_id or uuid.uuid4().hex,
-                   cancelled=cancelled or threading.Event(), asked_again=asked_again)
+    check_chat_rate(account_id=account.pk, user_id=getattr(user, "pk", None), api_key_id=getattr(api_key, "pk", None))
+    asked = _Asked(
+        account=account,
+        user=user,
+        api_key=api_key,
+        question=question,
+        options=options,
+        profile=chosen,
+        route=route(question),
+        request_id=request_id or uuid.uuid4().hex,
+        cancelled=cancelled or threading.Event(),
+        asked_again=asked_again,
+    )
     opened = turn_hold(asked, conversation_id=conversation_id, history=history, authorize=authorize)
     if opened.hold is None:  # small talk
-        return ChatTurn(account_id=account.pk, conversation=opened.conversation, user_message=opened.small_talk,
-                        request_id=asked.request_id, route=GENERAL, profile=chosen, cancelled=asked.cancelled,
-                        spender=asked.spender, reply=asked.route.reply, regenerates=asked.asked_again is not None)
+        return ChatTurn(
+            account_id=account.pk,
+            conversation=opened.conversation,
+            user_message=opened.small_talk,
+            request_id=asked.request_id,
+            route=GENERAL,
+            profile=chosen,
+            cancelled=asked.cancelled,
+            spender=asked.spender,
+            reply=asked.route.reply,
+            regenerates=asked.asked_again is not None,
+        )
     try:
         query, embedded = turn_search_query(asked, opened)
         with asked.context():
@@ -228,23 +274,43 @@ def turn_hold(asked: _Asked, *, conversation_id, history: list[tuple[str, str]] 
     with asked.context():
         if authorize is not None:
             authorize()
-        conversation = _conversation(account, conversation_id=conversation_id, user=asked.user,
-                                     api_key=asked.api_key, question=question,
-                                     # A regenerated question is stored already: it named what it could.
-                                     names_it=not decision.reply and asked.asked_again is None)
+        conversation = _conversation(
+            account,
+            conversation_id=conversation_id,
+            user=asked.user,
+            api_key=asked.api_key,
+            question=question,
+            # A regenerated question is stored already: it named what it could.
+            names_it=not decision.reply and asked.asked_again is None,
+        )
         if history is None:
             history = [] if conversation_id in (None, "") else _history(conversation, before=asked.asked_again)
-        opened = _Opened(conversation=conversation, history=history,
-                         collection_ids=collection_ids_requested(account=account, requested=options.collection))
+        opened = _Opened(
+            conversation=conversation,
+            history=history,
+            collection_ids=collection_ids_requested(account=account, requested=options.collection),
+        )
         if decision.reply:  # small talk: no search, no model, nothing held or charged
             opened.small_talk = _question_store(asked, conversation, route=GENERAL)
             return opened
         # The query is embedded with the model the account's chunks are searched by.
         opened.active = active_embedding_model(account_id=account.pk) if decision.kind == LOOKUP else None
-        least, most = hold_bounds(question, history, decision.kind, options, chosen,
-                                  embedding_model=opened.active.model if opened.active else None)
-        hold = credits_hold_fitting(account, least=least, most=most, key=f"chat:{request_id}",
-                     reference=references.conversation(conversation.pk), **spender)
+        least, most = hold_bounds(
+            question,
+            history,
+            decision.kind,
+            options,
+            chosen,
+            embedding_model=opened.active.model if opened.active else None,
+        )
+        hold = credits_hold_fitting(
+            account,
+            least=least,
+            most=most,
+            key=f"chat:{request_id}",
+            reference=references.conversation(conversation.pk),
+            **spender,
+        )
     opened.hold = hold
     return opened
 
@@ -254,18 +320,38 @@ def turn_search_query(asked: _Asked, opened: _Opened) -> tuple[str, QueryEmbeddi
     transaction, so no row lock or snapshot is held across them, drawn from the hold."""
     if asked.route.kind != LOOKUP:
         return asked.question, None  # a summary searches only when its document is not there
-    query = search_query(asked.question, opened.history, rewrite=asked.profile.rewrite,
-                         key=f"chat:{asked.request_id}:rewrite", draws=opened.draws)
-    return query, query_embed(account=asked.account, query=query, key=f"chat:{asked.request_id}:query",
-                              hold=opened.hold, draws=opened.draws, active=opened.active)
+    query = search_query(
+        asked.question,
+        opened.history,
+        rewrite=asked.profile.rewrite,
+        key=f"chat:{asked.request_id}:rewrite",
+        draws=opened.draws,
+    )
+    return query, query_embed(
+        account=asked.account,
+        query=query,
+        key=f"chat:{asked.request_id}:query",
+        hold=opened.hold,
+        draws=opened.draws,
+        active=opened.active,
+    )
 
 
 def turn_retrieve(asked: _Asked, opened: _Opened, query: str, embedded: QueryEmbedding | None) -> Retrieved:
     """The passages for the turn's route, in the turn's second transaction."""
-    return turn_passages(account=asked.account, route=asked.route, query=query, embedded=embedded,
-                         collection_ids=opened.collection_ids, hold=opened.hold, draws=opened.draws,
-                         key=f"chat:{asked.request_id}:query", limit=asked.profile.passages,
-                         tags=asked.options.tags, exclude_tags=asked.options.exclude_tags)
+    return turn_passages(
+        account=asked.account,
+        route=asked.route,
+        query=query,
+        embedded=embedded,
+        collection_ids=opened.collection_ids,
+        hold=opened.hold,
+        draws=opened.draws,
+        key=f"chat:{asked.request_id}:query",
+        limit=asked.profile.passages,
+        tags=asked.options.tags,
+        exclude_tags=asked.options.exclude_tags,
+    )
 
 
 def turn_prompt(asked: _Asked, opened: _Opened, query: str, retrieved: Retrieved) -> ChatTurn:
@@ -278,34 +364,72 @@ def turn_prompt(asked: _Asked, opened: _Opened, query: str, retrieved: Retrieved
     if asked.route.kind != GENERAL and retrieved.route == GENERAL and not general_answers(asked.profile):
         sources = numbered_sources(retrieved.nearest)
         reply = NOT_COVERED + (" The closest passages I found are listed below." if sources else "")
-        return ChatTurn(account_id=asked.account.pk, conversation=opened.conversation,
-                        user_message=_question_store(asked, opened.conversation, route=GENERAL, sources=sources,
-                                                     query=query),
-                        request_id=asked.request_id, route=GENERAL, profile=asked.profile, cancelled=asked.cancelled,
-                        spender=asked.spender, sources=sources, hold=opened.hold, query=query, draws=opened.draws,
-                        reply=reply, regenerates=asked.asked_again is not None)
-    passages, messages, max_tokens = fitted(question=asked.question, options=options, chosen=asked.profile,
-                                            history=opened.history, hold=opened.hold, draws=opened.draws,
-                                            passages=retrieved.passages)
+        return ChatTurn(
+            account_id=asked.account.pk,
+            conversation=opened.conversation,
+            user_message=_question_store(asked, opened.conversation, route=GENERAL, sources=sources, query=query),
+            request_id=asked.request_id,
+            route=GENERAL,
+            profile=asked.profile,
+            cancelled=asked.cancelled,
+            spender=asked.spender,
+            sources=sources,
+            hold=opened.hold,
+            query=query,
+            draws=opened.draws,
+            reply=reply,
+            regenerates=asked.asked_again is not None,
+        )
+    passages, messages, max_tokens = fitted(
+        question=asked.question,
+        options=options,
+        chosen=asked.profile,
+        history=opened.history,
+        hold=opened.hold,
+        draws=opened.draws,
+        passages=retrieved.passages,
+    )
     sources = numbered_sources(passages)
     searched = query if asked.route.kind != GENERAL else ""
     user_message = _question_store(asked, opened.conversation, route=retrieved.route, sources=sources, query=searched)
-    return ChatTurn(account_id=asked.account.pk, conversation=opened.conversation, user_message=user_message,
-                    request_id=asked.request_id, route=retrieved.route, profile=asked.profile,
-                    cancelled=asked.cancelled, spender=asked.spender, passages=passages, sources=sources,
-                    messages=messages, temperature=options.bounded_temperature(0.2 if passages else 0.7),
-                    hold=opened.hold, max_tokens=max_tokens,
-                    query=searched, draws=opened.draws, regenerates=asked.asked_again is not None,
-                    note=NOT_IN_DOCUMENTS if asked.route.kind != GENERAL and retrieved.route == GENERAL else "")
+    return ChatTurn(
+        account_id=asked.account.pk,
+        conversation=opened.conversation,
+        user_message=user_message,
+        request_id=asked.request_id,
+        route=retrieved.route,
+        profile=asked.profile,
+        cancelled=asked.cancelled,
+        spender=asked.spender,
+        passages=passages,
+        sources=sources,
+        messages=messages,
+        temperature=options.bounded_temperature(0.2 if passages else 0.7),
+        hold=opened.hold,
+        max_tokens=max_tokens,
+        query=searched,
+        draws=opened.draws,
+        regenerates=asked.asked_again is not None,
+        note=NOT_IN_DOCUMENTS if asked.route.kind != GENERAL and retrieved.route == GENERAL else "",
+    )
 
 
-def _question_store(asked: _Asked, conversation: Conversation, *, route: str, sources: list[dict] | None = None,
-                    query: str = "") -> Message:
+def _question_store(
+    asked: _Asked, conversation: Conversation, *, route: str, sources: list[dict] | None = None, query: str = ""
+) -> Message:
     if asked.asked_again is not None:  # regenerate: the question is stored already
         return asked.asked_again
-    return rows.insert(Message, account_id=asked.account.pk, conversation=conversation, role=Role.USER,
-                       content=asked.question, route=route, sources=sources or [],
-                       end_user=asked.options.end_user[:256], query=query)
+    return rows.insert(
+        Message,
+        account_id=asked.account.pk,
+        conversation=conversation,
+        role=Role.USER,
+        content=asked.question,
+        route=route,
+        sources=sources or [],
+        end_user=asked.options.end_user[:256],
+        query=query,
+    )
 
 
 def _citations(answer: str, sources: list[dict]) -> list[dict]:
@@ -317,8 +441,13 @@ def _citations(answer: str, sources: list[dict]) -> list[dict]:
         n = int(match.group(1))
         if n in by_n and by_n[n] not in cited:
             cited.append(by_n[n])
-    return [{**{k: s[k] for k in ("n", "document_id", "document_name", "chunk_index", "pages")},
-             **({"ocr": True} if s.get("ocr") else {})} for s in cited]
+    return [
+        {
+            **{k: s[k] for k in ("n", "document_id", "document_name", "chunk_index", "pages")},
+            **({"ocr": True} if s.get("ocr") else {}),
+        }
+        for s in cited
+    ]
 
 
 def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
@@ -338,13 +467,22 @@ def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
             return {}
         # NOTE: locked as chat.services.conversation_delete locks it: deleted meanwhile, the
         # answer is not stored (there is nothing to store it in) and what was used is charged.
-        gone = not Conversation.objects.for_account(account_id).select_for_update().filter(
-            pk=turn.conversation.pk).exists()
+        gone = (
+            not Conversation.objects.for_account(account_id)
+            .select_for_update()
+            .filter(pk=turn.conversation.pk)
+            .exists()
+        )
         if gone:
             if turn.hold is not None:
-                hold_settle(hold=turn.hold, used_tokens=used, kind=Kind.CHAT, draws=turn.draws,
-                            model=turn.llm_stream.model if turn.llm_stream else "",
-                            reference=references.conversation(turn.conversation.pk))
+                hold_settle(
+                    hold=turn.hold,
+                    used_tokens=used,
+                    kind=Kind.CHAT,
+                    draws=turn.draws,
+                    model=turn.llm_stream.model if turn.llm_stream else "",
+                    reference=references.conversation(turn.conversation.pk),
+                )
         else:
             result = _answer_store(turn, usage=usage, used=used, failed=failed)
     if gone:
@@ -355,31 +493,67 @@ def turn_finish(turn: ChatTurn, *, failed: Exception | None = None) -> dict:
 def _answer_store(turn: ChatTurn, *, usage, used: int, failed: Exception | None) -> dict:
     """turn_finish's answer and settle, in its transaction with the conversation locked."""
     account_id = turn.account_id
-    status = (MessageStatus.FAILED if failed is not None else
-              MessageStatus.CANCELLED if turn.cancelled.is_set() else MessageStatus.COMPLETE)
+    status = (
+        MessageStatus.FAILED
+        if failed is not None
+        else MessageStatus.CANCELLED
+        if turn.cancelled.is_set()
+        else MessageStatus.COMPLETE
+    )
     # Stored with the charge it will have unless the balance falls short (corrected below).
-    expected = pricing.credits_for(kind=pricing.CHAT, model=turn.llm_stream.model if turn.llm_stream else "",
-                                   tokens=used) if turn.hold is not None and used else 0
+    expected = (
+        pricing.credits_for(kind=pricing.CHAT, model=turn.llm_stream.model if turn.llm_stream else "", tokens=used)
+        if turn.hold is not None and used
+        else 0
+    )
     answer = rows.insert(
-        Message, account_id=account_id, conversation=turn.conversation, role=Role.ASSISTANT, content=turn.answer,
-        status=status, route=turn.route, sources=turn.sources, citations=_citations(turn.answer, turn.sources),
-        prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-        total_tokens=usage.total_tokens, model=turn.llm_stream.model if turn.llm_stream else "",
-        provider=turn.llm_stream.provider if turn.llm_stream else "", credits_charged=expected,
+        Message,
+        account_id=account_id,
+        conversation=turn.conversation,
+        role=Role.ASSISTANT,
+        content=turn.answer,
+        status=status,
+        route=turn.route,
+        sources=turn.sources,
+        citations=_citations(turn.answer, turn.sources),
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        model=turn.llm_stream.model if turn.llm_stream else "",
+        provider=turn.llm_stream.provider if turn.llm_stream else "",
+        credits_charged=expected,
         latency_ms=int((time.monotonic() - turn.started) * 1000),
         first_token_ms=int((turn.first_token_at - turn.started) * 1000) if turn.first_token_at else None,
-        error_code=getattr(failed, "code", "") if failed else "")
-    entry = None if turn.hold is None else hold_settle(
-        hold=turn.hold, used_tokens=used, kind=Kind.CHAT, model=answer.model, provider=answer.provider,
-        reference=references.message(answer.pk), draws=turn.draws,
-        metadata={"estimated": not usage.reported} if not usage.reported else None)
+        error_code=getattr(failed, "code", "") if failed else "",
+    )
+    entry = (
+        None
+        if turn.hold is None
+        else hold_settle(
+            hold=turn.hold,
+            used_tokens=used,
+            kind=Kind.CHAT,
+            model=answer.model,
+            provider=answer.provider,
+            reference=references.message(answer.pk),
+            draws=turn.draws,
+            metadata={"estimated": not usage.reported} if not usage.reported else None,
+        )
+    )
     if turn.regenerates and status != MessageStatus.FAILED and answer.content:
         # The question's earlier answers stay, as previous versions of this one (one stopped
         # before any text, or cut off by an error, replaces nothing).
-        (Message.objects.for_account(account_id)
-         .filter(conversation=turn.conversation, role=Role.ASSISTANT, replaced_by__isnull=True,
-                 created_at__gte=turn.user_message.created_at)
-         .exclude(pk=answer.pk).update(replaced_by=answer))
+        (
+            Message.objects.for_account(account_id)
+            .filter(
+                conversation=turn.conversation,
+                role=Role.ASSISTANT,
+                replaced_by__isnull=True,
+                created_at__gte=turn.user_message.created_at,
+            )
+            .exclude(pk=answer.pk)
+            .update(replaced_by=answer)
+        )
     charged = -entry.delta if entry else 0
     if charged != expected:
         answer.credits_charged = charged
@@ -390,17 +564,26 @@ def _answer_store(turn: ChatTurn, *, usage, used: int, failed: Exception | None)
     # No budget when the hold was taken: nothing to read (billing.services.credits_hold).
     budget = None if getattr(turn.hold, "budget_free", False) else _tightest_budget(account_id, turn.spender)
     finish_reason = turn.finish_reason or (turn.llm_stream.finish_reason if turn.llm_stream else "") or "stop"
-    return {"message_id": answer.pk, "conversation_id": turn.conversation.pk, "answer": answer.content,
-        "citations": answer.citations, "status": answer.status, "finish_reason": finish_reason,
-        "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                  "total_tokens": usage.total_tokens},
+    return {
+        "message_id": answer.pk,
+        "conversation_id": turn.conversation.pk,
+        "answer": answer.content,
+        "citations": answer.citations,
+        "status": answer.status,
+        "finish_reason": finish_reason,
+        "usage": {
+            "prompt_tokens": usage.prompt_tokens,
+            "completion_tokens": usage.completion_tokens,
+            "total_tokens": usage.total_tokens,
+        },
         "credits_remaining": remaining,
         # What the answer cost (its tokens at the answering model's price, billing.pricing).
         "credits_charged": answer.credits_charged,
         # The principal's tightest budget after this turn (the header's "N left today"),
         # null without one.
         "budget_remaining": budget.remaining if budget else None,
-        "budget_period": budget.period if budget else None}
+        "budget_period": budget.period if budget else None,
+    }
 
 
 def _tightest_budget(account_id: int, spender: Spender) -> BudgetStatus | None:

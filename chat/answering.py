@@ -5,6 +5,7 @@ instead (the passages' own sentences, each with its [Document N]).
 Pure text functions, no database and no model: the agent feeds them what it retrieved and
 what the model streams.
 """
+
 from __future__ import annotations
 
 import copy
@@ -16,8 +17,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from chat.passage_text import (ends_sentence, is_toc_line, names, plain, scripts, sentences,
-                               words_lower)
+from chat.passage_text import ends_sentence, is_toc_line, names, plain, scripts, sentences, words_lower
 
 CITATION = re.compile(r"\s*\[Document\s+(\d+)\]", re.I)
 # "[Chunk 0]": a small model citing the chunk attribute of <document_chunk> too; a strict guard
@@ -25,7 +25,8 @@ CITATION = re.compile(r"\s*\[Document\s+(\d+)\]", re.I)
 CHUNK_MARK = re.compile(r"\s*\[Chunk\s+\d+\]", re.I)
 _WORD = re.compile(r"[a-z0-9][a-z0-9_+#'-]*")
 # Words that carry no topic: function words, and the words of a question's frame.
-STOPWORDS = frozenset("""a about above after again against all also am an and any are aren't as at be because been
+STOPWORDS = frozenset(
+    """a about above after again against all also am an and any are aren't as at be because been
 before being below between both but by can can't cannot could couldn't did didn't do does doesn't doing don't down
 during each few for from further had hadn't has hasn't have haven't having he her here hers herself him himself his
 how i if in into is isn't it it's its itself just let's me more most mustn't my myself no nor not now of off on once
@@ -33,7 +34,8 @@ only or other ought our ours ourselves out over own same shan't she should shoul
 the their theirs them themselves then there there's these they this those through to too under until up very was
 wasn't we were weren't what what's when where which while who whom why will with won't would wouldn't you your
 yours yourself yourselves tell explain describe know want need please thanks thank way ways get got make made
-something anything thing things kind sort much many does say says said use used using""".split())
+something anything thing things kind sort much many does say says said use used using""".split()
+)
 # A number as written ("45", "12,500", "3.11"); compared without its separators.
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?])\s+|\n")
@@ -65,6 +67,7 @@ def terms(text: str) -> list[str]:
 
 # --- does the retrieved text answer the question? --------------------------------------------
 
+
 def coverage(question: str, passage_text: str) -> float:
     """Share of the question's topic words (stemmed) that the passage contains."""
     wanted = set(terms(question))
@@ -87,13 +90,21 @@ def relevance(question: str, hits: list, passages: list, coverage_weight: float 
 
 # --- the passages' own sentences -------------------------------------------------------------
 
+
 def extractive_answer(question: str, passages: list, **choice) -> str:
     """The whole extractive answer at once (`extractive_sentences`, joined)."""
     return "".join(extractive_sentences(question, passages, **choice)).strip()
 
 
-def extractive_sentences(question: str, passages: list, *, max_words: int = 90, min_match: float = 0.0,
-                         said: str = "", within: int | None = None) -> Iterator[str]:
+def extractive_sentences(
+    question: str,
+    passages: list,
+    *,
+    max_words: int = 90,
+    min_match: float = 0.0,
+    said: str = "",
+    within: int | None = None,
+) -> Iterator[str]:
     """The sentences of the best passages that answer the question, each with its
     [Document N], yielded one at a time as each is chosen: from the best-matching sentence on
     (after it, when it is a heading or a question) to the end of its section, up to
@@ -102,8 +113,12 @@ def extractive_sentences(question: str, passages: list, *, max_words: int = 90, 
     already says; a sentence whose content words it mostly holds (MIN_SUPPORT) is left out.
     `within`: only passage number `within` (the one the answer so far cites)."""
     wanted = set(terms(question))
-    candidates = [(n, i, s, kind) for n, p in enumerate(passages, start=1) if within in (None, n)
-                  for i, (s, kind) in enumerate(sentences(plain(p.text)))]
+    candidates = [
+        (n, i, s, kind)
+        for n, p in enumerate(passages, start=1)
+        if within in (None, n)
+        for i, (s, kind) in enumerate(sentences(plain(p.text)))
+    ]
     if not wanted or not candidates:
         return
     df = Counter(t for c in candidates for t in set(terms(c[2])))
@@ -129,8 +144,9 @@ def extractive_sentences(question: str, passages: list, *, max_words: int = 90, 
         following.pop(0)
     if said:
         known = set(terms(said))
-        following = [(n, s, kind) for n, s, kind in following
-                     if kind in ("code", "table") or not _mostly_in(terms(s), known)]
+        following = [
+            (n, s, kind) for n, s, kind in following if kind in ("code", "table") or not _mostly_in(terms(s), known)
+        ]
     yield from _quoted(following, wanted, max_words)
 
 
@@ -149,8 +165,11 @@ def focused(question: str, passages: list, max_words: int) -> list:
     df = Counter(t for ss in split for s, _ in ss for t in set(terms(s)))
     count = sum(len(ss) for ss in split) or 1
     weight = {t: math.log(1 + count / (1 + df[t])) for t in wanted}
-    shares = [max_words] if len(passages) == 1 else \
-        [max_words // 2] + [(max_words - max_words // 2) // (len(passages) - 1)] * (len(passages) - 1)
+    shares = (
+        [max_words]
+        if len(passages) == 1
+        else [max_words // 2] + [(max_words - max_words // 2) // (len(passages) - 1)] * (len(passages) - 1)
+    )
     out = []
     for passage, parts, share in zip(passages, split, shares):
         if len(passage.text.split()) <= share or not parts:
@@ -206,8 +225,9 @@ def table_rows(table: str, wanted: set[str]) -> str:
     its header does not (all rows when none does), at most MAX_TABLE_ROWS."""
     lines = table.split("\n")
     has_rule = len(lines) > 1 and re.fullmatch(r"\|(?:\s*:?-+:?\s*\|)+", lines[1].replace(" ", "")) is not None
-    header, rows = (lines[:2], lines[2:]) if has_rule else ([lines[0], "|" + " --- |" * (lines[0].count("|") - 1)],
-                                                             lines[1:])
+    header, rows = (
+        (lines[:2], lines[2:]) if has_rule else ([lines[0], "|" + " --- |" * (lines[0].count("|") - 1)], lines[1:])
+    )
     asked = wanted - set(terms(header[0]))
     matching = [row for row in rows if asked & set(terms(row))] or rows
     return "\n".join(header + matching[:MAX_TABLE_ROWS])
@@ -225,6 +245,7 @@ def _mostly_in(words: list[str], known: set[str]) -> bool:
 
 
 # --- the model's answer, sentence by sentence ------------------------------------------------
+
 
 @dataclass
 class Guard:
@@ -268,8 +289,9 @@ class Guard:
         self._all_terms = set().union(*self._passage_terms) if lists else set()
         self._all_pairs = {pair for t in lists for pair in zip(t, t[1:])}
         self._question_terms = set(terms(self.question))
-        self._numbers = set().union(numbers(self.question), *(numbers(p.text) for p in self.passages)) \
-            if self.strict else set()
+        self._numbers = (
+            set().union(numbers(self.question), *(numbers(p.text) for p in self.passages)) if self.strict else set()
+        )
         known = [self.question] + [p.text for p in self.passages] if self.strict else []
         self._known_words = set().union(*(words_lower(text) for text in known)) if known else set()
         self._scripts = set().union(*(scripts(text) for text in known)) if known else set()
@@ -303,7 +325,7 @@ class Guard:
             match = re.search(r"\s+", self._buffer)
             return match.end() if match else 0
         for match in _SENTENCE_BREAK.finditer(self._buffer):
-            if "\n" in match.group() or ends_sentence(self._buffer[:match.start()]):
+            if "\n" in match.group() or ends_sentence(self._buffer[: match.start()]):
                 return match.end()
         return 0
 
@@ -328,8 +350,8 @@ class Guard:
         n = self.loop_words
         # The runs of n words that end in this piece: only the last n - 1 words before it
         # take part (not a copy of the whole answer per word: this runs for every token).
-        window = (self._words[-(n - 1):] if n > 1 else []) + words
-        grams = [tuple(window[j - n + 1:j + 1]) for j in range(len(window) - len(words), len(window)) if j >= n - 1]
+        window = (self._words[-(n - 1) :] if n > 1 else []) + words
+        grams = [tuple(window[j - n + 1 : j + 1]) for j in range(len(window) - len(words), len(window)) if j >= n - 1]
         if any(self._seen[g] + grams.count(g) >= 3 for g in grams):
             self.stopped = "repeat"
             return ""
@@ -360,8 +382,10 @@ class Guard:
                     self.stopped = "unsupported"
                 return ""
             pairs = list(zip(found, found[1:]))
-            if (sum(1 for t in found if t in self._all_terms) / len(found) < MIN_SUPPORT
-                    or sum(1 for p in pairs if p in self._all_pairs) / len(pairs) < MIN_PAIR_SUPPORT):
+            if (
+                sum(1 for t in found if t in self._all_terms) / len(found) < MIN_SUPPORT
+                or sum(1 for p in pairs if p in self._all_pairs) / len(pairs) < MIN_PAIR_SUPPORT
+            ):
                 self.stopped = "unsupported"
                 return ""
             # A question instead of an answer (a small model echoing a heading or asking
@@ -402,7 +426,7 @@ class Guard:
 
 def cite(sentence: str, n: int) -> str:
     """The sentence with [Document n] before its closing punctuation ("… a year [Document 1].")."""
-    trailing = sentence[len(sentence.rstrip()):]
+    trailing = sentence[len(sentence.rstrip()) :]
     body = sentence.rstrip()
     end = len(body.rstrip(".!?:;,"))
     stop = body[end:] if body[end:] in ("", ".", "!", "?") else "."

@@ -1,5 +1,6 @@
 """REST chat: `POST /api/v1/chat/` (JSON, or server-sent events with ?stream=1), the
 conversation history, and feedback on answers."""
+
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
@@ -18,13 +19,12 @@ from chat.serializers import (
     ConversationDetailSerializer,
     ConversationRenameSerializer,
     ConversationSerializer,
-    RegenerateRequestSerializer,
     FeedbackRequestSerializer,
     FeedbackSerializer,
+    RegenerateRequestSerializer,
 )
 from core.api import CursorPagination, EventStreamRenderer, streaming_response, wants_event_stream
 from core.views import AccountAPIView
-
 
 BIGINT_MAX = 2**63 - 1
 
@@ -49,8 +49,9 @@ def _answered(request, run: TurnRun):
     if request.query_params.get("stream") in ("1", "true") or wants_event_stream(request):
         return streaming_response(run.http_events(request._request, lambda frame: (sse(frame),)))
     done = run.run()
-    return Response({k: done[k] for k in ("conversation_id", "message_id", "answer", "citations", "usage",
-                                          "credits_remaining")})
+    return Response(
+        {k: done[k] for k in ("conversation_id", "message_id", "answer", "citations", "usage", "credits_remaining")}
+    )
 
 
 class ChatView(ChatAPIView):
@@ -58,18 +59,31 @@ class ChatView(ChatAPIView):
     account_transaction = False
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
-    @extend_schema(request=ChatRequestSerializer, responses=ChatResponseSerializer,
-                   parameters=[OpenApiParameter("stream", int, enum=[0, 1], required=False,
-                                                description="1: server-sent events (sources, token…, done)")])
+    @extend_schema(
+        request=ChatRequestSerializer,
+        responses=ChatResponseSerializer,
+        parameters=[
+            OpenApiParameter(
+                "stream", int, enum=[0, 1], required=False, description="1: server-sent events (sources, token…, done)"
+            )
+        ],
+    )
     def post(self, request):
         body = _ChatRequest(data=request.data)
         body.is_valid(raise_exception=True)
-        run = TurnRun(account=self.account, user=self.user, api_key=self.api_key, surface="api",
-                      question=body.validated_data["message"],
-                      conversation_id=body.validated_data.get("conversation_id"),
-                      options=TurnOptions(collection=body.validated_data.get("collection"),
-                                          tags=body.validated_data.get("tags"),
-                                          exclude_tags=body.validated_data.get("exclude_tags")))
+        run = TurnRun(
+            account=self.account,
+            user=self.user,
+            api_key=self.api_key,
+            surface="api",
+            question=body.validated_data["message"],
+            conversation_id=body.validated_data.get("conversation_id"),
+            options=TurnOptions(
+                collection=body.validated_data.get("collection"),
+                tags=body.validated_data.get("tags"),
+                exclude_tags=body.validated_data.get("exclude_tags"),
+            ),
+        )
         return _answered(request, run)
 
 
@@ -78,12 +92,20 @@ class ConversationPagination(CursorPagination):
 
 
 class ConversationListView(ChatAPIView):
-    @extend_schema(responses=ConversationSerializer(many=True),
-                   parameters=[OpenApiParameter("cursor", str, required=False),
-                               OpenApiParameter("page_size", int, required=False),
-                               OpenApiParameter("q", str, required=False,
-                                                description="Only conversations whose title or messages contain "
-                                                            "this text (case-insensitive, 1-200 characters)")])
+    @extend_schema(
+        responses=ConversationSerializer(many=True),
+        parameters=[
+            OpenApiParameter("cursor", str, required=False),
+            OpenApiParameter("page_size", int, required=False),
+            OpenApiParameter(
+                "q",
+                str,
+                required=False,
+                description="Only conversations whose title or messages contain "
+                "this text (case-insensitive, 1-200 characters)",
+            ),
+        ],
+    )
     def get(self, request):
         q = selectors.conversation_search_text(request.query_params.get("q"))
         paginator = ConversationPagination()
@@ -96,25 +118,34 @@ class ConversationDetailView(ChatAPIView):
     @extend_schema(responses=ConversationDetailSerializer)
     def get(self, request, conversation_id: int):
         account = self.account
-        conversation = selectors.conversation_access_by_id(account=account, conversation_id=conversation_id,
-                                                           user=self.user, api_key=self.api_key)
+        conversation = selectors.conversation_access_by_id(
+            account=account, conversation_id=conversation_id, user=self.user, api_key=self.api_key
+        )
         messages = selectors.messages_sources_readable(
-            account=account, messages=selectors.message_list(account=account, conversation=conversation))
+            account=account, messages=selectors.message_list(account=account, conversation=conversation)
+        )
         return Response(ConversationDetailSerializer(conversation, context={"messages": messages}).data)
 
     @extend_schema(request=ConversationRenameSerializer, responses=ConversationSerializer)
     def patch(self, request, conversation_id: int):
         body = request.data if isinstance(request.data, dict) else {}
-        conversation = services.conversation_rename(account=self.account, conversation_id=conversation_id,
-                                                    title=body.get("title"), user=self.user, api_key=self.api_key)
-        conversation = selectors.conversation_list(account=self.account, user=self.user,
-                                                   api_key=self.api_key).get(pk=conversation.pk)
+        conversation = services.conversation_rename(
+            account=self.account,
+            conversation_id=conversation_id,
+            title=body.get("title"),
+            user=self.user,
+            api_key=self.api_key,
+        )
+        conversation = selectors.conversation_list(account=self.account, user=self.user, api_key=self.api_key).get(
+            pk=conversation.pk
+        )
         return Response(ConversationSerializer(conversation).data)
 
     @extend_schema(responses={204: None})
     def delete(self, request, conversation_id: int):
-        services.conversation_delete(account=self.account, conversation_id=conversation_id, user=self.user,
-                                     api_key=self.api_key)
+        services.conversation_delete(
+            account=self.account, conversation_id=conversation_id, user=self.user, api_key=self.api_key
+        )
         return Response(status=204)
 
 
@@ -126,17 +157,31 @@ class ConversationRegenerateView(ChatAPIView):
     account_transaction = False
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
-    @extend_schema(request=RegenerateRequestSerializer, responses=ChatResponseSerializer,
-                   parameters=[OpenApiParameter("stream", int, enum=[0, 1], required=False,
-                                                description="1: server-sent events (sources, token…, done)")])
+    @extend_schema(
+        request=RegenerateRequestSerializer,
+        responses=ChatResponseSerializer,
+        parameters=[
+            OpenApiParameter(
+                "stream", int, enum=[0, 1], required=False, description="1: server-sent events (sources, token…, done)"
+            )
+        ],
+    )
     def post(self, request, conversation_id: int):
         body = RegenerateRequestSerializer(data=request.data if isinstance(request.data, dict) else {})
         body.is_valid(raise_exception=True)
-        run = TurnRun(account=self.account, user=self.user, api_key=self.api_key, question=None,
-                      conversation_id=conversation_id, regenerate=True,
-                      options=TurnOptions(collection=body.validated_data.get("collection"),
-                                          tags=body.validated_data.get("tags"),
-                                          exclude_tags=body.validated_data.get("exclude_tags")))
+        run = TurnRun(
+            account=self.account,
+            user=self.user,
+            api_key=self.api_key,
+            question=None,
+            conversation_id=conversation_id,
+            regenerate=True,
+            options=TurnOptions(
+                collection=body.validated_data.get("collection"),
+                tags=body.validated_data.get("tags"),
+                exclude_tags=body.validated_data.get("exclude_tags"),
+            ),
+        )
         return _answered(request, run)
 
 
@@ -147,9 +192,14 @@ class FeedbackView(ChatAPIView):
     @extend_schema(request=FeedbackRequestSerializer, responses={201: FeedbackSerializer})
     def post(self, request, message_id: int):
         body = request.data if isinstance(request.data, dict) else {}
-        feedback = services.feedback_give(account=self.account, message_id=message_id, user=self.user,
-                                          api_key=self.api_key, rating=body.get("rating"),
-                                          comment=body.get("comment"))
+        feedback = services.feedback_give(
+            account=self.account,
+            message_id=message_id,
+            user=self.user,
+            api_key=self.api_key,
+            rating=body.get("rating"),
+            comment=body.get("comment"),
+        )
         feedback = selectors.feedback_list(account=self.account).get(pk=feedback.pk)
         return Response(FeedbackSerializer(feedback).data, status=201)
 
@@ -163,16 +213,21 @@ class FeedbackListView(AccountAPIView):
 
     permission_classes = [allows(Action.FEEDBACK_VIEW)]
 
-    @extend_schema(responses=FeedbackSerializer(many=True),
-                   parameters=[OpenApiParameter("cursor", str, required=False),
-                               OpenApiParameter("page_size", int, required=False),
-                               OpenApiParameter("rating", str, enum=["up", "down"], required=False)])
+    @extend_schema(
+        responses=FeedbackSerializer(many=True),
+        parameters=[
+            OpenApiParameter("cursor", str, required=False),
+            OpenApiParameter("page_size", int, required=False),
+            OpenApiParameter("rating", str, enum=["up", "down"], required=False),
+        ],
+    )
     def get(self, request):
         rating = request.query_params.get("rating") or None
         if rating is not None and rating not in Rating.values:
             raise FeedbackError(ChatErrorCode.INVALID_RATING, 'rating must be "up" or "down".', field="rating")
         paginator = FeedbackPagination()
-        page = paginator.paginate_queryset(selectors.feedback_list(account=self.account, rating=rating), request,
-                                           view=self)
+        page = paginator.paginate_queryset(
+            selectors.feedback_list(account=self.account, rating=rating), request, view=self
+        )
         selectors.messages_sources_readable(account=self.account, messages=[f.message for f in page])
         return paginator.get_paginated_response(FeedbackSerializer(page, many=True).data)

@@ -9,6 +9,7 @@ open sockets for one principal (WS_MAX_SOCKETS_PER_PRINCIPAL) or frames faster t
 WS_FRAMES_PER_SECOND (burst WS_FRAME_BURST). A bad frame never closes it: it gets a
 chat.error (bad_request, too_large) and the socket stays open.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,13 +31,13 @@ from accounts.resolution import bearer_token, resolve_api_key, resolve_session
 from accounts.sso.session import session_passes_sso, sso_required_message, sso_shuts_out
 from chat.agent import TurnOptions
 from chat.driver import TurnRun
+from chat.error_codes import ChatErrorCode
 from chat.errors import ChatError
 from core import rows, sockets
+from core.error_codes import CoreErrorCode
 from core.errors import GroundworkError, error_frame
 from core.request_id import request_id_from, request_id_set
 from core.tenancy import account_context
-from chat.error_codes import ChatErrorCode
-from core.error_codes import CoreErrorCode
 
 logger = logging.getLogger("groundwork.chat")
 
@@ -51,12 +52,14 @@ BIGINT_MAX = 2**63 - 1
 def _in_thread(func):
     """Run ORM work in a worker thread of its own (not the single shared one), so one slow
     socket does not queue every other socket's database work behind it."""
+
     def call(*args, **kwargs):
         close_old_connections()
         try:
             return func(*args, **kwargs)
         finally:
             close_old_connections()
+
     return sync_to_async(call, thread_sensitive=False)
 
 
@@ -136,9 +139,11 @@ _origin_allowed = origin_allowed  # the old name
 
 # --- who is on the socket ---------------------------------------------------------------------
 
+
 @dataclass
 class Principal:
     """An API key, or a member: a person in one account. A key is never its creator."""
+
     account: Account
     api_key: ApiKey | None = None
     user: object = None
@@ -176,18 +181,32 @@ def principal_refusal(principal: Principal) -> GroundworkError | None:
 def principal_refusal_here(principal: Principal) -> GroundworkError | None:
     """principal_refusal() inside the caller's context of the principal's account (a turn's
     first transaction): one query, the key or the membership joined with its account."""
-    gone = ChatError(ChatErrorCode.UNAUTHENTICATED, "Your access has ended: the API key was revoked or you are no longer a "
-                                        "member of this account. Sign in again.", status=401)
+    gone = ChatError(
+        ChatErrorCode.UNAUTHENTICATED,
+        "Your access has ended: the API key was revoked or you are no longer a member of this account. Sign in again.",
+        status=401,
+    )
     if principal.api_key is not None:
-        key = rows.select_one(ApiKey, "JOIN accounts_account a ON a.id = t.account_id WHERE t.id = %s AND "
-                                      "t.account_id = %s AND t.revoked_at IS NULL AND a.deleted_at IS NULL",
-                              [principal.api_key.pk, principal.account.pk])
+        key = rows.select_one(
+            ApiKey,
+            "JOIN accounts_account a ON a.id = t.account_id WHERE t.id = %s AND "
+            "t.account_id = %s AND t.revoked_at IS NULL AND a.deleted_at IS NULL",
+            [principal.api_key.pk, principal.account.pk],
+        )
         if key is None:
             return gone
         principal.api_key = key
-        return None if _may_chat(key) else ChatError(CoreErrorCode.FORBIDDEN, refusal_message(key, Action.CHAT), status=403)
-    membership = (Membership.objects.for_account(principal.account).select_related("user", "account")
-                  .filter(user_id=principal.user.pk, account__deleted_at__isnull=True).first())
+        return (
+            None
+            if _may_chat(key)
+            else ChatError(CoreErrorCode.FORBIDDEN, refusal_message(key, Action.CHAT), status=403)
+        )
+    membership = (
+        Membership.objects.for_account(principal.account)
+        .select_related("user", "account")
+        .filter(user_id=principal.user.pk, account__deleted_at__isnull=True)
+        .first()
+    )
     if membership is None or not membership.user.is_active:
         return gone
     if sso_shuts_out(membership.account, by_sso=principal.signed_in_with_sso):
@@ -216,20 +235,26 @@ class _SocketTurn(TurnRun):
 
 # --- frames -----------------------------------------------------------------------------------
 
+
 def _frame_error(text_data) -> tuple[dict | None, ChatError | None]:
     """The frame as a JSON object, or the chat.error it gets."""
     if text_data is None:
         return None, ChatError(CoreErrorCode.BAD_REQUEST, "Send JSON text frames, not binary ones.")
-    if len(text_data) > settings.WS_MAX_FRAME_BYTES or len(text_data.encode("utf-8", "replace")) > \
-            settings.WS_MAX_FRAME_BYTES:
-        return None, ChatError(CoreErrorCode.TOO_LARGE, f"Frames are limited to {settings.WS_MAX_FRAME_BYTES:,} bytes.",
-                               status=413)
+    if (
+        len(text_data) > settings.WS_MAX_FRAME_BYTES
+        or len(text_data.encode("utf-8", "replace")) > settings.WS_MAX_FRAME_BYTES
+    ):
+        return None, ChatError(
+            CoreErrorCode.TOO_LARGE, f"Frames are limited to {settings.WS_MAX_FRAME_BYTES:,} bytes.", status=413
+        )
     try:
         content = json.loads(text_data, parse_constant=_no_constant)
     except (ValueError, RecursionError):  # not JSON, NaN/Infinity, or nested past the parser's depth
         return None, ChatError(CoreErrorCode.BAD_REQUEST, "That frame is not valid JSON.")
     if not isinstance(content, dict):
-        return None, ChatError(CoreErrorCode.BAD_REQUEST, 'A frame is a JSON object: {"type": "chat.message", "message": "…"}.')
+        return None, ChatError(
+            CoreErrorCode.BAD_REQUEST, 'A frame is a JSON object: {"type": "chat.message", "message": "…"}.'
+        )
     return content, None
 
 
@@ -242,22 +267,33 @@ def _message_error(content: dict) -> ChatError | None:
     if message is not None and not isinstance(message, str):
         return ChatError(CoreErrorCode.BAD_REQUEST, "`message` is the question, as text.")
     if isinstance(message, str) and "\x00" in message:
-        return ChatError(CoreErrorCode.BAD_REQUEST, "The question contains a NUL character; remove it and send it again.")
+        return ChatError(
+            CoreErrorCode.BAD_REQUEST, "The question contains a NUL character; remove it and send it again."
+        )
     if conversation_id is None or conversation_id == "":
         return None
     if isinstance(conversation_id, str) and conversation_id.isascii() and conversation_id.isdigit():
         conversation_id = int(conversation_id)
-    if isinstance(conversation_id, bool) or not isinstance(conversation_id, int) or \
-            not 1 <= conversation_id <= BIGINT_MAX:
-        return ChatError(CoreErrorCode.BAD_REQUEST, "`conversation_id` is the id of one of your conversations (a whole "
-                                        "number); leave it out to start a new one.")
+    if (
+        isinstance(conversation_id, bool)
+        or not isinstance(conversation_id, int)
+        or not 1 <= conversation_id <= BIGINT_MAX
+    ):
+        return ChatError(
+            CoreErrorCode.BAD_REQUEST,
+            "`conversation_id` is the id of one of your conversations (a whole "
+            "number); leave it out to start a new one.",
+        )
     return None
 
 
 def _regenerate_error(content: dict) -> ChatError | None:
     if content.get("conversation_id") in (None, ""):
-        return ChatError(CoreErrorCode.BAD_REQUEST, '`conversation_id` says which conversation\'s last answer to '
-                                                    'regenerate: {"type": "chat.regenerate", "conversation_id": 12}.')
+        return ChatError(
+            CoreErrorCode.BAD_REQUEST,
+            "`conversation_id` says which conversation's last answer to "
+            'regenerate: {"type": "chat.regenerate", "conversation_id": 12}.',
+        )
     return None
 
 
@@ -284,13 +320,15 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
             await self._refuse(UNAUTHENTICATED)
             return
         # An API key is not the person who made it: it chats as itself, in its own conversations.
-        principal = Principal(account=resolution.account, api_key=resolution.api_key,
-                              user=None if token is not None else resolution.user,
-                              membership=None if token is not None else resolution.membership,
-                              signed_in_with_sso=token is None and session_passes_sso(
-                                  user=resolution.user, account=resolution.account, session=self.scope.get("session")),
-                              session_key=None if token is not None else getattr(self.scope.get("session"),
-                                                                                 "session_key", None))
+        principal = Principal(
+            account=resolution.account,
+            api_key=resolution.api_key,
+            user=None if token is not None else resolution.user,
+            membership=None if token is not None else resolution.membership,
+            signed_in_with_sso=token is None
+            and session_passes_sso(user=resolution.user, account=resolution.account, session=self.scope.get("session")),
+            session_key=None if token is not None else getattr(self.scope.get("session"), "session_key", None),
+        )
         if not _may_chat(principal):
             await self._refuse(FORBIDDEN)
             return
@@ -361,7 +399,8 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         # that no longer match: their sockets close; the session that made the change stays.
         principal = self.principal
         if principal.session_key is not None and not await _in_thread(session_is_signed_in)(
-                user_id=principal.user.pk, session_key=principal.session_key):
+            user_id=principal.user.pk, session_key=principal.session_key
+        ):
             await self._shut(UNAUTHENTICATED)
 
     # Frames from the client.
@@ -370,8 +409,13 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         if self.closing or self.principal is None:
             return
         if not self.frames.take():
-            await self._error(ChatError(CoreErrorCode.RATE_LIMITED, f"Too many frames: at most {settings.WS_FRAMES_PER_SECOND:g} "
-                                                        "a second. Reconnect and slow down.", status=429))
+            await self._error(
+                ChatError(
+                    CoreErrorCode.RATE_LIMITED,
+                    f"Too many frames: at most {settings.WS_FRAMES_PER_SECOND:g} a second. Reconnect and slow down.",
+                    status=429,
+                )
+            )
             await self._shut(TOO_MANY)
             return
         content, error = _frame_error(text_data)
@@ -387,13 +431,22 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
                 self.run.cancel()  # also while the turn is still being prepared
             return
         if kind not in ("chat.message", "chat.regenerate"):
-            await self._error(ChatError(CoreErrorCode.BAD_REQUEST, 'Send {"type": "chat.message", "message": "…"}, '
-                                                       '{"type": "chat.regenerate", "conversation_id": …} '
-                                                       'or {"type": "chat.cancel"}.'))
+            await self._error(
+                ChatError(
+                    CoreErrorCode.BAD_REQUEST,
+                    'Send {"type": "chat.message", "message": "…"}, '
+                    '{"type": "chat.regenerate", "conversation_id": …} '
+                    'or {"type": "chat.cancel"}.',
+                )
+            )
             return
         if self._answering():
-            await self._error(ChatError(CoreErrorCode.BAD_REQUEST, "An answer is still being written: wait for it, or send "
-                                                       "chat.cancel first."))
+            await self._error(
+                ChatError(
+                    CoreErrorCode.BAD_REQUEST,
+                    "An answer is still being written: wait for it, or send chat.cancel first.",
+                )
+            )
             return
         regenerate = kind == "chat.regenerate"
         error = _message_error(content) or (_regenerate_error(content) if regenerate else None)
@@ -404,11 +457,20 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
         self.turns += 1
         # The turn (its thread) and the relay task (a copy of this context) log with this id.
         with request_id_set(f"{self.request_id}:{self.turns}"):
-            self.run = _SocketTurn(principal=principal, account=principal.account, user=principal.user,
-                                   api_key=principal.api_key, question=None if regenerate else content.get("message"),
-                                   conversation_id=content.get("conversation_id"), regenerate=regenerate,
-                                   options=TurnOptions(collection=content.get("collection"), tags=content.get("tags"),
-                                                       exclude_tags=content.get("exclude_tags")))
+            self.run = _SocketTurn(
+                principal=principal,
+                account=principal.account,
+                user=principal.user,
+                api_key=principal.api_key,
+                question=None if regenerate else content.get("message"),
+                conversation_id=content.get("conversation_id"),
+                regenerate=regenerate,
+                options=TurnOptions(
+                    collection=content.get("collection"),
+                    tags=content.get("tags"),
+                    exclude_tags=content.get("exclude_tags"),
+                ),
+            )
             self.generation = asyncio.create_task(self._relay(self.run))
 
     async def _error(self, error: ChatError):
@@ -417,8 +479,12 @@ class ChatConsumer(AsyncJsonWebsocketConsumer):
     def _answering(self) -> bool:
         """A turn is under way until its chat.done or chat.error is out (its task may still
         be tidying up its thread after that; the turn is settled by then)."""
-        return self.run is not None and self.run.done is None and self.run.error is None and (
-            self.generation is not None and not self.generation.done())
+        return (
+            self.run is not None
+            and self.run.done is None
+            and self.run.error is None
+            and (self.generation is not None and not self.generation.done())
+        )
 
     async def _relay(self, run: TurnRun):
         async for frame in run.aframes():

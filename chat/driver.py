@@ -6,6 +6,7 @@ Frames are the websocket's (docs/api/websocket.md): `chat.sources`, `chat.token`
 or `chat.error`. `frames()` is the turn itself, synchronous (ORM and model calls block);
 `aframes()` runs it in a worker thread and hands its frames to an event loop as they come.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -38,8 +39,19 @@ SETTLE_RETRY_SECONDS = 30.0
 TOKEN_FRAME_INTERVAL = 0.03
 
 # What `chat.done` carries, written once for every surface.
-DONE_KEYS = ("message_id", "conversation_id", "answer", "citations", "usage", "credits_remaining", "status",
-             "finish_reason", "budget_remaining", "budget_period", "credits_charged")
+DONE_KEYS = (
+    "message_id",
+    "conversation_id",
+    "answer",
+    "citations",
+    "usage",
+    "credits_remaining",
+    "status",
+    "finish_reason",
+    "budget_remaining",
+    "budget_period",
+    "credits_charged",
+)
 
 
 class TurnRun:
@@ -48,15 +60,29 @@ class TurnRun:
     before the model is called it skips the call (nothing is charged but what was spent on
     retrieval), during the answer it stops generation and pays for what was generated."""
 
-    def __init__(self, *, account, user=None, api_key=None, question, conversation_id=None,
-                 history: list[tuple[str, str]] | None = None, options: TurnOptions | None = None,
-                 authorize=None, tags: list[str] | None = None, exclude_tags: list[str] | None = None,
-                 regenerate: bool = False, surface: str = "api"):
+    def __init__(
+        self,
+        *,
+        account,
+        user=None,
+        api_key=None,
+        question,
+        conversation_id=None,
+        history: list[tuple[str, str]] | None = None,
+        options: TurnOptions | None = None,
+        authorize=None,
+        tags: list[str] | None = None,
+        exclude_tags: list[str] | None = None,
+        regenerate: bool = False,
+        surface: str = "api",
+    ):
         # `tags` / `exclude_tags` (MCP's ask passes them here) win over the options' own.
         if tags is not None or exclude_tags is not None:
-            options = dataclasses.replace(options or TurnOptions(),
-                                          **({"tags": tags} if tags is not None else {}),
-                                          **({"exclude_tags": exclude_tags} if exclude_tags is not None else {}))
+            options = dataclasses.replace(
+                options or TurnOptions(),
+                **({"tags": tags} if tags is not None else {}),
+                **({"exclude_tags": exclude_tags} if exclude_tags is not None else {}),
+            )
         self.id = uuid.uuid4().hex
         self.cancelled = threading.Event()
         self.error: GroundworkError | None = None
@@ -71,9 +97,17 @@ class TurnRun:
         self._asked_at = time.perf_counter()
         self._first_token_at: float | None = None
         self._observed = False
-        self._prepare = dict(account=account, user=user, api_key=api_key, question=question,
-                             conversation_id=conversation_id, history=history, options=options,
-                             authorize=authorize, regenerate=regenerate)
+        self._prepare = dict(
+            account=account,
+            user=user,
+            api_key=api_key,
+            question=question,
+            conversation_id=conversation_id,
+            history=history,
+            options=options,
+            authorize=authorize,
+            regenerate=regenerate,
+        )
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -98,9 +132,14 @@ class TurnRun:
             yield self._fail(exc)
             return
         turn = self.turn
-        yield {"type": "chat.sources", "conversation_id": turn.conversation.pk,
-               "conversation_title": turn.conversation.title, "sources": turn.sources,
-               "route": turn.route, "query": turn.query}
+        yield {
+            "type": "chat.sources",
+            "conversation_id": turn.conversation.pk,
+            "conversation_title": turn.conversation.title,
+            "sources": turn.sources,
+            "route": turn.route,
+            "query": turn.query,
+        }
         failed = None
         try:
             for text in turn.stream():
@@ -225,6 +264,7 @@ class TurnRun:
         turn runs in a worker thread; under WSGI (test clients) the same turn in the
         request's own thread."""
         if isinstance(request, ASGIRequest):
+
             async def events():
                 for event in head:
                     yield event
@@ -237,6 +277,7 @@ class TurnRun:
                             yield event
                 for event in tail:
                     yield event
+
             return events()
 
         def events():
@@ -244,6 +285,7 @@ class TurnRun:
             for frame in self.frames():
                 yield from render(frame)
             yield from tail
+
         return events()
 
     def _fail(self, exc: Exception) -> dict:
@@ -256,8 +298,12 @@ class TurnRun:
             return
         self._observed = True
         first = None if self._first_token_at is None else self._first_token_at - self._asked_at
-        metrics.chat_turn_observe(surface=self.surface, outcome=str(outcome),
-                                  seconds=time.perf_counter() - self._asked_at, first_token_seconds=first)
+        metrics.chat_turn_observe(
+            surface=self.surface,
+            outcome=str(outcome),
+            seconds=time.perf_counter() - self._asked_at,
+            first_token_seconds=first,
+        )
 
 
 def _settle(turn, *, failed: Exception | None = None) -> dict:
@@ -273,8 +319,12 @@ def _settle(turn, *, failed: Exception | None = None) -> dict:
             if time.monotonic() + delay > deadline:
                 raise
             reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            logger.warning("settling chat turn %s: the database is unreachable (%s); trying again in %.2g s",
-                           turn.request_id, reason, delay)
+            logger.warning(
+                "settling chat turn %s: the database is unreachable (%s); trying again in %.2g s",
+                turn.request_id,
+                reason,
+                delay,
+            )
             connection.close()  # broken: the next query opens (or borrows) a new one
             time.sleep(delay)
             delay = min(delay * 2, 4.0)

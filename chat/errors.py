@@ -1,4 +1,5 @@
 """The chat domain's error: a GroundworkError whose codes are the websocket's `chat.error` codes."""
+
 from chat.error_codes import ChatErrorCode
 from core.errors import GroundworkError, NotFound
 
@@ -38,8 +39,12 @@ class PromptTooLong(ChatError):
     before anything is held or charged."""
 
     def __init__(self, *, prompt_tokens: int, window: int):
-        super().__init__(ChatErrorCode.PROMPT_TOO_LONG,
-                         f"This turn's prompt is about {prompt_tokens:,} tokens and the chat model reads at most "
-                         f"{window:,} a turn, its answer included. Shorten the system message(s), the earlier "
-                         "messages or the question.", status=400, field="messages")
+        super().__init__(
+            ChatErrorCode.PROMPT_TOO_LONG,
+            f"This turn's prompt is about {prompt_tokens:,} tokens and the chat model reads at most "
+            f"{window:,} a turn, its answer included. Shorten the system message(s), the earlier "
+            "messages or the question.",
+            status=400,
+            field="messages",
+        )
         self.prompt_tokens, self.window = prompt_tokens, window

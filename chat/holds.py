@@ -3,6 +3,7 @@ turn (`hold_bounds`), the hold taken down to what the balance and budgets allow
 (`credits_hold_fitting`), and the prompt and answer fitted to it (`fitted`), so no chat turn
 is charged more than it held (docs/architecture.md, "A chat turn's path"). The prompt is
 counted as the model that charges counts it (llm/chat_tokens.py)."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -48,8 +49,15 @@ def _embedding_models(model: str | None) -> list[str] | None:
     return [model] if model else None
 
 
-def hold_bounds(question: str, history: list[tuple[str, str]], kind: str, options: TurnOptions,
-                 chosen: Profile, *, embedding_model: str | None = None) -> tuple[int, int]:
+def hold_bounds(
+    question: str,
+    history: list[tuple[str, str]],
+    kind: str,
+    options: TurnOptions,
+    chosen: Profile,
+    *,
+    embedding_model: str | None = None,
+) -> tuple[int, int]:
     """(least, most) credits to hold for the turn. Most: its worst case, the prompt counted as
     the model that charges counts it (llm/chat_tokens.py: the bundled model's own tokenizer,
     else UTF-8 bytes, which no provider's tokenizer exceeds) with the passages' allowance and
@@ -61,8 +69,9 @@ def hold_bounds(question: str, history: list[tuple[str, str]], kind: str, option
     Whatever is held, the prompt and the answer are fitted to it (`fitted`), so a chat turn is
     never charged more than its hold."""
     passages = {GENERAL: 0, LOOKUP: chosen.passages or settings.RAG_TOP_K * 3, SUMMARY: SUMMARY_CHUNKS}[kind]
-    bare = max(prompt_bound(question, [], history, options, grounded=grounded, chosen=chosen)
-               for grounded in (True, False))
+    bare = max(
+        prompt_bound(question, [], history, options, grounded=grounded, chosen=chosen) for grounded in (True, False)
+    )
     window = chat_tokens.context_window()
     if window is not None and bare + MIN_ANSWER_TOKENS > window:
         raise PromptTooLong(prompt_tokens=bare, window=window)
@@ -72,24 +81,46 @@ def hold_bounds(question: str, history: list[tuple[str, str]], kind: str, option
     if window is not None:
         least, most = min(least, window), min(most, window)
     retrieval = retrieval_worst_case(question, history, kind, chosen, embedding_model=embedding_model)
-    least, most = (pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=tokens) + retrieval
-                   for tokens in (least, most))
+    least, most = (
+        pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=tokens) + retrieval
+        for tokens in (least, most)
+    )
     return least, max(least, most)
 
 
-def prompt_messages(question: str, passages: list, history: list[tuple[str, str]], options: TurnOptions, *,
-                     grounded: bool, chosen: Profile) -> list[dict]:
+def prompt_messages(
+    question: str,
+    passages: list,
+    history: list[tuple[str, str]],
+    options: TurnOptions,
+    *,
+    grounded: bool,
+    chosen: Profile,
+) -> list[dict]:
     """The model's messages; on a profile with `prompt_words`, the passages cut to what is
     nearest the question (the guard and the sources keep them whole)."""
     if chosen.prompt_words:
         passages = answering.focused(question, passages, chosen.prompt_words)
-    return build_messages(question=question, passages=passages, history=history, grounded=grounded,
-                          history_budget=chosen.history_tokens or settings.CHAT_HISTORY_TOKENS,
-                          instructions=options.system, style=chosen.prompt)
+    return build_messages(
+        question=question,
+        passages=passages,
+        history=history,
+        grounded=grounded,
+        history_budget=chosen.history_tokens or settings.CHAT_HISTORY_TOKENS,
+        instructions=options.system,
+        style=chosen.prompt,
+    )
 
 
-def prompt_bound(question: str, passages: list, history: list[tuple[str, str]], options: TurnOptions, *,
-                  grounded: bool, chosen: Profile) -> int:
+def prompt_bound(
+    question: str,
+    passages: list,
+    history: list[tuple[str, str]],
+    options: TurnOptions,
+    *,
+    grounded: bool,
+    chosen: Profile,
+) -> int:
     messages = prompt_messages(question, passages, history, options, grounded=grounded, chosen=chosen)
     return chat_tokens.prompt_tokens_bound([m["content"] for m in messages])
 
@@ -109,8 +140,16 @@ def credits_hold_fitting(account: Account, *, least: int, most: int, key: str, r
     return credits_hold(account=account, amount=affordable, key=key, reference=reference, **spender)
 
 
-def fitted(*, question: str, options: TurnOptions, chosen: Profile, history: list[tuple[str, str]],
-           hold: CreditHold, draws: list[HoldDraw], passages: list) -> tuple[list, list[dict], int]:
+def fitted(
+    *,
+    question: str,
+    options: TurnOptions,
+    chosen: Profile,
+    history: list[tuple[str, str]],
+    hold: CreditHold,
+    draws: list[HoldDraw],
+    passages: list,
+) -> tuple[list, list[dict], int]:
     """(passages, messages, max_tokens) that the turn's hold pays for whatever the model's
     tokenizer makes of them, within the chat model's context window: the passages ranked last
     are left out until the prompt's bound and a short answer fit in what the hold has left
@@ -143,8 +182,9 @@ def fitted(*, question: str, options: TurnOptions, chosen: Profile, history: lis
         if window is not None and prompt + MIN_ANSWER_TOKENS > window:
             raise PromptTooLong(prompt_tokens=prompt, window=window)
         drawn = hold.amount - left
-        needed = drawn + pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(),
-                                                 tokens=prompt + MIN_ANSWER_TOKENS)
+        needed = drawn + pricing.credits_at_most(
+            kind=pricing.CHAT, models=_serving_models(), tokens=prompt + MIN_ANSWER_TOKENS
+        )
         raise InsufficientCredits(needed=needed, balance=hold.amount)
     messages, prompt = done
     return passages, messages, max(1, min(wanted, within - prompt))
@@ -167,8 +207,9 @@ def _best_passage_cut(question: str, passage, attempt) -> list:
     return answering.focused(question, [passage], low)
 
 
-def retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: str, chosen: Profile, *,
-                         embedding_model: str | None = None) -> int:
+def retrieval_worst_case(
+    question: str, history: list[tuple[str, str]], kind: str, chosen: Profile, *, embedding_model: str | None = None
+) -> int:
     """The most a turn spends before its answer: the follow-up rewrite (a chat call) and the
     query embedding. The turn's hold covers them too and they are drawn from it, so the
     balance and the principal's budgets refuse a turn before anything runs, never halfway.
@@ -178,14 +219,22 @@ def retrieval_worst_case(question: str, history: list[tuple[str, str]], kind: st
     if kind == GENERAL:
         return 0
     searched = standalone_query(question, history)
-    query = input_tokens_bound(searched, model=embedding_model or settings.EMBEDDING_MODEL, purpose=Purpose.QUERY,
-                               exact=settings.LLM_BUNDLED and embedding_model is not None)
+    query = input_tokens_bound(
+        searched,
+        model=embedding_model or settings.EMBEDDING_MODEL,
+        purpose=Purpose.QUERY,
+        exact=settings.LLM_BUNDLED and embedding_model is not None,
+    )
     if not (previous_question(question, history) and chosen.rewrite):
         return pricing.credits_at_most(kind=pricing.EMBEDDING, models=_embedding_models(embedding_model), tokens=query)
     # The model's rewrite (at most REWRITE_MAX_TOKENS, with [CLS] and [SEP]) or, when it
     # fails, the deterministic query.
-    rewrite = (chat_tokens.prompt_tokens_bound([m["content"] for m in rewrite_messages(question, history)])
-               + REWRITE_MAX_TOKENS)
-    return (pricing.credits_at_most(kind=pricing.CHAT, models=_serving_models(), tokens=rewrite)
-            + pricing.credits_at_most(kind=pricing.EMBEDDING, models=_embedding_models(embedding_model),
-                                      tokens=max(query, REWRITE_MAX_TOKENS + 2)))
+    rewrite = (
+        chat_tokens.prompt_tokens_bound([m["content"] for m in rewrite_messages(question, history)])
+        + REWRITE_MAX_TOKENS
+    )
+    return pricing.credits_at_most(
+        kind=pricing.CHAT, models=_serving_models(), tokens=rewrite
+    ) + pricing.credits_at_most(
+        kind=pricing.EMBEDDING, models=_embedding_models(embedding_model), tokens=max(query, REWRITE_MAX_TOKENS + 2)
+    )

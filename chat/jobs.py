@@ -1,4 +1,5 @@
 """django-rq entry points for chat."""
+
 from __future__ import annotations
 
 import logging
@@ -17,8 +18,11 @@ PURGE_BATCH = 500
 
 
 def enqueue_account_purge(*, account_id: int) -> None:
-    transaction.on_commit(lambda: django_rq.get_queue("default").enqueue(
-        purge_account, account_id=account_id, retry=Retry(max=3, interval=[10, 30, 90])))
+    transaction.on_commit(
+        lambda: django_rq.get_queue("default").enqueue(
+            purge_account, account_id=account_id, retry=Retry(max=3, interval=[10, 30, 90])
+        )
+    )
 
 
 def account_conversations_purge(sender, *, account, **_signal) -> None:
@@ -36,8 +40,9 @@ def purge_account(*, account_id: int) -> int:
     removed = 0
     while True:
         with account_context(account_id=account_id):
-            ids = list(Conversation.objects.for_account(account_id).order_by("pk")
-                       .values_list("pk", flat=True)[:PURGE_BATCH])
+            ids = list(
+                Conversation.objects.for_account(account_id).order_by("pk").values_list("pk", flat=True)[:PURGE_BATCH]
+            )
             if not ids:
                 return removed
             Message.objects.for_account(account_id).filter(conversation_id__in=ids).delete()

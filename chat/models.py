@@ -1,4 +1,5 @@
 """Conversations and their messages, with citations, usage and the model that answered."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -8,8 +9,9 @@ from core.tenancy import TenantModel
 
 
 class Conversation(TenantModel):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                             related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     title = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -50,10 +52,13 @@ class Message(TenantModel):
     latency_ms = models.PositiveIntegerField(null=True, blank=True)
     first_token_ms = models.PositiveIntegerField(null=True, blank=True)
     error_code = models.CharField(max_length=40, blank=True)
-    query = models.TextField(blank=True, help_text="What was searched for this question (a follow-up is "
-                                                    "searched with the question before it)")
-    end_user = models.CharField(max_length=256, blank=True,
-                                help_text="The API caller's end-user id (OpenAI `user`), on questions")
+    query = models.TextField(
+        blank=True,
+        help_text="What was searched for this question (a follow-up is searched with the question before it)",
+    )
+    end_user = models.CharField(
+        max_length=256, blank=True, help_text="The API caller's end-user id (OpenAI `user`), on questions"
+    )
     # A regenerated answer's earlier version: the answer that replaced it (the same question
     # asked again, chat.agent's regenerate). It stays visible as a previous version and is
     # left out of the history the model reads.
@@ -82,10 +87,10 @@ class MessageFeedback(TenantModel):
     person who made it: a key's feedback has `api_key` set and no `user`."""
 
     message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="feedback")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                             related_name="+")
-    api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.SET_NULL,
-                                related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
     rating = models.CharField(max_length=4, choices=Rating.choices)
     comment = models.TextField(blank=True, max_length=FEEDBACK_COMMENT_MAX_LENGTH)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -94,10 +99,12 @@ class MessageFeedback(TenantModel):
     class Meta:
         constraints = [
             # One per person and message, one per key and message: a second replaces the first.
-            models.UniqueConstraint(fields=["message", "user"], condition=models.Q(api_key__isnull=True),
-                                    name="feedback_one_per_person"),
-            models.UniqueConstraint(fields=["message", "api_key"], condition=models.Q(api_key__isnull=False),
-                                    name="feedback_one_per_key"),
+            models.UniqueConstraint(
+                fields=["message", "user"], condition=models.Q(api_key__isnull=True), name="feedback_one_per_person"
+            ),
+            models.UniqueConstraint(
+                fields=["message", "api_key"], condition=models.Q(api_key__isnull=False), name="feedback_one_per_key"
+            ),
             models.CheckConstraint(condition=models.Q(rating__in=["up", "down"]), name="feedback_rating_valid"),
         ]
         indexes = [models.Index(fields=["account", "-created_at"], name="feedback_recent")]

@@ -1,5 +1,6 @@
 """The OpenAI-compatible surface: any OpenAI SDK pointed at `base_url="http://HOST/v1"` with
 an API key chats with its account's knowledge base as model "groundwork"."""
+
 from __future__ import annotations
 
 import time
@@ -9,15 +10,15 @@ from rest_framework import serializers
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 
+from accounts.permissions import Action, allows
 from chat.agent import TurnOptions
 from chat.driver import TurnRun, sse
+from chat.error_codes import ChatErrorCode
 from chat.errors import ChatError
 from core.api import EventStreamRenderer, streaming_response
-from core.views import AccountAPIView
-from accounts.permissions import Action, allows
 from core.authentication import ApiKeyAuthentication
-from chat.error_codes import ChatErrorCode
 from core.error_codes import CoreErrorCode
+from core.views import AccountAPIView
 
 MODEL_ID = "groundwork"
 # The largest max_tokens taken (then lowered to CHAT_MAX_TOKENS); past it a 400, not an overflow.
@@ -64,8 +65,13 @@ def _max_tokens_field():
     # Above the server's cap is not an error: TurnOptions lowers it to CHAT_MAX_TOKENS.
     message = "must be a whole number of at least 1."
     too_large = f"must be a whole number of at most {MAX_TOKENS_ACCEPTED}."
-    return _WholeNumber(required=False, allow_null=True, min_value=1, max_value=MAX_TOKENS_ACCEPTED,
-                        error_messages={"invalid": message, "min_value": message, "max_value": too_large})
+    return _WholeNumber(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=MAX_TOKENS_ACCEPTED,
+        error_messages={"invalid": message, "min_value": message, "max_value": too_large},
+    )
 
 
 class CompletionRequest(serializers.Serializer):
@@ -75,14 +81,21 @@ class CompletionRequest(serializers.Serializer):
     messages = _Message(many=True, allow_empty=False)
     stream = serializers.BooleanField(required=False, default=False)
     stream_options = serializers.DictField(required=False, allow_null=True)
-    temperature = _Number(required=False, allow_null=True, min_value=0, max_value=2, error_messages={
-        "invalid": TEMPERATURE, "min_value": TEMPERATURE, "max_value": TEMPERATURE})
+    temperature = _Number(
+        required=False,
+        allow_null=True,
+        min_value=0,
+        max_value=2,
+        error_messages={"invalid": TEMPERATURE, "min_value": TEMPERATURE, "max_value": TEMPERATURE},
+    )
     max_tokens = _max_tokens_field()
     # Groundwork's own (an OpenAI SDK sends them with `extra_body`): retrieval steered by tags.
-    tags = serializers.JSONField(required=False, allow_null=True,
-                                 help_text="Answer only from documents carrying any of these tags")
-    exclude_tags = serializers.JSONField(required=False, allow_null=True,
-                                         help_text="Answer from no document carrying any of these tags")
+    tags = serializers.JSONField(
+        required=False, allow_null=True, help_text="Answer only from documents carrying any of these tags"
+    )
+    exclude_tags = serializers.JSONField(
+        required=False, allow_null=True, help_text="Answer from no document carrying any of these tags"
+    )
     max_completion_tokens = _max_tokens_field()  # OpenAI's newer name; wins over max_tokens
     user = serializers.CharField(required=False, allow_blank=True)
 
@@ -106,11 +119,21 @@ def _question_and_history(messages: list[dict]) -> tuple[str, list[tuple[str, st
 def _options(data: dict) -> TurnOptions:
     """The caller's settings for the turn. Its system and developer messages become the
     caller's part of our one system message (below the grounding rules, never instead)."""
-    system = "\n\n".join(text for m in data["messages"] if m["role"] in ("system", "developer")
-                          if (text := _text(m.get("content")).strip()))
+    system = "\n\n".join(
+        text
+        for m in data["messages"]
+        if m["role"] in ("system", "developer")
+        if (text := _text(m.get("content")).strip())
+    )
     max_tokens = data.get("max_completion_tokens") or data.get("max_tokens")
-    return TurnOptions(max_tokens=max_tokens, temperature=data.get("temperature"), system=system,
-                       end_user=data.get("user") or "", tags=data.get("tags"), exclude_tags=data.get("exclude_tags"))
+    return TurnOptions(
+        max_tokens=max_tokens,
+        temperature=data.get("temperature"),
+        system=system,
+        end_user=data.get("user") or "",
+        tags=data.get("tags"),
+        exclude_tags=data.get("exclude_tags"),
+    )
 
 
 class OpenAIView(AccountAPIView):
@@ -121,11 +144,13 @@ class OpenAIView(AccountAPIView):
 
 
 class ModelsView(OpenAIView):
-    @extend_schema(responses=inline_serializer("ModelList", {"object": serializers.CharField(),
-                                                             "data": serializers.ListField()}))
+    @extend_schema(
+        responses=inline_serializer("ModelList", {"object": serializers.CharField(), "data": serializers.ListField()})
+    )
     def get(self, request):
-        return Response({"object": "list", "data": [
-            {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "groundwork"}]})
+        return Response(
+            {"object": "list", "data": [{"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "groundwork"}]}
+        )
 
 
 class ChatCompletionsView(OpenAIView):
@@ -133,39 +158,67 @@ class ChatCompletionsView(OpenAIView):
     account_transaction = False
     renderer_classes = [JSONRenderer, EventStreamRenderer]
 
-    @extend_schema(request=CompletionRequest, responses=inline_serializer(
-        "ChatCompletion", {"id": serializers.CharField(), "object": serializers.CharField(),
-                           "choices": serializers.ListField(), "usage": serializers.DictField(),
-                           "citations": serializers.ListField()}))
+    @extend_schema(
+        request=CompletionRequest,
+        responses=inline_serializer(
+            "ChatCompletion",
+            {
+                "id": serializers.CharField(),
+                "object": serializers.CharField(),
+                "choices": serializers.ListField(),
+                "usage": serializers.DictField(),
+                "citations": serializers.ListField(),
+            },
+        ),
+    )
     def post(self, request):
         body = CompletionRequest(data=request.data)
         body.is_valid(raise_exception=True)
         data = body.validated_data
         if data["model"] != MODEL_ID:
-            raise ChatError(ChatErrorCode.MODEL_NOT_FOUND, f"The model “{data['model']}” does not exist here; use "
-                                               f"model=\"{MODEL_ID}\".", status=404)
+            raise ChatError(
+                ChatErrorCode.MODEL_NOT_FOUND,
+                f'The model “{data["model"]}” does not exist here; use model="{MODEL_ID}".',
+                status=404,
+            )
         question, history = _question_and_history(data["messages"])
-        run = TurnRun(account=self.account, api_key=self.api_key, question=question, surface="openai",
-                      history=history, options=_options(data))
+        run = TurnRun(
+            account=self.account,
+            api_key=self.api_key,
+            question=question,
+            surface="openai",
+            history=history,
+            options=_options(data),
+        )
         run.prepare()
         created = int(time.time())
         if data["stream"]:
             include_usage = bool((data.get("stream_options") or {}).get("include_usage"))
             return streaming_response(self._chunks(request._request, run, created, include_usage))
         done = run.run()
-        return Response({
-            "id": f"chatcmpl-gw-{done['message_id']}", "object": "chat.completion", "created": created,
-            "model": MODEL_ID,
-            "choices": [{"index": 0, "finish_reason": done["finish_reason"], "logprobs": None,
-                         "message": {"role": "assistant", "content": done["answer"]}}],
-            "usage": done["usage"], "citations": done["citations"],
-        })
+        return Response(
+            {
+                "id": f"chatcmpl-gw-{done['message_id']}",
+                "object": "chat.completion",
+                "created": created,
+                "model": MODEL_ID,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": done["finish_reason"],
+                        "logprobs": None,
+                        "message": {"role": "assistant", "content": done["answer"]},
+                    }
+                ],
+                "usage": done["usage"],
+                "citations": done["citations"],
+            }
+        )
 
     @staticmethod
     def _chunks(request, run: TurnRun, created: int, include_usage: bool):
         """The turn's frames as OpenAI `chat.completion.chunk` events, `data: [DONE]` last."""
-        base = {"id": f"chatcmpl-gw-{run.id}", "object": "chat.completion.chunk", "created": created,
-                "model": MODEL_ID}
+        base = {"id": f"chatcmpl-gw-{run.id}", "object": "chat.completion.chunk", "created": created, "model": MODEL_ID}
 
         def chunk(delta: dict, finish=None) -> str:
             return sse({**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]})
@@ -180,5 +233,6 @@ class ChatCompletionsView(OpenAIView):
             elif frame["type"] == "chat.error":
                 yield sse({"error": {"code": frame["code"], "message": frame["message"]}})
 
-        return run.http_events(request, render, head=(chunk({"role": "assistant", "content": ""}),),
-                               tail=(sse("[DONE]"),))
+        return run.http_events(
+            request, render, head=(chunk({"role": "assistant", "content": ""}),), tail=(sse("[DONE]"),)
+        )

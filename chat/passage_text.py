@@ -6,6 +6,7 @@ and the names and scripts a sentence uses.
 
 Pure text functions, no database and no model (chat.answering builds on them).
 """
+
 from __future__ import annotations
 
 import re
@@ -23,19 +24,26 @@ _DIRECTIVE = re.compile(r"^(\s*)\.\.\s+(?:([\w-]+)::|\S)")
 _MYST_FENCE = re.compile(r"^\s*(?::::+|```+)\s*\{[\w-]+\}.*$|^\s*:::+\s*$")
 _OPTION = re.compile(r"^\s+:[\w-]+:")
 # Directives whose body is text a reader wants (dedented); code directives keep theirs as code.
-_PROSE_DIRECTIVES = frozenset("""note warning tip hint important attention caution danger error admonition seealso
-versionadded versionchanged deprecated topic sidebar rubric""".split())
+_PROSE_DIRECTIVES = frozenset(
+    """note warning tip hint important attention caution danger error admonition seealso
+versionadded versionchanged deprecated topic sidebar rubric""".split()
+)
 _CODE_DIRECTIVES = frozenset("code code-block sourcecode literalinclude doctest testcode".split())
 _REPEATED_LABEL = re.compile(r"(?i)\b([a-z][a-z ]{1,30}?)s?:\s+\1s?:\s*")
 # Tables of contents and indexes: "Installing packages ........ 23", "packages, 45, 67, 89".
 _DOT_LEADER = re.compile(r"(?:\.\s?){4,}|(?:…\s*){2,}")
-_INDEX_LINE = re.compile(r"^\s*[^\d\s,][^,]{0,80}?(?:,\s*[^,\d]{1,40}?)*"
-                         r"(?:,\s*(?:see\s+\w+|\d+(?:\s*[-–]\s*\d+)?)){2,}\s*$", re.I)
+_INDEX_LINE = re.compile(
+    r"^\s*[^\d\s,][^,]{0,80}?(?:,\s*[^,\d]{1,40}?)*"
+    r"(?:,\s*(?:see\s+\w+|\d+(?:\s*[-–]\s*\d+)?)){2,}\s*$",
+    re.I,
+)
 _INDEX_ENTRY = re.compile(r"^\s*[^\d\s,][^,]{0,80}?(?:,\s*[^,\d]{1,40}?)*(?:,\s*\d+(?:\s*[-–]\s*\d+)?)+\s*$")
 _PAGE_NUMBER_END = re.compile(r"\S\s{3,}\d{1,4}\s*$")
 # Where a sentence does not end although a full stop and a space follow.
-_ABBREVIATIONS = frozenset("""dr mr mrs ms mx prof sr jr st no nos vs etc. e.g i.e cf approx fig figs eq ed eds vol
-pp p ch sec dept inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec""".split())
+_ABBREVIATIONS = frozenset(
+    """dr mr mrs ms mx prof sr jr st no nos vs etc. e.g i.e cf approx fig figs eq ed eds vol
+pp p ch sec dept inc ltd co corp jan feb mar apr jun jul aug sep sept oct nov dec""".split()
+)
 _SENTENCE_END = re.compile(r"[.!?]+[)\"'”’]*\s+")
 _WORD = re.compile(r"[a-z0-9][a-z0-9_+#'-]*")
 
@@ -47,7 +55,7 @@ def plain(text: str) -> str:
     text = _directives_removed(dehyphenate(text))
     text = _RST_ROLE.sub(r"`\1`", text)
     text = _MYST_ROLE.sub(r"`\1`", text)
-    text = _REPEATED_LABEL.sub(lambda m: m.group(0)[:m.group(0).index(":") + 1] + " ", text)
+    text = _REPEATED_LABEL.sub(lambda m: m.group(0)[: m.group(0).index(":") + 1] + " ", text)
     return _RST_LITERAL.sub(r"`\1`", text)
 
 
@@ -59,8 +67,13 @@ def _directives_removed(text: str) -> str:
         directive = _DIRECTIVE.match(line)
         if directive or _MYST_FENCE.match(line):
             name = (directive.group(2) or "").lower() if directive else ""
-            body = "prose" if name in _PROSE_DIRECTIVES or not directive else \
-                "code" if name in _CODE_DIRECTIVES else "drop"
+            body = (
+                "prose"
+                if name in _PROSE_DIRECTIVES or not directive
+                else "code"
+                if name in _CODE_DIRECTIVES
+                else "drop"
+            )
             indent = len(directive.group(1)) if directive else 0
             continue
         if body and line.strip() and len(line) - len(line.lstrip()) <= indent:
@@ -77,8 +90,7 @@ def is_toc_line(line: str) -> bool:
     """A table-of-contents or index line: dotted leaders, a page number after a wide gap, or
     a term followed by two or more page numbers."""
     line = line.strip()
-    return bool(line) and bool(_DOT_LEADER.search(line) or _PAGE_NUMBER_END.search(line)
-                               or _INDEX_LINE.match(line))
+    return bool(line) and bool(_DOT_LEADER.search(line) or _PAGE_NUMBER_END.search(line) or _INDEX_LINE.match(line))
 
 
 def _toc_paragraph(lines: list[str]) -> bool:
@@ -92,9 +104,9 @@ def split_sentences(prose: str) -> list[str]:
     abbreviation ("Dr.", "e.g.", "vs."), an initial ("J. Smith") or inside a number ("3.11")."""
     pieces, start = [], 0
     for match in _SENTENCE_END.finditer(prose):
-        if not ends_sentence(prose[:match.start() + 1]):
+        if not ends_sentence(prose[: match.start() + 1]):
             continue
-        pieces.append(prose[start:match.end()].strip())
+        pieces.append(prose[start : match.end()].strip())
         start = match.end()
     pieces.append(prose[start:].strip())
     return [p for p in pieces if p]
@@ -170,7 +182,7 @@ def names(text: str) -> set[str]:
     list mark), lower-cased: the proper nouns a small model may make up ("Makassar")."""
     found = set()
     for match in re.finditer(r"(?<![\w'’-])([A-Z][\w'’-]*[a-z][\w'’-]*)", text):
-        before = text[:match.start()].rstrip()
+        before = text[: match.start()].rstrip()
         if before and (before[-1].isalnum() or before[-1] in ",&"):
             found.add(re.sub(r"['’]s$", "", match.group(1)).lower())
     return found

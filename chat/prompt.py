@@ -2,6 +2,7 @@
 budget; the retrieved text only inside the last user message, each passage one
 `<document_chunk>` element whose attribute values and text are XML-escaped, so a document
 cannot close the element and speak as the user."""
+
 from __future__ import annotations
 
 from xml.sax.saxutils import escape
@@ -29,8 +30,9 @@ def _attr(value) -> str:
 
 def chunk_element(n: int, passage) -> str:
     pages = f"{passage.pages[0]}-{passage.pages[1]}" if passage.pages else ""
-    attrs = (f"n={_attr(n)} document={_attr(passage.document_name)} chunk={_attr(passage.chunk_start)}"
-             + (f" pages={_attr(pages)}" if pages else ""))
+    attrs = f"n={_attr(n)} document={_attr(passage.document_name)} chunk={_attr(passage.chunk_start)}" + (
+        f" pages={_attr(pages)}" if pages else ""
+    )
     return f"<document_chunk {attrs}>{escape(passage.text)}</document_chunk>"
 
 
@@ -41,7 +43,8 @@ OWN_WORDS_INSTRUCTION = (
     "Using only the document chunks above, answer this question in two to four sentences of your own "
     "words: {question}\nAfter each sentence, name the chunk it comes from in square brackets with the word "
     "Document and the chunk's n. If the chunks do not answer the question, say that the documents do not "
-    "say, and nothing else.")
+    "say, and nothing else."
+)
 
 
 def user_message(question: str, passages: list, style: str = "default") -> str:
@@ -52,8 +55,10 @@ def user_message(question: str, passages: list, style: str = "default") -> str:
         return f"Document chunks:\n{chunks}\n\n" + OWN_WORDS_INSTRUCTION.format(question=question)
     # Question first, then the chunks, then a one-line instruction: small local models
     # answered best in this order (they tended to echo the chunks when the question came last).
-    return (f"Question: {question}\n\nDocument chunks:\n{chunks}\n\n"
-            "Answer the question from the chunks above and cite the chunks you use as [Document n].")
+    return (
+        f"Question: {question}\n\nDocument chunks:\n{chunks}\n\n"
+        "Answer the question from the chunks above and cite the chunks you use as [Document n]."
+    )
 
 
 def history_within(turns: list[tuple[str, str]], budget: int) -> list[dict]:
@@ -76,17 +81,29 @@ def system_message(grounded: bool, instructions: str = "") -> str:
     instructions = (instructions or "").strip()
     if not instructions:
         return system
-    return (f"{system}\n\nThe caller's own instructions follow. Apply them where they do not conflict with "
-            f"the rules above:\n{instructions}")
+    return (
+        f"{system}\n\nThe caller's own instructions follow. Apply them where they do not conflict with "
+        f"the rules above:\n{instructions}"
+    )
 
 
-def build_messages(*, question: str, passages: list, history: list[tuple[str, str]], grounded: bool,
-                   history_budget: int, instructions: str = "", style: str | None = None) -> list[dict]:
+def build_messages(
+    *,
+    question: str,
+    passages: list,
+    history: list[tuple[str, str]],
+    grounded: bool,
+    history_budget: int,
+    instructions: str = "",
+    style: str | None = None,
+) -> list[dict]:
     """`style`: the user message's wording ("default" or "own_words"); None: the chat profile's."""
     system = system_message(grounded, instructions)
-    return [{"role": "system", "content": system},
-            *history_within(history, history_budget),
-            {"role": "user", "content": user_message(question, passages, style or _profile_style())}]
+    return [
+        {"role": "system", "content": system},
+        *history_within(history, history_budget),
+        {"role": "user", "content": user_message(question, passages, style or _profile_style())},
+    ]
 
 
 def _profile_style() -> str:

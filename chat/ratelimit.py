@@ -3,6 +3,7 @@
 Both windows are counted in one round trip (a pipeline of INCR + EXPIRE per window), not
 four: this runs on every chat turn. (EXPIRE without NX, which Redis 6.2, the bundled one,
 lacks: a window's key is named by its window, so renewing its expiry is harmless.)"""
+
 from __future__ import annotations
 
 import logging
@@ -44,8 +45,13 @@ def _window_key(key: str, period: int, now: float) -> str:
 def check_chat_rate(*, account_id: int, user_id: int | None, api_key_id: int | None) -> None:
     who = f"user:{user_id}" if user_id else f"key:{api_key_id}"
     now = time.time()
-    limits = [(_window_key(key, period, now), limit, period) for key, (limit, period) in (
-        (who, _parse(settings.CHAT_RATE_PER_USER)), (f"account:{account_id}", _parse(settings.CHAT_RATE_PER_ACCOUNT)))]
+    limits = [
+        (_window_key(key, period, now), limit, period)
+        for key, (limit, period) in (
+            (who, _parse(settings.CHAT_RATE_PER_USER)),
+            (f"account:{account_id}", _parse(settings.CHAT_RATE_PER_ACCOUNT)),
+        )
+    ]
     try:
         with _redis().pipeline(transaction=False) as pipe:
             for key, _limit, period in limits:
@@ -60,4 +66,6 @@ def check_chat_rate(*, account_id: int, user_id: int | None, api_key_id: int | N
     for used, (_key, limit, period) in zip(counts, limits):
         if used > limit:
             wait = period - int(now) % period
-            raise ChatError(CoreErrorCode.RATE_LIMITED, f"Too many messages: please wait {wait} s and try again.", status=429)
+            raise ChatError(
+                CoreErrorCode.RATE_LIMITED, f"Too many messages: please wait {wait} s and try again.", status=429
+            )

@@ -7,6 +7,7 @@ knowledge, marked as not from the documents).
 `standalone_query` is the deterministic half of follow-up handling: a second question that
 only makes sense with the first ("And on Windows?") is searched together with it.
 """
+
 from __future__ import annotations
 
 import re
@@ -14,16 +15,25 @@ from dataclasses import dataclass
 
 GENERAL, LOOKUP, SUMMARY = "general", "lookup", "summary"
 
-_SUMMARY = re.compile(r"^\s*(?:please\s+)?(?:summari[sz]e|give (?:me )?a summary of|tl;?dr(?: of)?|sum up)\s+"
-                      r"(?:the\s+)?(?P<target>.+?)\s*[?.!]*\s*$", re.I)
+_SUMMARY = re.compile(
+    r"^\s*(?:please\s+)?(?:summari[sz]e|give (?:me )?a summary of|tl;?dr(?: of)?|sum up)\s+"
+    r"(?:the\s+)?(?P<target>.+?)\s*[?.!]*\s*$",
+    re.I,
+)
 _SMALL_TALK = {
-    "greeting": re.compile(r"^(?:hi+|hello+|hey+|hiya|howdy|yo|good (?:morning|afternoon|evening|day)|greetings)"
-                           r"(?: there| all| everyone| team| groundwork)?$"),
-    "thanks": re.compile(r"^(?:(?:many |thanks? (?:a lot|so much|very much)|thank you(?: (?:so|very) much)?|thanks|"
-                         r"thx|ty|cheers|much appreciated)(?:,? (?:that|this|it) (?:helped|helps|was helpful|"
-                         r"is great|was great))?|(?:that|this) (?:helped|was helpful|is great|was great))$"),
-    "ack": re.compile(r"^(?:ok(?:ay)?|k|cool|great|nice|got it|perfect|sounds good|alright|all right|sure|"
-                      r"understood|makes sense)$"),
+    "greeting": re.compile(
+        r"^(?:hi+|hello+|hey+|hiya|howdy|yo|good (?:morning|afternoon|evening|day)|greetings)"
+        r"(?: there| all| everyone| team| groundwork)?$"
+    ),
+    "thanks": re.compile(
+        r"^(?:(?:many |thanks? (?:a lot|so much|very much)|thank you(?: (?:so|very) much)?|thanks|"
+        r"thx|ty|cheers|much appreciated)(?:,? (?:that|this|it) (?:helped|helps|was helpful|"
+        r"is great|was great))?|(?:that|this) (?:helped|was helpful|is great|was great))$"
+    ),
+    "ack": re.compile(
+        r"^(?:ok(?:ay)?|k|cool|great|nice|got it|perfect|sounds good|alright|all right|sure|"
+        r"understood|makes sense)$"
+    ),
     "bye": re.compile(r"^(?:bye+|goodbye|see (?:you|ya)(?: later)?|good ?night|later|cya)$"),
     "how_are_you": re.compile(r"^(?:how are (?:you|u)(?: doing)?(?: today)?|how'?s it going|what'?s up|sup)$"),
     "who_are_you": re.compile(r"^(?:who are (?:you|u)|what are you|what can you do|what do you do|help)$"),
@@ -34,27 +44,43 @@ SMALL_TALK_REPLIES = {
     "ack": "Great. Ask another question about your documents whenever you like.",
     "bye": "Goodbye! Your conversation is saved here for next time.",
     "how_are_you": "I'm ready to help. Ask me anything about your team's documents.",
-    "who_are_you": ("I'm Groundwork, your team's document assistant. Ask a question and I'll search your "
-                    "team's documents, answer from them and cite each passage as [Document N]. "
-                    "Say “summarize <document name>” for a summary of one document."),
+    "who_are_you": (
+        "I'm Groundwork, your team's document assistant. Ask a question and I'll search your "
+        "team's documents, answer from them and cite each passage as [Document N]. "
+        "Say “summarize <document name>” for a summary of one document."
+    ),
 }
 # A follow-up leans on the previous question: it opens with a connective ("and for
 # Windows?"), refers back with a pronoun ("what about its price?", "how do I do that?") or
 # is a fragment ("On Windows?"). A full question with its own words is searched alone,
 # even when it says "there" or "one", or "it" as in "is it possible to…".
-_FOLLOWUP_OPENING = re.compile(r"^(?:and|but|also|or|so|then|what about|how about|what if|why not|"
-                               r"same (?:for|with|question)|in that case|instead)\b", re.I)
+_FOLLOWUP_OPENING = re.compile(
+    r"^(?:and|but|also|or|so|then|what about|how about|what if|why not|"
+    r"same (?:for|with|question)|in that case|instead)\b",
+    re.I,
+)
 _PREPOSITION = re.compile(r"^(?:for|on|in|with|without|under|from|to|at|by|via|using)\b", re.I)
-_PRONOUN = re.compile(r"\b(?:its|it's|they|them|their|theirs|he|she|him|his|her|hers|the former|the latter|"
-                      r"the same|it(?! (?:possible|true|safe|ok|okay|necessary|"
-                      r"worth|better|important|normal|common|required|recommended|allowed|advisable|hard|easy|"
-                      r"a good idea)\b))\b", re.I)
+_PRONOUN = re.compile(
+    r"\b(?:its|it's|they|them|their|theirs|he|she|him|his|her|hers|the former|the latter|"
+    r"the same|it(?! (?:possible|true|safe|ok|okay|necessary|"
+    r"worth|better|important|normal|common|required|recommended|allowed|advisable|hard|easy|"
+    r"a good idea)\b))\b",
+    re.I,
+)
 # "this"/"that"/"these"/"those" on their own ("do that", "is this right?"), not "that the …".
-_DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those)\s*(?:[?.!,]|$|(?:one|ones|instead|too|also|again|"
-                            r"work|works|mean|means|apply|applies|cost|costs|take|takes|do|does|is|are|was|"
-                            r"were|happen|happens|on|for|in|with|to)\b)", re.I)
-_OWN_QUESTION = re.compile(r"^(?:what|what's|whats|how|why|when|where|who|whom|which|is|are|can|could|do|does|"
-                           r"did|should|would|will|may|define|explain|describe|list|tell|give|show)\b", re.I)
+_DEMONSTRATIVE = re.compile(
+    r"\b(?:this|that|these|those)\s*(?:[?.!,]|$|(?:one|ones|instead|too|also|again|"
+    r"work|works|mean|means|apply|applies|cost|costs|take|takes|do|does|is|are|was|"
+    r"were|happen|happens|on|for|in|with|to)\b)",
+    re.I,
+)
+_OWN_QUESTION = re.compile(
+    r"^(?:what|what's|whats|how|why|when|where|who|whom|which|is|are|can|could|do|does|"
+    r"did|should|would|will|may|define|explain|describe|list|tell|give|show)\b",
+    re.I,
+)
+
+
 @dataclass(frozen=True)
 class Route:
     kind: str
@@ -121,11 +147,16 @@ def match_document(target: str, documents: list) -> object | None:
     wanted = target.strip().strip("\"'“”").lower()
     if not wanted:
         return None
+
     def stem(d):
         return d.name.lower().rsplit(".", 1)[0]
-    for test in (lambda d: d.name.lower() == wanted, lambda d: stem(d) == wanted,
-                 lambda d: wanted in d.name.lower() or wanted in (d.title or "").lower(),
-                 lambda d: stem(d) in wanted):
+
+    for test in (
+        lambda d: d.name.lower() == wanted,
+        lambda d: stem(d) == wanted,
+        lambda d: wanted in d.name.lower() or wanted in (d.title or "").lower(),
+        lambda d: stem(d) in wanted,
+    ):
         found = sorted((d for d in documents if test(d)), key=lambda d: len(d.name))
         if found:
             return found[0]

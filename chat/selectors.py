@@ -1,4 +1,5 @@
 """Reads of conversations. Every selector takes the account explicitly."""
+
 from __future__ import annotations
 
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
@@ -7,10 +8,9 @@ from chat.error_codes import ChatErrorCode
 from chat.errors import ConversationError, ConversationNotFound, MessageNotFound
 from chat.models import Conversation, Message, MessageFeedback, Rating, Role
 from core.errors import object_id
-from core.text import has_control_characters
 from core.tenancy import dangerously_bypass_tenancy
+from core.text import has_control_characters
 from documents.selectors import document_ids_readable
-
 
 # What a conversation search may be: a few words, not a document.
 SEARCH_MAX_CHARS = 200
@@ -27,11 +27,18 @@ def conversation_search_text(q) -> str | None:
     if not text:
         return None
     if len(text) > SEARCH_MAX_CHARS:
-        raise ConversationError(ChatErrorCode.INVALID_QUERY, f"The search is {len(text):,} characters long; at most "
-                                f"{SEARCH_MAX_CHARS} are searched. Search for a few words.", field="q")
+        raise ConversationError(
+            ChatErrorCode.INVALID_QUERY,
+            f"The search is {len(text):,} characters long; at most "
+            f"{SEARCH_MAX_CHARS} are searched. Search for a few words.",
+            field="q",
+        )
     if has_control_characters(text):
-        raise ConversationError(ChatErrorCode.INVALID_QUERY, "The search cannot contain line breaks, tabs or other "
-                                "control characters.", field="q")
+        raise ConversationError(
+            ChatErrorCode.INVALID_QUERY,
+            "The search cannot contain line breaks, tabs or other control characters.",
+            field="q",
+        )
     return text
 
 
@@ -57,8 +64,11 @@ def conversation_list(*, account, user=None, api_key=None, q: str | None = None)
     if q:
         # Only the principal's own messages are read (its conversations' ids first, then their
         # messages by the conversation index), never the whole account's.
-        said = (Message.objects.for_account(account).filter(conversation__in=conversations.values("pk"),
-                                                            content__icontains=q).values("conversation_id"))
+        said = (
+            Message.objects.for_account(account)
+            .filter(conversation__in=conversations.values("pk"), content__icontains=q)
+            .values("conversation_id")
+        )
         conversations = conversations.filter(Q(title__icontains=q) | Q(pk__in=said))
     return conversations.annotate(message_count=Count("messages")).order_by("-updated_at", "-pk")
 
@@ -67,8 +77,9 @@ def conversation_access_by_id(*, account, conversation_id, user=None, api_key=No
     """The principal's own conversation (conversation_list's rule: a person's, or a key's), or
     ConversationNotFound (404) alike for a missing id, another account's, another person's
     or key's in this account, and a malformed one."""
-    conversation = (conversation_list(account=account, user=user, api_key=api_key)
-                    .filter(pk=object_id(conversation_id)).first())
+    conversation = (
+        conversation_list(account=account, user=user, api_key=api_key).filter(pk=object_id(conversation_id)).first()
+    )
     if conversation is None:
         raise ConversationNotFound()
     return conversation
@@ -102,10 +113,15 @@ def answer_access_by_id(*, account, message_id, user=None, api_key=None) -> Mess
     """An assistant message of one of the principal's own conversations (conversation_list's
     rule), or MessageNotFound (404) alike for a missing id, another account's, another
     person's or key's, a question (a user message) and a malformed id."""
-    message = (Message.objects.for_account(account)
-               .filter(pk=object_id(message_id), role=Role.ASSISTANT,
-                       conversation__in=conversation_list(account=account, user=user, api_key=api_key).values("pk"))
-               .first())
+    message = (
+        Message.objects.for_account(account)
+        .filter(
+            pk=object_id(message_id),
+            role=Role.ASSISTANT,
+            conversation__in=conversation_list(account=account, user=user, api_key=api_key).values("pk"),
+        )
+        .first()
+    )
     if message is None:
         raise MessageNotFound()
     return message
@@ -114,17 +130,30 @@ def answer_access_by_id(*, account, message_id, user=None, api_key=None) -> Mess
 def _turn_text(messages, *, role: str, conversation: str, created: str):
     """A subquery: the text of the latest `role` message of the conversation named by the
     outer reference `conversation`, at or before the time `created`."""
-    return (messages.filter(conversation=OuterRef(conversation), role=role, created_at__lte=OuterRef(created))
-            .order_by("-created_at", "-pk").values("content")[:1])
+    return (
+        messages.filter(conversation=OuterRef(conversation), role=role, created_at__lte=OuterRef(created))
+        .order_by("-created_at", "-pk")
+        .values("content")[:1]
+    )
 
 
 def feedback_list(*, account, rating: str | None = None) -> QuerySet[MessageFeedback]:
     """Every feedback of the account, newest first, each with its answer (`message`) and the
     question it answered (`question`, annotated: one query for a page)."""
-    feedback = (MessageFeedback.objects.for_account(account).select_related("message", "user", "api_key")
-                .annotate(question=Subquery(_turn_text(Message.objects.for_account(account), role=Role.USER,
-                                                       conversation="message__conversation",
-                                                       created="message__created_at"))))
+    feedback = (
+        MessageFeedback.objects.for_account(account)
+        .select_related("message", "user", "api_key")
+        .annotate(
+            question=Subquery(
+                _turn_text(
+                    Message.objects.for_account(account),
+                    role=Role.USER,
+                    conversation="message__conversation",
+                    created="message__created_at",
+                )
+            )
+        )
+    )
     if rating is not None:
         feedback = feedback.filter(rating=rating)
     return feedback.order_by("-created_at", "-pk")
@@ -153,25 +182,46 @@ def feedback_regression_cases(*, account=None) -> list[dict]:
 
 
 def _regression_cases(feedback, messages) -> list[dict]:
-    question = _turn_text(messages, role=Role.USER, conversation="message__conversation",
-                          created="message__created_at")
-    rows = (feedback.filter(rating=Rating.DOWN).select_related("message")
-            .annotate(question=Subquery(question), question_at=Subquery(
-                messages.filter(conversation=OuterRef("message__conversation"), role=Role.USER,
-                                created_at__lte=OuterRef("message__created_at"))
-                .order_by("-created_at", "-pk").values("created_at")[:1]))
-            .order_by("created_at", "pk"))
+    question = _turn_text(messages, role=Role.USER, conversation="message__conversation", created="message__created_at")
+    rows = (
+        feedback.filter(rating=Rating.DOWN)
+        .select_related("message")
+        .annotate(
+            question=Subquery(question),
+            question_at=Subquery(
+                messages.filter(
+                    conversation=OuterRef("message__conversation"),
+                    role=Role.USER,
+                    created_at__lte=OuterRef("message__created_at"),
+                )
+                .order_by("-created_at", "-pk")
+                .values("created_at")[:1]
+            ),
+        )
+        .order_by("created_at", "pk")
+    )
     cases = []
     for row in rows:
         # (The previous turn as follow-ups read it: without an answer's earlier versions.)
-        earlier = (messages.filter(conversation_id=row.message.conversation_id, created_at__lt=row.question_at,
-                                   replaced_by__isnull=True)
-                   .order_by("-created_at", "-pk") if row.question_at else messages.none())
+        earlier = (
+            messages.filter(
+                conversation_id=row.message.conversation_id, created_at__lt=row.question_at, replaced_by__isnull=True
+            ).order_by("-created_at", "-pk")
+            if row.question_at
+            else messages.none()
+        )
         previous = {m.role: m.content for m in reversed(earlier[:2])}
-        cases.append({"account_id": row.account_id, "conversation_id": row.message.conversation_id,
-                      "message_id": row.message_id, "question": row.question or "",
-                      "previous_question": previous.get(Role.USER, ""),
-                      "previous_answer": previous.get(Role.ASSISTANT, ""),
-                      "answer": row.message.content, "citations": row.message.citations or [],
-                      "comment": row.comment})
+        cases.append(
+            {
+                "account_id": row.account_id,
+                "conversation_id": row.message.conversation_id,
+                "message_id": row.message_id,
+                "question": row.question or "",
+                "previous_question": previous.get(Role.USER, ""),
+                "previous_answer": previous.get(Role.ASSISTANT, ""),
+                "answer": row.message.content,
+                "citations": row.message.citations or [],
+                "comment": row.comment,
+            }
+        )
     return cases

@@ -6,12 +6,15 @@ from chat.models import Conversation, Message
 class ChatRequestSerializer(serializers.Serializer):
     message = serializers.CharField(max_length=4000, trim_whitespace=True)
     conversation_id = serializers.IntegerField(required=False, allow_null=True, min_value=1)
-    collection = serializers.JSONField(required=False, allow_null=True,
-                                       help_text="A collection id, or a list of them: answer from those only")
-    tags = serializers.JSONField(required=False, allow_null=True,
-                                 help_text="Answer only from documents carrying any of these tags")
-    exclude_tags = serializers.JSONField(required=False, allow_null=True,
-                                         help_text="From no document carrying any of these tags")
+    collection = serializers.JSONField(
+        required=False, allow_null=True, help_text="A collection id, or a list of them: answer from those only"
+    )
+    tags = serializers.JSONField(
+        required=False, allow_null=True, help_text="Answer only from documents carrying any of these tags"
+    )
+    exclude_tags = serializers.JSONField(
+        required=False, allow_null=True, help_text="From no document carrying any of these tags"
+    )
 
 
 class RegenerateRequestSerializer(serializers.Serializer):
@@ -58,12 +61,26 @@ class MessageSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Message
-        fields = ["id", "role", "content", "status", "citations", "sources", "usage", "model", "latency_ms",
-                  "replaced_by", "created_at"]
+        fields = [
+            "id",
+            "role",
+            "content",
+            "status",
+            "citations",
+            "sources",
+            "usage",
+            "model",
+            "latency_ms",
+            "replaced_by",
+            "created_at",
+        ]
 
     def get_usage(self, message) -> dict:
-        return {"prompt_tokens": message.prompt_tokens, "completion_tokens": message.completion_tokens,
-                "total_tokens": message.total_tokens}
+        return {
+            "prompt_tokens": message.prompt_tokens,
+            "completion_tokens": message.completion_tokens,
+            "total_tokens": message.total_tokens,
+        }
 
 
 class ConversationSerializer(serializers.ModelSerializer):
@@ -88,8 +105,12 @@ class FeedbackRequestSerializer(serializers.Serializer):
     """The schema of `POST messages/{id}/feedback/`; chat.services.feedback_give checks it."""
 
     rating = serializers.ChoiceField(choices=["up", "down"])
-    comment = serializers.CharField(required=False, allow_blank=True, allow_null=True,
-                                    help_text="Optional: what was wrong or right (at most 2,000 characters)")
+    comment = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        allow_null=True,
+        help_text="Optional: what was wrong or right (at most 2,000 characters)",
+    )
 
 
 class FeedbackSerializer(serializers.Serializer):

@@ -1,4 +1,5 @@
 """Writes of chat rows other than a turn's own (the turn writes through chat.agent)."""
+
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
@@ -6,8 +7,7 @@ from django.utils import timezone
 
 from audit.services import audit_record
 from chat.error_codes import ChatErrorCode
-from chat.errors import ConversationError
-from chat.errors import FeedbackError
+from chat.errors import ConversationError, FeedbackError
 from chat.models import FEEDBACK_COMMENT_MAX_LENGTH, Conversation, Message, MessageFeedback, Rating
 from chat.selectors import answer_access_by_id, conversation_access_by_id
 from core import sockets
@@ -25,7 +25,7 @@ def conversation_default_title(question: str) -> str:
     text = " ".join("".join(" " if has_control_characters(c) else c for c in question).split())
     if len(text) <= DEFAULT_TITLE_LENGTH:
         return text
-    cut = text[:DEFAULT_TITLE_LENGTH + 1].rsplit(" ", 1)[0] if " " in text[:DEFAULT_TITLE_LENGTH + 1] else ""
+    cut = text[: DEFAULT_TITLE_LENGTH + 1].rsplit(" ", 1)[0] if " " in text[: DEFAULT_TITLE_LENGTH + 1] else ""
     return (cut or text[:DEFAULT_TITLE_LENGTH]).rstrip(" ,;:-–—") + "…"
 
 
@@ -42,12 +42,18 @@ def _valid_comment(comment) -> str:
         raise FeedbackError(ChatErrorCode.INVALID_COMMENT, "The comment must be text.", field="comment")
     text = comment.replace("\r\n", "\n").strip()
     if len(text) > FEEDBACK_COMMENT_MAX_LENGTH:
-        raise FeedbackError(ChatErrorCode.INVALID_COMMENT, f"The comment is {len(text):,} characters long; "
-                            f"at most {FEEDBACK_COMMENT_MAX_LENGTH:,} are kept. Say what was wrong in fewer words.",
-                            field="comment")
+        raise FeedbackError(
+            ChatErrorCode.INVALID_COMMENT,
+            f"The comment is {len(text):,} characters long; "
+            f"at most {FEEDBACK_COMMENT_MAX_LENGTH:,} are kept. Say what was wrong in fewer words.",
+            field="comment",
+        )
     if has_control_characters_in_prose(text):
-        raise FeedbackError(ChatErrorCode.INVALID_COMMENT, "The comment cannot contain control characters "
-                            "(line breaks and tabs are fine).", field="comment")
+        raise FeedbackError(
+            ChatErrorCode.INVALID_COMMENT,
+            "The comment cannot contain control characters (line breaks and tabs are fine).",
+            field="comment",
+        )
     return text
 
 
@@ -63,13 +69,15 @@ def feedback_give(*, account, message_id, user=None, api_key=None, rating, comme
     try:
         with transaction.atomic():
             feedback, _ = MessageFeedback.objects.for_account(account).update_or_create(
-                message=message, **who, defaults=values, create_defaults={**values, "account": account})
+                message=message, **who, defaults=values, create_defaults={**values, "account": account}
+            )
     except IntegrityError:
         # NOTE: two first clicks at once both found no row; the unique constraint let one
         # insert, so the other now updates the row that won.
         with transaction.atomic():
             feedback, _ = MessageFeedback.objects.for_account(account).update_or_create(
-                message=message, **who, defaults=values, create_defaults={**values, "account": account})
+                message=message, **who, defaults=values, create_defaults={**values, "account": account}
+            )
     return feedback
 
 
@@ -80,11 +88,17 @@ def _valid_title(title) -> str:
     if not text:
         raise ConversationError(ChatErrorCode.INVALID_TITLE, "Type a title: it cannot be empty.", field="title")
     if len(text) > TITLE_MAX_LENGTH:
-        raise ConversationError(ChatErrorCode.INVALID_TITLE, f"The title is {len(text):,} characters long; at most "
-                                f"{TITLE_MAX_LENGTH} are kept. Shorten it.", field="title")
+        raise ConversationError(
+            ChatErrorCode.INVALID_TITLE,
+            f"The title is {len(text):,} characters long; at most {TITLE_MAX_LENGTH} are kept. Shorten it.",
+            field="title",
+        )
     if has_control_characters(text):
-        raise ConversationError(ChatErrorCode.INVALID_TITLE, "The title cannot contain line breaks, tabs or other "
-                                "control characters; type it on one line.", field="title")
+        raise ConversationError(
+            ChatErrorCode.INVALID_TITLE,
+            "The title cannot contain line breaks, tabs or other control characters; type it on one line.",
+            field="title",
+        )
     return text
 
 
@@ -94,8 +108,9 @@ def conversation_rename(*, account, conversation_id, title, user=None, api_key=N
     title is checked before the conversation is looked up, so a bad title is a 400 whatever
     the id. Renaming does not move it up the list (its activity is its messages)."""
     title = _valid_title(title)
-    conversation = conversation_access_by_id(account=account, conversation_id=conversation_id, user=user,
-                                             api_key=api_key)
+    conversation = conversation_access_by_id(
+        account=account, conversation_id=conversation_id, user=user, api_key=api_key
+    )
     Conversation.objects.for_account(account).filter(pk=conversation.pk).update(title=title)
     conversation.title = title
     return conversation
@@ -114,8 +129,9 @@ def conversation_delete(*, account, conversation_id, user=None, api_key=None) ->
     answer: a turn that finishes while this runs either stores its answer before and it is
     deleted with the rest, or finds the conversation gone and stores nothing (it still
     settles its credits)."""
-    conversation = conversation_access_by_id(account=account, conversation_id=conversation_id, user=user,
-                                             api_key=api_key)
+    conversation = conversation_access_by_id(
+        account=account, conversation_id=conversation_id, user=user, api_key=api_key
+    )
     Conversation.objects.for_account(account).select_for_update().filter(pk=conversation.pk).first()
     messages = Message.objects.for_account(account).filter(conversation=conversation)
     count = messages.count()
@@ -125,7 +141,12 @@ def conversation_delete(*, account, conversation_id, user=None, api_key=None) ->
     messages.filter(replaced_by__isnull=False).update(replaced_by=None)
     messages.delete()
     Conversation.objects.for_account(account).filter(pk=conversation.pk).delete()
-    audit_record(account=account, action="conversation.delete", target=f"conversation:{conversation.pk}",
-                 detail={"messages": count}, actor=api_key or user)
+    audit_record(
+        account=account,
+        action="conversation.delete",
+        target=f"conversation:{conversation.pk}",
+        detail={"messages": count},
+        actor=api_key or user,
+    )
     group = sockets.key_group(api_key.pk) if api_key is not None else sockets.member_group(account.pk, user.pk)
     sockets.conversation_deleted_on_commit(group, conversation.pk)

@@ -1,6 +1,7 @@
 """A chat turn ready to be answered (`ChatTurn`, made by chat.agent.turn_prepare) and its
 answer's stream; how a turn uses the chat model (`Profile`) and what an API caller may
 set for one (`TurnOptions`)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,6 +28,7 @@ NOTHING_TO_QUOTE = "The documents I found don't answer this directly; the passag
 @dataclass(frozen=True)
 class Profile:
     """How a turn uses the chat model (settings.CHAT_PROFILE; measured in bench/answer_eval.py)."""
+
     name: str
     passages: int | None  # how many passages the model reads (None: all, each with its neighbours)
     max_tokens: int | None  # the answer budget (None: CHAT_MAX_TOKENS)
@@ -45,15 +47,31 @@ class Profile:
 PROFILES = {
     # SmolLM2-135M: three single chunks, a short budget, at most five sentences (it rambles to
     # any cap) and penalties against its loops.
-    "small": Profile("small", passages=3, max_tokens=200, strict=True, rewrite=False, max_sentences=5,
-                     sampling={"frequency_penalty": 0.3, "repeat_penalty": 1.15, "dry_multiplier": 0.8}),
+    "small": Profile(
+        "small",
+        passages=3,
+        max_tokens=200,
+        strict=True,
+        rewrite=False,
+        max_sentences=5,
+        sampling={"frequency_penalty": 0.3, "repeat_penalty": 1.15, "dry_multiplier": 0.8},
+    ),
     # Qwen2.5-Coder-0.5B/1.5B (the bundled default): it answers in its own words, so its sentences
     # are checked against the passages (strict) but it may say more; a mild repeat penalty
     # only (penalties made it drop the citations); no model rewrite of follow-ups (it answered
     # the rewrite request instead). Measured in bench/chat_models.py.
-    "medium": Profile("medium", passages=3, max_tokens=300, strict=True, rewrite=False, max_sentences=6,
-                      sampling={"repeat_penalty": 1.05, "top_k": 40, "min_p": 0.05}, prompt="own_words",
-                      prompt_words=240, history_tokens=300),
+    "medium": Profile(
+        "medium",
+        passages=3,
+        max_tokens=300,
+        strict=True,
+        rewrite=False,
+        max_sentences=6,
+        sampling={"repeat_penalty": 1.05, "top_k": 40, "min_p": 0.05},
+        prompt="own_words",
+        prompt_words=240,
+        history_tokens=300,
+    ),
     "capable": Profile("capable", passages=None, max_tokens=None, strict=False, rewrite=True, sampling={}),
 }
 
@@ -64,8 +82,7 @@ def profile() -> Profile:
     from llm import bundled_models
 
     bundled = settings.LLM_BUNDLED and not settings.LOCAL_CHAT_MODEL_PATH
-    name = settings.CHAT_PROFILE or (bundled_models.model(settings.LOCAL_CHAT_MODEL).profile if bundled
-                                     else "capable")
+    name = settings.CHAT_PROFILE or (bundled_models.model(settings.LOCAL_CHAT_MODEL).profile if bundled else "capable")
     return PROFILES.get(name, PROFILES["capable"])
 
 
@@ -81,6 +98,7 @@ def general_answers(chosen: Profile) -> bool:
 @dataclass(frozen=True)
 class TurnOptions:
     """What an API caller may set for one turn, always within the server's bounds."""
+
     max_tokens: int | None = None  # at most CHAT_MAX_TOKENS
     temperature: float | None = None  # clamped to 0..CHAT_TEMPERATURE_MAX
     system: str = ""  # the caller's instructions, merged below the grounding rules
@@ -95,8 +113,11 @@ class TurnOptions:
     def tags_checked(self) -> TurnOptions:
         """These options with their tags checked (TagsInvalid, a 400 / chat.error
         `invalid_tags`, before anything is held) and lower-cased as retrieval compares them."""
-        return dataclasses.replace(self, tags=tags_filter(self.tags, field="tags"),
-                                   exclude_tags=tags_filter(self.exclude_tags, field="exclude_tags"))
+        return dataclasses.replace(
+            self,
+            tags=tags_filter(self.tags, field="tags"),
+            exclude_tags=tags_filter(self.exclude_tags, field="exclude_tags"),
+        )
 
     def bounded_max_tokens(self, default: int | None = None) -> int:
         cap = settings.CHAT_MAX_TOKENS
@@ -170,17 +191,27 @@ class ChatTurn:
             return
         if self.note:
             yield self._emit(self.note)
-        guard = answering.Guard(self.passages, strict=self.profile.strict and bool(self.passages),
-                                loop_words=4 if self.profile.strict else 8, by_sentence=self.profile.strict,
-                                max_sentences=self.profile.max_sentences, question=self.user_message.content)
+        guard = answering.Guard(
+            self.passages,
+            strict=self.profile.strict and bool(self.passages),
+            loop_words=4 if self.profile.strict else 8,
+            by_sentence=self.profile.strict,
+            max_sentences=self.profile.max_sentences,
+            question=self.user_message.content,
+        )
         yield from self._model_answer(guard)
         if self.passages and not self.cancelled.is_set():
             yield from self._passages_answer(guard)
 
     def _model_answer(self, guard: answering.Guard) -> Iterator[str]:
         """The model's streamed answer, as far as the guard lets it through."""
-        self.llm_stream = llm.chat(self.messages, temperature=self.temperature, max_tokens=self.max_tokens,
-                                   cancelled=self.cancelled, sampling=self.profile.sampling or None)
+        self.llm_stream = llm.chat(
+            self.messages,
+            temperature=self.temperature,
+            max_tokens=self.max_tokens,
+            cancelled=self.cancelled,
+            sampling=self.profile.sampling or None,
+        )
         tokens = iter(self.llm_stream)
         try:
             for text in tokens:
@@ -219,8 +250,9 @@ class ChatTurn:
             # answers ("You can tell incomplete input from invalid input."), so the sentences of
             # the passage it cites say the rest, without what it already said.
             cited = answering.CITATION.search(self.answer)
-            rest = answering.extractive_sentences(question, self.passages, said=self.answer,
-                                                  within=int(cited.group(1)) if cited else None)
+            rest = answering.extractive_sentences(
+                question, self.passages, said=self.answer, within=int(cited.group(1)) if cited else None
+            )
             for n, piece in enumerate(rest):
                 self.answered_by = "model+passages"
                 gap = "" if n or self.answer.endswith((" ", "\n")) else " "

@@ -1,6 +1,7 @@
 """The chat page: conversations in a sidebar, one conversation's history rendered on the
 server, and the live websocket (/ws/chat/) driven by static/js/chat.js. Thin: read through
 the selectors, render."""
+
 from __future__ import annotations
 
 from django.core.paginator import Paginator
@@ -9,8 +10,8 @@ from django.shortcuts import render
 from accounts.permissions import Action, page_check
 from chat import selectors
 from chat.errors import ConversationError
-from core.pages import account_page, page_found
 from chat.models import Rating
+from core.pages import account_page, page_found
 from documents.models import Status
 from documents.selectors import document_list
 
@@ -77,31 +78,42 @@ def chat_view(request, conversation_id: int | None = None):
     account = request.account
     conversation, messages = None, []
     if conversation_id is not None:
-        conversation = page_found(selectors.conversation_access_by_id, account=account,
-                                  conversation_id=conversation_id, user=request.user)
-        messages = _with_turn_sources(selectors.messages_sources_readable(
-            account=account, messages=selectors.message_list(account=account, conversation=conversation)))
+        conversation = page_found(
+            selectors.conversation_access_by_id, account=account, conversation_id=conversation_id, user=request.user
+        )
+        messages = _with_turn_sources(
+            selectors.messages_sources_readable(
+                account=account, messages=selectors.message_list(account=account, conversation=conversation)
+            )
+        )
         _with_my_feedback(account, messages, request.user)
     search, search_error = request.GET.get("q", ""), ""
     try:
         q = selectors.conversation_search_text(search)
     except ConversationError as exc:
         q, search_error = None, exc.message
-    return render(request, "chat/chat.html", {
-        # The same selector as GET /api/v1/conversations/?q=
-        "conversations": selectors.conversation_list(account=account, user=request.user, q=q)[:CONVERSATIONS_SHOWN],
-        "search": search.strip()[:selectors.SEARCH_MAX_CHARS] if q or search_error else "",
-        "search_error": search_error,
-        "last_answer_id": _last_answer_id(messages),
-        "conversation": conversation,
-        "chat_messages": messages,
-        "sources": _sources_of(messages),
-        # For the Markdown renderer: which [Document N] of which answer opens which chunk.
-        # A source hidden since (a restricted collection) stays plain "[Document N]" text.
-        "citations": {m.pk: [s for s in m.sources or m.citations if s.get("available", True)]
-                      for m in messages if m.role == "assistant"},
-        "ready_documents": document_list(account=account, status=Status.READY).count(),
-    })
+    return render(
+        request,
+        "chat/chat.html",
+        {
+            # The same selector as GET /api/v1/conversations/?q=
+            "conversations": selectors.conversation_list(account=account, user=request.user, q=q)[:CONVERSATIONS_SHOWN],
+            "search": search.strip()[: selectors.SEARCH_MAX_CHARS] if q or search_error else "",
+            "search_error": search_error,
+            "last_answer_id": _last_answer_id(messages),
+            "conversation": conversation,
+            "chat_messages": messages,
+            "sources": _sources_of(messages),
+            # For the Markdown renderer: which [Document N] of which answer opens which chunk.
+            # A source hidden since (a restricted collection) stays plain "[Document N]" text.
+            "citations": {
+                m.pk: [s for s in m.sources or m.citations if s.get("available", True)]
+                for m in messages
+                if m.role == "assistant"
+            },
+            "ready_documents": document_list(account=account, status=Status.READY).count(),
+        },
+    )
 
 
 @account_page(page_check(Action.FEEDBACK_VIEW))
@@ -111,10 +123,16 @@ def feedback_view(request):
     account = request.account
     rating = request.GET.get("rating") if request.GET.get("rating") in Rating.values else None
     page = Paginator(selectors.feedback_list(account=account, rating=rating), FEEDBACK_PER_PAGE).get_page(
-        request.GET.get("page"))
+        request.GET.get("page")
+    )
     answers = selectors.messages_sources_readable(account=account, messages=[f.message for f in page])
-    return render(request, "chat/feedback.html", {
-        "page": page, "rating": rating,
-        # For the Markdown renderer, as on the chat page: which [Document N] opens which chunk.
-        "citations": {m.pk: [s for s in m.sources or m.citations if s.get("available", True)] for m in answers},
-    })
+    return render(
+        request,
+        "chat/feedback.html",
+        {
+            "page": page,
+            "rating": rating,
+            # For the Markdown renderer, as on the chat page: which [Document N] opens which chunk.
+            "citations": {m.pk: [s for s in m.sources or m.citations if s.get("available", True)] for m in answers},
+        },
+    )

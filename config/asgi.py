@@ -1,5 +1,6 @@
 """ASGI entry point: HTTP (Django, and the MCP server at /mcp) and websockets, served by
 WEB_PROCESSES daphne processes."""
+
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
@@ -21,9 +22,11 @@ install_daphne_body_limit()
 if served_by_daphne():
     start_heartbeat()  # /healthz counts the web processes that serve
 
-application = ProtocolTypeRouter({
-    # /mcp: the MCP server (integrations/mcp_http.py), beside Django; the body limit covers both.
-    "http": BodySizeLimit(McpRouter(django_asgi_app)),
-    # Session auth (with an Origin check in the consumer) or an API key on the handshake.
-    "websocket": websocket_application,
-})
+application = ProtocolTypeRouter(
+    {
+        # /mcp: the MCP server (integrations/mcp_http.py), beside Django; the body limit covers both.
+        "http": BodySizeLimit(McpRouter(django_asgi_app)),
+        # Session auth (with an Origin check in the consumer) or an API key on the handshake.
+        "websocket": websocket_application,
+    }
+)

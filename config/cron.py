@@ -8,6 +8,7 @@ takes the job's lease in Redis (SET NX with an expiry just under the interval); 
 finds the lease taken does nothing. The jobs are idempotent besides (sources/schedule.py,
 billing's hold release), so a lease lost to a Redis restart costs one extra run, no harm.
 """
+
 from __future__ import annotations
 
 import os
@@ -53,13 +54,15 @@ def run_periodic(name: str) -> dict:
 
     job, interval = next((job, interval) for job, interval, job_name in PERIODIC_JOBS if job_name == name)
     holder = f"{socket.gethostname()}:{os.getpid()}"
-    taken = django_rq.get_connection("default").set(lease_key(name), holder, nx=True,
-                                                     px=int(interval * LEASE_FRACTION * 1000))
+    taken = django_rq.get_connection("default").set(
+        lease_key(name), holder, nx=True, px=int(interval * LEASE_FRACTION * 1000)
+    )
     if not taken:
         return {"name": name, "ran": False, "result": None, "by": holder}
     return {"name": name, "ran": True, "result": job(), "by": holder}
 
 
 for _job, _interval, _name in PERIODIC_JOBS:
-    cron.register(run_periodic, "default", args=(_name,), interval=_interval, name=_name,
-                  job_timeout=JOB_TIMEOUTS.get(_name))
+    cron.register(
+        run_periodic, "default", args=(_name,), interval=_interval, name=_name, job_timeout=JOB_TIMEOUTS.get(_name)
+    )

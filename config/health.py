@@ -1,5 +1,6 @@
 """GET /healthz: database, Redis, the number of live rq workers and (when more than one
 serves) of web processes."""
+
 from __future__ import annotations
 
 from django.db import connection

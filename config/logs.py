@@ -6,6 +6,7 @@ nothing; its warnings and errors, and every other job's lines, still pass. A scr
 its INFO line is dropped too.
 
 LOG_FORMAT=json: JsonFormatter writes each record as one JSON object a line."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -23,8 +24,11 @@ def _periodic_job_names() -> frozenset[str]:
 
     # The worker names a job by its path, the cron process by its function's name; the cron
     # process enqueues each one as run_periodic(name) (config/cron.py: once per interval).
-    return frozenset(name for func in [run_periodic] + [func for func, _, _ in PERIODIC_JOBS]
-                     for name in (f"{func.__module__}.{func.__name__}", func.__name__))
+    return frozenset(
+        name
+        for func in [run_periodic] + [func for func, _, _ in PERIODIC_JOBS]
+        for name in (f"{func.__module__}.{func.__name__}", func.__name__)
+    )
 
 
 _METRICS_BYPASS = "tenancy bypass: metrics: count documents by status"  # documents/metrics.py's reason

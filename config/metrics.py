@@ -12,6 +12,7 @@ A proxy header is any header a proxy or CDN adds to say whom it relays or that i
 a proxy's own variant is not a way in. A local proxy that adds none of them cannot be told
 from this machine: configure it to set one (nginx: `proxy_set_header X-Forwarded-For …`).
 """
+
 from __future__ import annotations
 
 import hmac
@@ -24,13 +25,17 @@ from django.views.decorators.http import require_GET
 from core import metrics
 from core.sockets import open_sockets_count
 
+
 def _is_proxy_header(meta_name: str) -> bool:
     """Whether a request.META key is a header a proxy adds (see the module's docstring)."""
     if not meta_name.startswith("HTTP_"):
         return False
-    name = meta_name[len("HTTP_"):]
-    return (name in ("FORWARDED", "VIA", "X_REAL_IP") or "FORWARDED_" in name
-            or name.endswith(("_FORWARDED", "_CLIENT_IP", "_CONNECTING_IP")))
+    name = meta_name[len("HTTP_") :]
+    return (
+        name in ("FORWARDED", "VIA", "X_REAL_IP")
+        or "FORWARDED_" in name
+        or name.endswith(("_FORWARDED", "_CLIENT_IP", "_CONNECTING_IP"))
+    )
 
 
 def _relayed(request) -> bool:
@@ -49,21 +54,32 @@ def _refusal(request) -> HttpResponse | None:
     authorization = request.headers.get("Authorization", "")
     if authorization:
         scheme, _, token = authorization.partition(" ")
-        if scheme.lower() == "bearer" and settings.METRICS_TOKEN and \
-                hmac.compare_digest(token.strip().encode(), settings.METRICS_TOKEN.encode()):
+        if (
+            scheme.lower() == "bearer"
+            and settings.METRICS_TOKEN
+            and hmac.compare_digest(token.strip().encode(), settings.METRICS_TOKEN.encode())
+        ):
             return None
         response = HttpResponse("That metrics token is not right.\n", status=401, content_type="text/plain")
         response["WWW-Authenticate"] = 'Bearer realm="metrics"'
         return response
-    hint = ("send Authorization: Bearer <METRICS_TOKEN>" if settings.METRICS_TOKEN
-            else "set METRICS_TOKEN and send it as Authorization: Bearer <token>")
+    hint = (
+        "send Authorization: Bearer <METRICS_TOKEN>"
+        if settings.METRICS_TOKEN
+        else "set METRICS_TOKEN and send it as Authorization: Bearer <token>"
+    )
     if _relayed(request):
-        return HttpResponse(f"This request came through a proxy (it carries a forwarding header), so it is not "
-                            f"this machine's own: {hint}.\n", status=403, content_type="text/plain")
+        return HttpResponse(
+            f"This request came through a proxy (it carries a forwarding header), so it is not "
+            f"this machine's own: {hint}.\n",
+            status=403,
+            content_type="text/plain",
+        )
     if _from_loopback(request):
         return None
-    return HttpResponse(f"Metrics are served to this machine only; from elsewhere {hint}.\n", status=403,
-                        content_type="text/plain")
+    return HttpResponse(
+        f"Metrics are served to this machine only; from elsewhere {hint}.\n", status=403, content_type="text/plain"
+    )
 
 
 @require_GET
@@ -89,5 +105,9 @@ def _rq_jobs():
 
 
 metrics.scrape_gauge("groundwork_open_websockets", "Open websockets across every web process.", (), _open_websockets)
-metrics.scrape_gauge("groundwork_rq_jobs", "Jobs in the default rq queue, by state (failed: in the failed "
-                     "job registry, kept for its TTL).", ("state",), _rq_jobs)
+metrics.scrape_gauge(
+    "groundwork_rq_jobs",
+    "Jobs in the default rq queue, by state (failed: in the failed job registry, kept for its TTL).",
+    ("state",),
+    _rq_jobs,
+)

@@ -1,6 +1,7 @@
 """pytest plugin (loaded with -p before pytest-django reads settings): makes the test run
 as self-contained as `make run`. Starts the embedded PostgreSQL / Redis where
 DATABASE_URL / REDIS_URL are unset, and stops what it started when the run ends."""
+
 from __future__ import annotations
 
 import os

@@ -1,4 +1,5 @@
 """Websocket routes, and who reads a handshake's session."""
+
 from channels.auth import AuthMiddlewareStack
 from channels.routing import URLRouter
 from django.urls import path

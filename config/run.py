@@ -6,6 +6,7 @@ port, WORKER_PROCESSES rq workers (the scheduler among them), and the periodic j
 config/cron.py. A process that dies is started again (`watch`). Ctrl-C (or SIGTERM) stops
 every process it started; nothing is left behind.
 """
+
 from __future__ import annotations
 
 import functools
@@ -105,6 +106,7 @@ def _all_registered(web: int, workers: int):
     def ready(body: bytes) -> bool:
         health = json.loads(body)
         return health.get("workers", 0) >= workers and health.get("web_processes", 1) >= web
+
     return ready
 
 
@@ -129,8 +131,9 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        raise RuntimeError(f"cannot listen on {host}:{port} ({exc.strerror}); is another server using it? "
-                           "Set PORT to a free port.") from None
+        raise RuntimeError(
+            f"cannot listen on {host}:{port} ({exc.strerror}); is another server using it? Set PORT to a free port."
+        ) from None
     sock.listen(1024)
     sock.set_inheritable(True)
     return sock
@@ -145,8 +148,9 @@ def spawn_web(sock: socket.socket, env: dict, index: int, **popen) -> subprocess
     # shutdown finishes the job at hand).
     for key, value in _child_options(signal.SIGKILL).items():
         popen.setdefault(key, value)
-    return subprocess.Popen(argv, cwd=BASE_DIR, env=dict(env, WEB_PROCESS_INDEX=str(index)),
-                            pass_fds=(sock.fileno(),), **popen)
+    return subprocess.Popen(
+        argv, cwd=BASE_DIR, env=dict(env, WEB_PROCESS_INDEX=str(index)), pass_fds=(sock.fileno(),), **popen
+    )
 
 
 def worker_argv() -> list[str]:
@@ -294,8 +298,7 @@ def main() -> int:
         _manage("migrate", "--no-input", "-v", "0", env=env)
         _manage("ensure_demo", env=env)
         cron_argv = [PYTHON, "manage.py", "rqcron", "config.cron"]
-        for name, argv in [*((f"worker {i + 1}", worker_argv()) for i in range(worker_processes)),
-                           ("cron", cron_argv)]:
+        for name, argv in [*((f"worker {i + 1}", worker_argv()) for i in range(worker_processes)), ("cron", cron_argv)]:
             children.append(spawn(name, argv, env))
             respawn[name] = functools.partial(_spawned, argv, env)
         for index in range(1, web_processes + 1):

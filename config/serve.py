@@ -7,6 +7,7 @@ stopped and the exit code says so, so that the platform restarts the whole.
 Unlike `make run` (config/run.py), nothing embedded is started: DATABASE_URL and REDIS_URL
 name the deployment's own services, and `release` (migrate) has run before.
 """
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,17 @@ import subprocess
 import sys
 
 from config.embedded import log
-from config.run import (children_die_with_this_process, listening_socket, metrics_dir, process_count, spawn,
-                        spawn_web, stop_children, watch, worker_argv)
+from config.run import (
+    children_die_with_this_process,
+    listening_socket,
+    metrics_dir,
+    process_count,
+    spawn,
+    spawn_web,
+    stop_children,
+    watch,
+    worker_argv,
+)
 
 USAGE = "usage: python -m config.serve web|worker"
 

@@ -3,6 +3,7 @@
 The OS environment wins over an optional `.env` file. No secret has a production
 default: with DEBUG off, SECRET_KEY must be set and cookies/HSTS/hosts are locked down.
 """
+
 import sys
 from pathlib import Path
 from urllib.parse import unquote
@@ -175,15 +176,19 @@ REDIS_URL = env("REDIS_URL", default="redis://127.0.0.1:6379/0")
 RQ_QUEUES = {
     "default": {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 900},
 }
-RQ = {"QUEUE_CLASS": "core.request_id.RequestIdQueue",  # a job keeps its request's id (rq meta)
-      "WORKER_CLASS": "core.rq_worker.Worker"}  # registers again after Redis lost its record
+RQ = {
+    "QUEUE_CLASS": "core.request_id.RequestIdQueue",  # a job keeps its request's id (rq meta)
+    "WORKER_CLASS": "core.rq_worker.Worker",
+}  # registers again after Redis lost its record
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # channels-redis waits on Redis for up to 5 s per receive (BZPOPMIN); redis-py 8's
         # default 5 s read timeout would tear every idle websocket down after 5 s.
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
-                   "prefix": env("CHANNELS_PREFIX", default="groundwork")},
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+            "prefix": env("CHANNELS_PREFIX", default="groundwork"),
+        },
     },
 }
 
@@ -235,7 +240,9 @@ if STORAGE_BUCKET:
 
 EMAIL_BACKEND = env(
     "EMAIL_BACKEND",
-    default="django.core.mail.backends.console.EmailBackend" if RELAXED else "django.core.mail.backends.smtp.EmailBackend",
+    default="django.core.mail.backends.console.EmailBackend"
+    if RELAXED
+    else "django.core.mail.backends.smtp.EmailBackend",
 )
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", default="Groundwork <noreply@groundwork.local>")
 
@@ -469,12 +476,21 @@ if LOG_FORMAT not in ("plain", "json"):
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
-                   "json": {"()": "config.logs.JsonFormatter"}},
-    "filters": {"quiet_periodic_jobs": {"()": "config.logs.QuietPeriodicJobs"},
-                "request_id": {"()": "core.request_id.RequestIdFilter"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT,
-                             "filters": ["quiet_periodic_jobs", "request_id"]}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "config.logs.JsonFormatter"},
+    },
+    "filters": {
+        "quiet_periodic_jobs": {"()": "config.logs.QuietPeriodicJobs"},
+        "request_id": {"()": "core.request_id.RequestIdFilter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["quiet_periodic_jobs", "request_id"],
+        }
+    },
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django.db.backends": {"level": "WARNING"},
@@ -506,15 +522,21 @@ WS_MAX_FRAME_BYTES = env.int("WS_MAX_FRAME_BYTES", default=64 * 1024)
 # Origins a session handshake may come from besides the page's own (its Host, with the scheme
 # the browser used) and CSRF_TRUSTED_ORIGINS: scheme, host and port must all match. On this
 # machine (DEBUG, tests, `make run`) the local server's origins on PORT too.
-WS_ALLOWED_ORIGINS = env.list("WS_ALLOWED_ORIGINS", default=[
-    f"http://{host}:{env.int('PORT', default=8000)}" for host in ("localhost", "127.0.0.1")] if RELAXED else [])
+WS_ALLOWED_ORIGINS = env.list(
+    "WS_ALLOWED_ORIGINS",
+    default=[f"http://{host}:{env.int('PORT', default=8000)}" for host in ("localhost", "127.0.0.1")]
+    if RELAXED
+    else [],
+)
 
 # --- security headers (core/headers.py) ----------------------------------------------------------
 # Everything from this origin only; no inline script or style (templates and static/js hold
 # none). Referrer-Policy and X-Content-Type-Options: SecurityMiddleware, in every mode.
-CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                           "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
-                           "frame-ancestors 'none'; form-action 'self'")
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; "
+    "frame-ancestors 'none'; form-action 'self'"
+)
 SECURE_REFERRER_POLICY = "same-origin"
 
 # --- buying credits with Stripe (billing/purchases; docs/operations/stripe.md) ---------------
@@ -532,11 +554,14 @@ CREDITS_PRICE_CENTS_PER_1K = env.int("CREDITS_PRICE_CENTS_PER_1K", default=10)
 CREDITS_PURCHASE_MIN = env.int("CREDITS_PURCHASE_MIN", default=5_000)
 CREDITS_PURCHASE_MAX = env.int("CREDITS_PURCHASE_MAX", default=10_000_000)
 # Checkout is a redirect from the Buy form, which the CSP's form-action must allow.
-STRIPE_CHECKOUT_ORIGINS = env.list("STRIPE_CHECKOUT_ORIGINS", default=["https://checkout.stripe.com"] + (
-    ["/".join(STRIPE_API_BASE.split("/")[:3])] if STRIPE_API_BASE else []))
+STRIPE_CHECKOUT_ORIGINS = env.list(
+    "STRIPE_CHECKOUT_ORIGINS",
+    default=["https://checkout.stripe.com"] + (["/".join(STRIPE_API_BASE.split("/")[:3])] if STRIPE_API_BASE else []),
+)
 if STRIPE_SECRET_KEY and STRIPE_CHECKOUT_ORIGINS:
     CONTENT_SECURITY_POLICY = CONTENT_SECURITY_POLICY.replace(
-        "form-action 'self'", "form-action 'self' " + " ".join(STRIPE_CHECKOUT_ORIGINS))
+        "form-action 'self'", "form-action 'self' " + " ".join(STRIPE_CHECKOUT_ORIGINS)
+    )
 # --- backups (config/backup.py; docs/operations/backups.md) --------------------------------------
 # `manage.py backup --output FILE` / `manage.py restore FILE`. Scheduled: off unless
 # BACKUP_SCHEDULE is hourly, daily or weekly; the cron writes one archive per period into

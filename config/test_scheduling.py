@@ -8,6 +8,7 @@ them. A module's cost is its time in the last measured run (config/test_duration
 written by `python -m config.test_scheduling JUNIT_XML`); a module not in it counts
 UNKNOWN_SECONDS a test.
 """
+
 from __future__ import annotations
 
 import json

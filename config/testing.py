@@ -2,6 +2,7 @@
 way `make run` serves the app (pytest-django's live_server is WSGI only); an S3-compatible
 server; an installation of its own (`make run` on a data folder of its own, from a migrated
 template)."""
+
 from __future__ import annotations
 
 import os
@@ -33,12 +34,21 @@ def daphne_on_test_database(log_dir: Path, **env_extra):
     port = free_port()
     log = log_dir / "daphne.log"
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    env.update(DATABASE_URL=settings.DATABASE_URL.rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"],
-               REDIS_URL=settings.REDIS_URL, GROUNDWORK_TESTING="1", ALLOWED_HOSTS="127.0.0.1,localhost",
-               PYTHONUNBUFFERED="1", **env_extra)
-    process = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-                                "config.asgi:application"], cwd=BASE_DIR, env=env, stdout=log.open("w"),
-                               stderr=subprocess.STDOUT)
+    env.update(
+        DATABASE_URL=settings.DATABASE_URL.rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"],
+        REDIS_URL=settings.REDIS_URL,
+        GROUNDWORK_TESTING="1",
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        PYTHONUNBUFFERED="1",
+        **env_extra,
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "config.asgi:application"],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -76,9 +86,13 @@ def s3_server(bucket: str = "groundwork-test"):
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     try:
-        env = {"STORAGE_BUCKET": bucket, "STORAGE_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-               "STORAGE_REGION": "us-east-1", "STORAGE_ACCESS_KEY_ID": S3_KEY_ID,
-               "STORAGE_SECRET_ACCESS_KEY": S3_SECRET}
+        env = {
+            "STORAGE_BUCKET": bucket,
+            "STORAGE_ENDPOINT_URL": f"http://127.0.0.1:{port}",
+            "STORAGE_REGION": "us-east-1",
+            "STORAGE_ACCESS_KEY_ID": S3_KEY_ID,
+            "STORAGE_SECRET_ACCESS_KEY": S3_SECRET,
+        }
         s3_client(env).create_bucket(Bucket=bucket)
         yield env
     finally:
@@ -89,9 +103,13 @@ def s3_client(env: dict):
     """A boto3 client on the bucket's server, to look at what the app stored."""
     import boto3
 
-    return boto3.client("s3", endpoint_url=env["STORAGE_ENDPOINT_URL"], region_name=env["STORAGE_REGION"],
-                        aws_access_key_id=env["STORAGE_ACCESS_KEY_ID"],
-                        aws_secret_access_key=env["STORAGE_SECRET_ACCESS_KEY"])
+    return boto3.client(
+        "s3",
+        endpoint_url=env["STORAGE_ENDPOINT_URL"],
+        region_name=env["STORAGE_REGION"],
+        aws_access_key_id=env["STORAGE_ACCESS_KEY_ID"],
+        aws_secret_access_key=env["STORAGE_SECRET_ACCESS_KEY"],
+    )
 
 
 def s3_keys(env: dict, prefix: str = "") -> list[str]:
@@ -103,19 +121,41 @@ def s3_storages(env: dict) -> dict:
     """settings.STORAGES as config/settings.py builds it for these bucket settings."""
     from django.conf import settings as django_settings
 
-    return dict(django_settings.STORAGES, default={
-        "BACKEND": "storages.backends.s3.S3Storage",
-        "OPTIONS": {"bucket_name": env["STORAGE_BUCKET"], "endpoint_url": env["STORAGE_ENDPOINT_URL"],
-                    "region_name": env["STORAGE_REGION"], "access_key": env["STORAGE_ACCESS_KEY_ID"],
-                    "secret_key": env["STORAGE_SECRET_ACCESS_KEY"], "default_acl": None,
-                    "querystring_auth": True, "file_overwrite": False}})
+    return dict(
+        django_settings.STORAGES,
+        default={
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": env["STORAGE_BUCKET"],
+                "endpoint_url": env["STORAGE_ENDPOINT_URL"],
+                "region_name": env["STORAGE_REGION"],
+                "access_key": env["STORAGE_ACCESS_KEY_ID"],
+                "secret_key": env["STORAGE_SECRET_ACCESS_KEY"],
+                "default_acl": None,
+                "querystring_auth": True,
+                "file_overwrite": False,
+            },
+        },
+    )
 
 
 # What the test run configured for itself; an installation a test starts finds its own, as
 # `make run` on a fresh machine does.
-TEST_RUN_ENVIRONMENT = ("DATABASE_URL", "DATABASE_OWNER_URL", "GROUNDWORK_TESTING", "GROUNDWORK_LOCAL", "LOCAL_LLM_PORT",
-                        "REDIS_URL", "CHANNELS_PREFIX", "CACHE_PREFIX", "MEDIA_ROOT", "LLM_BASE_URL",
-                        "DJANGO_ALLOW_ASYNC_UNSAFE", "PROMETHEUS_MULTIPROC_DIR", "PYTEST_XDIST_WORKER")
+TEST_RUN_ENVIRONMENT = (
+    "DATABASE_URL",
+    "DATABASE_OWNER_URL",
+    "GROUNDWORK_TESTING",
+    "GROUNDWORK_LOCAL",
+    "LOCAL_LLM_PORT",
+    "REDIS_URL",
+    "CHANNELS_PREFIX",
+    "CACHE_PREFIX",
+    "MEDIA_ROOT",
+    "LLM_BASE_URL",
+    "DJANGO_ALLOW_ASYNC_UNSAFE",
+    "PROMETHEUS_MULTIPROC_DIR",
+    "PYTEST_XDIST_WORKER",
+)
 
 
 def installation_env(data_dir: Path, **extra) -> dict:
@@ -147,8 +187,14 @@ def migrated_data_folder(data_dir: Path) -> Path:
         built = template / "data"
         if not (template / "ready").exists():
             shutil.rmtree(built, ignore_errors=True)
-            result = subprocess.run([sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"], cwd=BASE_DIR,
-                                    env=installation_env(built), capture_output=True, text=True, timeout=600)
+            result = subprocess.run(
+                [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
+                cwd=BASE_DIR,
+                env=installation_env(built),
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             assert result.returncode == 0, f"the template data folder did not migrate:\n{result.stderr[-4000:]}"
             shutil.rmtree(built / "redis", ignore_errors=True)  # Redis starts empty, as on a fresh machine
             (template / "ready").touch()

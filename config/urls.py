@@ -24,11 +24,16 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     # Stripe's events (billing/purchases): signed by Stripe, no session, no CSRF token.
     path("billing/stripe/webhook/", stripe_webhook_view, name="stripe-webhook"),
-    path("api/schema/", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="api-schema"),
+    path(
+        "api/schema/", SpectacularAPIView.as_view(authentication_classes=[], permission_classes=[]), name="api-schema"
+    ),
     # Swagger UI from this app (drf-spectacular-sidecar, pinned), its set-up script served
     # as a file of its own (?script=): nothing from a CDN, nothing inline for the CSP to block.
-    path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema", authentication_classes=[],
-                                                          permission_classes=[]), name="api-docs"),
+    path(
+        "api/docs/",
+        SpectacularSwaggerSplitView.as_view(url_name="api-schema", authentication_classes=[], permission_classes=[]),
+        name="api-docs",
+    ),
     path("api/v1/", include(api_v1)),
     path("v1/", include("chat.openai_urls")),
     path("documents/", include((("documents.urls"), "documents"))),

@@ -1,9 +1,10 @@
 """The home page (it shows documents and conversations, so it sits above both apps) and the
 error pages: JSON under /api/ and /v1/, friendly HTML elsewhere."""
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpResponseServerError, JsonResponse
-from django.template import loader
 from django.shortcuts import render
+from django.template import loader
 
 from accounts.forms import AccountForm
 from accounts.middleware import request_account_context
@@ -22,13 +23,17 @@ def home_view(request):
         return render(request, "accounts/no_account.html", {"form": AccountForm()})
     account = request.account
     documents = document_list(account=account)
-    return render(request, "accounts/home.html", {
-        "document_count": documents.count(),
-        "ready_count": documents.filter(status="ready").count(),
-        "recent_documents": documents[:5],
-        "recent_conversations": conversation_list(account=account, user=request.user)[:5],
-        "formats_in_words": FORMATS_IN_WORDS,  # from the kinds registry (documents/kinds.py)
-    })
+    return render(
+        request,
+        "accounts/home.html",
+        {
+            "document_count": documents.count(),
+            "ready_count": documents.filter(status="ready").count(),
+            "recent_documents": documents[:5],
+            "recent_conversations": conversation_list(account=account, user=request.user)[:5],
+            "formats_in_words": FORMATS_IN_WORDS,  # from the kinds registry (documents/kinds.py)
+        },
+    )
 
 
 def page_not_found(request, exception=None):

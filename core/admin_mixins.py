@@ -1,4 +1,5 @@
 """Shared by every admin of a tenant-owned model."""
+
 from django.contrib import admin
 from django.db.models import Q
 from django.urls import reverse
@@ -31,6 +32,7 @@ class ReadOnlyMixin:
 
 # --- actions: who did what --------------------------------------------------------------
 
+
 def record_action(modeladmin, request, objects, message: str) -> None:
     """One admin LogEntry per object an action touched: the staff user, the object and
     what was done ("Grant credits: 5,000 (annual plan)"). Shown in each object's History."""
@@ -39,6 +41,7 @@ def record_action(modeladmin, request, objects, message: str) -> None:
 
 
 # --- the account filter -----------------------------------------------------------------
+
 
 class AccountFilter(admin.SimpleListFilter):
     """Filter a tenant model's list by account, typed as an id, a slug or a name: a list
@@ -66,8 +69,12 @@ class AccountFilter(admin.SimpleListFilter):
             "value": self.value() or "",
             "clear_url": changelist.get_query_string(remove=[self.parameter_name]),
             # The other filters, the search and the ordering survive a new account.
-            "hidden": [(name, value) for name, values in changelist.filter_params.items()
-                       if name != self.parameter_name for value in values],
+            "hidden": [
+                (name, value)
+                for name, values in changelist.filter_params.items()
+                if name != self.parameter_name
+                for value in values
+            ],
         }
 
 
@@ -77,13 +84,14 @@ def account_filter_url(model, account_id: int) -> str:
 
 # --- panels on the account page ---------------------------------------------------------
 
+
 def html_table(headers, rows, *, empty: str = "None yet.") -> str:
     """A small read-only table for the account page. Every cell is escaped unless it is
     already safe (format_html)."""
     if not rows:
         return format_html("<p>{}</p>", empty)
     head = format_html_join("", "<th>{}</th>", ((h,) for h in headers))
-    body = format_html_join("", "<tr>{}</tr>", (
-        (format_html_join("", "<td>{}</td>", ((cell,) for cell in row)),) for row in rows))
-    return format_html('<table class="support-panel"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>',
-                       head, body)
+    body = format_html_join(
+        "", "<tr>{}</tr>", ((format_html_join("", "<td>{}</td>", ((cell,) for cell in row)),) for row in rows)
+    )
+    return format_html('<table class="support-panel"><thead><tr>{}</tr></thead><tbody>{}</tbody></table>', head, body)

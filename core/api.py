@@ -2,6 +2,7 @@
 pagination, throttling and server-sent event streams. The base every API view inherits is
 core.views.AccountAPIView (DRF imports this module while it defines its own APIView, so
 this module cannot import APIView)."""
+
 from __future__ import annotations
 
 import base64
@@ -13,8 +14,8 @@ from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DataError, transaction
 from django.http import Http404, StreamingHttpResponse
-from rest_framework import exceptions, pagination, parsers, renderers, throttling
 from redis.exceptions import RedisError
+from rest_framework import exceptions, pagination, parsers, renderers, throttling
 from rest_framework.response import Response
 
 from core.errors import SERVER_ERROR_MESSAGE, GroundworkError, as_groundwork_error, error_body
@@ -39,9 +40,18 @@ _CODES: list[tuple[type[Exception], str]] = [
 ]
 
 STATUS_CODES = {
-    400: "bad_request", 401: "unauthenticated", 402: "insufficient_credits", 403: "permission_denied",
-    404: "not_found", 405: "method_not_allowed", 413: "too_large", 415: "unsupported_media_type",
-    429: "rate_limited", 500: "server_error", 502: "provider_unavailable", 503: "unavailable",
+    400: "bad_request",
+    401: "unauthenticated",
+    402: "insufficient_credits",
+    403: "permission_denied",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+    500: "server_error",
+    502: "provider_unavailable",
+    503: "unavailable",
 }
 STATUS_MESSAGES = {
     404: "Nothing exists at this address.",

@@ -1,5 +1,6 @@
 """DRF authentication: the account was resolved by AccountContextMiddleware; these classes
 turn that into DRF's (user, auth) and the contract's 401s."""
+
 from __future__ import annotations
 
 from django.contrib.auth.models import AnonymousUser

@@ -9,6 +9,7 @@ schema. With no owner configured (a deployment that gave only DATABASE_URL) ever
 runs as the one role, as before: correct and isolated by the signed context, without the
 second line against an injection that alters tables (docs/operations/postgresql.md).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -43,6 +44,7 @@ def login_as_owner(alias: str = "default"):
     def back_to_app():
         _close_with_pool(conn)
         conn.settings_dict.update(saved)
+
     return back_to_app
 
 
@@ -72,8 +74,14 @@ def owner_connection(alias: str = "default"):
     CREATE INDEX CONCURRENTLY."""
     s = connections[alias].settings_dict
     owner = owner_credentials() or {"USER": s["USER"], "PASSWORD": s["PASSWORD"]}
-    with psycopg.connect(dbname=s["NAME"], host=s["HOST"] or None, port=s["PORT"] or None,
-                         user=owner["USER"], password=owner["PASSWORD"] or None, autocommit=True) as conn:
+    with psycopg.connect(
+        dbname=s["NAME"],
+        host=s["HOST"] or None,
+        port=s["PORT"] or None,
+        user=owner["USER"],
+        password=owner["PASSWORD"] or None,
+        autocommit=True,
+    ) as conn:
         yield conn
 
 

@@ -6,9 +6,11 @@ and API validation, the `field` it concerns. The REST API, /v1, the websocket an
 streams all turn an exception into their error shape through `as_groundwork_error()`, so a
 code answers with the same status and words everywhere.
 """
+
 from __future__ import annotations
 
 import logging
+
 from core.error_codes import CoreErrorCode
 
 logger = logging.getLogger("groundwork.errors")
@@ -89,16 +91,20 @@ def _unavailable_message(exc: BaseException) -> str:
     from django.db import InterfaceError, OperationalError
 
     if isinstance(exc, (OperationalError, InterfaceError)):
-        return ("Groundwork cannot reach its database right now (it may be restarting), so nothing was "
-                "changed. Please try again in a moment.")
+        return (
+            "Groundwork cannot reach its database right now (it may be restarting), so nothing was "
+            "changed. Please try again in a moment."
+        )
     try:
         from redis.exceptions import ConnectionError as RedisConnectionError
         from redis.exceptions import TimeoutError as RedisTimeoutError
     except ImportError:  # the parser sandbox imports core without redis's settings
         return ""
     if isinstance(exc, (RedisConnectionError, RedisTimeoutError)):
-        return ("Groundwork cannot reach its queue and cache (Redis) right now, so this could not be done. "
-                "Please try again in a moment.")
+        return (
+            "Groundwork cannot reach its queue and cache (Redis) right now, so this could not be done. "
+            "Please try again in a moment."
+        )
     return ""
 
 

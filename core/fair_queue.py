@@ -19,6 +19,7 @@ WHERE waiting, so its cost does not grow with the number of accounts waiting
 item wait marks its lane waiting in the same transaction (a trigger, or `mark_waiting`);
 the claim marks it idle, under the lane's row lock, once nothing of the account waits.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -45,8 +46,7 @@ T = TypeVar("T")
 class FairLane(TenantModel):
     """An account's place in a fair queue (the concrete model adds the partial index)."""
 
-    account = models.OneToOneField("accounts.Account", on_delete=models.CASCADE, primary_key=True,
-                                   related_name="+")
+    account = models.OneToOneField("accounts.Account", on_delete=models.CASCADE, primary_key=True, related_name="+")
     waiting = models.BooleanField(default=False)
     waiting_since = models.DateTimeField(null=True, blank=True)
     served_at = models.DateTimeField(null=True, blank=True)
@@ -59,8 +59,13 @@ def fairest_index(name: str) -> models.Index:
     """The partial index a queue's claim reads its lanes through, in the rule's order among
     accounts with nothing in flight: never served first, then served least recently, then
     waiting longest (FairQueue.idle_lanes_sql)."""
-    return models.Index(models.F("served_at").asc(nulls_first=True), "waiting_since", "account",
-                        condition=models.Q(waiting=True), name=name)
+    return models.Index(
+        models.F("served_at").asc(nulls_first=True),
+        "waiting_since",
+        "account",
+        condition=models.Q(waiting=True),
+        name=name,
+    )
 
 
 @dataclass(frozen=True)
@@ -83,10 +88,12 @@ class FairQueue:
     # index: O(log n) however many accounts wait.
     @property
     def idle_lanes_sql(self) -> str:
-        return (f"SELECT account_id FROM {self.lanes}\n"
-                "WHERE waiting AND NOT (account_id = ANY(%(skip)s))\n"
-                "ORDER BY served_at ASC NULLS FIRST, waiting_since, account_id\n"
-                "LIMIT %(limit)s")
+        return (
+            f"SELECT account_id FROM {self.lanes}\n"
+            "WHERE waiting AND NOT (account_id = ANY(%(skip)s))\n"
+            "ORDER BY served_at ASC NULLS FIRST, waiting_since, account_id\n"
+            "LIMIT %(limit)s"
+        )
 
     # Waiting lanes of accounts with items in flight (at most one per busy account).
     @property
@@ -107,8 +114,10 @@ class FairQueue:
     # Nothing of the account waits any more: the lane stops waiting.
     @property
     def idle_sql(self) -> str:
-        return (f"UPDATE {self.lanes} SET waiting = false, waiting_since = NULL\n"
-                f"WHERE account_id = %(account)s AND NOT EXISTS ({self.waiting_sql})")
+        return (
+            f"UPDATE {self.lanes} SET waiting = false, waiting_since = NULL\n"
+            f"WHERE account_id = %(account)s AND NOT EXISTS ({self.waiting_sql})"
+        )
 
     def idle_params(self, account_id: int) -> dict:
         return {**self.waiting_params, "account": account_id}
@@ -116,11 +125,16 @@ class FairQueue:
     def mark_waiting(self, cursor: CursorWrapper, account_id: int) -> None:
         """The account has an item waiting (call it in the transaction that makes it wait,
         under the account's context: the lanes are tenant rows)."""
-        cursor.execute(f"INSERT INTO {self.lanes} AS lane (account_id, waiting, waiting_since, served_at)"
-                       " VALUES (%s, true, clock_timestamp(), NULL) ON CONFLICT (account_id) DO UPDATE"
-                       " SET waiting = true, waiting_since = clock_timestamp() WHERE NOT lane.waiting", [account_id])
+        cursor.execute(
+            f"INSERT INTO {self.lanes} AS lane (account_id, waiting, waiting_since, served_at)"
+            " VALUES (%s, true, clock_timestamp(), NULL) ON CONFLICT (account_id) DO UPDATE"
+            " SET waiting = true, waiting_since = clock_timestamp() WHERE NOT lane.waiting",
+            [account_id],
+        )
 
-    def claim(self, cursor: CursorWrapper, *, busy_sql: str, busy_params: dict, take: Callable[[int], T | None]) -> T | None:
+    def claim(
+        self, cursor: CursorWrapper, *, busy_sql: str, busy_params: dict, take: Callable[[int], T | None]
+    ) -> T | None:
         """The fairest account's next item, taken by `take(account_id)` (None: nothing of
         that account can be taken now); None when no account has one. Runs in the caller's
         transaction, which must see every account (the caller's audited bypass).
@@ -142,8 +156,13 @@ class FairQueue:
             if item is not None:
                 cursor.execute(self.served_sql, [account_id])
                 logging.getLogger(self.logger).info(
-                    "claimed %s %s of account %s (%d accounts with %ss in flight)", self.item,
-                    getattr(item, "pk", item), account_id, len(busy), self.item)
+                    "claimed %s %s of account %s (%d accounts with %ss in flight)",
+                    self.item,
+                    getattr(item, "pk", item),
+                    account_id,
+                    len(busy),
+                    self.item,
+                )
                 return item
             cursor.execute(self.idle_sql, self.idle_params(account_id))
         return None
@@ -164,8 +183,10 @@ class FairQueue:
         if busy:
             cursor.execute(self.busy_lanes_sql, {"busy": list(busy)})
             never = dt.datetime.min.replace(tzinfo=dt.UTC)
-            for account_id, _, _ in sorted(cursor.fetchall(), key=lambda lane: (
-                    busy[lane[0]], lane[1] is not None, lane[1] or never, lane[2] or never, lane[0])):
+            for account_id, _, _ in sorted(
+                cursor.fetchall(),
+                key=lambda lane: (busy[lane[0]], lane[1] is not None, lane[1] or never, lane[2] or never, lane[0]),
+            ):
                 yield account_id
 
     def jobs_missing(self, waiting: int, queue: Queue) -> int:

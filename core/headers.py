@@ -10,6 +10,7 @@ it so), no plugins, no <base>, no framing. Pages written by libraries (Django 5.
 drf-spectacular's Swagger UI page) carry some inline style, so those paths alone also
 allow inline style; their scripts stay external like ours.
 """
+
 from __future__ import annotations
 
 from django.conf import settings

@@ -16,6 +16,7 @@ Three layers, because each server buffers at a different place:
 - `BodySizeLimit`: the same rule as ASGI middleware, for any other ASGI server.
 - `RequestLimitsMiddleware`: the same rule in Django (WSGI, the test client, and a backstop).
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,10 @@ MULTIPART_OVERHEAD = 64 * 1024
 REFUSED_LINGER_SECONDS = 10
 
 NUL_MESSAGE = "The request contains a NUL character (%00), which no field accepts."
-PAGE = ("<!doctype html><html lang=en><head><meta charset=utf-8><title>{title}</title></head>"
-        "<body><h1>{title}</h1><p>{message}</p></body></html>")
+PAGE = (
+    "<!doctype html><html lang=en><head><meta charset=utf-8><title>{title}</title></head>"
+    "<body><h1>{title}</h1><p>{message}</p></body></html>"
+)
 
 
 def body_limit_for(path: str) -> int:
@@ -50,8 +53,10 @@ def body_limit_for(path: str) -> int:
 
 def too_large_message(path: str) -> str:
     if path in settings.UPLOAD_PATHS:
-        return (f"This file is larger than the {settings.MAX_UPLOAD_BYTES / (1024 * 1024):g} MB limit. "
-                "Split it into smaller files and upload them separately.")
+        return (
+            f"This file is larger than the {settings.MAX_UPLOAD_BYTES / (1024 * 1024):g} MB limit. "
+            "Split it into smaller files and upload them separately."
+        )
     return f"The request body is larger than this endpoint's {body_limit_for(path) // 1024:,} KB limit."
 
 
@@ -85,6 +90,7 @@ def query_has_nul(query_string: bytes | str) -> bool:
 
 # --- Django ---------------------------------------------------------------------------------
 
+
 class RequestLimitsMiddleware:
     """First in MIDDLEWARE: nothing (sessions, authentication, parsers) has run yet."""
 
@@ -107,6 +113,7 @@ class RequestLimitsMiddleware:
 
 
 # --- ASGI -----------------------------------------------------------------------------------
+
 
 class BodySizeLimit:
     """ASGI middleware: refuses an over-limit Content-Length without reading the body, and
@@ -150,13 +157,22 @@ class BodySizeLimit:
 
 async def _send_refusal(send, path: str, status: int) -> None:
     content_type, body = refusal(path, status)
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", content_type.encode()), (b"content-length", str(len(body)).encode()),
-                            (b"connection", b"close")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", content_type.encode()),
+                (b"content-length", str(len(body)).encode()),
+                (b"connection", b"close"),
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
 # --- daphne -----------------------------------------------------------------------------------
+
 
 def install_daphne_body_limit() -> None:
     """Make daphne refuse over-limit bodies on the connection, before it buffers them.
@@ -209,8 +225,10 @@ def _limited_request_class(base):
         def refuse(self):
             self.refused = True
             content_type, body = refusal(self.limit_path, 413)
-            head = (f"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: {content_type}\r\n"
-                    f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+            head = (
+                f"HTTP/1.1 413 Request Entity Too Large\r\nContent-Type: {content_type}\r\n"
+                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            ).encode()
             transport = self.channel.transport
             logger.info("refused a request body over %s bytes for %s", self.body_limit, self.limit_path)
             transport.write(head + body)

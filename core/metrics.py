@@ -16,6 +16,7 @@ one set of files ("<worker pid>-jobs") instead of leaving a set per job behind.
 No metric has an account, user or key as a label: labels are views, surfaces, outcomes
 (error codes), kinds and model names, all of them few.
 """
+
 from __future__ import annotations
 
 import logging
@@ -51,25 +52,39 @@ from prometheus_client import Counter, Histogram  # noqa: E402  (after the value
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 _TURN_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 3, 5, 8, 13, 20, 30, 60, 120)
 
-HTTP_REQUESTS = Counter("groundwork_http_requests", "HTTP requests answered, by URL name, method and status.",
-                        ["view", "method", "status"])
-HTTP_LATENCY = Histogram("groundwork_http_request_duration_seconds",
-                         "Time to answer an HTTP request (to the response, not the end of a stream), by URL name.",
-                         ["view"], buckets=_LATENCY_BUCKETS)
-CHAT_TURNS = Counter("groundwork_chat_turns", "Chat turns, by surface and outcome (done, cancelled or the error code).",
-                     ["surface", "outcome"])
-CHAT_FIRST_TOKEN = Histogram("groundwork_chat_time_to_first_token_seconds",
-                             "From the question to the first token of the answer, by surface.",
-                             ["surface"], buckets=_TURN_BUCKETS)
-CHAT_TURN_DURATION = Histogram("groundwork_chat_turn_duration_seconds",
-                               "From the question to the end of the turn (settled), by surface.",
-                               ["surface"], buckets=_TURN_BUCKETS)
-TOKENS = Counter("groundwork_tokens", "Provider-reported tokens charged, by kind (chat, embedding) and model.",
-                 ["kind", "model"])
-CREDITS = Counter("groundwork_credits_debited", "Credits debited from accounts, by kind and model.",
-                  ["kind", "model"])
-DOCUMENTS_INGESTED = Counter("groundwork_documents_ingested", "Ingestion runs that ended, by outcome "
-                             "(ready or the failure's code).", ["outcome"])
+HTTP_REQUESTS = Counter(
+    "groundwork_http_requests", "HTTP requests answered, by URL name, method and status.", ["view", "method", "status"]
+)
+HTTP_LATENCY = Histogram(
+    "groundwork_http_request_duration_seconds",
+    "Time to answer an HTTP request (to the response, not the end of a stream), by URL name.",
+    ["view"],
+    buckets=_LATENCY_BUCKETS,
+)
+CHAT_TURNS = Counter(
+    "groundwork_chat_turns",
+    "Chat turns, by surface and outcome (done, cancelled or the error code).",
+    ["surface", "outcome"],
+)
+CHAT_FIRST_TOKEN = Histogram(
+    "groundwork_chat_time_to_first_token_seconds",
+    "From the question to the first token of the answer, by surface.",
+    ["surface"],
+    buckets=_TURN_BUCKETS,
+)
+CHAT_TURN_DURATION = Histogram(
+    "groundwork_chat_turn_duration_seconds",
+    "From the question to the end of the turn (settled), by surface.",
+    ["surface"],
+    buckets=_TURN_BUCKETS,
+)
+TOKENS = Counter(
+    "groundwork_tokens", "Provider-reported tokens charged, by kind (chat, embedding) and model.", ["kind", "model"]
+)
+CREDITS = Counter("groundwork_credits_debited", "Credits debited from accounts, by kind and model.", ["kind", "model"])
+DOCUMENTS_INGESTED = Counter(
+    "groundwork_documents_ingested", "Ingestion runs that ended, by outcome (ready or the failure's code).", ["outcome"]
+)
 PAGES = Counter("groundwork_ingested_pages", "Pages of documents made searchable.")
 OCR_PAGES = Counter("groundwork_ocr_pages", "Pages whose text was read by OCR.")
 
@@ -126,8 +141,9 @@ class ScrapeTimeCollector:
     its gauge out and sets groundwork_metrics_scrape_errors: the rest of the page still answers."""
 
     def collect(self):
-        errors = GaugeMetricFamily("groundwork_metrics_scrape_errors",
-                                   "Scrape-time gauges that could not be read in this scrape.")
+        errors = GaugeMetricFamily(
+            "groundwork_metrics_scrape_errors", "Scrape-time gauges that could not be read in this scrape."
+        )
         failed = 0
         for name, (documentation, labels, reader) in sorted(_gauges.items()):
             family = GaugeMetricFamily(name, documentation, labels=list(labels))

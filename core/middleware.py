@@ -1,5 +1,6 @@
 """JSON errors for every /api/ and /v1/ response, including the ones DRF never sees
 (unrouted 404s, 405s from plain views, unexpected exceptions, 413 from the request parser)."""
+
 from __future__ import annotations
 
 import logging

@@ -7,6 +7,7 @@ Core imports no app, so the permission table is not read here: a page names its 
 function of the request that raises the 403 page (accounts.permissions.page_check(Action.…)),
 as an API view names its `permission_classes`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -40,6 +41,7 @@ def account_page(check: PageCheck | None = None, *, methods: tuple[str, ...] | N
     `methods` (else 405), an account (else 404), then `check(request)`, which raises the 403
     page for a member who may not. A check that depends on the object (own-only grants) is
     the view's, once it has the object."""
+
     def decorate(view):
         @wraps(view)
         def page(request, *args, **kwargs):
@@ -47,7 +49,9 @@ def account_page(check: PageCheck | None = None, *, methods: tuple[str, ...] | N
             if check is not None:
                 check(request)
             return view(request, *args, **kwargs)
+
         return login_required(require_http_methods(methods)(page) if methods else page)
+
     return decorate
 
 
@@ -66,9 +70,16 @@ def _refusal_page(exc: GroundworkError) -> None:
         raise PermissionDenied(exc.message) from exc
 
 
-def page_post(request: HttpRequest, act: Callable[[], Any], *, to, success: str | Callable[[Any], str] | None = None,
-              told: type[GroundworkError] | tuple[type[GroundworkError], ...] = GroundworkError,
-              refusal_pages: bool = False, level: int = messages.SUCCESS) -> HttpResponse:
+def page_post(
+    request: HttpRequest,
+    act: Callable[[], Any],
+    *,
+    to,
+    success: str | Callable[[Any], str] | None = None,
+    told: type[GroundworkError] | tuple[type[GroundworkError], ...] = GroundworkError,
+    refusal_pages: bool = False,
+    level: int = messages.SUCCESS,
+) -> HttpResponse:
     """A button or form whose refusal is told on the next page (post/redirect/get): `act()`;
     a `told` error becomes the error message, else `success` (a text, or made from what `act`
     returned; None: no message) the message of `level`; then the redirect to `to` (what
@@ -88,9 +99,15 @@ def page_post(request: HttpRequest, act: Callable[[], Any], *, to, success: str 
     return redirect(to)
 
 
-def form_round_trip(request: HttpRequest, form, *, act: Callable[[dict], Any], to,
-                    success: str | Callable[[Any], str],
-                    rerender: Callable[[Any, int], HttpResponse]) -> HttpResponse:
+def form_round_trip(
+    request: HttpRequest,
+    form,
+    *,
+    act: Callable[[dict], Any],
+    to,
+    success: str | Callable[[Any], str],
+    rerender: Callable[[Any, int], HttpResponse],
+) -> HttpResponse:
     """A form posted to its page: `form` is bound to the POST. Invalid, or refused by
     `act(form.cleaned_data)` with a domain error (put on its field, else on the form), the
     page again through `rerender(form, status)`: 400 (409 or 429 where the error says so),

@@ -15,4 +15,5 @@ class HasAccount(BasePermission):
             raise refusal
         # DRF's request reads through to Django's, where AccountContextMiddleware put the account.
         return getattr(request, "account", None) is not None and (
-            request.auth is not None or request.user.is_authenticated)
+            request.auth is not None or request.user.is_authenticated
+        )

@@ -2,6 +2,7 @@
 set every few seconds (scored by when it expires, PRESENCE_TTL_SECONDS ahead), so /healthz
 can count the processes that serve, on this machine or behind a load balancer, the way rq
 counts its workers; a process killed outright drops out when its entry expires."""
+
 from __future__ import annotations
 
 import atexit

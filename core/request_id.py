@@ -8,6 +8,7 @@ An HTTP request takes the id from its `X-Request-ID` header (letters, digits, `.
 an id of its own (the socket's `X-Request-ID` at the handshake, or a new one, then
 `:<n>` for the n-th turn).
 """
+
 from __future__ import annotations
 
 import contextlib

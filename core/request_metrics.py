@@ -1,5 +1,6 @@
 """Counts and times every HTTP request by the URL pattern's name (`documents:list`), never
 by its raw path: a path holds ids, and one series per document would be a series per row."""
+
 from __future__ import annotations
 
 import time
@@ -23,6 +24,10 @@ class RequestMetricsMiddleware:
     def __call__(self, request):
         started = time.perf_counter()
         response = self.get_response(request)
-        http_request_observe(view=view_name(request), method=request.method, status=response.status_code,
-                             seconds=time.perf_counter() - started)
+        http_request_observe(
+            view=view_name(request),
+            method=request.method,
+            status=response.status_code,
+            seconds=time.perf_counter() - started,
+        )
         return response

@@ -15,6 +15,7 @@ table the app's role cannot read; owned, like the tables, by the schema's owner 
 which the app's role cannot become; see core/db_owner.py). A changed setting without the
 matching signature reads as "no context": no rows.
 """
+
 from __future__ import annotations
 
 from django.db import migrations
@@ -83,8 +84,11 @@ def context_key_sql() -> tuple[str, list]:
     copy of the signing key, derived from SECRET_KEY."""
     from core.tenancy import context_signing_key
 
-    return ("INSERT INTO groundwork_private.context_key (id, secret) VALUES (1, %s)"
-            " ON CONFLICT (id) DO UPDATE SET secret = EXCLUDED.secret", [context_signing_key()])
+    return (
+        "INSERT INTO groundwork_private.context_key (id, secret) VALUES (1, %s)"
+        " ON CONFLICT (id) DO UPDATE SET secret = EXCLUDED.secret",
+        [context_signing_key()],
+    )
 
 
 def _enable_sql(table: str, extra_policies: dict[str, tuple[str, str]]) -> str:

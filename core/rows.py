@@ -8,6 +8,7 @@ converted by its field (`pre_save` for auto_now dates, `get_db_prep_save` for JS
 dates), so the row is what `create()` would have written. Neither signals nor `save()` run:
 the models written here have no receivers and no save() of their own (a test says so).
 """
+
 from __future__ import annotations
 
 import functools
@@ -20,8 +21,10 @@ def _insert_plan(model) -> tuple[str, tuple]:
     meta = model._meta
     fields = tuple(f for f in meta.concrete_fields if not f.primary_key)
     quote = connection.ops.quote_name
-    sql = (f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
-           f"VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {quote(meta.pk.column)}")
+    sql = (
+        f"INSERT INTO {quote(meta.db_table)} ({', '.join(quote(f.column) for f in fields)}) "
+        f"VALUES ({', '.join(['%s'] * len(fields))}) RETURNING {quote(meta.pk.column)}"
+    )
     return sql, fields
 
 
@@ -62,8 +65,10 @@ def _select_plan(model, related: tuple[str, ...]) -> tuple[str, list]:
         target = field.related_model
         fields = target._meta.concrete_fields
         parts.append(", ".join(f"{quote(name)}.{quote(f.column)}" for f in fields))
-        joins.append(f"LEFT JOIN {quote(target._meta.db_table)} {quote(name)} "
-                     f"ON {quote(name)}.{quote(target._meta.pk.column)} = t.{quote(field.column)}")
+        joins.append(
+            f"LEFT JOIN {quote(target._meta.db_table)} {quote(name)} "
+            f"ON {quote(name)}.{quote(target._meta.pk.column)} = t.{quote(field.column)}"
+        )
         plan.append((field, target, tuple(f.attname for f in fields), len(fields)))
     sql = f"SELECT {', '.join(parts)} FROM {quote(model._meta.db_table)} t {' '.join(joins)}"
     return sql, plan
@@ -83,14 +88,15 @@ def select_one(model, where: str, params: list, *, related: tuple[str, ...] = ()
         return None
     obj, start = None, 0
     for field, target, names, width in plan:
-        values = row[start:start + width]
+        values = row[start : start + width]
         start += width
         if field is None:
             obj = target.from_db(DEFAULT_DB_ALIAS, names, values)
         else:  # a null foreign key joins nothing: cached as None, like select_related
             pk_at = names.index(target._meta.pk.attname)
-            field.set_cached_value(obj, None if values[pk_at] is None else
-                                   target.from_db(DEFAULT_DB_ALIAS, names, values))
+            field.set_cached_value(
+                obj, None if values[pk_at] is None else target.from_db(DEFAULT_DB_ALIAS, names, values)
+            )
     return obj
 
 

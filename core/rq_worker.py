@@ -1,4 +1,5 @@
 """The rq worker class of `manage.py rqworker` (settings.RQ["WORKER_CLASS"])."""
+
 from __future__ import annotations
 
 from rq import Worker as RqWorker

@@ -1,4 +1,5 @@
 """OpenAPI descriptions of the two ways to authenticate (drf-spectacular extensions)."""
+
 from drf_spectacular.extensions import OpenApiAuthenticationExtension
 
 
@@ -7,8 +8,12 @@ class ApiKeyScheme(OpenApiAuthenticationExtension):
     name = "apiKey"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "http", "scheme": "bearer", "bearerFormat": "gw_…",
-                "description": "An API key from Team settings: `Authorization: Bearer gw_…`"}
+        return {
+            "type": "http",
+            "scheme": "bearer",
+            "bearerFormat": "gw_…",
+            "description": "An API key from Team settings: `Authorization: Bearer gw_…`",
+        }
 
 
 class SessionScheme(OpenApiAuthenticationExtension):
@@ -16,5 +21,9 @@ class SessionScheme(OpenApiAuthenticationExtension):
     name = "session"
 
     def get_security_definition(self, auto_schema):
-        return {"type": "apiKey", "in": "cookie", "name": "sessionid",
-                "description": "The dashboard session; unsafe methods also need the CSRF token."}
+        return {
+            "type": "apiKey",
+            "in": "cookie",
+            "name": "sessionid",
+            "description": "The dashboard session; unsafe methods also need the CSRF token.",
+        }

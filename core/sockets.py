@@ -8,6 +8,7 @@ when its transaction commits. The notice is the fast path; every chat message al
 re-checks its principal before it retrieves or spends (chat/consumers.py), so a lost
 notice (Redis down, a race with the handshake) costs at most one refused message.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -72,8 +73,9 @@ def _send(group: str, message: dict) -> None:
     try:
         async_to_sync(layer.group_send)(group, message)
     except Exception:
-        logger.warning("could not notify sockets of %s (%s); their next message re-checks", group,
-                       message["type"], exc_info=True)
+        logger.warning(
+            "could not notify sockets of %s (%s); their next message re-checks", group, message["type"], exc_info=True
+        )
 
 
 async def _send_async(layer, group: str, message: dict) -> None:

@@ -9,6 +9,7 @@
 The only ways around either lock are `Model.all_accounts` (ORM) and
 `dangerously_bypass_tenancy(reason=...)` (database), both loud and logged.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -62,15 +63,19 @@ def current_account_id() -> int | None:
 def context_signing_key() -> bytes:
     """The key that signs contexts: derived from SECRET_KEY, never stored by the app. The
     database holds a copy its app role cannot read (core.rls, core.db_owner)."""
-    return hmac.new(settings.SECRET_KEY.encode(), b"groundwork row-level-security context v1",
-                    hashlib.sha256).digest()
+    return hmac.new(settings.SECRET_KEY.encode(), b"groundwork row-level-security context v1", hashlib.sha256).digest()
 
 
 def _settings_values(ctx: TenantContext | None = None, **fields) -> list[str]:
     """The context's fields as text, in core.rls.CONTEXT_FIELDS order."""
     ctx = ctx or TenantContext(**fields)
-    return [str(ctx.account_id or ""), str(ctx.user_id or ""), str(ctx.api_key_id or ""),
-            ctx.api_key_hash or "", "on" if ctx.bypass_reason else ""]
+    return [
+        str(ctx.account_id or ""),
+        str(ctx.user_id or ""),
+        str(ctx.api_key_id or ""),
+        ctx.api_key_hash or "",
+        "on" if ctx.bypass_reason else "",
+    ]
 
 
 def _sign(values: list[str]) -> str:
@@ -123,8 +128,7 @@ def _enter(ctx: TenantContext, *, flush: bool = True):
         _context.reset(token)
 
 
-def account_context(account=None, *, account_id: int | None = None, user=None, api_key=None,
-                    flush: bool = True):
+def account_context(account=None, *, account_id: int | None = None, user=None, api_key=None, flush: bool = True):
     """The unit of work for one account: ContextVar + transaction-local `app.account_id`.
 
     `user` / `api_key` name the principal acting (a member's session, or an integration's
@@ -141,8 +145,12 @@ def account_context(account=None, *, account_id: int | None = None, user=None, a
     acct_id = account_id if account_id is not None else getattr(account, "pk", None)
     if not acct_id:
         raise UnscopedQueryError("account_context() needs an account")
-    return _enter(TenantContext(account_id=int(acct_id), user_id=getattr(user, "pk", None),
-                                api_key_id=getattr(api_key, "pk", None)), flush=flush)
+    return _enter(
+        TenantContext(
+            account_id=int(acct_id), user_id=getattr(user, "pk", None), api_key_id=getattr(api_key, "pk", None)
+        ),
+        flush=flush,
+    )
 
 
 def user_context(user):
@@ -167,6 +175,7 @@ def dangerously_bypass_tenancy(*, reason: str):
 
 
 # --- the ORM lock ------------------------------------------------------------------------
+
 
 class TenantQuerySet(models.QuerySet):
     pass

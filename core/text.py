@@ -3,6 +3,7 @@
 A name is shown in pages, emails and exports: a line break in it splits an email's subject
 so that the text after it becomes the body's first line, and bidirectional overrides make it
 read as something else. Names with control characters are refused at input."""
+
 from __future__ import annotations
 
 import re
@@ -11,8 +12,7 @@ import re
 # and paragraph separators, and the bidirectional embeddings, overrides and isolates.
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
 
-CONTROL_CHARACTERS_MESSAGE = ("A name cannot contain line breaks, tabs or other control characters; type it on one "
-                              "line.")
+CONTROL_CHARACTERS_MESSAGE = "A name cannot contain line breaks, tabs or other control characters; type it on one line."
 
 
 def has_control_characters(text: str | None) -> bool:
@@ -20,8 +20,7 @@ def has_control_characters(text: str | None) -> bool:
 
 
 # Free text a person writes (a comment): line breaks and tabs are its own; the rest are not.
-_CONTROL_IN_PROSE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e"
-                               "\u2066-\u2069\ufeff]")
+_CONTROL_IN_PROSE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200b-\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
 
 
 def has_control_characters_in_prose(text: str | None) -> bool:

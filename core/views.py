@@ -1,4 +1,5 @@
 """The base every API view inherits (core.api holds the rest of the API platform)."""
+
 from __future__ import annotations
 
 from rest_framework.views import APIView

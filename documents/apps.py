@@ -7,8 +7,8 @@ class DocumentsConfig(AppConfig):
 
     def ready(self):
         from accounts.signals import account_created, account_deleted, principal_access_ended
-        from documents.lifecycle import account_documents_withdraw, collection_access_end
         from billing import references
+        from documents.lifecycle import account_documents_withdraw, collection_access_end
         from documents.selectors import document_ids_readable
         from documents.services import collections_for_new_account
 
@@ -23,4 +23,5 @@ class DocumentsConfig(AppConfig):
 
         metrics.register()
         references.readable_register(
-            "document", lambda *, account, ids: document_ids_readable(account=account, document_ids=ids))
+            "document", lambda *, account, ids: document_ids_readable(account=account, document_ids=ids)
+        )

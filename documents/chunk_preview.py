@@ -1,6 +1,7 @@
 """A chunk's text as a person reads it on the document page: Markdown tables (what the CSV,
 XLSX, DOCX and PPTX parsers write) become header and rows for an HTML table; everything else
 stays text. Pure functions, no HTML here: the template renders the blocks, escaped."""
+
 from __future__ import annotations
 
 import re
@@ -14,6 +15,7 @@ _CELL_SPLIT = re.compile(r"(?<!\\)\|")
 @dataclass
 class Block:
     """Text (`text`), or a table (`header` may be empty when the chunk starts mid-table)."""
+
     text: str = ""
     header: list[str] = field(default_factory=list)
     rows: list[list[str]] = field(default_factory=list)
@@ -26,8 +28,9 @@ class Block:
     def labelled_rows(self) -> list[list[tuple[str, str]]]:
         """Each row's cells with their column's header ("" without one), so a narrow screen
         can show a row as "Header: value" lines."""
-        return [[(self.header[i] if i < len(self.header) else "", cell) for i, cell in enumerate(row)]
-                for row in self.rows]
+        return [
+            [(self.header[i] if i < len(self.header) else "", cell) for i, cell in enumerate(row)] for row in self.rows
+        ]
 
 
 def chunk_blocks(content: str) -> list[Block]:

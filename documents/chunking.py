@@ -21,12 +21,13 @@ Guarantees of `chunk_document`:
 Runs in linear time: breaks are searched with regular expressions inside windows of
 `size` characters, and chunk texts are slices, never built by repeated concatenation.
 """
+
 from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from documents.parsing import ParsedDocument
 
@@ -35,8 +36,10 @@ from documents.parsing import ParsedDocument
 # line; any other line break is soft wrapping (PDF text, hard-wrapped .txt) and ranks
 # below a sentence end so that chunks of wrapped prose end at sentences.
 _PARAGRAPH = re.compile(r"[ \t]*\n(?:[ \t]*\n)+\s*")
-_LINE = re.compile(r"(?:(?<=[.!?…:;。！？])|(?<=[.!?…][\"'”’)\]]))[ \t]*\n\s*"
-                   r"|[ \t]*\n(?=[ \t]*(?:[#>|*+•-]|\d+[.)][ \t]))\s*")
+_LINE = re.compile(
+    r"(?:(?<=[.!?…:;。！？])|(?<=[.!?…][\"'”’)\]]))[ \t]*\n\s*"
+    r"|[ \t]*\n(?=[ \t]*(?:[#>|*+•-]|\d+[.)][ \t]))\s*"
+)
 _SENTENCE = re.compile(r"(?:(?<=[.!?…])|(?<=[.!?…][\"'”’)\]]))\s+|(?<=[。！？])\s*")
 _SOFT_LINE = re.compile(r"[ \t]*\n\s*")
 _WORD = re.compile(r"\s+")
@@ -62,6 +65,7 @@ class _Flow:
     """Text chunked as one piece: a section, or consecutive same-heading PDF pages.
 
     page_offsets[i] is where page pages[i] starts in text."""
+
     text: str
     heading_path: list[str]
     page_offsets: list[int]
@@ -70,8 +74,9 @@ class _Flow:
     text_source: str = "text"
 
 
-def chunk_document(parsed: ParsedDocument, *, size: int = 800, overlap: int = 200,
-                   count_tokens: Callable[[str], int]) -> list[ChunkDraft]:
+def chunk_document(
+    parsed: ParsedDocument, *, size: int = 800, overlap: int = 200, count_tokens: Callable[[str], int]
+) -> list[ChunkDraft]:
     """Split `parsed` into chunks of about `size` characters overlapping by about
     `overlap` characters (see the module docstring for the exact guarantees)."""
     if size < 1:
@@ -84,9 +89,17 @@ def chunk_document(parsed: ParsedDocument, *, size: int = 800, overlap: int = 20
             content = flow.text[start:end] if not header else header + "\n" + flow.text[start:end]
             page_start, _ = _pages_at(flow, start)
             _, page_end = _pages_at(flow, end - 1)
-            drafts.append(ChunkDraft(index=len(drafts), content=content, token_count=count_tokens(content),
-                                     page_start=page_start, page_end=page_end,
-                                     heading_path=list(flow.heading_path), text_source=flow.text_source))
+            drafts.append(
+                ChunkDraft(
+                    index=len(drafts),
+                    content=content,
+                    token_count=count_tokens(content),
+                    page_start=page_start,
+                    page_end=page_end,
+                    heading_path=list(flow.heading_path),
+                    text_source=flow.text_source,
+                )
+            )
     return drafts
 
 
@@ -125,17 +138,27 @@ def _flows(parsed: ParsedDocument) -> list[_Flow]:
             pieces.append(text)
             position += len(text)
         if pieces:
-            flows.append(_Flow(text="".join(pieces), heading_path=list(pending[0].heading_path),
-                               page_offsets=offsets, pages=starts, page_ends=ends,
-                               text_source=pending[0].text_source))
+            flows.append(
+                _Flow(
+                    text="".join(pieces),
+                    heading_path=list(pending[0].heading_path),
+                    page_offsets=offsets,
+                    pages=starts,
+                    page_ends=ends,
+                    text_source=pending[0].text_source,
+                )
+            )
         pending.clear()
 
     for section in parsed.sections:
         paged = section.page_start is not None
         # A chunk never mixes OCR'd text with the file's own (its citation says which it is).
-        if pending and not (paged and pending[-1].page_start is not None
-                            and pending[-1].heading_path == section.heading_path
-                            and pending[-1].text_source == section.text_source):
+        if pending and not (
+            paged
+            and pending[-1].page_start is not None
+            and pending[-1].heading_path == section.heading_path
+            and pending[-1].text_source == section.text_source
+        ):
             close()
         pending.append(section)
         if not paged:
@@ -157,7 +180,7 @@ def _chunk_spans(text: str, size: int, overlap: int):
     overlap_breaks = _BREAKS
     match = _TABLE_HEADER.match(text)
     if match:
-        header = text[:match.end()].rstrip("\n")
+        header = text[: match.end()].rstrip("\n")
         body_start = match.end()
         if not text[body_start:].strip():
             yield 0, len(header), ""

@@ -5,6 +5,7 @@ A collection the caller may not see (another account's, or restricted without ac
 answers exactly like a missing one: 404. Changing collections is for owners and admins
 (403 for members, viewers and API keys), as keys and members are.
 """
+
 from __future__ import annotations
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -40,15 +41,20 @@ class CollectionListView(AccountAPIView):
         data = body.validated_data
         account = self.account
         collection = services.collection_create(
-            account=account, actor=self.user, name=data.get("name", ""),
-            restricted=data.get("restricted", False), user_ids=data.get("users", ()),
-            api_key_ids=data.get("api_keys", ()))
+            account=account,
+            actor=self.user,
+            name=data.get("name", ""),
+            restricted=data.get("restricted", False),
+            user_ids=data.get("users", ()),
+            api_key_ids=data.get("api_keys", ()),
+        )
         return Response(_one(account, collection), status=status.HTTP_201_CREATED)
 
 
 class CollectionDetailView(AccountAPIView):
-    permission_classes = [allows(GET=Action.DOCUMENT_READ, PATCH=Action.COLLECTIONS_MANAGE,
-                                 DELETE=Action.COLLECTIONS_MANAGE)]
+    permission_classes = [
+        allows(GET=Action.DOCUMENT_READ, PATCH=Action.COLLECTIONS_MANAGE, DELETE=Action.COLLECTIONS_MANAGE)
+    ]
 
     @extend_schema(responses=CollectionSerializer)
     def get(self, request, collection_id: int):
@@ -63,20 +69,40 @@ class CollectionDetailView(AccountAPIView):
         body = CollectionWriteSerializer(data=request.data, partial=True)
         body.is_valid(raise_exception=True)
         data = body.validated_data
-        services.collection_update(account=account, actor=self.user, collection=collection,
-                                   name=data.get("name"), restricted=data.get("restricted"),
-                                   user_ids=data.get("users"), api_key_ids=data.get("api_keys"))
+        services.collection_update(
+            account=account,
+            actor=self.user,
+            collection=collection,
+            name=data.get("name"),
+            restricted=data.get("restricted"),
+            user_ids=data.get("users"),
+            api_key_ids=data.get("api_keys"),
+        )
         return Response(_one(account, collection))
 
-    @extend_schema(request=None, responses={204: None},
-                   parameters=[OpenApiParameter("move_documents", int, enum=[0, 1], required=False,
-                                                description="1: move its documents to the default collection "
-                                                            "first (else a collection with documents is a 409)")])
+    @extend_schema(
+        request=None,
+        responses={204: None},
+        parameters=[
+            OpenApiParameter(
+                "move_documents",
+                int,
+                enum=[0, 1],
+                required=False,
+                description="1: move its documents to the default collection "
+                "first (else a collection with documents is a 409)",
+            )
+        ],
+    )
     def delete(self, request, collection_id: int):
         account = self.account
         collection = selectors.collection_access_by_id(account=account, collection_id=collection_id)
-        services.collection_delete(account=account, actor=self.user, collection=collection,
-                                   move_documents=request.query_params.get("move_documents") in ("1", "true"))
+        services.collection_delete(
+            account=account,
+            actor=self.user,
+            collection=collection,
+            move_documents=request.query_params.get("move_documents") in ("1", "true"),
+        )
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -85,12 +111,13 @@ class DocumentMoveView(AccountAPIView):
 
     permission_classes = [allows(Action.COLLECTIONS_MANAGE)]
 
-    @extend_schema(request=inline_serializer("DocumentMove", {"collection": serializers.IntegerField()}),
-                   responses=DocumentSerializer)
+    @extend_schema(
+        request=inline_serializer("DocumentMove", {"collection": serializers.IntegerField()}),
+        responses=DocumentSerializer,
+    )
     def post(self, request, document_id: int):
         account = self.account
         document = selectors.document_access_by_id(account=account, document_id=document_id)
         target = selectors.collection_access_by_id(account=account, collection_id=request.data.get("collection"))
-        document = services.document_move(account=account, actor=self.user, document=document,
-                                          collection=target)
+        document = services.document_move(account=account, actor=self.user, document=document, collection=target)
         return Response(DocumentSerializer(document).data)

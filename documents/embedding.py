@@ -5,6 +5,7 @@ compares queries only with vectors of it; the migration to another model
 (retrieval/embedding_models.py) switches it. The row is documents' own, so reading and
 locking it lives here, below the apps that search and migrate.
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -24,14 +25,17 @@ def active_embedding_model(*, account_id: int) -> ActiveEmbeddingModel:
     if found is not None:
         return found
     with connection.cursor() as cursor:
-        cursor.execute("SELECT embedding_model, vector_dims(embedding) FROM documents_chunk WHERE account_id = %s"
-                       " LIMIT 1", [account_id])
+        cursor.execute(
+            "SELECT embedding_model, vector_dims(embedding) FROM documents_chunk WHERE account_id = %s LIMIT 1",
+            [account_id],
+        )
         row = cursor.fetchone()
     model, dims = row if row else (settings.EMBEDDING_MODEL, settings.EMBEDDING_DIMENSIONS)
     try:
         with transaction.atomic():
             return ActiveEmbeddingModel.objects.for_account(account_id).create(
-                account_id=account_id, model=model, dimensions=dims)
+                account_id=account_id, model=model, dimensions=dims
+            )
     except IntegrityError:  # NOTE: two first uses at once: the unique account key keeps one
         return ActiveEmbeddingModel.objects.for_account(account_id).get()
 

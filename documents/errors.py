@@ -1,6 +1,7 @@
 """The ingestion pipeline's two errors, each a GroundworkError with a stable `code` and a
 `message` a person can act on. They cross the parser sandbox's process boundary unchanged
 (GroundworkError pickles with every attribute)."""
+
 from core.errors import GroundworkError
 from core.errors import NotFound as _NotFound
 

@@ -6,6 +6,7 @@ searching exactly as before (indexed "english", and searched under "english" too
 Such a document is told by `language = ""` with `search_config = 'english'`: a document
 ingested since then whose language could not be told has `simple`.
 """
+
 from __future__ import annotations
 
 from django.db import connection, transaction
@@ -34,8 +35,13 @@ def document_languages_backfill(*, limit: int = BACKFILL_BATCH) -> int:
 
 def _sample(account_id: int, document_id: int) -> str:
     parts, size = [], 0
-    for content in (Chunk.objects.for_account(account_id).filter(document_id=document_id)
-                    .order_by("chunk_index").values_list("content", flat=True).iterator()):
+    for content in (
+        Chunk.objects.for_account(account_id)
+        .filter(document_id=document_id)
+        .order_by("chunk_index")
+        .values_list("content", flat=True)
+        .iterator()
+    ):
         parts.append(content)
         size += len(content)
         if size >= SAMPLE_CHARS:
@@ -47,15 +53,22 @@ def document_language_apply(*, account_id: int, document_id: int) -> None:
     """One document's language and its chunks' configuration, in one transaction."""
     with account_context(account_id=account_id), transaction.atomic():
         # NOTE: locked as _publish locks it, so a reindex cannot swap the chunks meanwhile.
-        document = (Document.objects.for_account(account_id).select_for_update()
-                    .filter(pk=document_id, status=Status.READY, language="", search_config="english").first())
+        document = (
+            Document.objects.for_account(account_id)
+            .select_for_update()
+            .filter(pk=document_id, status=Status.READY, language="", search_config="english")
+            .first()
+        )
         if document is None:
             return
         language = language_detect(_sample(account_id, document_id))
         config = search_config_for(language)
         if config != "english":  # "english" chunks are indexed right already: no rewrite
             with connection.cursor() as cursor:
-                cursor.execute("UPDATE documents_chunk SET search_config = %s::regconfig"
-                               " WHERE account_id = %s AND document_id = %s", [config, account_id, document_id])
+                cursor.execute(
+                    "UPDATE documents_chunk SET search_config = %s::regconfig"
+                    " WHERE account_id = %s AND document_id = %s",
+                    [config, account_id, document_id],
+                )
         document.language, document.search_config = language, config
         document.save(update_fields=["language", "search_config"])

@@ -2,6 +2,7 @@
 runs in the parser sandbox), the vision model's description of an image (VISION_MODEL,
 paid in credits (billing.pricing) by whoever pays for the document's ingestion), and what to say when
 neither OCR nor a description found any text."""
+
 from __future__ import annotations
 
 import logging
@@ -18,9 +19,11 @@ from llm import client as llm
 
 logger = logging.getLogger("groundwork.documents")
 
-MSG_IMAGE_NO_TEXT = ("No text was found in this image, not even by OCR, so there is nothing to search. "
-                     "Upload a sharper picture of the text, or set up a vision model (VISION_MODEL) so that "
-                     "images are described.")
+MSG_IMAGE_NO_TEXT = (
+    "No text was found in this image, not even by OCR, so there is nothing to search. "
+    "Upload a sharper picture of the text, or set up a vision model (VISION_MODEL) so that "
+    "images are described."
+)
 
 
 def parse_memory_mb(kind: str) -> int:
@@ -55,17 +58,26 @@ def image_description_sections(document, path: str, *, payer: dict) -> list[Sect
         return []
     with open(path, "rb") as f:
         data = f.read()
-    description = llm.with_retries(lambda: llm.describe_image(data, document.content_type,
-                                                              max_tokens=settings.VISION_MAX_TOKENS))
+    description = llm.with_retries(
+        lambda: llm.describe_image(data, document.content_type, max_tokens=settings.VISION_MAX_TOKENS)
+    )
     with account_context(account_id=document.account_id):
-        entry = credits_debit(account=document.account_id, tokens=description.usage.total_tokens,
-                      key=f"vision:{document.pk}:{document.revision}", kind=pricing.VISION, model=description.model,
-                      provider=description.provider,
-                      reference=references.document(document.pk, document.revision),
-                      metadata={"purpose": "image_description", "prompt_tokens": description.usage.prompt_tokens,
-                                "completion_tokens": description.usage.completion_tokens,
-                                "usage_reported": description.usage.reported},
-                      **payer)
+        entry = credits_debit(
+            account=document.account_id,
+            tokens=description.usage.total_tokens,
+            key=f"vision:{document.pk}:{document.revision}",
+            kind=pricing.VISION,
+            model=description.model,
+            provider=description.provider,
+            reference=references.document(document.pk, document.revision),
+            metadata={
+                "purpose": "image_description",
+                "prompt_tokens": description.usage.prompt_tokens,
+                "completion_tokens": description.usage.completion_tokens,
+                "usage_reported": description.usage.reported,
+            },
+            **payer,
+        )
     document.vision_credits = -entry.delta  # added to the document's credits_charged when published
     if not description.text:
         return []

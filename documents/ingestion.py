@@ -1,5 +1,6 @@
 """The ingestion pipeline: claim → parse (sandboxed) → chunk → embed (staged per batch) →
 debit + publish in one transaction. Every step is idempotent per (document, revision)."""
+
 from __future__ import annotations
 
 import logging
@@ -11,26 +12,26 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from core import metrics
-from core.tenancy import account_context
 from billing import pricing, references
 from billing.errors import BudgetExceeded, InsufficientCredits
 from billing.models import Kind
 from billing.selectors import ingest_credits_require
 from billing.services import credits_debit
-from documents.chunking import chunk_document, embedding_text
+from core import metrics
+from core.tenancy import account_context
 from documents import images
-from documents.errors import IngestionError
+from documents.chunking import chunk_document, embedding_text
 from documents.embedding import active_embedding_model, active_embedding_model_lock
-from documents.run_kinds import run_kind_for
+from documents.error_codes import DocumentErrorCode
+from documents.errors import IngestionError
+from documents.language import SAMPLE_CHARS, language_detect, search_config_for
 from documents.models import Chunk, Document, EmbeddingBatch, ReindexRun, Status
 from documents.parsing import parse_in_sandbox
+from documents.run_kinds import run_kind_for
 from documents.storage import file_delete, local_copy
 from llm import client as llm
-from documents.language import SAMPLE_CHARS, language_detect, search_config_for
 from llm.embedding_tokens import input_tokens
 from llm.tokens import count_tokens
-from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents")
 
@@ -56,15 +57,18 @@ def process(document: Document) -> None:
             batches = _embed_all(document, drafts)
             try:
                 if _publish(document, drafts, batches):
-                    metrics.document_ingested_observe(outcome="ready", pages=_page_count(drafts),
-                                                      ocr_pages=getattr(document, "ocr_pages", 0))
+                    metrics.document_ingested_observe(
+                        outcome="ready", pages=_page_count(drafts), ocr_pages=getattr(document, "ocr_pages", 0)
+                    )
                 break
             except ModelChanged:
                 # An embedding-model migration switched while this revision was embedded with
                 # the old model: embed it again with the new one (once more at most).
                 if attempt:
-                    raise IngestionError(DocumentErrorCode.EMBEDDING_MODEL_CHANGED, "The embedding model changed while this "
-                                                                    "document was processed; reindex it.") from None
+                    raise IngestionError(
+                        DocumentErrorCode.EMBEDDING_MODEL_CHANGED,
+                        "The embedding model changed while this document was processed; reindex it.",
+                    ) from None
     except IngestionCancelled:
         return  # the reindex was cancelled: the cancel already put the document back
     except IngestionError as exc:
@@ -74,8 +78,11 @@ def process(document: Document) -> None:
         _fail(document, exc.code, exc.message)
         metrics.document_ingested_observe(outcome=str(exc.code))
     except llm.ProviderError as exc:
-        message = (f"{exc.message} The document was not charged; reindex it to try again."
-                   if exc.transient else f"{exc.message} The document was not charged.")
+        message = (
+            f"{exc.message} The document was not charged; reindex it to try again."
+            if exc.transient
+            else f"{exc.message} The document was not charged."
+        )
         _fail(document, exc.code, message)
         metrics.document_ingested_observe(outcome=str(exc.code))
     except (OperationalError, InterfaceError):
@@ -84,8 +91,11 @@ def process(document: Document) -> None:
         raise
     except Exception:
         logger.exception("ingestion of document %s failed unexpectedly", document_id)
-        _fail(document, "internal_error", "Something went wrong while processing this document. "
-                                          "It was not charged; reindex it to try again.")
+        _fail(
+            document,
+            "internal_error",
+            "Something went wrong while processing this document. It was not charged; reindex it to try again.",
+        )
         metrics.document_ingested_observe(outcome="internal_error")
 
 
@@ -98,9 +108,12 @@ def claim(account_id, document_id, revision) -> Document | None:
         if document.status in (Status.READY, Status.FAILED):
             return None
         if document.attempts >= MAX_ATTEMPTS:
-            _set_failed(document, "processing_crashed",
-                        f"Processing stopped unexpectedly {MAX_ATTEMPTS} times. The file may be too large or "
-                        "complex; try a smaller or simpler file.")
+            _set_failed(
+                document,
+                "processing_crashed",
+                f"Processing stopped unexpectedly {MAX_ATTEMPTS} times. The file may be too large or "
+                "complex; try a smaller or simpler file.",
+            )
             return None
         document.status = Status.PROCESSING
         document.attempts += 1
@@ -132,17 +145,23 @@ def _parse_and_chunk(document: Document):
     with account_context(account_id=document.account_id):
         ingest_credits_require(account=document.account_id, **_uploader(document))
     with local_copy(document.file.name) as path:
-        parsed = parse_in_sandbox(path, document.kind, timeout_s=images.parse_timeout_s(document.kind),
-                                  memory_mb=images.parse_memory_mb(document.kind), filename=document.name,
-                                  ocr_max_pages=settings.OCR_MAX_PAGES)
+        parsed = parse_in_sandbox(
+            path,
+            document.kind,
+            timeout_s=images.parse_timeout_s(document.kind),
+            memory_mb=images.parse_memory_mb(document.kind),
+            filename=document.name,
+            ocr_max_pages=settings.OCR_MAX_PAGES,
+        )
         parsed.sections += images.image_description_sections(document, path, payer=_uploader(document))
     document.parse_notes = parsed.notes  # pages OCR skipped: shown with the ready document
     document.ocr_pages = len({s.page_start for s in parsed.sections if s.text_source == "ocr"})  # for /metrics
-    drafts = chunk_document(parsed, size=settings.CHUNK_SIZE, overlap=settings.CHUNK_OVERLAP,
-                            count_tokens=count_tokens)
+    drafts = chunk_document(parsed, size=settings.CHUNK_SIZE, overlap=settings.CHUNK_OVERLAP, count_tokens=count_tokens)
     if not drafts:
-        raise IngestionError(DocumentErrorCode.NO_TEXT, images.MSG_IMAGE_NO_TEXT if images.is_image(document.kind)
-                             else "This file contains no text to search.")
+        raise IngestionError(
+            DocumentErrorCode.NO_TEXT,
+            images.MSG_IMAGE_NO_TEXT if images.is_image(document.kind) else "This file contains no text to search.",
+        )
     title = parsed.title or document.name
     document.language = _language(drafts)
     pages = [d.page_end for d in drafts if d.page_end]
@@ -152,9 +171,12 @@ def _parse_and_chunk(document: Document):
         active = active_embedding_model(account_id=document.account_id)
         document.credits_estimate = credits_estimate(texts, model=active.model)
         Document.objects.for_account(document.account_id).filter(pk=document.pk).update(
-            title=document.title, page_count=max(pages) if pages else None,
+            title=document.title,
+            page_count=max(pages) if pages else None,
             credits_estimate=document.credits_estimate,
-            progress_total=_batch_count(len(drafts)), heartbeat_at=timezone.now())
+            progress_total=_batch_count(len(drafts)),
+            heartbeat_at=timezone.now(),
+        )
     return drafts
 
 
@@ -184,8 +206,7 @@ def _check_credits(document: Document, drafts) -> None:
     _parse_and_chunk and shown while it processes) already exceeds the balance, or what the
     uploader's budgets have left (the uploader pays for ingestion, also for a reindex)."""
     with account_context(account_id=document.account_id):
-        ingest_credits_require(account=document.account_id, estimate=document.credits_estimate,
-                               **_uploader(document))
+        ingest_credits_require(account=document.account_id, estimate=document.credits_estimate, **_uploader(document))
 
 
 def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
@@ -195,16 +216,18 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
     with account_context(account_id=document.account_id):
         active = active_embedding_model(account_id=document.account_id)
         staging = EmbeddingBatch.objects.for_account(document.account_id).filter(
-            document=document, revision=document.revision)
+            document=document, revision=document.revision
+        )
         staging.exclude(model=active.model).delete()
         staged = set(staging.values_list("batch_index", flat=True))
     todo = [i for i in range(_batch_count(len(drafts))) if i not in staged]
     texts = _embedding_texts(document, drafts)
 
     def embed_batch(index: int):
-        batch = texts[index * BATCH_SIZE:(index + 1) * BATCH_SIZE]
-        return index, llm.with_retries(lambda: llm.embed(batch, model=active.model, dimensions=active.dimensions,
-                                                              purpose=llm.Purpose.PASSAGE))
+        batch = texts[index * BATCH_SIZE : (index + 1) * BATCH_SIZE]
+        return index, llm.with_retries(
+            lambda: llm.embed(batch, model=active.model, dimensions=active.dimensions, purpose=llm.Purpose.PASSAGE)
+        )
 
     # At most EMBEDDING_CONCURRENCY batches in flight, each staged (and checked for a cancel)
     # before another starts: a cancel stops the embedding within that many requests.
@@ -221,8 +244,11 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     with account_context(account_id=document.account_id):
-        return list(EmbeddingBatch.objects.for_account(document.account_id)
-                    .filter(document=document, revision=document.revision).order_by("batch_index"))
+        return list(
+            EmbeddingBatch.objects.for_account(document.account_id)
+            .filter(document=document, revision=document.revision)
+            .order_by("batch_index")
+        )
 
 
 def _stage(document: Document, index: int, result) -> None:
@@ -231,19 +257,39 @@ def _stage(document: Document, index: int, result) -> None:
     with account_context(account_id=document.account_id), transaction.atomic():
         # NOTE: the document row is locked as document_reindex_cancel locks it, so a cancel
         # either sees this batch (and deletes it) or this sees the cancel (and stops).
-        if not Document.objects.for_account(document.account_id).select_for_update().filter(
-                pk=document.pk, revision=document.revision, status=Status.PROCESSING).exists():
+        if (
+            not Document.objects.for_account(document.account_id)
+            .select_for_update()
+            .filter(pk=document.pk, revision=document.revision, status=Status.PROCESSING)
+            .exists()
+        ):
             raise IngestionCancelled()
         # NOTE: two runs of the same revision (a re-queued job overlapping a slow one) may
         # embed the same batch; the unique (document, revision, batch) key keeps one.
-        EmbeddingBatch.objects.for_account(document.account_id).bulk_create([EmbeddingBatch(
-            account_id=document.account_id, document=document, revision=document.revision, batch_index=index,
-            vectors=result.vectors.astype(np.float32).tobytes(), count=len(result.vectors),
-            tokens=result.total_tokens, model=result.model, provider=result.provider)], ignore_conflicts=True)
-        done = EmbeddingBatch.objects.for_account(document.account_id).filter(
-            document=document, revision=document.revision).count()
+        EmbeddingBatch.objects.for_account(document.account_id).bulk_create(
+            [
+                EmbeddingBatch(
+                    account_id=document.account_id,
+                    document=document,
+                    revision=document.revision,
+                    batch_index=index,
+                    vectors=result.vectors.astype(np.float32).tobytes(),
+                    count=len(result.vectors),
+                    tokens=result.total_tokens,
+                    model=result.model,
+                    provider=result.provider,
+                )
+            ],
+            ignore_conflicts=True,
+        )
+        done = (
+            EmbeddingBatch.objects.for_account(document.account_id)
+            .filter(document=document, revision=document.revision)
+            .count()
+        )
         Document.objects.for_account(document.account_id).filter(pk=document.pk).update(
-            progress_done=done, heartbeat_at=timezone.now())
+            progress_done=done, heartbeat_at=timezone.now()
+        )
 
 
 def _language(drafts) -> str:
@@ -260,10 +306,11 @@ def _language(drafts) -> str:
 def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> bool:
     """Debit the exact provider tokens and swap in the new chunks, all in one transaction.
     False: the revision was deleted or superseded meanwhile (nothing published)."""
-    vectors = np.concatenate([np.frombuffer(bytes(b.vectors), dtype=np.float32)
-                              .reshape(b.count, -1) for b in batches])
+    vectors = np.concatenate([np.frombuffer(bytes(b.vectors), dtype=np.float32).reshape(b.count, -1) for b in batches])
     if len(vectors) != len(drafts):
-        raise IngestionError(DocumentErrorCode.INTERNAL_ERROR, "The staged embeddings do not match the chunks; reindex to retry.")
+        raise IngestionError(
+            DocumentErrorCode.INTERNAL_ERROR, "The staged embeddings do not match the chunks; reindex to retry."
+        )
     tokens = sum(b.tokens for b in batches)
     account_id = document.account_id
     with account_context(account_id=account_id):
@@ -276,25 +323,48 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> bool:
         current = Document.objects.for_account(account_id).select_for_update().filter(pk=document.pk).first()
         if current is None or current.revision != document.revision or current.status != Status.PROCESSING:
             return False  # deleted or superseded meanwhile: the newer job publishes
-        entry = credits_debit(account=account_id, tokens=tokens, key=f"ingest:{document.pk}:{document.revision}",
-                              kind=Kind.EMBEDDING, model=batches[0].model, provider=batches[0].provider,
-                              reference=references.document(document.pk, document.revision),
-                              **_uploader(document))
+        entry = credits_debit(
+            account=account_id,
+            tokens=tokens,
+            key=f"ingest:{document.pk}:{document.revision}",
+            kind=Kind.EMBEDDING,
+            model=batches[0].model,
+            provider=batches[0].provider,
+            reference=references.document(document.pk, document.revision),
+            **_uploader(document),
+        )
         chunks = Chunk.objects.for_account(account_id)
         chunks.filter(document=current).delete()
         ids = _reserve_chunk_ids(len(drafts))
         current.language = getattr(document, "language", "")
         current.search_config = search_config_for(current.language)
-        created = chunks.bulk_create([Chunk(
-            # NOTE: the document row is locked (select_for_update), as document_move locks it,
-            # so the chunks take the collection the document is in when they are published.
-            pk=ids[i], account_id=account_id, document=current, collection_id=current.collection_id,
-            revision=current.revision, chunk_index=d.index,
-            content=d.content, token_count=d.token_count, page_start=d.page_start, page_end=d.page_end,
-            heading_path=d.heading_path, text_source=d.text_source,
-            embedding=vectors[i], embedding_model=batches[0].model, search_config=current.search_config,
-            prev_chunk_id=ids[i - 1] if i > 0 else None, next_chunk_id=ids[i + 1] if i + 1 < len(ids) else None)
-            for i, d in enumerate(drafts)], batch_size=500)
+        created = chunks.bulk_create(
+            [
+                Chunk(
+                    # NOTE: the document row is locked (select_for_update), as document_move locks it,
+                    # so the chunks take the collection the document is in when they are published.
+                    pk=ids[i],
+                    account_id=account_id,
+                    document=current,
+                    collection_id=current.collection_id,
+                    revision=current.revision,
+                    chunk_index=d.index,
+                    content=d.content,
+                    token_count=d.token_count,
+                    page_start=d.page_start,
+                    page_end=d.page_end,
+                    heading_path=d.heading_path,
+                    text_source=d.text_source,
+                    embedding=vectors[i],
+                    embedding_model=batches[0].model,
+                    search_config=current.search_config,
+                    prev_chunk_id=ids[i - 1] if i > 0 else None,
+                    next_chunk_id=ids[i + 1] if i + 1 < len(ids) else None,
+                )
+                for i, d in enumerate(drafts)
+            ],
+            batch_size=500,
+        )
         EmbeddingBatch.objects.for_account(account_id).filter(document=current).delete()
         current.status = Status.READY
         current.error = current.error_code = ""
@@ -316,19 +386,26 @@ def _reserve_chunk_ids(n: int) -> list[int]:
     """Ids for the new chunks, taken before the insert so each row is written once with its
     prev/next links (a second UPDATE pass would insert every row into the HNSW index again)."""
     with connection.cursor() as cursor:
-        cursor.execute("SELECT nextval(pg_get_serial_sequence('documents_chunk', 'id')) FROM generate_series(1, %s)",
-                       [n])
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence('documents_chunk', 'id')) FROM generate_series(1, %s)", [n]
+        )
         return [row[0] for row in cursor.fetchall()]
 
 
 def _fail(document: Document, code: str, message: str) -> None:
     with account_context(account_id=document.account_id):
-        current = Document.objects.for_account(document.account_id).visible().select_for_update().filter(
-            pk=document.pk, revision=document.revision).first()
+        current = (
+            Document.objects.for_account(document.account_id)
+            .visible()
+            .select_for_update()
+            .filter(pk=document.pk, revision=document.revision)
+            .first()
+        )
         if current is not None:
             _set_failed(current, code, message)
         EmbeddingBatch.objects.for_account(document.account_id).filter(
-            document_id=document.pk, revision=document.revision).delete()
+            document_id=document.pk, revision=document.revision
+        ).delete()
 
 
 def _set_failed(document: Document, code: str, message: str) -> None:
@@ -387,7 +464,8 @@ def reindex_run(*, account_id: int, run_id: int) -> None:
             ingest(account_id=account_id, document_id=document_id, revision=revision)
         with account_context(account_id=account_id):
             ReindexRun.objects.for_account(account_id).filter(pk=run_id, status=ReindexRun.RunStatus.RUNNING).update(
-                done=run.done + 1, heartbeat_at=timezone.now())
+                done=run.done + 1, heartbeat_at=timezone.now()
+            )
 
 
 def _bump_revision(account_id: int, document_id: int) -> int | None:
@@ -407,4 +485,3 @@ def _bump_revision(account_id: int, document_id: int) -> int | None:
     document.progress_done = document.progress_total = 0
     document.save()
     return document.revision
-

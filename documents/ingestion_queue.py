@@ -12,6 +12,7 @@ document becomes pending, the claim marks it idle when nothing is left.
 Durable: the pending documents are the queue; a lost job is made up by the sweeper
 (documents.jobs.requeue_stale_work), and a job that finds nothing to claim returns quietly.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -50,10 +51,14 @@ _WAITING_SQL = """
 """
 
 QUEUE = FairQueue(
-    item="document", logger="groundwork.documents", lanes="documents_ingestionlane",
+    item="document",
+    logger="groundwork.documents",
+    lanes="documents_ingestionlane",
     lock=0x67776E6471,  # "gwndq": one claim at a time across every worker
-    job_prefix=INGESTION_JOB_PREFIX, waiting_sql=_WAITING_SQL,
-    waiting_params={"pending": Status.PENDING, "running": ReindexRun.RunStatus.RUNNING})
+    job_prefix=INGESTION_JOB_PREFIX,
+    waiting_sql=_WAITING_SQL,
+    waiting_params={"pending": Status.PENDING, "running": ReindexRun.RunStatus.RUNNING},
+)
 
 # The sweeper's safety net: lanes of accounts with documents pending past the stale limit
 # that are not marked waiting (a running reindex run that stopped with its document pending).
@@ -90,7 +95,8 @@ def _release(document: Document) -> None:
         connection.close_if_unusable_or_obsolete()
         with account_context(account_id=document.account_id):
             Document.objects.for_account(document.account_id).filter(
-                pk=document.pk, revision=document.revision, status=Status.PROCESSING).update(status=Status.PENDING)
+                pk=document.pk, revision=document.revision, status=Status.PROCESSING
+            ).update(status=Status.PENDING)
     except DatabaseError:
         logger.warning("could not hand document %s back after a database error; the sweeper will", document.pk)
 
@@ -107,8 +113,9 @@ def claim_next() -> Document | None:
     fresh = timezone.now() - dt.timedelta(seconds=settings.DOCUMENT_STALE_SECONDS)
     with dangerously_bypass_tenancy(reason="ingestion: claim the next document fairly across accounts"):
         with connection.cursor() as cursor:
-            return QUEUE.claim(cursor, busy_sql=_BUSY_SQL, busy_params={"processing": Status.PROCESSING, "fresh": fresh},
-                               take=_take)
+            return QUEUE.claim(
+                cursor, busy_sql=_BUSY_SQL, busy_params={"processing": Status.PROCESSING, "fresh": fresh}, take=_take
+            )
 
 
 def _take(account_id: int) -> Document | None:
@@ -129,15 +136,23 @@ def mark_stale_waiting(stale_before) -> list[int]:
     accounts whose documents have been pending since before `stale_before` without their lane
     saying so. Returns those accounts (normally none). Runs inside the sweeper's bypass."""
     with connection.cursor() as cursor:
-        cursor.execute(_MARK_STALE_WAITING_SQL, {"pending": Status.PENDING, "stale_before": stale_before,
-                                                 "running": ReindexRun.RunStatus.RUNNING})
+        cursor.execute(
+            _MARK_STALE_WAITING_SQL,
+            {"pending": Status.PENDING, "stale_before": stale_before, "running": ReindexRun.RunStatus.RUNNING},
+        )
         return [row[0] for row in cursor.fetchall()]
 
 
 def _oldest_pending(account_id: int, *, exclude: set[int]) -> Document | None:
-    running_runs = ReindexRun.all_accounts.filter(account_id=account_id, status=ReindexRun.RunStatus.RUNNING,
-                                                  current_document_id__isnull=False)
-    return (Document.all_accounts.select_for_update(skip_locked=True, of=("self",))
-            .filter(account_id=account_id, status=Status.PENDING)
-            .exclude(pk__in=running_runs.values("current_document_id")).exclude(pk__in=exclude)
-            .only("pk", "revision").order_by("pk").first())
+    running_runs = ReindexRun.all_accounts.filter(
+        account_id=account_id, status=ReindexRun.RunStatus.RUNNING, current_document_id__isnull=False
+    )
+    return (
+        Document.all_accounts.select_for_update(skip_locked=True, of=("self",))
+        .filter(account_id=account_id, status=Status.PENDING)
+        .exclude(pk__in=running_runs.values("current_document_id"))
+        .exclude(pk__in=exclude)
+        .only("pk", "revision")
+        .order_by("pk")
+        .first()
+    )

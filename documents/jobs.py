@@ -4,6 +4,7 @@ the stale-work sweeper's cron job (the search index refresh is retrieval's: retr
 Enqueued with transaction.on_commit, never inside an open transaction. Imports go one
 way: services -> jobs -> ingestion and search; neither of those imports this module.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -37,8 +38,12 @@ def _enqueue(func, *, job_id: str | None = None, **kwargs) -> None:
     # request still answers (the rows are committed, the failure is logged), and the
     # sweeper queues the waiting work again once Redis is back (requeue_stale_work).
     retry = Retry(max=3, interval=[10, 30, 90])
-    transaction.on_commit(lambda: django_rq.get_queue("default").enqueue(
-        func, job_timeout=JOB_TIMEOUT, retry=retry, job_id=job_id, kwargs=kwargs), robust=True)
+    transaction.on_commit(
+        lambda: django_rq.get_queue("default").enqueue(
+            func, job_timeout=JOB_TIMEOUT, retry=retry, job_id=job_id, kwargs=kwargs
+        ),
+        robust=True,
+    )
 
 
 def enqueue_ingest(document) -> None:
@@ -106,8 +111,9 @@ def requeue_stale_work() -> int:
     stale_before = timezone.now() - dt.timedelta(seconds=settings.DOCUMENT_STALE_SECONDS)
     with dangerously_bypass_tenancy(reason="documents sweep: find stale ingestion work"):
         stale = Q(heartbeat_at__lt=stale_before) | Q(heartbeat_at__isnull=True, created_at__lt=stale_before)
-        documents = list(Document.all_accounts.filter(stale, status=Status.PROCESSING)
-                         .values_list("pk", "revision", "account_id"))
+        documents = list(
+            Document.all_accounts.filter(stale, status=Status.PROCESSING).values_list("pk", "revision", "account_id")
+        )
         # A running reindex run's current document is the run's to ingest, not a job's.
         runs_current = ReindexRun.all_accounts.filter(status=ReindexRun.RunStatus.RUNNING).values("current_document_id")
         waiting = Document.all_accounts.filter(stale, status=Status.PENDING).exclude(pk__in=runs_current).count()
@@ -115,8 +121,11 @@ def requeue_stale_work() -> int:
             marked = ingestion_queue.mark_stale_waiting(stale_before)
             if marked:
                 logger.warning("ingestion lanes of accounts %s were not waiting; marked", marked)
-        runs = list(ReindexRun.all_accounts.filter(status=ReindexRun.RunStatus.RUNNING, heartbeat_at__lt=stale_before)
-                    .values_list("pk", "account_id"))
+        runs = list(
+            ReindexRun.all_accounts.filter(
+                status=ReindexRun.RunStatus.RUNNING, heartbeat_at__lt=stale_before
+            ).values_list("pk", "account_id")
+        )
     for document_id, revision, account_id in documents:
         logger.warning("re-queueing stale document %s rev %s", document_id, revision)
         with account_context(account_id=account_id):
@@ -126,8 +135,8 @@ def requeue_stale_work() -> int:
             # beside the new claim as before: batches are staged once (unique per revision
             # and batch) and the charge has one key per revision.
             Document.objects.for_account(account_id).filter(
-                pk=document_id, revision=revision, status=Status.PROCESSING).update(
-                status=Status.PENDING, heartbeat_at=timezone.now())
+                pk=document_id, revision=revision, status=Status.PROCESSING
+            ).update(status=Status.PENDING, heartbeat_at=timezone.now())
             enqueue_ingest(Document(pk=document_id, revision=revision, account_id=account_id))
     missing = _top_up_ingestion_jobs(waiting)
     for run_id, account_id in runs:

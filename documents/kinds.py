@@ -10,6 +10,7 @@ No Django and no imports from the rest of the project: validation and the sandbo
 both stand on this module. The parser is named by its import path, not imported, so this
 module stays below the parsing package.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ class DocumentKind:
     text kind (`is_text`) by decoding as UTF-8/UTF-16 text. `parser` is
     "package.module:function", a callable (path, fallback_title) -> ParsedDocument.
     """
+
     name: str
     label: str  # as in "named like a Word (.docx) file"
     article: str  # "a" or "an", for the label
@@ -66,83 +68,194 @@ class DocumentKind:
 
     def has_signature(self, head: bytes) -> bool:
         """Whether the first bytes carry this binary kind's signature."""
-        window = head[:self.signature_window]
+        window = head[: self.signature_window]
         return any(signature in window for signature in (self.signature, *self.also_signatures))
 
 
 KINDS: tuple[DocumentKind, ...] = (
     DocumentKind(
-        name="pdf", label="PDF", article="a", short_label="PDF", extensions=(".pdf",),
-        content_type="application/pdf", also_declared_as=("application/x-pdf",), is_text=False,
+        name="pdf",
+        label="PDF",
+        article="a",
+        short_label="PDF",
+        extensions=(".pdf",),
+        content_type="application/pdf",
+        also_declared_as=("application/x-pdf",),
+        is_text=False,
         parser="documents.parsing.pdf:parse_pdf",
         # Acrobat accepts the header anywhere in the first 1024 bytes; some generators prefix junk.
-        signature=b"%PDF-", signature_window=1024, ocr=True),
+        signature=b"%PDF-",
+        signature_window=1024,
+        ocr=True,
+    ),
     DocumentKind(
-        name="docx", label="Word (.docx)", article="a", short_label="DOCX", extensions=(".docx",),
+        name="docx",
+        label="Word (.docx)",
+        article="a",
+        short_label="DOCX",
+        extensions=(".docx",),
         content_type="application/vnd.openxmlformats-officedocument.wordprocessingml.document",
         also_declared_as=("application/zip", "application/x-zip-compressed"),
-        is_text=False, parser="documents.parsing.docx:parse_docx",
-        signature=b"PK\x03\x04", signature_window=4, office_part="word/document.xml", office_noun="Word document",
-        office_main_types=("application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml",
-                           "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml",
-                           "application/vnd.ms-word.document.macroEnabled.main+xml")),
+        is_text=False,
+        parser="documents.parsing.docx:parse_docx",
+        signature=b"PK\x03\x04",
+        signature_window=4,
+        office_part="word/document.xml",
+        office_noun="Word document",
+        office_main_types=(
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml",
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.template.main+xml",
+            "application/vnd.ms-word.document.macroEnabled.main+xml",
+        ),
+    ),
     DocumentKind(
-        name="txt", label="text (.txt)", article="a", short_label="TXT", extensions=(".txt",),
-        content_type="text/plain", also_declared_as=(), is_text=True,
-        parser="documents.parsing.text:parse_txt"),
+        name="txt",
+        label="text (.txt)",
+        article="a",
+        short_label="TXT",
+        extensions=(".txt",),
+        content_type="text/plain",
+        also_declared_as=(),
+        is_text=True,
+        parser="documents.parsing.text:parse_txt",
+    ),
     DocumentKind(
-        name="markdown", label="Markdown", article="a", short_label="Markdown", extensions=(".md", ".markdown"),
-        content_type="text/markdown", also_declared_as=("text/x-markdown", "text/plain"), is_text=True,
-        parser="documents.parsing.markdown:parse_markdown"),
+        name="markdown",
+        label="Markdown",
+        article="a",
+        short_label="Markdown",
+        extensions=(".md", ".markdown"),
+        content_type="text/markdown",
+        also_declared_as=("text/x-markdown", "text/plain"),
+        is_text=True,
+        parser="documents.parsing.markdown:parse_markdown",
+    ),
     DocumentKind(
-        name="csv", label="CSV", article="a", short_label="CSV", extensions=(".csv",),
+        name="csv",
+        label="CSV",
+        article="a",
+        short_label="CSV",
+        extensions=(".csv",),
         content_type="text/csv",
         # Windows browsers send application/vnd.ms-excel for .csv when Excel is installed.
-        also_declared_as=("application/csv", "text/comma-separated-values", "application/vnd.ms-excel",
-                          "text/plain"),
-        is_text=True, parser="documents.parsing.csv_format:parse_csv"),
+        also_declared_as=("application/csv", "text/comma-separated-values", "application/vnd.ms-excel", "text/plain"),
+        is_text=True,
+        parser="documents.parsing.csv_format:parse_csv",
+    ),
     DocumentKind(
-        name="html", label="HTML", article="an", short_label="HTML", extensions=(".html", ".htm"),
-        content_type="text/html", also_declared_as=("application/xhtml+xml",), is_text=True,
-        parser="documents.parsing.html_format:parse_html"),
+        name="html",
+        label="HTML",
+        article="an",
+        short_label="HTML",
+        extensions=(".html", ".htm"),
+        content_type="text/html",
+        also_declared_as=("application/xhtml+xml",),
+        is_text=True,
+        parser="documents.parsing.html_format:parse_html",
+    ),
     # Spreadsheets and slides: read in the parser sandbox (openpyxl, python-pptx), never run.
     DocumentKind(
-        name="xlsx", label="Excel (.xlsx)", article="an", short_label="XLSX", extensions=(".xlsx",),
+        name="xlsx",
+        label="Excel (.xlsx)",
+        article="an",
+        short_label="XLSX",
+        extensions=(".xlsx",),
         content_type="application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
         also_declared_as=("application/zip", "application/x-zip-compressed"),
-        is_text=False, parser="documents.parsing.xlsx:parse_xlsx",
-        signature=b"PK\x03\x04", signature_window=4, office_part="xl/workbook.xml", office_noun="Excel workbook",
-        office_main_types=("application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml",
-                           "application/vnd.openxmlformats-officedocument.spreadsheetml.template.main+xml",
-                           "application/vnd.ms-excel.sheet.macroEnabled.main+xml")),
+        is_text=False,
+        parser="documents.parsing.xlsx:parse_xlsx",
+        signature=b"PK\x03\x04",
+        signature_window=4,
+        office_part="xl/workbook.xml",
+        office_noun="Excel workbook",
+        office_main_types=(
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet.main+xml",
+            "application/vnd.openxmlformats-officedocument.spreadsheetml.template.main+xml",
+            "application/vnd.ms-excel.sheet.macroEnabled.main+xml",
+        ),
+    ),
     DocumentKind(
-        name="pptx", label="PowerPoint (.pptx)", article="a", short_label="PPTX", extensions=(".pptx",),
+        name="pptx",
+        label="PowerPoint (.pptx)",
+        article="a",
+        short_label="PPTX",
+        extensions=(".pptx",),
         content_type="application/vnd.openxmlformats-officedocument.presentationml.presentation",
         also_declared_as=("application/zip", "application/x-zip-compressed"),
-        is_text=False, parser="documents.parsing.pptx:parse_pptx",
-        signature=b"PK\x03\x04", signature_window=4, office_part="ppt/presentation.xml", office_noun="PowerPoint presentation",
-        office_main_types=("application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml",
-                           "application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml")),
+        is_text=False,
+        parser="documents.parsing.pptx:parse_pptx",
+        signature=b"PK\x03\x04",
+        signature_window=4,
+        office_part="ppt/presentation.xml",
+        office_noun="PowerPoint presentation",
+        office_main_types=(
+            "application/vnd.openxmlformats-officedocument.presentationml.presentation.main+xml",
+            "application/vnd.ms-powerpoint.presentation.macroEnabled.main+xml",
+        ),
+    ),
     # Images are read by OCR (documents.parsing.ocr), and described by VISION_MODEL when set.
     DocumentKind(
-        name="png", label="PNG image", article="a", short_label="PNG", extensions=(".png",),
-        content_type="image/png", also_declared_as=(), is_text=False, parser="documents.parsing.image:parse_image",
-        signature=b"\x89PNG\r\n\x1a\n", signature_window=8, image_format="PNG", ocr=True),
+        name="png",
+        label="PNG image",
+        article="a",
+        short_label="PNG",
+        extensions=(".png",),
+        content_type="image/png",
+        also_declared_as=(),
+        is_text=False,
+        parser="documents.parsing.image:parse_image",
+        signature=b"\x89PNG\r\n\x1a\n",
+        signature_window=8,
+        image_format="PNG",
+        ocr=True,
+    ),
     DocumentKind(
-        name="jpeg", label="JPEG image", article="a", short_label="JPEG", extensions=(".jpg", ".jpeg"),
-        content_type="image/jpeg", also_declared_as=("image/jpg", "image/pjpeg"), is_text=False,
-        parser="documents.parsing.image:parse_image", signature=b"\xff\xd8\xff", signature_window=3,
-        image_format="JPEG", ocr=True),
+        name="jpeg",
+        label="JPEG image",
+        article="a",
+        short_label="JPEG",
+        extensions=(".jpg", ".jpeg"),
+        content_type="image/jpeg",
+        also_declared_as=("image/jpg", "image/pjpeg"),
+        is_text=False,
+        parser="documents.parsing.image:parse_image",
+        signature=b"\xff\xd8\xff",
+        signature_window=3,
+        image_format="JPEG",
+        ocr=True,
+    ),
     DocumentKind(
         # RIFF....WEBP: "WEBP" at byte 8 (Pillow then checks the rest at upload).
-        name="webp", label="WebP image", article="a", short_label="WebP", extensions=(".webp",),
-        content_type="image/webp", also_declared_as=(), is_text=False, parser="documents.parsing.image:parse_image",
-        signature=b"WEBP", signature_window=12, image_format="WEBP", ocr=True),
+        name="webp",
+        label="WebP image",
+        article="a",
+        short_label="WebP",
+        extensions=(".webp",),
+        content_type="image/webp",
+        also_declared_as=(),
+        is_text=False,
+        parser="documents.parsing.image:parse_image",
+        signature=b"WEBP",
+        signature_window=12,
+        image_format="WEBP",
+        ocr=True,
+    ),
     DocumentKind(
-        name="tiff", label="TIFF image", article="a", short_label="TIFF", extensions=(".tif", ".tiff"),
-        content_type="image/tiff", also_declared_as=("image/tif",), is_text=False,
-        parser="documents.parsing.image:parse_image", signature=b"II*\x00", signature_window=4,
-        also_signatures=(b"MM\x00*",), image_format="TIFF", ocr=True),
+        name="tiff",
+        label="TIFF image",
+        article="a",
+        short_label="TIFF",
+        extensions=(".tif", ".tiff"),
+        content_type="image/tiff",
+        also_declared_as=("image/tif",),
+        is_text=False,
+        parser="documents.parsing.image:parse_image",
+        signature=b"II*\x00",
+        signature_window=4,
+        also_signatures=(b"MM\x00*",),
+        image_format="TIFF",
+        ocr=True,
+    ),
 )
 
 KIND_BY_EXTENSION: dict[str, DocumentKind] = {ext: kind for kind in KINDS for ext in kind.extensions}
@@ -154,12 +267,11 @@ OCR_KIND_NAMES: frozenset[str] = frozenset(kind.name for kind in KINDS if kind.o
 # The upload picker's `accept` attribute: every extension Groundwork reads.
 UPLOAD_ACCEPT: str = ",".join(ext for kind in KINDS for ext in kind.extensions)
 
-SUPPORTED_SUMMARY = (", ".join(kind.short_label for kind in KINDS[:-1])
-                     + f" and {KINDS[-1].short_label} files")
+SUPPORTED_SUMMARY = ", ".join(kind.short_label for kind in KINDS[:-1]) + f" and {KINDS[-1].short_label} files"
 # The picker's hint: "PDF, DOCX, …, WebP or TIFF, several at once".
-UPLOAD_HINT = (", ".join(kind.short_label for kind in KINDS[:-1]) + f" or {KINDS[-1].short_label}, several at once.")
+UPLOAD_HINT = ", ".join(kind.short_label for kind in KINDS[:-1]) + f" or {KINDS[-1].short_label}, several at once."
 # The getting-started text's list: "PDF, DOCX, TXT, Markdown, CSV, HTML, XLSX, PPTX and images
 # (PNG, JPEG, WebP, TIFF)": every kind in the registry, the images under one word.
 _IMAGES = [kind.short_label for kind in KINDS if kind.is_image]
 _NOT_IMAGES = [kind.short_label for kind in KINDS if not kind.is_image]
-FORMATS_IN_WORDS: str = (", ".join(_NOT_IMAGES) + (f" and images ({', '.join(_IMAGES)})" if _IMAGES else ""))
+FORMATS_IN_WORDS: str = ", ".join(_NOT_IMAGES) + (f" and images ({', '.join(_IMAGES)})" if _IMAGES else "")

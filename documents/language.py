@@ -6,6 +6,7 @@ maintained fork: offline, a model of ~2.5 MB inside the wheel, numpy only). A la
 PostgreSQL has no snowball configuration for, or text too short or too mixed to tell,
 gets `simple` (lower-cased words, no stemming, no stop words), never the wrong stemmer.
 """
+
 from __future__ import annotations
 
 import functools
@@ -16,11 +17,35 @@ SAMPLE_CHARS = 20_000
 MIN_CHARS = 200
 # ISO 639-1 -> the configuration PostgreSQL 16+ ships for it (`\dF` in psql).
 CONFIGS = {
-    "ar": "arabic", "hy": "armenian", "eu": "basque", "ca": "catalan", "da": "danish", "nl": "dutch",
-    "en": "english", "fi": "finnish", "fr": "french", "de": "german", "el": "greek", "hi": "hindi",
-    "hu": "hungarian", "id": "indonesian", "ga": "irish", "it": "italian", "lt": "lithuanian", "ne": "nepali",
-    "nb": "norwegian", "nn": "norwegian", "no": "norwegian", "pt": "portuguese", "ro": "romanian",
-    "ru": "russian", "sr": "serbian", "es": "spanish", "sv": "swedish", "ta": "tamil", "tr": "turkish",
+    "ar": "arabic",
+    "hy": "armenian",
+    "eu": "basque",
+    "ca": "catalan",
+    "da": "danish",
+    "nl": "dutch",
+    "en": "english",
+    "fi": "finnish",
+    "fr": "french",
+    "de": "german",
+    "el": "greek",
+    "hi": "hindi",
+    "hu": "hungarian",
+    "id": "indonesian",
+    "ga": "irish",
+    "it": "italian",
+    "lt": "lithuanian",
+    "ne": "nepali",
+    "nb": "norwegian",
+    "nn": "norwegian",
+    "no": "norwegian",
+    "pt": "portuguese",
+    "ro": "romanian",
+    "ru": "russian",
+    "sr": "serbian",
+    "es": "spanish",
+    "sv": "swedish",
+    "ta": "tamil",
+    "tr": "turkish",
     "yi": "yiddish",
 }
 # langid's normalised probability under which the guess is not trusted.

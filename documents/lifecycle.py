@@ -10,14 +10,16 @@ Receivers of accounts.signals (accounts/ sits below documents/ and must not impo
   cancelled, and the purge job (documents.jobs.purge_account -> documents.purge) is
   enqueued on commit.
 """
+
 from __future__ import annotations
 
 from documents import jobs
 from documents.models import CollectionAccess, Document, ReindexRun, Status
 
 
-def collection_access_end(sender, *, account_id: int, user_id: int | None = None, api_key_id: int | None = None,
-                          **_signal) -> int:
+def collection_access_end(
+    sender, *, account_id: int, user_id: int | None = None, api_key_id: int | None = None, **_signal
+) -> int:
     """Receiver of principal_access_ended (inside the removal's or revocation's transaction)."""
     if user_id is None and api_key_id is None:
         return 0
@@ -32,5 +34,6 @@ def account_documents_withdraw(sender, *, account, **_signal) -> None:
     Document.objects.for_account(account).exclude(status=Status.DELETING).update(status=Status.DELETING)
     CollectionAccess.objects.for_account(account).delete()
     ReindexRun.objects.for_account(account).filter(status=ReindexRun.RunStatus.RUNNING).update(
-        status=ReindexRun.RunStatus.CANCELLED)
+        status=ReindexRun.RunStatus.CANCELLED
+    )
     jobs.enqueue_account_purge(account_id=account.pk)

@@ -1,6 +1,7 @@
 """documents' gauges for /metrics (core/metrics.py), read from PostgreSQL at scrape time:
 documents by status, and the ingestion queue (the pending documents are the queue:
 documents/ingestion_queue.py). Counts over every account, never per account."""
+
 from __future__ import annotations
 
 from django.db.models import Count, Min
@@ -26,7 +27,8 @@ def _pending() -> dict:
     # Waiting since its last heartbeat (a re-queued document) or its upload, as the sweeper reads it.
     with dangerously_bypass_tenancy(reason=BYPASS_REASON):
         return Document.all_accounts.filter(status=Status.PENDING).aggregate(
-            n=Count("id"), oldest=Min(Coalesce("heartbeat_at", "created_at")))
+            n=Count("id"), oldest=Min(Coalesce("heartbeat_at", "created_at"))
+        )
 
 
 def _queue_depth():
@@ -41,5 +43,9 @@ def _queue_oldest():
 def register() -> None:
     metrics.scrape_gauge("groundwork_documents", "Documents by status, over every account.", ("status",), _by_status)
     metrics.scrape_gauge("groundwork_ingestion_queue_depth", "Documents waiting to be ingested.", (), _queue_depth)
-    metrics.scrape_gauge("groundwork_ingestion_queue_oldest_seconds", "How long the oldest waiting document has "
-                         "waited (0 when none waits).", (), _queue_oldest)
+    metrics.scrape_gauge(
+        "groundwork_ingestion_queue_oldest_seconds",
+        "How long the oldest waiting document has waited (0 when none waits).",
+        (),
+        _queue_oldest,
+    )

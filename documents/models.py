@@ -1,4 +1,5 @@
 """Documents, their searchable chunks, staged embeddings and reindex runs."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -67,12 +68,15 @@ READABLE_DOCUMENT_SQL = f"d.collection_id = ANY ({VISIBLE_COLLECTION_IDS_SQL})"
 # lower-cased, or NULL: no narrowing). The account's setting is an uncorrelated sub-select
 # (an InitPlan, read once per statement). No braces in it: search SQL goes through format().
 _DOCUMENT_TAGS_LOWER = "ARRAY(SELECT lower(t.tag) FROM unnest(d.tags) AS t(tag))"
-ACCOUNT_EXCLUDED_TAGS_SQL = ("ARRAY(SELECT lower(t.tag) FROM documents_retrievalsettings AS r,"
-                             " unnest(r.exclude_tags) AS t(tag) WHERE r.account_id = %(account_id)s)")
+ACCOUNT_EXCLUDED_TAGS_SQL = (
+    "ARRAY(SELECT lower(t.tag) FROM documents_retrievalsettings AS r,"
+    " unnest(r.exclude_tags) AS t(tag) WHERE r.account_id = %(account_id)s)"
+)
 RETRIEVABLE_BY_TAGS_SQL = (
     f"(NOT ({_DOCUMENT_TAGS_LOWER} && ({ACCOUNT_EXCLUDED_TAGS_SQL}"
     " || COALESCE(%(exclude_tags)s::text[], ARRAY[]::text[])))"
-    f" AND (%(tags)s::text[] IS NULL OR {_DOCUMENT_TAGS_LOWER} && %(tags)s::text[]))")
+    f" AND (%(tags)s::text[] IS NULL OR {_DOCUMENT_TAGS_LOWER} && %(tags)s::text[]))"
+)
 DEFAULT_COLLECTION_NAME = "General"
 
 
@@ -84,15 +88,17 @@ class Collection(TenantModel):
     name = models.CharField(max_length=100)
     restricted = models.BooleanField(default=False)
     is_default = models.BooleanField(default=False)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["account", "name"], name="collection_name_unique_per_account"),
-            models.UniqueConstraint(fields=["account"], condition=models.Q(is_default=True),
-                                    name="collection_one_default_per_account"),
+            models.UniqueConstraint(
+                fields=["account"], condition=models.Q(is_default=True), name="collection_one_default_per_account"
+            ),
         ]
 
     def __str__(self):
@@ -103,18 +109,21 @@ class CollectionAccess(TenantModel):
     """One member or one API key that may read a restricted collection."""
 
     collection = models.ForeignKey(Collection, on_delete=models.CASCADE, related_name="access")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE,
-                             related_name="+")
-    api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.CASCADE,
-                                related_name="+")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.CASCADE, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=(models.Q(user__isnull=False, api_key__isnull=True)
-                           | models.Q(user__isnull=True, api_key__isnull=False)),
-                name="collection_access_user_xor_key"),
+                condition=(
+                    models.Q(user__isnull=False, api_key__isnull=True)
+                    | models.Q(user__isnull=True, api_key__isnull=False)
+                ),
+                name="collection_access_user_xor_key",
+            ),
             models.UniqueConstraint(fields=["collection", "user"], name="collection_access_user_unique"),
             models.UniqueConstraint(fields=["collection", "api_key"], name="collection_access_key_unique"),
         ]
@@ -151,7 +160,8 @@ class Document(TenantModel):
     token_count = models.PositiveIntegerField(default=0, help_text="Tokens of the stored chunks")
     embedding_tokens = models.PositiveIntegerField(default=0, help_text="Provider-reported tokens, as charged")
     credits_estimate = models.PositiveIntegerField(
-        null=True, blank=True, help_text="Credits the revision's embedding should cost, counted before embedding")
+        null=True, blank=True, help_text="Credits the revision's embedding should cost, counted before embedding"
+    )
     credits_charged = models.PositiveIntegerField(default=0)
     embedding_model = models.CharField(max_length=200, blank=True)
     embedding_provider = models.CharField(max_length=200, blank=True)
@@ -165,12 +175,14 @@ class Document(TenantModel):
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    uploaded_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                    related_name="+")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # A document uploaded with an API key is the key's (never its creator's): the key's budgets
     # pay for and limit its ingestion and reindexing, as a member's do for what they upload.
-    uploaded_by_api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.SET_NULL,
-                                            related_name="+")
+    uploaded_by_api_key = models.ForeignKey(
+        "accounts.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -186,11 +198,16 @@ class Document(TenantModel):
             # The same bytes twice in one account are one document (unless it is being deleted).
             # (Per collection: a principal who cannot see a restricted collection must be able to
             # upload the same file elsewhere without learning that it exists.)
-            models.UniqueConstraint(fields=["collection", "sha256"], condition=~models.Q(status="deleting"),
-                                    name="document_sha256_unique_per_collection"),
+            models.UniqueConstraint(
+                fields=["collection", "sha256"],
+                condition=~models.Q(status="deleting"),
+                name="document_sha256_unique_per_collection",
+            ),
         ]
-        indexes = [models.Index(fields=["account", "-created_at"], name="document_account_recent"),
-                   GinIndex(fields=["tags"], name="document_tags_gin")]
+        indexes = [
+            models.Index(fields=["account", "-created_at"], name="document_account_recent"),
+            GinIndex(fields=["tags"], name="document_tags_gin"),
+        ]
 
     def __str__(self):
         return self.name
@@ -225,8 +242,10 @@ class Chunk(TenantModel):
     # made before migration 0015 keep "english", which they were indexed with.
     search_config = RegConfigField(db_default="english")
     search_vector = models.GeneratedField(
-        expression=SearchVector("content", config=models.F("search_config")), output_field=SearchVectorField(),
-        db_persist=True)
+        expression=SearchVector("content", config=models.F("search_config")),
+        output_field=SearchVectorField(),
+        db_persist=True,
+    )
 
     class Meta:
         constraints = [
@@ -312,8 +331,9 @@ class ReindexRun(TenantModel):
     done = models.PositiveIntegerField(default=0)
     document_ids = models.JSONField(default=list)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 

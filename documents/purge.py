@@ -7,6 +7,7 @@ collections and grants (the account's own vector index is dropped by retrieval's
 account_deleted: retrieval/jobs.py). Run twice, the second run finds
 nothing to do.
 """
+
 from __future__ import annotations
 
 import logging
@@ -16,8 +17,15 @@ from django.core.files.storage import default_storage
 from accounts.models import Account
 from core.tenancy import account_context
 from documents import ingestion
-from documents.models import (ActiveEmbeddingModel, Collection, CollectionAccess, Document, IngestionLane, ReindexRun,
-                              Status)
+from documents.models import (
+    ActiveEmbeddingModel,
+    Collection,
+    CollectionAccess,
+    Document,
+    IngestionLane,
+    ReindexRun,
+    Status,
+)
 from documents.storage import file_delete
 
 logger = logging.getLogger("groundwork.documents")
@@ -43,8 +51,9 @@ def account_purge(*, account_id: int) -> int:
     removed = 0
     while True:
         with account_context(account_id=account_id):
-            ids = list(Document.objects.for_account(account_id).order_by("pk")
-                       .values_list("pk", flat=True)[:PURGE_BATCH])
+            ids = list(
+                Document.objects.for_account(account_id).order_by("pk").values_list("pk", flat=True)[:PURGE_BATCH]
+            )
         if not ids:
             break
         for document_id in ids:

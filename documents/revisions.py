@@ -2,6 +2,7 @@
 page, sources/sync.py). The document keeps its id, its tags and what links to it; search
 answers from its current chunks until the new revision's are published; the revision is
 embedded and charged once by the normal ingestion, as a reindex is."""
+
 from __future__ import annotations
 
 import os
@@ -23,9 +24,14 @@ def document_content_replace(*, account, document: Document, upload) -> Document
     revision (pending, queued). Returns the document; None when the same bytes are already
     another document of its collection (the caller keeps that one instead). A document being
     deleted is returned unchanged. Nothing is stored when validation fails."""
-    validated = validate_upload(name=upload.name or "", declared_type=getattr(upload, "content_type", None),
-                                data_head=_head(upload), size=upload.size, max_bytes=settings.MAX_UPLOAD_BYTES,
-                                open_file=lambda: _reopen(upload))
+    validated = validate_upload(
+        name=upload.name or "",
+        declared_type=getattr(upload, "content_type", None),
+        data_head=_head(upload),
+        size=upload.size,
+        max_bytes=settings.MAX_UPLOAD_BYTES,
+        open_file=lambda: _reopen(upload),
+    )
     sha256 = _sha256(upload)
     # The revision is paid as the document's ingestion is: by its uploader (ingestion._uploader).
     ingest_credits_require(account=account, user=document.uploaded_by_id, api_key=document.uploaded_by_api_key_id)
@@ -33,8 +39,9 @@ def document_content_replace(*, account, document: Document, upload) -> Document
     stored = file_save(path=document_path(account_id=document.account_id, extension=extension), content=upload)
     try:
         with transaction.atomic():
-            return _revision_start(account=account, document=document, validated=validated, sha256=sha256,
-                                   size=upload.size, stored=stored)
+            return _revision_start(
+                account=account, document=document, validated=validated, sha256=sha256, size=upload.size, stored=stored
+            )
     except IntegrityError:
         # The same bytes are another document of the collection (unique collection + sha256).
         file_delete(stored)
@@ -58,7 +65,11 @@ def _revision_start(*, account, document: Document, validated, sha256: str, size
     # NOTE: an ingestion of the previous revision still running reads its file by the name it
     # loaded; the file goes once this commits, and that revision is superseded anyway.
     transaction.on_commit(lambda: file_delete(previous))
-    audit_record(account=account, action="document.reindex", target=_target(document),
-                 detail={"revision": document.revision, "new_content": True})
+    audit_record(
+        account=account,
+        action="document.reindex",
+        target=_target(document),
+        detail={"revision": document.revision, "new_content": True},
+    )
     jobs.enqueue_ingest(document)
     return document

@@ -7,10 +7,11 @@ run's row, its "one run per account" rule, the sweeper that re-queues a run whos
 died, and the cancel: so documents runs and cancels every kind, and the app that owns a kind
 registers how (in its AppConfig.ready), because documents sits below it and must not import it.
 """
+
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Reads of documents and chunks. Every selector takes the account explicitly; a document
 that is being deleted is gone for every reader at once (`DocumentQuerySet.visible()`)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -9,9 +10,17 @@ from django.db.models import Count, Q, QuerySet
 from django.db.models.expressions import RawSQL
 
 from core.errors import object_id
-from documents.tags import tags_filter
 from documents.errors import CollectionNotFound, DocumentNotFound, ReindexRunNotFound
-from documents.models import RETRIEVABLE_BY_TAGS_SQL, VISIBLE_COLLECTION_IDS_SQL, Chunk, Collection, CollectionAccess, Document, ReindexRun
+from documents.models import (
+    RETRIEVABLE_BY_TAGS_SQL,
+    VISIBLE_COLLECTION_IDS_SQL,
+    Chunk,
+    Collection,
+    CollectionAccess,
+    Document,
+    ReindexRun,
+)
+from documents.tags import tags_filter
 
 # --- collections ----------------------------------------------------------------------------
 # Who sees which collection is decided in one place, the SQL function visible_collection_ids()
@@ -22,10 +31,12 @@ from documents.models import RETRIEVABLE_BY_TAGS_SQL, VISIBLE_COLLECTION_IDS_SQL
 def collection_list(*, account) -> QuerySet[Collection]:
     """The account's collections that the transaction's principal may see, the default
     first, with their number of documents (not being deleted)."""
-    return (Collection.objects.for_account(account)
-            .filter(pk__in=RawSQL(f"SELECT unnest({VISIBLE_COLLECTION_IDS_SQL})", ()))
-            .annotate(document_count=Count("documents", filter=~Q(documents__status="deleting")))
-            .order_by("-is_default", "name", "pk"))
+    return (
+        Collection.objects.for_account(account)
+        .filter(pk__in=RawSQL(f"SELECT unnest({VISIBLE_COLLECTION_IDS_SQL})", ()))
+        .annotate(document_count=Count("documents", filter=~Q(documents__status="deleting")))
+        .order_by("-is_default", "name", "pk")
+    )
 
 
 def collection_access_by_id(*, account, collection_id) -> Collection:
@@ -78,8 +89,9 @@ def document_ids_readable(*, account, document_ids: Iterable[int]) -> set[int]:
     return set(Document.objects.for_account(account).readable().filter(pk__in=ids).values_list("pk", flat=True))
 
 
-def document_ids_retrievable(*, account, document_ids: Iterable[int], tags: list[str] | None = None,
-                             exclude_tags: list[str] | None = None) -> set[int]:
+def document_ids_retrievable(
+    *, account, document_ids: Iterable[int], tags: list[str] | None = None, exclude_tags: list[str] | None = None
+) -> set[int]:
     """Which of `document_ids` retrieval may read by their tags (RETRIEVABLE_BY_TAGS_SQL: not
     carrying one of the account's excluded tags or of `exclude_tags`; carrying one of `tags`
     when given). One query; it does not check readability (ask `readable()` for that)."""
@@ -88,22 +100,36 @@ def document_ids_retrievable(*, account, document_ids: Iterable[int], tags: list
         return set()
     account_id = getattr(account, "pk", account)
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT d.id FROM documents_document AS d WHERE d.account_id = %(account_id)s"
-                       f" AND d.id = ANY(%(ids)s::bigint[]) AND {RETRIEVABLE_BY_TAGS_SQL}",
-                       {"account_id": account_id, "ids": ids, "tags": tags_filter(tags, field="tags"),
-                        "exclude_tags": tags_filter(exclude_tags, field="exclude_tags") or []})
+        cursor.execute(
+            f"SELECT d.id FROM documents_document AS d WHERE d.account_id = %(account_id)s"
+            f" AND d.id = ANY(%(ids)s::bigint[]) AND {RETRIEVABLE_BY_TAGS_SQL}",
+            {
+                "account_id": account_id,
+                "ids": ids,
+                "tags": tags_filter(tags, field="tags"),
+                "exclude_tags": tags_filter(exclude_tags, field="exclude_tags") or [],
+            },
+        )
         return {row[0] for row in cursor.fetchall()}
 
 
 # --- documents --------------------------------------------------------------------------------
 
-def document_list(*, account, status: str | None = None, query: str | None = None,
-                  collection_ids: list[int] | None = None, tag: str | None = None) -> QuerySet[Document]:
+
+def document_list(
+    *,
+    account,
+    status: str | None = None,
+    query: str | None = None,
+    collection_ids: list[int] | None = None,
+    tag: str | None = None,
+) -> QuerySet[Document]:
     """The documents the principal may read (`readable()`: not being deleted, in a visible
     collection), newest first; `collection_ids` narrows to some of those collections, `tag`
     to those carrying it (as spelled, through the GIN index on tags)."""
-    documents = (Document.objects.for_account(account).readable().select_related("collection")
-                 .order_by("-created_at", "-pk"))
+    documents = (
+        Document.objects.for_account(account).readable().select_related("collection").order_by("-created_at", "-pk")
+    )
     if collection_ids is not None:
         documents = documents.filter(collection_id__in=collection_ids)
     if status:
@@ -122,16 +148,25 @@ def document_access_by_id(*, account, document_id) -> Document:
     malformed id, a document being deleted and one in a collection the principal may not see: the answer tells nothing about other
     accounts.
     """
-    document = (Document.objects.for_account(account).readable().select_related("collection")
-                .filter(pk=object_id(document_id)).first())
+    document = (
+        Document.objects.for_account(account)
+        .readable()
+        .select_related("collection")
+        .filter(pk=object_id(document_id))
+        .first()
+    )
     if document is None:
         raise DocumentNotFound()
     return document
 
 
 def chunk_list(*, account, document: Document) -> QuerySet[Chunk]:
-    return (Chunk.objects.for_account(account).filter(document=document, revision__lte=document.revision)
-            .order_by("chunk_index").defer("embedding", "search_vector"))
+    return (
+        Chunk.objects.for_account(account)
+        .filter(document=document, revision__lte=document.revision)
+        .order_by("chunk_index")
+        .defer("embedding", "search_vector")
+    )
 
 
 def reindex_run_access_by_id(*, account, run_id) -> ReindexRun:

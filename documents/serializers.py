@@ -33,9 +33,29 @@ class DocumentSerializer(serializers.ModelSerializer):
     class Meta:
         model = Document
         list_serializer_class = DocumentListSerializer
-        fields = ["id", "name", "content_type", "size", "status", "error", "chunk_count", "token_count",
-                  "embedding_tokens", "created_at", "updated_at", "error_code", "page_count", "credits_estimate", "credits_charged", "revision", "progress", "collection",
-                  "language", "tags", "source"]
+        fields = [
+            "id",
+            "name",
+            "content_type",
+            "size",
+            "status",
+            "error",
+            "chunk_count",
+            "token_count",
+            "embedding_tokens",
+            "created_at",
+            "updated_at",
+            "error_code",
+            "page_count",
+            "credits_estimate",
+            "credits_charged",
+            "revision",
+            "progress",
+            "collection",
+            "language",
+            "tags",
+            "source",
+        ]
 
     @extend_schema_field(SourceRefSerializer(allow_null=True))
     def get_source(self, document) -> dict | None:
@@ -83,13 +103,18 @@ class DocumentDetailSerializer(DocumentSerializer):
 class UploadSerializer(serializers.Serializer):
     file = serializers.FileField(help_text="PDF, DOCX, TXT, Markdown, CSV or HTML")
     collection = serializers.IntegerField(required=False, help_text="A collection id (default: General)")
-    tags = serializers.ListField(child=serializers.CharField(), required=False,
-                                 help_text="Tags, comma-separated or the field repeated (1-40 characters, at most 20)")
+    tags = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text="Tags, comma-separated or the field repeated (1-40 characters, at most 20)",
+    )
 
 
 class DocumentUpdateSerializer(serializers.Serializer):
-    tags = serializers.JSONField(help_text="The document's tags, replacing the ones it has "
-                                           "(1-40 characters each, at most 20, unique case-insensitively)")
+    tags = serializers.JSONField(
+        help_text="The document's tags, replacing the ones it has "
+        "(1-40 characters each, at most 20, unique case-insensitively)"
+    )
 
 
 class ReindexRunSerializer(serializers.ModelSerializer):
@@ -110,14 +135,24 @@ class CollectionSerializer(serializers.ModelSerializer):
         """Who was given access (meaningful for a restricted collection): member user ids and
         API key ids."""
         rows = self.context.get("access", {}).get(collection.pk, [])
-        return {"users": sorted(r.user_id for r in rows if r.user_id),
-                "api_keys": sorted(r.api_key_id for r in rows if r.api_key_id)}
+        return {
+            "users": sorted(r.user_id for r in rows if r.user_id),
+            "api_keys": sorted(r.api_key_id for r in rows if r.api_key_id),
+        }
 
 
 class CollectionWriteSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=100, required=False)
     restricted = serializers.BooleanField(required=False)
-    users = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
-                                  required=False, max_length=1000, help_text="Member user ids given access")
-    api_keys = serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
-                                     required=False, max_length=1000, help_text="API key ids given access")
+    users = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        required=False,
+        max_length=1000,
+        help_text="Member user ids given access",
+    )
+    api_keys = serializers.ListField(
+        child=serializers.IntegerField(min_value=1, max_value=2**63 - 1),
+        required=False,
+        max_length=1000,
+        help_text="API key ids given access",
+    )

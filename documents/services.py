@@ -1,4 +1,5 @@
 """Writes for documents: upload, delete, reindex (one document or a whole account)."""
+
 from __future__ import annotations
 
 import hashlib
@@ -12,9 +13,11 @@ from accounts.models import ApiKey, Membership
 from accounts.permissions import Action, Forbidden, actor_require
 from audit.services import audit_record
 from billing.selectors import ingest_credits_require
+from core.error_codes import CoreErrorCode
 from core.tenancy import current_context
 from core.text import CONTROL_CHARACTERS_MESSAGE, has_control_characters
 from documents import jobs
+from documents.error_codes import DocumentErrorCode
 from documents.errors import CollectionError, UploadRejected
 from documents.models import (
     DEFAULT_COLLECTION_NAME,
@@ -30,8 +33,6 @@ from documents.run_kinds import run_kind_for
 from documents.storage import document_path, file_delete, file_save
 from documents.tags import tags_clean
 from documents.validation import validate_upload
-from core.error_codes import CoreErrorCode
-from documents.error_codes import DocumentErrorCode
 
 HEAD_BYTES = 8192
 
@@ -62,12 +63,16 @@ def upload_request_check(*, content_length) -> None:
         return
     if length > settings.MAX_UPLOAD_BYTES + MULTIPART_OVERHEAD:
         limit = settings.MAX_UPLOAD_BYTES / (1024 * 1024)
-        raise UploadRejected(CoreErrorCode.TOO_LARGE, f"This file is larger than the {limit:g} MB limit. "
-                                          "Split it into smaller files and upload them separately.", status=413)
+        raise UploadRejected(
+            CoreErrorCode.TOO_LARGE,
+            f"This file is larger than the {limit:g} MB limit. Split it into smaller files and upload them separately.",
+            status=413,
+        )
 
 
-def document_upload(*, account, actor, upload, collection: Collection | None = None,
-                    tags: list[str] | None = None) -> tuple[Document, bool]:
+def document_upload(
+    *, account, actor, upload, collection: Collection | None = None, tags: list[str] | None = None
+) -> tuple[Document, bool]:
     """Validate, store and queue a file into `collection` (a collection the principal may
     see, from `collection_access_by_id`; the account's default when None), carrying `tags`
     (documents/tags.py's rules; TagsInvalid before anything is stored). Returns
@@ -80,10 +85,17 @@ def document_upload(*, account, actor, upload, collection: Collection | None = N
     """
     tags = tags_clean(tags)
     if upload is None:
-        raise UploadRejected(DocumentErrorCode.NO_FILE, "Attach a file in the `file` field of a multipart form.", status=400)
-    validated = validate_upload(name=upload.name or "", declared_type=getattr(upload, "content_type", None),
-                                data_head=_head(upload), size=upload.size, max_bytes=settings.MAX_UPLOAD_BYTES,
-                                open_file=lambda: _reopen(upload))
+        raise UploadRejected(
+            DocumentErrorCode.NO_FILE, "Attach a file in the `file` field of a multipart form.", status=400
+        )
+    validated = validate_upload(
+        name=upload.name or "",
+        declared_type=getattr(upload, "content_type", None),
+        data_head=_head(upload),
+        size=upload.size,
+        max_bytes=settings.MAX_UPLOAD_BYTES,
+        open_file=lambda: _reopen(upload),
+    )
     sha256 = _sha256(upload)
     existing = Document.objects.for_account(account).readable().filter(sha256=sha256).order_by("pk").first()
     if existing:
@@ -98,16 +110,30 @@ def document_upload(*, account, actor, upload, collection: Collection | None = N
     try:
         with transaction.atomic():
             document = Document.objects.for_account(account).create(
-                account=account, collection=collection, name=validated.safe_name, kind=validated.kind, content_type=validated.content_type,
-                size=upload.size, sha256=sha256, file=stored, uploaded_by=actor if getattr(actor, "pk", None) else None,
-                uploaded_by_api_key_id=api_key_id, tags=tags)
+                account=account,
+                collection=collection,
+                name=validated.safe_name,
+                kind=validated.kind,
+                content_type=validated.content_type,
+                size=upload.size,
+                sha256=sha256,
+                file=stored,
+                uploaded_by=actor if getattr(actor, "pk", None) else None,
+                uploaded_by_api_key_id=api_key_id,
+                tags=tags,
+            )
     except IntegrityError:
         # NOTE: the same bytes uploaded twice at once: the unique (collection, sha256)
         # constraint lets one win; the other returns the winner and removes its stored copy.
         file_delete(stored)
         return Document.objects.for_account(account).readable().get(collection=collection, sha256=sha256), False
-    audit_record(account=account, action="document.upload", actor=actor, target=_target(document),
-                 detail={"size": document.size, **({"tags": tags} if tags else {})})
+    audit_record(
+        account=account,
+        action="document.upload",
+        actor=actor,
+        target=_target(document),
+        detail={"size": document.size, **({"tags": tags} if tags else {})},
+    )
     jobs.enqueue_ingest(document)
     return document, True
 
@@ -147,7 +173,9 @@ def document_reindex(*, account, document: Document) -> Document:
     document.attempts = 0
     document.progress_done = document.progress_total = 0
     document.save()
-    audit_record(account=account, action="document.reindex", target=_target(document), detail={"revision": document.revision})
+    audit_record(
+        account=account, action="document.reindex", target=_target(document), detail={"revision": document.revision}
+    )
     jobs.enqueue_ingest(document)
     return document
 
@@ -156,17 +184,28 @@ def document_reindex(*, account, document: Document) -> Document:
 def account_reindex_start(*, account, actor=None) -> ReindexRun:
     """Re-embed every document of the account, one at a time, with progress. At most one
     run is active per account: starting again returns the running one."""
-    running = ReindexRun.objects.for_account(account).select_for_update().filter(
-        status=ReindexRun.RunStatus.RUNNING).first()
+    running = (
+        ReindexRun.objects.for_account(account).select_for_update().filter(status=ReindexRun.RunStatus.RUNNING).first()
+    )
     if running:
         return running
     ingest_credits_require(account=account)
-    ids = list(Document.objects.for_account(account).visible()
-               .order_by("pk").values_list("pk", flat=True))
+    ids = list(Document.objects.for_account(account).visible().order_by("pk").values_list("pk", flat=True))
     run = ReindexRun.objects.for_account(account).create(
-        account=account, embedding_model=settings.EMBEDDING_MODEL, total=len(ids), document_ids=ids,
-        created_by=actor if getattr(actor, "pk", None) else None, heartbeat_at=timezone.now())
-    audit_record(account=account, action="account.reindex", actor=actor, target=f"reindex run {run.pk}", detail={"documents": len(ids)})
+        account=account,
+        embedding_model=settings.EMBEDDING_MODEL,
+        total=len(ids),
+        document_ids=ids,
+        created_by=actor if getattr(actor, "pk", None) else None,
+        heartbeat_at=timezone.now(),
+    )
+    audit_record(
+        account=account,
+        action="account.reindex",
+        actor=actor,
+        target=f"reindex run {run.pk}",
+        detail={"documents": len(ids)},
+    )
     jobs.enqueue_reindex_run(run)
     return run
 
@@ -185,12 +224,19 @@ def account_reindex_cancel(*, account, run: ReindexRun) -> ReindexRun:
         if owner is not None:  # an embedding-model migration: retrieval's (documents/run_kinds.py)
             owner.cancel(account_id=run.account_id, run=run)
         elif run.current_document_id and run.current_revision:
-            document = Document.objects.for_account(account).filter(
-                pk=run.current_document_id, revision=run.current_revision).first()
+            document = (
+                Document.objects.for_account(account)
+                .filter(pk=run.current_document_id, revision=run.current_revision)
+                .first()
+            )
             if document is not None:
                 _reindex_cancel(account=account, document=document)
-        audit_record(account=account, action="account.reindex", target=f"reindex run {run.pk}",
-                     detail={"cancelled": True, "kind": run.kind})
+        audit_record(
+            account=account,
+            action="account.reindex",
+            target=f"reindex run {run.pk}",
+            detail={"cancelled": True, "kind": run.kind},
+        )
     return run
 
 
@@ -217,12 +263,17 @@ def _reindex_cancel(*, account, document: Document) -> Document:
         document.status, document.error_code = Status.FAILED, "cancelled"
         document.error = "Processing was cancelled. Reindex the document to try again."
     document.save()
-    audit_record(account=account, action="document.reindex", target=_target(document),
-                 detail={"cancelled": True, "revision": document.revision})
+    audit_record(
+        account=account,
+        action="document.reindex",
+        target=_target(document),
+        detail={"cancelled": True, "revision": document.revision},
+    )
     return document
 
 
 # --- collections ------------------------------------------------------------------------------
+
 
 def collection_default_ensure(*, account) -> Collection:
     """The account's default collection ("General"), created when missing. Accounts get it
@@ -236,7 +287,8 @@ def collection_default_ensure(*, account) -> Collection:
     try:
         with transaction.atomic():
             return Collection.objects.for_account(account_id).create(
-                account_id=account_id, name=DEFAULT_COLLECTION_NAME, is_default=True)
+                account_id=account_id, name=DEFAULT_COLLECTION_NAME, is_default=True
+            )
     except IntegrityError:
         return Collection.objects.for_account(account_id).get(is_default=True)
 
@@ -252,8 +304,9 @@ def _require_manager(*, account, actor) -> None:
     try:
         actor_require(account=account, actor=actor, action=Action.COLLECTIONS_MANAGE)
     except Forbidden:
-        raise CollectionError(CoreErrorCode.FORBIDDEN, "Only owners and admins can manage collections.",
-                              status=403) from None
+        raise CollectionError(
+            CoreErrorCode.FORBIDDEN, "Only owners and admins can manage collections.", status=403
+        ) from None
 
 
 def _clean_name(account, name, *, exclude_pk=None) -> str:
@@ -266,7 +319,9 @@ def _clean_name(account, name, *, exclude_pk=None) -> str:
     if exclude_pk is not None:
         taken = taken.exclude(pk=exclude_pk)
     if taken.exists():
-        raise CollectionError(DocumentErrorCode.DUPLICATE_NAME, f"There is already a collection named “{name}”.", field="name")
+        raise CollectionError(
+            DocumentErrorCode.DUPLICATE_NAME, f"There is already a collection named “{name}”.", field="name"
+        )
     return name
 
 
@@ -275,23 +330,38 @@ def _collection_target(collection: Collection) -> str:
 
 
 @transaction.atomic
-def collection_create(*, account, actor, name: str, restricted: bool = False,
-                      user_ids=(), api_key_ids=()) -> Collection:
+def collection_create(
+    *, account, actor, name: str, restricted: bool = False, user_ids=(), api_key_ids=()
+) -> Collection:
     """A new collection (owners and admins). A restricted one is seen by owners, admins and
     the members and keys given access (`user_ids`, `api_key_ids`)."""
     _require_manager(account=account, actor=actor)
     collection = Collection.objects.for_account(account).create(
-        account=account, name=_clean_name(account, name), restricted=bool(restricted), created_by=actor)
-    audit_record(account=account, action="collection.create", actor=actor, target=_collection_target(collection),
-                 detail={"restricted": collection.restricted})
+        account=account, name=_clean_name(account, name), restricted=bool(restricted), created_by=actor
+    )
+    audit_record(
+        account=account,
+        action="collection.create",
+        actor=actor,
+        target=_collection_target(collection),
+        detail={"restricted": collection.restricted},
+    )
     if user_ids or api_key_ids:
         _access_set(account=account, actor=actor, collection=collection, user_ids=user_ids, api_key_ids=api_key_ids)
     return collection
 
 
 @transaction.atomic
-def collection_update(*, account, actor, collection: Collection, name: str | None = None,
-                      restricted: bool | None = None, user_ids=None, api_key_ids=None) -> Collection:
+def collection_update(
+    *,
+    account,
+    actor,
+    collection: Collection,
+    name: str | None = None,
+    restricted: bool | None = None,
+    user_ids=None,
+    api_key_ids=None,
+) -> Collection:
     """Rename, restrict or open, and set who has access (the whole list of members and of
     keys, each when given). Owners and admins only; every change of restriction or access is
     in the audit log. The default collection cannot be restricted."""
@@ -301,16 +371,29 @@ def collection_update(*, account, actor, collection: Collection, name: str | Non
         old = collection.name
         collection.name = _clean_name(account, name, exclude_pk=collection.pk)
         collection.save(update_fields=["name"])
-        audit_record(account=account, action="collection.rename", actor=actor,
-                     target=_collection_target(collection), detail={"from": old})
+        audit_record(
+            account=account,
+            action="collection.rename",
+            actor=actor,
+            target=_collection_target(collection),
+            detail={"from": old},
+        )
     if restricted is not None and bool(restricted) != collection.restricted:
         if collection.is_default and restricted:
-            raise CollectionError(DocumentErrorCode.DEFAULT_COLLECTION, "The default collection is open to everyone in the "
-                                                        "account; restrict another collection.", field="restricted")
+            raise CollectionError(
+                DocumentErrorCode.DEFAULT_COLLECTION,
+                "The default collection is open to everyone in the account; restrict another collection.",
+                field="restricted",
+            )
         collection.restricted = bool(restricted)
         collection.save(update_fields=["restricted"])
-        audit_record(account=account, action="collection.restrict", actor=actor,
-                     target=_collection_target(collection), detail={"restricted": collection.restricted})
+        audit_record(
+            account=account,
+            action="collection.restrict",
+            actor=actor,
+            target=_collection_target(collection),
+            detail={"restricted": collection.restricted},
+        )
     if user_ids is not None or api_key_ids is not None:
         _access_set(account=account, actor=actor, collection=collection, user_ids=user_ids, api_key_ids=api_key_ids)
     return collection
@@ -322,31 +405,55 @@ def _access_set(*, account, actor, collection: Collection, user_ids=None, api_ke
     rows = CollectionAccess.objects.for_account(account).filter(collection=collection)
     changes = {}
     for field, wanted, valid in (
-        ("user", user_ids, lambda ids: Membership.objects.for_account(account).filter(user_id__in=ids)
-         .values_list("user_id", flat=True)),
-        ("api_key", api_key_ids, lambda ids: ApiKey.objects.for_account(account).filter(
-            pk__in=ids, revoked_at__isnull=True).values_list("pk", flat=True)),
+        (
+            "user",
+            user_ids,
+            lambda ids: (
+                Membership.objects.for_account(account).filter(user_id__in=ids).values_list("user_id", flat=True)
+            ),
+        ),
+        (
+            "api_key",
+            api_key_ids,
+            lambda ids: (
+                ApiKey.objects.for_account(account)
+                .filter(pk__in=ids, revoked_at__isnull=True)
+                .values_list("pk", flat=True)
+            ),
+        ),
     ):
         if wanted is None:
             continue
         try:
             wanted = {int(i) for i in wanted}
         except (TypeError, ValueError):
-            raise CollectionError(DocumentErrorCode.INVALID_ACCESS, f"`{field}s` must be a list of ids.", field=f"{field}s") from None
+            raise CollectionError(
+                DocumentErrorCode.INVALID_ACCESS, f"`{field}s` must be a list of ids.", field=f"{field}s"
+            ) from None
         if set(valid(wanted)) != wanted:
             what = "members of this account" if field == "user" else "active API keys of this account"
-            raise CollectionError(DocumentErrorCode.INVALID_ACCESS, f"Access can only be given to {what}.", field=f"{field}s")
+            raise CollectionError(
+                DocumentErrorCode.INVALID_ACCESS, f"Access can only be given to {what}.", field=f"{field}s"
+            )
         current = set(rows.filter(**{f"{field}__isnull": False}).values_list(f"{field}_id", flat=True))
         added, removed = sorted(wanted - current), sorted(current - wanted)
         rows.filter(**{f"{field}_id__in": removed}).delete()
         CollectionAccess.objects.for_account(account).bulk_create(
-            [CollectionAccess(account_id=collection.account_id, collection=collection, **{f"{field}_id": i})
-             for i in added])
+            [
+                CollectionAccess(account_id=collection.account_id, collection=collection, **{f"{field}_id": i})
+                for i in added
+            ]
+        )
         if added or removed:
             changes[f"{field}s_added"], changes[f"{field}s_removed"] = added, removed
     if changes:
-        audit_record(account=account, action="collection.access", actor=actor,
-                     target=_collection_target(collection), detail=changes)
+        audit_record(
+            account=account,
+            action="collection.access",
+            actor=actor,
+            target=_collection_target(collection),
+            detail=changes,
+        )
 
 
 @transaction.atomic
@@ -360,14 +467,17 @@ def collection_delete(*, account, actor, collection: Collection, move_documents:
     # Every document counts here, also those being deleted (their rows still point at it).
     documents = Document.all_accounts.filter(account_id=collection.account_id, collection=collection)
     if documents.exclude(status=Status.DELETING).exists() and not move_documents:
-        raise CollectionError(DocumentErrorCode.COLLECTION_NOT_EMPTY, "This collection still has documents: move them to "
-                                                      f"{DEFAULT_COLLECTION_NAME} first, or delete them.",
-                              status=409)
+        raise CollectionError(
+            DocumentErrorCode.COLLECTION_NOT_EMPTY,
+            f"This collection still has documents: move them to {DEFAULT_COLLECTION_NAME} first, or delete them.",
+            status=409,
+        )
     moved = _documents_move(documents, collection_default_ensure(account=account))
     target = _collection_target(collection)
     collection.delete()
-    audit_record(account=account, action="collection.delete", actor=actor, target=target,
-                 detail={"documents_moved": moved})
+    audit_record(
+        account=account, action="collection.delete", actor=actor, target=target, detail={"documents_moved": moved}
+    )
 
 
 def _documents_move(documents, target: Collection) -> int:
@@ -390,6 +500,11 @@ def document_move(*, account, actor, document: Document, collection: Collection)
         source = document.collection_id
         _documents_move(Document.objects.for_account(account).filter(pk=document.pk), collection)
         document.refresh_from_db()
-        audit_record(account=account, action="document.move", actor=actor, target=_target(document),
-                     detail={"from_collection": source, "to_collection": collection.pk})
+        audit_record(
+            account=account,
+            action="document.move",
+            actor=actor,
+            target=_target(document),
+            detail={"from_collection": source, "to_collection": collection.pk},
+        )
     return document

@@ -11,6 +11,7 @@ the tenant manager confine it to that account. The serializer asks `sources_of` 
 page of documents; a document it does not name (an upload, or nothing registered) has
 `"source": null`.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable

@@ -1,6 +1,7 @@
 """Where uploaded files live: Django's default storage (a folder under .data/ by default,
 an S3-compatible bucket through django-storages when configured), under an account-scoped
 path with a random name. The original file name is display-only."""
+
 from __future__ import annotations
 
 import contextlib
@@ -20,9 +21,11 @@ logger = logging.getLogger("groundwork.documents")
 
 # A full disk (or a user's quota) where uploaded files are kept.
 _FULL = (errno.ENOSPC, errno.EDQUOT)
-STORAGE_FULL_MESSAGE = ("Groundwork's file storage is full, so this file was not saved and nothing was added. "
-                        "Try again later; if it keeps happening, tell your administrator (the server's disk "
-                        "for uploaded files needs space).")
+STORAGE_FULL_MESSAGE = (
+    "Groundwork's file storage is full, so this file was not saved and nothing was added. "
+    "Try again later; if it keeps happening, tell your administrator (the server's disk "
+    "for uploaded files needs space)."
+)
 
 
 def document_path(*, account_id: int, extension: str) -> str:

@@ -1,5 +1,6 @@
 """Knowledge base forms for tags (thin views): a document's tags, and the account's excluded
 tags (owners and admins). Both take tags as one comma-separated field (documents/tags.py)."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -17,8 +18,12 @@ def document_tags_view(request, document_id: int):
     document = _document(request, document_id)
     page_require(request, Action.DOCUMENT_TAG, document)  # a member: only their own
     try:
-        document = document_tags_set(account=request.account, actor=request.user, document=document,
-                                     tags=tags_from_form(request.POST.getlist("tags")))
+        document = document_tags_set(
+            account=request.account,
+            actor=request.user,
+            document=document,
+            tags=tags_from_form(request.POST.getlist("tags")),
+        )
     except TagsInvalid as exc:
         messages.error(request, f"{document.name}: {exc.message}")
     else:
@@ -29,11 +34,18 @@ def document_tags_view(request, document_id: int):
 @account_page(page_check(Action.RETRIEVAL_SETTINGS), methods=("POST",))
 def exclude_tags_view(request):
     try:
-        tags = retrieval_exclude_tags_set(account=request.account, actor=request.user,
-                                          exclude_tags=tags_from_form(request.POST.getlist("exclude_tags")))
+        tags = retrieval_exclude_tags_set(
+            account=request.account,
+            actor=request.user,
+            exclude_tags=tags_from_form(request.POST.getlist("exclude_tags")),
+        )
     except TagsInvalid as exc:
         messages.error(request, exc.message)
     else:
-        messages.success(request, "Documents tagged " + ", ".join(tags) + " are excluded from answers." if tags
-                         else "No tag is excluded from answers.")
+        messages.success(
+            request,
+            "Documents tagged " + ", ".join(tags) + " are excluded from answers."
+            if tags
+            else "No tag is excluded from answers.",
+        )
     return _back_to_list_or(request, redirect("documents:knowledge-base"))

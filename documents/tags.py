@@ -8,6 +8,7 @@ or a chat turn asks for (`tags`, `exclude_tags`) and for the account's `exclude_
 Retrieval compares tags lower-cased (documents.models.RETRIEVABLE_BY_TAGS_SQL): "Draft" on a
 document is excluded by "draft" in the account's setting.
 """
+
 from __future__ import annotations
 
 from django.db import IntegrityError, transaction
@@ -31,7 +32,7 @@ def tags_clean(value, *, field: str = "tags") -> list[str]:
     if value is None:
         return []
     if not isinstance(value, (list, tuple)):
-        raise _invalid(field, f"`{field}` must be a list of strings, e.g. [\"policy\", \"2026\"].")
+        raise _invalid(field, f'`{field}` must be a list of strings, e.g. ["policy", "2026"].')
     tags, seen = [], set()
     for item in value:
         if not isinstance(item, str):
@@ -91,8 +92,13 @@ def document_tags_set(*, account, actor, document: Document, tags) -> Document:
     before = list(document.tags)
     document.tags, document.updated_at = cleaned, timezone.now()
     document.save(update_fields=["tags", "updated_at"])
-    audit_record(account=account, action="document.tags", actor=actor,
-                 target=f"{document.name} (document {document.pk})", detail={"from": before, "to": cleaned})
+    audit_record(
+        account=account,
+        action="document.tags",
+        actor=actor,
+        target=f"{document.name} (document {document.pk})",
+        detail={"from": before, "to": cleaned},
+    )
     return document
 
 
@@ -121,6 +127,11 @@ def retrieval_exclude_tags_set(*, account, actor, exclude_tags) -> list[str]:
     before = list(row.exclude_tags)
     row.exclude_tags = cleaned
     row.save(update_fields=["exclude_tags", "updated_at"])
-    audit_record(account=account, action="retrieval.exclude_tags", actor=actor, target="retrieval settings",
-                 detail={"from": before, "to": cleaned})
+    audit_record(
+        account=account,
+        action="retrieval.exclude_tags",
+        actor=actor,
+        target="retrieval settings",
+        detail={"from": before, "to": cleaned},
+    )
     return cleaned

@@ -5,22 +5,23 @@ Pure functions, no Django. The supported kinds come from the registry (documents
 the text-encoding rule and the zip-bomb guard are the parsing package's, so the upload is
 judged by the same rules as the stored file.
 """
+
 from __future__ import annotations
 
 import re
-import unicodedata
 import struct
+import unicodedata
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
-from collections.abc import Callable
 
+from core.error_codes import CoreErrorCode
+from documents.error_codes import DocumentErrorCode
 from documents.errors import UploadRejected
 from documents.kinds import KIND_BY_EXTENSION, SUPPORTED_SUMMARY, DocumentKind
 from documents.parsing.archives import archive_bomb_message, megabytes, office_kind_of, zip_bomb_problem
 from documents.parsing.sections import decode_text_prefix
-from core.error_codes import CoreErrorCode
-from documents.error_codes import DocumentErrorCode
 
 # A declared type of application/octet-stream (or none at all) means "unknown": extension
 # and magic bytes decide alone.
@@ -69,8 +70,15 @@ class ValidatedUpload:
     safe_name: str
 
 
-def validate_upload(*, name: str, declared_type: str | None, data_head: bytes, size: int, max_bytes: int,
-                    open_file: Callable[[], BinaryIO]) -> ValidatedUpload:
+def validate_upload(
+    *,
+    name: str,
+    declared_type: str | None,
+    data_head: bytes,
+    size: int,
+    max_bytes: int,
+    open_file: Callable[[], BinaryIO],
+) -> ValidatedUpload:
     """Accept an upload or raise UploadRejected with a code, a status and an actionable message.
 
     Checks, in order: the extension is supported (415), the size is not 0 (400) nor over
@@ -83,12 +91,19 @@ def validate_upload(*, name: str, declared_type: str | None, data_head: bytes, s
     extension = _extension(safe_name)
     kind = _kind_for_extension(extension, safe_name)
     if size <= 0:
-        raise UploadRejected(DocumentErrorCode.EMPTY_FILE, f"{safe_name} is empty (0 bytes). Check that you picked the right "
-                                           "file and upload it again.", status=400)
+        raise UploadRejected(
+            DocumentErrorCode.EMPTY_FILE,
+            f"{safe_name} is empty (0 bytes). Check that you picked the right file and upload it again.",
+            status=400,
+        )
     if size > max_bytes:
-        raise UploadRejected(CoreErrorCode.TOO_LARGE, f"{safe_name} is {megabytes(size)} MB; the limit is "
-                                          f"{megabytes(max_bytes)} MB. Split it into smaller files and upload "
-                                          "them separately.", status=413)
+        raise UploadRejected(
+            CoreErrorCode.TOO_LARGE,
+            f"{safe_name} is {megabytes(size)} MB; the limit is "
+            f"{megabytes(max_bytes)} MB. Split it into smaller files and upload "
+            "them separately.",
+            status=413,
+        )
     _check_declared_type(kind, declared_type, safe_name)
     _check_magic(kind, data_head, size, safe_name)
     if kind.office_part:
@@ -114,7 +129,7 @@ def sanitize_filename(name: str) -> str:
         stem = DEFAULT_STEM
     if len(extension) > 20:  # not an extension, just a name with a dot in it
         stem, extension = stem + extension, ""
-    stem = stem[:max(1, SAFE_NAME_MAX - len(extension))].rstrip()
+    stem = stem[: max(1, SAFE_NAME_MAX - len(extension))].rstrip()
     return (stem + extension)[:SAFE_NAME_MAX]
 
 
@@ -134,12 +149,16 @@ def _kind_for_extension(extension: str, safe_name: str) -> DocumentKind:
     if kind is not None:
         return kind
     if not extension:
-        message = (f"{safe_name} has no file extension, so Groundwork cannot tell what kind of file it is. "
-                   f"Groundwork reads {SUPPORTED_SUMMARY}; rename it with the right extension "
-                   "(for example .pdf) and upload again.")
+        message = (
+            f"{safe_name} has no file extension, so Groundwork cannot tell what kind of file it is. "
+            f"Groundwork reads {SUPPORTED_SUMMARY}; rename it with the right extension "
+            "(for example .pdf) and upload again."
+        )
     elif extension in IMAGE_EXTENSIONS:
-        message = (f"Groundwork reads {SUPPORTED_SUMMARY}; {extension} images are not one of them. "
-                   "Save the image as PNG or JPEG and upload that.")
+        message = (
+            f"Groundwork reads {SUPPORTED_SUMMARY}; {extension} images are not one of them. "
+            "Save the image as PNG or JPEG and upload that."
+        )
     else:
         advice = CONVERSION_ADVICE.get(extension, "Convert it to one of these formats and upload again.")
         message = f"Groundwork reads {SUPPORTED_SUMMARY}; {extension} is not one of them. {advice}"
@@ -154,7 +173,8 @@ def _check_declared_type(kind: DocumentKind, declared_type: str | None, safe_nam
         DocumentErrorCode.TYPE_MISMATCH,
         f"{safe_name} has {kind.label_with_article} extension, but it was sent as {declared}. The name and the "
         "type must agree: rename the file with the extension that matches its contents and upload again.",
-        status=415)
+        status=415,
+    )
 
 
 def _check_magic(kind: DocumentKind, head: bytes, size: int, safe_name: str) -> None:
@@ -182,7 +202,8 @@ def _mismatch(safe_name: str, kind: DocumentKind, found: tuple[str, str] | None)
         DocumentErrorCode.TYPE_MISMATCH,
         f"{safe_name} is named like {kind.label_with_article} file, but {looks_like}. Rename it with "
         "the extension that matches its contents, or export it again from the program that made it.",
-        status=415)
+        status=415,
+    )
 
 
 def _check_text_head(head: bytes, *, complete: bool, safe_name: str, kind: DocumentKind) -> None:
@@ -194,13 +215,15 @@ def _check_text_head(head: bytes, *, complete: bool, safe_name: str, kind: Docum
             DocumentErrorCode.TYPE_MISMATCH,
             f"{safe_name} is named like {kind.label_with_article} file, but it is not UTF-8 text. "
             "Open it in a text editor, save it with UTF-8 encoding, and upload again.",
-            status=415)
+            status=415,
+        )
     if "\x00" in text:
         raise UploadRejected(
             DocumentErrorCode.TYPE_MISMATCH,
             f"{safe_name} is named like {kind.label_with_article} file, but it contains binary data "
             "(NUL bytes). Save it as plain UTF-8 text and upload again.",
-            status=415)
+            status=415,
+        )
 
 
 def _check_office_package(kind: DocumentKind, open_file: Callable[[], BinaryIO], safe_name: str) -> None:
@@ -214,8 +237,11 @@ def _check_office_package(kind: DocumentKind, open_file: Callable[[], BinaryIO],
         with zipfile.ZipFile(fileobj) as archive:
             problem = zip_bomb_problem(archive)
             if problem:
-                raise UploadRejected(DocumentErrorCode.ARCHIVE_BOMB, archive_bomb_message(safe_name, problem, kind.office_noun),
-                                     status=400)
+                raise UploadRejected(
+                    DocumentErrorCode.ARCHIVE_BOMB,
+                    archive_bomb_message(safe_name, problem, kind.office_noun),
+                    status=400,
+                )
             found = office_kind_of(archive)
     except zipfile.BadZipFile:
         raise UploadRejected(
@@ -223,7 +249,8 @@ def _check_office_package(kind: DocumentKind, open_file: Callable[[], BinaryIO],
             f"{safe_name} is named like {kind.label_with_article} file, but it is not a readable "
             f"{kind.extensions[0]} (the zip structure is damaged). Open it in {kind.office_noun.split()[0]} and "
             f"save it again as {kind.extensions[0]}, or save it as PDF.",
-            status=415) from None
+            status=415,
+        ) from None
     finally:
         if start is not None:
             fileobj.seek(start)
@@ -232,14 +259,16 @@ def _check_office_package(kind: DocumentKind, open_file: Callable[[], BinaryIO],
             DocumentErrorCode.TYPE_MISMATCH,
             f"{safe_name} is named like {kind.label_with_article} file, but it is a zip archive without "
             f"{kind.article} {kind.office_noun} inside. Upload the documents inside it one by one.",
-            status=415)
+            status=415,
+        )
     if found is not kind:
         raise UploadRejected(
             DocumentErrorCode.TYPE_MISMATCH,
             f"{safe_name} is named like {kind.label_with_article} file, but it is {found.label_with_article} "
             f"file ({found.article} {found.office_noun}). Rename it with the {found.extensions[0]} extension "
             "and upload again.",
-            status=415)
+            status=415,
+        )
 
 
 def _tell(fileobj) -> int | None:
@@ -264,21 +293,37 @@ def _check_image(kind: DocumentKind, open_file: Callable[[], BinaryIO], safe_nam
     try:
         fileobj.seek(0)
         sizes = list(frame_sizes(fileobj, kind.image_format))
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, EOFError, KeyError, struct.error,
-            Image.DecompressionBombError):
+    except (
+        UnidentifiedImageError,
+        OSError,
+        ValueError,
+        SyntaxError,
+        EOFError,
+        KeyError,
+        struct.error,
+        Image.DecompressionBombError,
+    ):
         raise UploadRejected(
             DocumentErrorCode.TYPE_MISMATCH,
             f"{safe_name} is named like {kind.label_with_article} file, but it is not a readable "
             f"{kind.short_label} image (it is damaged or of another format). Open it in an image viewer, save it "
-            "again as PNG or JPEG, and upload that.", status=415) from None
+            "again as PNG or JPEG, and upload that.",
+            status=415,
+        ) from None
     finally:
         if start is not None:
             fileobj.seek(start)
     if len(sizes) > MAX_FRAMES:
-        raise UploadRejected(DocumentErrorCode.IMAGE_TOO_LARGE, f"{safe_name} has more than {MAX_FRAMES:,} pages. Split it into "
-                             "smaller files and upload those.", status=413)
+        raise UploadRejected(
+            DocumentErrorCode.IMAGE_TOO_LARGE,
+            f"{safe_name} has more than {MAX_FRAMES:,} pages. Split it into smaller files and upload those.",
+            status=413,
+        )
     for frame, width, height in sizes:
         if width * height > ocr.MAX_PIXELS:
             where = f" (page {frame} of {len(sizes)})" if len(sizes) > 1 else ""
-            raise UploadRejected(DocumentErrorCode.IMAGE_TOO_LARGE,
-                                 f"{safe_name}{where}: {ocr.too_many_pixels_message(width, height)}", status=413)
+            raise UploadRejected(
+                DocumentErrorCode.IMAGE_TOO_LARGE,
+                f"{safe_name}{where}: {ocr.too_many_pixels_message(width, height)}",
+                status=413,
+            )

@@ -1,4 +1,5 @@
 """Knowledge base pages: list + upload, a document's page, delete and reindex (thin views)."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -44,16 +45,16 @@ def _int_or_none(value) -> int | None:
         number = int(value)
     except (TypeError, ValueError):
         return None
-    return number if 0 <= number < 2 ** 31 else None
+    return number if 0 <= number < 2**31 else None
 
 
 def _back_to_list_or(request, default):
     """Where a form posted from the knowledge base list returns: the list as it was (its
     `next`, same filters), if `next` is that list on this site; else `default`."""
     target = request.POST.get("next") or ""
-    if (target.startswith(reverse("documents:knowledge-base"))
-            and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()},
-                                                require_https=request.is_secure())):
+    if target.startswith(reverse("documents:knowledge-base")) and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
         return redirect(target)
     return default
 
@@ -75,27 +76,43 @@ def knowledge_base_view(request):
     query = (request.GET.get("q") or "").strip() or None
     tag = (request.GET.get("tag") or "").strip() or None
     collections = list(selectors.collection_list(account=account))
-    collection = page_found(selectors.collection_access_by_id, account=account,
-                            collection_id=request.GET["collection"]) if request.GET.get("collection") else None
-    documents = _with_permissions(request, selectors.document_list(
-        account=account, status=status, query=query, collection_ids=[collection.pk] if collection else None,
-        tag=tag)[:200])
+    collection = (
+        page_found(selectors.collection_access_by_id, account=account, collection_id=request.GET["collection"])
+        if request.GET.get("collection")
+        else None
+    )
+    documents = _with_permissions(
+        request,
+        selectors.document_list(
+            account=account, status=status, query=query, collection_ids=[collection.pk] if collection else None, tag=tag
+        )[:200],
+    )
     exclude_tags = retrieval_exclude_tags(account=account)
     for document in documents:
         document.excluded = tags_excluded(document.tags, exclude_tags)
-    return render(request, "documents/knowledge_base.html", {
-        "documents": documents, "status": status or "", "query": query or "", "tag": tag or "",
-        "exclude_tags": exclude_tags,
-        "collections": collections, "collection": collection,
-        # The live rows (static/js/knowledge_base.js) show the same buttons as the server's.
-        "delete_grant": grant_of(request, Action.DOCUMENT_DELETE).value,  # yes, own or no
-        "may_reindex": principal_may(request, Action.DOCUMENT_REINDEX),
-        "may_reindex_all": principal_may(request, Action.ACCOUNT_REINDEX),
-        "run": selectors.reindex_run_current(account=account),
-        # The picker's accept list and hint come from the kinds registry (documents/kinds.py).
-        "upload_accept": UPLOAD_ACCEPT, "upload_hint": UPLOAD_HINT, "formats_in_words": FORMATS_IN_WORDS,
-        "charge_note": _charge_note(account),
-    })
+    return render(
+        request,
+        "documents/knowledge_base.html",
+        {
+            "documents": documents,
+            "status": status or "",
+            "query": query or "",
+            "tag": tag or "",
+            "exclude_tags": exclude_tags,
+            "collections": collections,
+            "collection": collection,
+            # The live rows (static/js/knowledge_base.js) show the same buttons as the server's.
+            "delete_grant": grant_of(request, Action.DOCUMENT_DELETE).value,  # yes, own or no
+            "may_reindex": principal_may(request, Action.DOCUMENT_REINDEX),
+            "may_reindex_all": principal_may(request, Action.ACCOUNT_REINDEX),
+            "run": selectors.reindex_run_current(account=account),
+            # The picker's accept list and hint come from the kinds registry (documents/kinds.py).
+            "upload_accept": UPLOAD_ACCEPT,
+            "upload_hint": UPLOAD_HINT,
+            "formats_in_words": FORMATS_IN_WORDS,
+            "charge_note": _charge_note(account),
+        },
+    )
 
 
 def _charge_note(account) -> str:
@@ -105,10 +122,12 @@ def _charge_note(account) -> str:
     model = active_embedding_model(account_id=account.pk).model
     price = pricing.rate(kind=pricing.EMBEDDING, model=model)
     at = f"{price:,} credits per 1,000 tokens" + (" (1 credit per token)" if price == 1000 else "")
-    return (f"Tokens embedded: what the embedding model was sent and counted, as the ledger shows them: each "
-            f"passage with its title and headings, and the text passages share (they overlap) in each. "
-            f"Credits: those tokens at {at} for {model}, plus an image's description where a vision model "
-            f"wrote one.")
+    return (
+        f"Tokens embedded: what the embedding model was sent and counted, as the ledger shows them: each "
+        f"passage with its title and headings, and the text passages share (they overlap) in each. "
+        f"Credits: those tokens at {at} for {model}, plus an image's description where a vision model "
+        f"wrote one."
+    )
 
 
 @account_page(page_check(Action.DOCUMENT_READ))
@@ -119,8 +138,7 @@ def documents_status_view(request):
     rows = DocumentSerializer(documents, many=True).data
     for row, document in zip(rows, documents):
         row["may_delete"] = document.may_delete
-    return JsonResponse({"documents": rows,
-                         "credits_remaining": balance_get(account=account)})
+    return JsonResponse({"documents": rows, "credits_remaining": balance_get(account=account)})
 
 
 @account_page(methods=("POST",))
@@ -134,19 +152,27 @@ def upload_view(request):
     page_require(request, Action.DOCUMENT_UPLOAD)
     try:
         services.upload_request_check(content_length=request.META.get("CONTENT_LENGTH"))
-        collection = page_found(selectors.collection_access_by_id, account=account,
-                                collection_id=request.POST["collection"]) if request.POST.get("collection") else None
-        document, created = services.document_upload(account=account, actor=request.user,
-                                                     upload=request.FILES.get("file"), collection=collection,
-                                                     tags=tags_from_form(request.POST.getlist("tags")))
+        collection = (
+            page_found(selectors.collection_access_by_id, account=account, collection_id=request.POST["collection"])
+            if request.POST.get("collection")
+            else None
+        )
+        document, created = services.document_upload(
+            account=account,
+            actor=request.user,
+            upload=request.FILES.get("file"),
+            collection=collection,
+            tags=tags_from_form(request.POST.getlist("tags")),
+        )
     except (UploadRejected, BillingError, TagsInvalid) as exc:
         if wants_json:
             return JsonResponse({"error": {"code": exc.code, "message": exc.message}}, status=exc.status)
         messages.error(request, exc.message)
         return redirect("documents:knowledge-base")
     if wants_json:
-        return JsonResponse({"document": DocumentSerializer(document).data, "created": created},
-                            status=202 if created else 200)
+        return JsonResponse(
+            {"document": DocumentSerializer(document).data, "created": created}, status=202 if created else 200
+        )
     messages.success(request, f"Uploaded {document.name}." if created else f"{document.name} is already here.")
     return redirect("documents:knowledge-base")
 
@@ -166,21 +192,27 @@ def document_view(request, document_id: int):
     for chunk in chunk_page:
         chunk.blocks = chunk_blocks(chunk.content)
     charges = ledger_list(account=account).filter(reference__startswith=references.document_prefix(document.pk))
-    return render(request, "documents/document.html", {
-        "document": document, "chunk_page": chunk_page, "charges": charges,
-        "highlight": highlight,
-        "is_image": images.is_image(document.kind),
-        "has_vision": images.is_image(document.kind) and chunks.filter(text_source="vision").exists(),
-        "highlight_shown": highlight is not None and any(c.chunk_index == highlight for c in chunk_page),
-        # A slide deck's chunks are numbered by slide (stored as pages, so `pages` works alike).
-        "page_word": "slide" if document.content_type == KIND_BY_NAME["pptx"].content_type else "page",
-        "collections": selectors.collection_list(account=account),
-        "may_delete": principal_may(request, Action.DOCUMENT_DELETE, document),
-        "may_reindex": principal_may(request, Action.DOCUMENT_REINDEX),
-        "may_tag": principal_may(request, Action.DOCUMENT_TAG, document),
-        "excluded": tags_excluded(document.tags, retrieval_exclude_tags(account=account)),
-        "charge_note": _charge_note(account),
-    })
+    return render(
+        request,
+        "documents/document.html",
+        {
+            "document": document,
+            "chunk_page": chunk_page,
+            "charges": charges,
+            "highlight": highlight,
+            "is_image": images.is_image(document.kind),
+            "has_vision": images.is_image(document.kind) and chunks.filter(text_source="vision").exists(),
+            "highlight_shown": highlight is not None and any(c.chunk_index == highlight for c in chunk_page),
+            # A slide deck's chunks are numbered by slide (stored as pages, so `pages` works alike).
+            "page_word": "slide" if document.content_type == KIND_BY_NAME["pptx"].content_type else "page",
+            "collections": selectors.collection_list(account=account),
+            "may_delete": principal_may(request, Action.DOCUMENT_DELETE, document),
+            "may_reindex": principal_may(request, Action.DOCUMENT_REINDEX),
+            "may_tag": principal_may(request, Action.DOCUMENT_TAG, document),
+            "excluded": tags_excluded(document.tags, retrieval_exclude_tags(account=account)),
+            "charge_note": _charge_note(account),
+        },
+    )
 
 
 @account_page(page_check(Action.DOCUMENT_READ))
@@ -219,9 +251,13 @@ def reindex_view(request, document_id: int):
 
 @account_page(page_check(Action.ACCOUNT_REINDEX), methods=("POST",))
 def account_reindex_view(request):
-    return page_post(request, lambda: services.account_reindex_start(account=request.account, actor=request.user),
-                     to="documents:knowledge-base", told=BillingError,
-                     success="Reindexing every document. Search keeps working meanwhile.")
+    return page_post(
+        request,
+        lambda: services.account_reindex_start(account=request.account, actor=request.user),
+        to="documents:knowledge-base",
+        told=BillingError,
+        success="Reindexing every document. Search keeps working meanwhile.",
+    )
 
 
 @account_page(page_check(Action.ACCOUNT_REINDEX), methods=("POST",))
@@ -235,7 +271,12 @@ def account_reindex_cancel_view(request, run_id: int):
 @account_page(page_check(Action.DOCUMENT_REINDEX), methods=("POST",))
 def reindex_cancel_view(request, document_id: int):
     document = services.document_reindex_cancel(account=request.account, document=_document(request, document_id))
-    messages.success(request, f"Reindex of {document.name} cancelled." if document.status == "ready"
-                     else f"{document.name}: nothing to cancel." if document.status != "failed"
-                     else f"Processing of {document.name} cancelled.")
+    messages.success(
+        request,
+        f"Reindex of {document.name} cancelled."
+        if document.status == "ready"
+        else f"{document.name}: nothing to cancel."
+        if document.status != "failed"
+        else f"Processing of {document.name} cancelled.",
+    )
     return redirect("documents:document", document_id=document.pk)

@@ -10,6 +10,7 @@ All three are started once for the package (`shared_stack`) and stopped after it
 a worker on the "default" queue must not be running while other test modules drive jobs
 in-process. A module that needs other settings starts a stack of its own (`stack`).
 """
+
 from __future__ import annotations
 
 import os
@@ -31,13 +32,22 @@ from django.db import connection
 from config.embedded import BASE_DIR
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 SCREENSHOTS = BASE_DIR / "test-artifacts" / "screenshots"
 # The fake model's answer: it cites two passages, with Markdown and a line of code, streamed
 # one word at a time (chunk_delay) so the page visibly writes it.
-ANSWER = ("Each page talks about its own **subject** [Document 1]. The report says *revenue grew* in every "
-          "region [Document 2].\n\n- Holidays carry over until March\n- Use `groundwork` as the model name")
+ANSWER = (
+    "Each page talks about its own **subject** [Document 1]. The report says *revenue grew* in every "
+    "region [Document 2].\n\n- Holidays carry over until March\n- Use `groundwork` as the model name"
+)
 
 
 def _ensure_chromium() -> str:
@@ -45,16 +55,24 @@ def _ensure_chromium() -> str:
     if os.path.exists(CHROMIUM):
         return CHROMIUM
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        pytest.fail(f"The browser tests need Debian's chromium at {CHROMIUM}. Install it with "
-                    "`sudo apt-get install -y chromium` (these tests install it themselves only as root "
-                    "on a Debian-based machine).", pytrace=False)
+        pytest.fail(
+            f"The browser tests need Debian's chromium at {CHROMIUM}. Install it with "
+            "`sudo apt-get install -y chromium` (these tests install it themselves only as root "
+            "on a Debian-based machine).",
+            pytrace=False,
+        )
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    for command in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
-                                                   "chromium"]):
+    for command in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "chromium"],
+    ):
         result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=900)
         if result.returncode != 0:
-            pytest.fail(f"Could not install chromium with `{' '.join(command)}`:\n{result.stdout[-2000:]}\n"
-                        f"{result.stderr[-2000:]}", pytrace=False)
+            pytest.fail(
+                f"Could not install chromium with `{' '.join(command)}`:\n{result.stdout[-2000:]}\n"
+                f"{result.stderr[-2000:]}",
+                pytrace=False,
+            )
     if not os.path.exists(CHROMIUM):
         pytest.fail(f"apt-get installed chromium but {CHROMIUM} is missing.", pytrace=False)
     return CHROMIUM
@@ -102,14 +120,21 @@ class Stack:
         return self.base_url + path
 
     def output(self) -> str:
-        return "\n".join(f"--- {name} ---\n{path.read_text(errors='replace')[-4000:]}" for name, path in self.logs.items())
+        return "\n".join(
+            f"--- {name} ---\n{path.read_text(errors='replace')[-4000:]}" for name, path in self.logs.items()
+        )
 
     def start(self, *names: str) -> None:
         for name in names or self.commands:
             self.logs[name] = self.logs_dir / f"{name}.log"
-            self.processes[name] = subprocess.Popen(self.commands[name], cwd=BASE_DIR, env=self.env,
-                                                    start_new_session=True, stdout=self.logs[name].open("a"),
-                                                    stderr=subprocess.STDOUT)
+            self.processes[name] = subprocess.Popen(
+                self.commands[name],
+                cwd=BASE_DIR,
+                env=self.env,
+                start_new_session=True,
+                stdout=self.logs[name].open("a"),
+                stderr=subprocess.STDOUT,
+            )
 
     def stop(self, *names: str) -> None:
         for name in names or list(self.processes):
@@ -143,11 +168,15 @@ def _running_stack(logs_dir: Path, env_extra: dict | None = None, *, worker: boo
     model = FakeOpenAIServer(answer=ANSWER, chunk_delay=0.04).start()
     database = connection.settings_dict["NAME"]
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    env.update(DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + database,
-               GROUNDWORK_TESTING="1", ALLOWED_HOSTS="127.0.0.1,localhost", LLM_BASE_URL=model.base_url,
-               # Sources may read the sites tests serve on loopback (e2e/test_sources_page.py).
-               SOURCES_ALLOWED_HOSTS="127.0.0.1",
-               PYTHONUNBUFFERED="1")
+    env.update(
+        DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + database,
+        GROUNDWORK_TESTING="1",
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        LLM_BASE_URL=model.base_url,
+        # Sources may read the sites tests serve on loopback (e2e/test_sources_page.py).
+        SOURCES_ALLOWED_HOSTS="127.0.0.1",
+        PYTHONUNBUFFERED="1",
+    )
     env.update(env_extra or {})
     port = _free_port()
     commands = {
@@ -225,8 +254,9 @@ def new_page(browser, stack, request):
     contexts, errors = [], []
 
     def make(width: int = 1280, height: int = 860):
-        context = browser.new_context(base_url=stack.base_url, viewport={"width": width, "height": height},
-                                      device_scale_factor=1)
+        context = browser.new_context(
+            base_url=stack.base_url, viewport={"width": width, "height": height}, device_scale_factor=1
+        )
         context.set_default_timeout(15_000)
         contexts.append(context)
         page = context.new_page()
@@ -247,6 +277,7 @@ def screenshot():
         # From the top: a full-page capture of a scrolled page shows the sticky header mid-page.
         page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=full_page)
+
     return take
 
 

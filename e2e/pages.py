@@ -1,4 +1,5 @@
 """What many browser tests do the same way: sign in through the login page."""
+
 from playwright.sync_api import expect
 
 from accounts.tests.factories import PASSWORD

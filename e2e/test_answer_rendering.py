@@ -2,6 +2,7 @@
 vendored markdown-it and DOMPurify (a table, a code block, a list) while HTML from a document
 and from the answer stays text; the page says what the search found before the first token;
 thumbs down with a comment under an answer reaches the owner's Feedback page."""
+
 from __future__ import annotations
 
 import re
@@ -12,25 +13,29 @@ from playwright.sync_api import expect
 
 from accounts.models import Role
 from accounts.tests.factories import add_member, make_account, make_user
-from e2e.pages import log_in
 from billing.services import credits_grant
 from core.tenancy import account_context
 from documents.services import document_upload
 from e2e.conftest import ANSWER
+from e2e.pages import log_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 READY_TIMEOUT = 60_000
 HOSTILE = '<script>window.__pwned=1;alert(1)</script> <img src=x onerror="window.__pwned=2">'
 # A document with a table, a code block and markup that must never run.
-DOCUMENT = ("# Release checklist\n\nThe release checklist lists each step and who owns it.\n\n"
-            "| Step | Owner |\n|---|---|\n| Tag the release | Ada |\n| Publish notes | Bob |\n\n"
-            "Run the tagging command:\n\n```sh\ngit tag -s v2.0 -m release\n```\n\n" + HOSTILE + "\n")
+DOCUMENT = (
+    "# Release checklist\n\nThe release checklist lists each step and who owns it.\n\n"
+    "| Step | Owner |\n|---|---|\n| Tag the release | Ada |\n| Publish notes | Bob |\n\n"
+    "Run the tagging command:\n\n```sh\ngit tag -s v2.0 -m release\n```\n\n" + HOSTILE + "\n"
+)
 # The fake model answers from it, quoting the table, the code and the hostile markup.
-RENDERED_ANSWER = ("The release checklist has two steps [Document 1]:\n\n"
-                   "| Step | Owner |\n|---|---|\n| Tag the release | Ada |\n| Publish notes | Bob |\n\n"
-                   "Tag it with:\n\n```sh\ngit tag -s v2.0 -m release\n```\n\n"
-                   "- Tag first\n- Publish second\n\nThe document also contains " + HOSTILE + " as text.")
+RENDERED_ANSWER = (
+    "The release checklist has two steps [Document 1]:\n\n"
+    "| Step | Owner |\n|---|---|\n| Tag the release | Ada |\n| Publish notes | Bob |\n\n"
+    "Tag it with:\n\n```sh\ngit tag -s v2.0 -m release\n```\n\n"
+    "- Tag first\n- Publish second\n\nThe document also contains " + HOSTILE + " as text."
+)
 
 ON_ATTRIBUTES = """() => [...document.querySelectorAll('*')].flatMap(e => [...e.attributes]
     .filter(a => a.name.toLowerCase().startsWith('on')).map(a => e.tagName + '[' + a.name + ']'))"""
@@ -49,8 +54,11 @@ def _team_with_document(name: str, owner_email: str, member_email: str | None = 
         add_member(account, make_user(member_email), role=Role.MEMBER)
     with account_context(account):
         credits_grant(account=account, amount=50_000, reason="rendering test")
-        document_upload(account=account, actor=None, upload=SimpleUploadedFile(
-            "release-checklist.md", DOCUMENT.encode(), content_type="text/markdown"))
+        document_upload(
+            account=account,
+            actor=None,
+            upload=SimpleUploadedFile("release-checklist.md", DOCUMENT.encode(), content_type="text/markdown"),
+        )
     return account
 
 
@@ -80,7 +88,9 @@ def test_tables_and_code_render_and_html_from_a_document_never_runs(new_page, sc
         bubble = answer.locator(".bubble")
 
         # What the search found, said before any answer text: sources first.
-        expect(answer.locator(".found-passages")).to_have_text(re.compile(r"^Found \d+ passages? in release-checklist\.md$"))
+        expect(answer.locator(".found-passages")).to_have_text(
+            re.compile(r"^Found \d+ passages? in release-checklist\.md$")
+        )
         order = page.evaluate("window.__order")
         assert order["sources"] is not None and order["text"] is not None and order["sources"] < order["text"], order
 
@@ -153,7 +163,8 @@ def test_thumbs_down_with_a_comment_reaches_the_owners_feedback_page(new_page, s
     reopened = member.locator(".message.assistant").last
     expect(reopened.get_by_role("button", name="Not helpful")).to_have_attribute("aria-pressed", "true")
     expect(reopened.get_by_label("Comment on this answer (optional)")).to_have_value(
-        "It should say <b>Ada</b> tags it.")
+        "It should say <b>Ada</b> tags it."
+    )
 
     owner = new_page()
     log_in(owner, "owner@feedback.test")

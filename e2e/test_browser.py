@@ -1,6 +1,7 @@
 """The dashboard in a real browser against the real stack (daphne + rq worker + fake model):
 sign up → upload a PDF and a DOCX → both become Ready live → ask → a streamed answer with a
 clickable citation → the credits page shows both debits; team roles; tenancy; 375 px."""
+
 from __future__ import annotations
 
 import re
@@ -12,15 +13,15 @@ from django.conf import settings
 from django.core.files.uploadedfile import SimpleUploadedFile
 from playwright.sync_api import expect
 
-from core.tenancy import account_context
 from accounts.tests.factories import make_account
-from e2e.pages import log_in
 from billing.selectors import balance_get
 from billing.services import credits_debit, credits_grant
 from chat.models import Conversation, Message
+from core.tenancy import account_context
 from documents.services import document_upload
 from documents.tests.files import make_docx, make_pdf, prose_page
 from e2e.conftest import ANSWER
+from e2e.pages import log_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -32,8 +33,9 @@ def _emailed_link(stack, to: str, path: str) -> str:
     for _ in range(50):
         text = stack.logs["daphne"].read_text(errors="replace")
         messages = [m for m in text.split("Content-Type: text/plain") if f"To: {to}" in m]
-        links = [link for m in messages
-                 for link in re.findall(rf"http://127\.0\.0\.1:\d+({re.escape(path)}[^\s/]+/)", m)]
+        links = [
+            link for m in messages for link in re.findall(rf"http://127\.0\.0\.1:\d+({re.escape(path)}[^\s/]+/)", m)
+        ]
         if links:
             return links[-1]
         time.sleep(0.1)
@@ -83,11 +85,16 @@ def test_sign_up_upload_chat_and_pay(new_page, screenshot, stack, tmp_path):
     page.evaluate("window.__notReloaded = true")
     pdf = make_pdf([prose_page(1), prose_page(2), prose_page(3)], title="Field Guide")
     docx = Path(make_docx(tmp_path)).read_bytes()
-    page.locator("#file-input").set_input_files([
-        {"name": "field-guide.pdf", "mimeType": "application/pdf", "buffer": pdf},
-        {"name": "report.docx", "buffer": docx,
-         "mimeType": "application/vnd.openxmlformats-officedocument.wordprocessingml.document"},
-    ])
+    page.locator("#file-input").set_input_files(
+        [
+            {"name": "field-guide.pdf", "mimeType": "application/pdf", "buffer": pdf},
+            {
+                "name": "report.docx",
+                "buffer": docx,
+                "mimeType": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+            },
+        ]
+    )
     uploads = page.locator("#upload-progress li")
     expect(uploads).to_have_count(2)
     for name in ("field-guide.pdf", "report.docx"):
@@ -198,8 +205,11 @@ def test_another_accounts_document_is_a_404_page(new_page, stack):
     account_a = make_account("Alpha", owner_email="owner@alpha.test")
     make_account("Bravo", owner_email="owner@bravo.test")
     with account_context(account_a):
-        document, _ = document_upload(account=account_a, actor=None, upload=SimpleUploadedFile(
-            "alpha-secrets.txt", b"Alpha's plans for next year.", content_type="text/plain"))
+        document, _ = document_upload(
+            account=account_a,
+            actor=None,
+            upload=SimpleUploadedFile("alpha-secrets.txt", b"Alpha's plans for next year.", content_type="text/plain"),
+        )
     page = new_page()
     log_in(page, "owner@bravo.test")
     response = page.goto(f"/documents/{document.pk}/")
@@ -214,9 +224,11 @@ def test_model_text_is_escaped_and_errors_are_explained(new_page, stack):
     account = make_account("Gamma", owner_email="owner@gamma.test")
     page = new_page()
     log_in(page, "owner@gamma.test")
-    stack.model.answer = ('<img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> '
-                          '[click](javascript:alert(1)) [ok](https://example.com/a) [Document 7] '
-                          '[refund portal](https://evil.test/refunds?u=1)')
+    stack.model.answer = (
+        '<img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script> '
+        "[click](javascript:alert(1)) [ok](https://example.com/a) [Document 7] "
+        "[refund portal](https://evil.test/refunds?u=1)"
+    )
     try:
         page.goto("/chat/")
         expect(page.get_by_role("heading", name="Add documents first")).to_be_visible()
@@ -279,9 +291,15 @@ def test_main_pages_fit_a_375px_screen(new_page, screenshot, stack):
     account = make_account("Delta Narrow Team", owner_email="owner@delta.test")
     with account_context(account):
         credits_grant(account=account, amount=5000, reason="narrow screen test")
-        document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
-            "a-rather-long-document-name-for-a-small-screen.txt", ("Line of text. " * 200).encode(),
-            content_type="text/plain"))
+        document, _ = document_upload(
+            account=account,
+            actor=None,
+            upload=SimpleUploadedFile(
+                "a-rather-long-document-name-for-a-small-screen.txt",
+                ("Line of text. " * 200).encode(),
+                content_type="text/plain",
+            ),
+        )
     page = new_page(width=375, height=740)
     page.goto("/login/")
     _no_horizontal_scroll(page)
@@ -303,8 +321,11 @@ def test_main_pages_fit_a_375px_screen(new_page, screenshot, stack):
 
 
 # Cites the first passage only, with a code line far wider than a phone.
-CITES_ONE = ("Unused holiday carries over until March [Document 1].\n\n```python\nrule = '"
-             + "carry-over-" * 40 + "'\n```\n\nThat is all the handbook says.")
+CITES_ONE = (
+    "Unused holiday carries over until March [Document 1].\n\n```python\nrule = '"
+    + "carry-over-" * 40
+    + "'\n```\n\nThat is all the handbook says."
+)
 LONG_NAME = "holiday-handbook-" * 6 + "final.txt"
 
 
@@ -335,12 +356,23 @@ def _stored_conversation(account):
         live = Message.objects.for_account(account).filter(role="assistant").exclude(sources=[]).first()
         sources = live.sources
         conversation = Conversation.objects.for_account(account).create(
-            account=account, user=account.test_owner, title="A conversation about " + "holiday carry-over " * 8)
-        Message.objects.for_account(account).create(account=account, conversation=conversation, role="user",
-                                                    content="How does holiday carry over?", sources=sources)
+            account=account, user=account.test_owner, title="A conversation about " + "holiday carry-over " * 8
+        )
         Message.objects.for_account(account).create(
-            account=account, conversation=conversation, role="assistant", content=CITES_ONE, sources=sources,
-            citations=[{k: sources[0][k] for k in ("n", "document_id", "document_name", "chunk_index", "pages")}])
+            account=account,
+            conversation=conversation,
+            role="user",
+            content="How does holiday carry over?",
+            sources=sources,
+        )
+        Message.objects.for_account(account).create(
+            account=account,
+            conversation=conversation,
+            role="assistant",
+            content=CITES_ONE,
+            sources=sources,
+            citations=[{k: sources[0][k] for k in ("n", "document_id", "document_name", "chunk_index", "pages")}],
+        )
     return conversation
 
 
@@ -355,11 +387,14 @@ def test_answer_states_cited_apart_from_retrieved_and_375px(new_page, screenshot
     account = make_account("Echo Team", owner_email="owner@echo.test")
     with account_context(account):
         credits_grant(account=account, amount=20000, reason="cited sources test")
-        for name, text in ((LONG_NAME, "Holiday policy. Unused holiday carries over until March. " * 3),
-                           ("laptops.txt", "Holiday laptops: new starters get a laptop on day one. " * 3),
-                           ("badges.txt", "Holiday badges: every starter receives a badge for the office. " * 3)):
-            document_upload(account=account, actor=None, upload=SimpleUploadedFile(
-                name, text.encode(), content_type="text/plain"))
+        for name, text in (
+            (LONG_NAME, "Holiday policy. Unused holiday carries over until March. " * 3),
+            ("laptops.txt", "Holiday laptops: new starters get a laptop on day one. " * 3),
+            ("badges.txt", "Holiday badges: every starter receives a badge for the office. " * 3),
+        ):
+            document_upload(
+                account=account, actor=None, upload=SimpleUploadedFile(name, text.encode(), content_type="text/plain")
+            )
     page = new_page()
     log_in(page, "owner@echo.test")
     page.goto("/documents/")
@@ -372,8 +407,9 @@ def test_answer_states_cited_apart_from_retrieved_and_375px(new_page, screenshot
         page.goto("/chat/")
         expect(page.locator("#connection")).to_have_text("Connected")
         _record_turn_states(page)
-        question = ("What do our documents say about holiday, and about carrying unused holiday days over "
-                    "into the next year?")
+        question = (
+            "What do our documents say about holiday, and about carrying unused holiday days over into the next year?"
+        )
         page.get_by_label("Your question").fill(question)
         page.get_by_label("Your question").press("Enter")
         answer = page.locator(".message.assistant").last
@@ -411,7 +447,8 @@ def test_answer_states_cited_apart_from_retrieved_and_375px(new_page, screenshot
         _no_horizontal_scroll(narrow)
         assert narrow.evaluate("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
         pre_scrolls, pre_right = narrow.locator(".message.assistant pre").evaluate(
-            "e => [e.scrollWidth > e.clientWidth, e.getBoundingClientRect().right]")
+            "e => [e.scrollWidth > e.clientWidth, e.getBoundingClientRect().right]"
+        )
         assert pre_scrolls and pre_right <= 375, (pre_scrolls, pre_right)
         _truncated_with_title(narrow.locator("#chat-heading"))
         _truncated_with_title(narrow.locator("#conversation-list .title").first)

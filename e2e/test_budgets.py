@@ -1,6 +1,7 @@
 """Budgets in a browser: an owner caps a member's daily credits on the Team page
 (with a thousands separator), a wrong limit says why, and the member sees what is left on the
 Credits page and beside the balance, on a 375px phone too."""
+
 from __future__ import annotations
 
 import pytest

@@ -2,6 +2,7 @@
 billing/tests/stripe_standin.py) → the test "pays" by sending Stripe's signed event to the
 stack's daphne → back on Credits the balance, the thank-you and the receipt show. Also proves
 the Content-Security-Policy lets the Buy form's redirect reach the checkout."""
+
 from __future__ import annotations
 
 import socket
@@ -28,8 +29,11 @@ def _free_port() -> int:
 
 
 STRIPE_PORT = _free_port()
-STACK_ENV = {"STRIPE_SECRET_KEY": "sk_test_e2e", "STRIPE_WEBHOOK_SECRET": SECRET,
-             "STRIPE_API_BASE": f"http://127.0.0.1:{STRIPE_PORT}"}
+STACK_ENV = {
+    "STRIPE_SECRET_KEY": "sk_test_e2e",
+    "STRIPE_WEBHOOK_SECRET": SECRET,
+    "STRIPE_API_BASE": f"http://127.0.0.1:{STRIPE_PORT}",
+}
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +61,9 @@ def test_owner_buys_credits_and_sees_them_with_the_receipt(new_page, screenshot,
     assert page.locator("#amount").inner_text() == "500 usd"
 
     paid = stripe_server.pay(session_id)
-    status, body = stripe_server.deliver(stack.url("/billing/stripe/webhook/"),
-                                         stripe_server.event("checkout.session.completed", paid), SECRET)
+    status, body = stripe_server.deliver(
+        stack.url("/billing/stripe/webhook/"), stripe_server.event("checkout.session.completed", paid), SECRET
+    )
     assert status == 200 and '"granted"' in body, body
 
     page.get_by_role("link", name="Back").click()
@@ -70,7 +75,8 @@ def test_owner_buys_credits_and_sees_them_with_the_receipt(new_page, screenshot,
     expect(row).to_contain_text("5.00 USD")
     expect(row).to_contain_text("Paid")
     expect(row.get_by_role("link", name="Stripe receipt")).to_have_attribute(
-        "href", f"{stripe_server.base_url}/receipts/{session_id.removeprefix('cs_test_')}")
+        "href", f"{stripe_server.base_url}/receipts/{session_id.removeprefix('cs_test_')}"
+    )
     screenshot(page, "credits-bought")
     with account_context(account):
         [purchase] = Purchase.objects.for_account(account)

@@ -2,6 +2,7 @@
 conversation from the keyboard, copies an answer with its citations, regenerates it (the old
 answer stays folded as a previous version), finds conversations with the search box and
 deletes one through the confirmation dialog; titles stay text everywhere."""
+
 from __future__ import annotations
 
 import pytest
@@ -28,9 +29,15 @@ def test_rename_copy_regenerate_search_and_delete(new_page, screenshot, stack):
     account = make_account("Conversations Team", owner_email="owner@conversations.test")
     with account_context(account):
         credits_grant(account=account, amount=50_000, reason="conversations test")
-        document_upload(account=account, actor=None, upload=SimpleUploadedFile(
-            "holidays.md", b"# Holidays\n\nEveryone has twenty-eight days of paid holiday a year.",
-            content_type="text/markdown"))
+        document_upload(
+            account=account,
+            actor=None,
+            upload=SimpleUploadedFile(
+                "holidays.md",
+                b"# Holidays\n\nEveryone has twenty-eight days of paid holiday a year.",
+                content_type="text/markdown",
+            ),
+        )
     stack.model.answer = FIRST
     try:
         page = new_page()

@@ -2,6 +2,7 @@
 
 Nothing scrolls the page sideways, and no ledger column, role control, Remove or Revoke
 button is cut off: below 600px their tables stack into one card per row."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,10 +10,10 @@ from playwright.sync_api import expect
 
 from accounts.models import Role
 from accounts.tests.factories import add_member, make_account, make_api_key, make_user
-from e2e.pages import log_in
 from billing.selectors import balance_get
 from billing.services import credits_debit, credits_grant, credits_hold, hold_settle
 from core.tenancy import account_context
+from e2e.pages import log_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -25,11 +26,21 @@ def _seed():
     make_api_key(account, name="nightly-import-from-the-accounting-system")
     make_api_key(account, name="ci")
     with account_context(account):
-        credits_grant(account=account, amount=12_345_678, reason="Annual plan for the whole team, invoice 2024-0042",
-                      key="grant:annual")
+        credits_grant(
+            account=account,
+            amount=12_345_678,
+            reason="Annual plan for the whole team, invoice 2024-0042",
+            key="grant:annual",
+        )
         hold = credits_hold(account=account, amount=40_000, key="chat:1", reference="message:9")
-        credits_debit(account=account, tokens=123_456, key="emb:1", kind="embedding",
-                      reference="document:7:rev1", model="all-minilm-l6-v2")
+        credits_debit(
+            account=account,
+            tokens=123_456,
+            key="emb:1",
+            kind="embedding",
+            reference="document:7:rev1",
+            model="all-minilm-l6-v2",
+        )
         hold_settle(hold=hold, used_tokens=15_000, reference="message:9", model="smollm2-360m-instruct")
         credits_hold(account=account, amount=4_000, key="chat:2", reference="message:10")  # still open
     return account

@@ -5,6 +5,7 @@ to …  because it violates the following Content Security Policy directive") an
 `securitypolicyviolation` event; the test collects both on each dashboard page while it
 uses it (log in, upload, ask over the websocket), and on /api/docs/, which must render
 Swagger UI from the app's own files."""
+
 from __future__ import annotations
 
 import pytest
@@ -82,8 +83,14 @@ def test_api_docs_render_from_the_apps_own_files(new_page, stack):
     page = new_page()
     console = _watched(page)
     external = []
-    page.on("request", lambda request: external.append(request.url)
-            if not request.url.startswith(stack.base_url) and not request.url.startswith("data:") else None)
+    page.on(
+        "request",
+        lambda request: (
+            external.append(request.url)
+            if not request.url.startswith(stack.base_url) and not request.url.startswith("data:")
+            else None
+        ),
+    )
     page.goto("/api/docs/")
     expect(page.locator("#swagger-ui .info .title")).to_contain_text("Groundwork API")
     expect(page.locator("#swagger-ui .opblock").first).to_be_visible()

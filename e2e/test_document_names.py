@@ -1,6 +1,7 @@
 """Document names on a 1366 px laptop screen: a long file name wraps between its parts
 ("price-list-2026.xlsx" as "price-list-" / "2026.xlsx"), never inside one ("price-list-2026.xls"
 / "x"), and a name too long for its table cell ends in an ellipsis with the whole name on hover."""
+
 from __future__ import annotations
 
 import pytest
@@ -19,10 +20,15 @@ pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 XLSX = "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
-FILES = [("price-list-2026.xlsx", make_xlsx, XLSX),
-         ("customer_onboarding_checklist_emea_2026_v2.docx", make_docx_bytes, DOCX),
-         ("annual-general-meeting-minutes-and-resolutions-approved-by-the-board.pdf",
-          lambda: make_pdf(["The annual general meeting approved the budget."]), "application/pdf")]
+FILES = [
+    ("price-list-2026.xlsx", make_xlsx, XLSX),
+    ("customer_onboarding_checklist_emea_2026_v2.docx", make_docx_bytes, DOCX),
+    (
+        "annual-general-meeting-minutes-and-resolutions-approved-by-the-board.pdf",
+        lambda: make_pdf(["The annual general meeting approved the budget."]),
+        "application/pdf",
+    ),
+]
 UPLOADED_ON_THE_PAGE = "supplier.price.list.2026-Q3_final.txt"
 
 # Where a name's lines break after a character that is not a separator (- _ . / or a space):
@@ -52,8 +58,9 @@ def _seed():
     with account_context(account):
         credits_grant(account=account, amount=100_000, reason="document names test", key="grant:names")
         for name, make, content_type in FILES:
-            document_upload(account=account, actor=None, upload=SimpleUploadedFile(name, make(),
-                                                                                      content_type=content_type))
+            document_upload(
+                account=account, actor=None, upload=SimpleUploadedFile(name, make(), content_type=content_type)
+            )
 
 
 def _names_hold(page, count: int) -> None:
@@ -72,8 +79,9 @@ def test_names_wrap_between_their_parts_at_1366px(new_page, screenshot, stack):
     expect(page.locator('[data-field="status"]', has_text="Ready")).to_have_count(len(FILES), timeout=60_000)
     _names_hold(page, len(FILES))
     # A row the page adds itself for an upload (static/js/knowledge_base.js) breaks the same way.
-    page.locator("#file-input").set_input_files([{"name": UPLOADED_ON_THE_PAGE, "mimeType": "text/plain",
-                                                  "buffer": b"Supplier prices for the third quarter."}])
+    page.locator("#file-input").set_input_files(
+        [{"name": UPLOADED_ON_THE_PAGE, "mimeType": "text/plain", "buffer": b"Supplier prices for the third quarter."}]
+    )
     expect(page.locator("#documents-table a.doc-name", has_text="supplier")).to_have_count(1, timeout=60_000)
     _names_hold(page, len(FILES) + 1)
     screenshot(page, "knowledge_base_names_1366px")

@@ -2,6 +2,7 @@
 stack of cards (names readable, Charged, Added and the buttons never cut off), Reindex keeps
 the list's filters, and a long document's page shows 25 chunks at a time, its tables as
 "Header: value" cards, and a citation's link lands on the cited chunk's page, scrolled to it."""
+
 from __future__ import annotations
 
 import re
@@ -11,11 +12,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from playwright.sync_api import expect
 
 from accounts.tests.factories import make_account
-from e2e.pages import log_in
 from billing.services import credits_grant
 from core.tenancy import account_context
 from documents.services import document_upload
 from documents.views import CHUNKS_PER_PAGE
+from e2e.pages import log_in
 from e2e.test_credits_team_pages import HEIGHT, WIDTH, _fits, _inside
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
@@ -26,15 +27,18 @@ LONG_NAME = "quarterly-warehouse-inventory-export-for-the-northern-sites-final-v
 def _seed():
     account = make_account("Narrow Knowledge Base", owner_email="owner@narrow.test")
     rows = ["Item,Shelf,Note"] + [f"Widget {n:04d},Shelf {n % 40},fragile and boxed" for n in range(1500)]
-    files = [("inventory.csv", "\n".join(rows).encode(), "text/csv"),
-             (LONG_NAME, ("Pallets are counted every night. " * 40).encode(), "text/plain"),
-             ("notes.txt", b"Our office opens at nine.", "text/plain")]
+    files = [
+        ("inventory.csv", "\n".join(rows).encode(), "text/csv"),
+        (LONG_NAME, ("Pallets are counted every night. " * 40).encode(), "text/plain"),
+        ("notes.txt", b"Our office opens at nine.", "text/plain"),
+    ]
     documents = {}
     with account_context(account):
         credits_grant(account=account, amount=200_000, reason="narrow knowledge base test", key="grant:narrow-kb")
         for name, data, content_type in files:
-            documents[name], _ = document_upload(account=account, actor=None,
-                                                 upload=SimpleUploadedFile(name, data, content_type=content_type))
+            documents[name], _ = document_upload(
+                account=account, actor=None, upload=SimpleUploadedFile(name, data, content_type=content_type)
+            )
     return account, documents
 
 
@@ -46,9 +50,14 @@ def test_knowledge_base_and_a_long_document_at_375px(new_page, screenshot, stack
     expect(page.locator('[data-field="status"]', has_text="Ready")).to_have_count(3, timeout=60_000)
     page.reload()
     _fits(page)
-    for what, selector in (("document name", "a.doc-name"), ("charged cell", 'td[data-label="Charged"]'),
-                           ("added time", 'td[data-label="Added"] time'), ("Reindex button", "button:text('Reindex')"),
-                           ("Delete button", "button:text('Delete')"), ("status badge", '[data-field="status"]')):
+    for what, selector in (
+        ("document name", "a.doc-name"),
+        ("charged cell", 'td[data-label="Charged"]'),
+        ("added time", 'td[data-label="Added"] time'),
+        ("Reindex button", "button:text('Reindex')"),
+        ("Delete button", "button:text('Delete')"),
+        ("status badge", '[data-field="status"]'),
+    ):
         _inside(page, page.locator(f"#documents-table {selector}"), what)
     name = page.locator("a.doc-name", has_text=LONG_NAME).bounding_box()
     assert name["width"] > 200, f"the long name is squeezed into a narrow column: {name}"

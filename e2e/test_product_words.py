@@ -2,6 +2,7 @@
 "Ready: 1 chunk, …" as the live note, the live row's words follow its counts, the chat
 answer's footer shows its credits (chat.done's credits_charged, not its tokens), and the
 Credits page shows the prices in effect."""
+
 from __future__ import annotations
 
 import re
@@ -24,10 +25,13 @@ def test_counts_credits_and_prices_read_right(new_page, stack):
     page = new_page()
     log_in(page, "owner@words.test")
     page.goto("/documents/")
-    page.locator("#file-input").set_input_files([
-        {"name": "notes.txt", "mimeType": "text/plain", "buffer": b"Our office opens at nine."}])
+    page.locator("#file-input").set_input_files(
+        [{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"Our office opens at nine."}]
+    )
     note = page.locator("#upload-progress li").first
-    expect(note).to_contain_text(re.compile(r"Ready: 1 chunk, [\d,]+ tokens? embedded, [\d,]+ credits?\."), timeout=60_000)
+    expect(note).to_contain_text(
+        re.compile(r"Ready: 1 chunk, [\d,]+ tokens? embedded, [\d,]+ credits?\."), timeout=60_000
+    )
     expect(note).not_to_contain_text("1 chunks")
     row = page.locator("#documents-table tr", has=page.get_by_role("link", name="notes.txt"))
     expect(row.locator('td[data-label="Charged"]')).to_have_text(re.compile(r"^[\d,]+ tokens? · [\d,]+ credits?$"))

@@ -1,6 +1,7 @@
 """Provisioning in a browser, against daphne: an invited person signs up from the link (the form
 filled in with their address) and has exactly one team; an owner makes a SCIM token on the
 Team page, and an identity provider's deactivation over HTTP closes the person's open chat."""
+
 from __future__ import annotations
 
 import json
@@ -26,8 +27,13 @@ def test_invited_person_signs_up_prefilled_and_has_only_the_inviting_team(new_pa
     account = make_account("Invitech", owner_email="owner@invitech.test")
     mail.outbox.clear()
     with account_context(account):
-        services.member_invite(account=account, actor=account.test_owner, email="new.hire@invitech.test",
-                               role=Role.MEMBER, site_url=stack.base_url)
+        services.member_invite(
+            account=account,
+            actor=account.test_owner,
+            email="new.hire@invitech.test",
+            role=Role.MEMBER,
+            site_url=stack.base_url,
+        )
     [message] = [m for m in mail.outbox if "new.hire@invitech.test" in m.to]
     link = re.search(r"https?://\S+/invitations/\S+/", message.body).group(0)
 
@@ -52,10 +58,12 @@ def test_invited_person_signs_up_prefilled_and_has_only_the_inviting_team(new_pa
 
 
 def _scim(stack, method: str, path: str, token: str, body=None):
-    request = urllib.request.Request(stack.url(f"/scim/v2{path}"), method=method,
-                                     data=json.dumps(body).encode() if body is not None else None,
-                                     headers={"Authorization": f"Bearer {token}",
-                                              "Content-Type": "application/scim+json"})
+    request = urllib.request.Request(
+        stack.url(f"/scim/v2{path}"),
+        method=method,
+        data=json.dumps(body).encode() if body is not None else None,
+        headers={"Authorization": f"Bearer {token}", "Content-Type": "application/scim+json"},
+    )
     with urllib.request.urlopen(request, timeout=10) as response:
         assert response.headers["Content-Type"] == "application/scim+json"
         return json.loads(response.read() or b"null")
@@ -89,9 +97,16 @@ def test_scim_deactivation_over_http_closes_the_persons_open_chat(new_page, stac
     assert found["totalResults"] == 1
     scim_id = found["Resources"][0]["id"]
     # Entra ID's deactivation.
-    answer = _scim(stack, "PATCH", f"/Users/{scim_id}", token, {
-        "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
-        "Operations": [{"op": "Replace", "path": "active", "value": "False"}]})
+    answer = _scim(
+        stack,
+        "PATCH",
+        f"/Users/{scim_id}",
+        token,
+        {
+            "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+            "Operations": [{"op": "Replace", "path": "active", "value": "False"}],
+        },
+    )
     assert answer["active"] is False
 
     expect(chat.locator("#connection")).to_have_text("Signed out")
@@ -102,8 +117,15 @@ def test_scim_deactivation_over_http_closes_the_persons_open_chat(new_page, stac
     expect(chat.locator(".account .account-name")).to_have_text("Elsewhere")
 
     # Okta's reactivation gives the role back.
-    _scim(stack, "PATCH", f"/Users/{scim_id}", token, {
-        "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
-        "Operations": [{"op": "replace", "value": {"active": True}}]})
+    _scim(
+        stack,
+        "PATCH",
+        f"/Users/{scim_id}",
+        token,
+        {
+            "schemas": ["urn:ietf:params:scim:api:messages:2.0:PatchOp"],
+            "Operations": [{"op": "replace", "value": {"active": True}}],
+        },
+    )
     with account_context(account):
         assert Membership.objects.for_account(account).get(user=person).role == Role.ADMIN

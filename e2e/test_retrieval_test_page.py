@@ -1,6 +1,7 @@
 """The Knowledge base's Retrieval test tab in a real browser: type a
 query, see each chunk's ranks, scores and text; a document's `<script>` shows as text and
 never runs; another account's passages never appear."""
+
 from __future__ import annotations
 
 import re
@@ -10,22 +11,25 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from playwright.sync_api import expect
 
 from accounts.tests.factories import make_account
-from e2e.pages import log_in
 from core.tenancy import account_context
 from documents.services import document_upload
+from e2e.pages import log_in
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 READY_TIMEOUT = 60_000
-HANDBOOK = ("Everyone has twenty-eight days of paid holiday a year. Holiday requests go to the team lead two "
-            "weeks ahead. <script>window.__pwned=1</script><img src=x onerror=\"window.__pwned=2\"> Unused "
-            "holiday days carry over until March.")
+HANDBOOK = (
+    "Everyone has twenty-eight days of paid holiday a year. Holiday requests go to the team lead two "
+    'weeks ahead. <script>window.__pwned=1</script><img src=x onerror="window.__pwned=2"> Unused '
+    "holiday days carry over until March."
+)
 
 
 def _upload(account, name: str, text: str):
     with account_context(account):
-        document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
-            name, text.encode(), content_type="text/plain"))
+        document, _ = document_upload(
+            account=account, actor=None, upload=SimpleUploadedFile(name, text.encode(), content_type="text/plain")
+        )
     return document
 
 

@@ -1,6 +1,7 @@
 """Your settings and two-factor sign-in, in a browser: set up TOTP from the secret the page
 shows, sign out, sign in with the password and a code, rename the team and see the new name
 in the header. Real daphne, worker and database (e2e/conftest.py)."""
+
 from __future__ import annotations
 
 import re

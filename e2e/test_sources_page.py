@@ -1,6 +1,7 @@
 """The Sources tab in a real browser: add a site the test serves on
 loopback, watch its first sync, change a page, sync again and read the history (only the
 changed page updated), then delete it; a hostile page title shows as text."""
+
 from __future__ import annotations
 
 import re
@@ -33,8 +34,7 @@ def test_add_a_site_sync_it_again_and_delete_it(new_page, stack, screenshot):
     with LoopbackSite() as site:
         site.set("/docs/", html_page("Handbook", "The staff handbook.", ["/docs/leave", "/docs/expenses"]))
         site.set("/docs/leave", html_page("Leave", "Everyone has twenty-eight days of paid holiday a year."))
-        site.set("/docs/expenses", html_page('<img src=x onerror="window.__pwned=1">Expenses',
-                                             "Claims need receipts."))
+        site.set("/docs/expenses", html_page('<img src=x onerror="window.__pwned=1">Expenses', "Claims need receipts."))
         page = new_page()
         log_in(page, "owner@sources.test")
         page.goto("/documents/")
@@ -57,8 +57,9 @@ def test_add_a_site_sync_it_again_and_delete_it(new_page, stack, screenshot):
         card.get_by_role("button", name="Sync now").click()
         expect(page.locator("table.syncs tbody tr")).to_have_count(2, timeout=5000)
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and page.locator("table.syncs tbody tr td").nth(1).text_content() != \
-                "Succeeded":
+        while (
+            time.monotonic() < deadline and page.locator("table.syncs tbody tr td").nth(1).text_content() != "Succeeded"
+        ):
             time.sleep(0.5)
             page.reload()
         latest = page.locator("table.syncs tbody tr").first

@@ -2,6 +2,7 @@
 OpenID provider on loopback, accounts/tests/oidc_provider.py) → back signed in on the
 dashboard; the owner requires SSO on the Team page; a password session then meets the
 "requires single sign-on" page, and its SSO button lets the person in."""
+
 from __future__ import annotations
 
 import os

@@ -1,6 +1,7 @@
 """Tags on the Knowledge base in a real browser: edit a document's tags with
 its small form, exclude a tag for the account, and see the document marked "Excluded from
 answers"; a tag written as HTML shows as text and never runs; filter by a tag."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,8 +21,9 @@ EVIL = "<b onmouseover=window.__pwned=1>x</b>"
 
 def _upload(account, name: str, text: str):
     with account_context(account):
-        document, _ = document_upload(account=account, actor=None, upload=SimpleUploadedFile(
-            name, text.encode(), content_type="text/plain"))
+        document, _ = document_upload(
+            account=account, actor=None, upload=SimpleUploadedFile(name, text.encode(), content_type="text/plain")
+        )
     return document
 
 

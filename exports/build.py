@@ -18,6 +18,7 @@ Limits are checked before anything is written (`plan`), so a refusal never leave
 file: more than EXPORT_MAX_PENDING_RECORDS pending-ingestion records, more than
 EXPORT_MAX_PENDING_BYTES of them serialized, more than EXPORT_MAX_FILE_BYTES of files.
 """
+
 from __future__ import annotations
 
 import base64
@@ -57,7 +58,7 @@ class AccountPlan:
     slug: str
     role: str
     member_since: str
-    pending: bytes = b""          # pending_ingestion.json, already serialized (it is measured)
+    pending: bytes = b""  # pending_ingestion.json, already serialized (it is measured)
     pending_records: int = 0
     file_bytes: int = 0
 
@@ -90,8 +91,12 @@ def _exportable(account_id: int, user, *, by_sso: bool, left_out: list[dict]) ->
     """Read again inside the account's context: a membership removed (or an account deleted)
     since the export started is not exported; a team that requires SSO, for an export a
     password session asked for, is not either, and is added to `left_out` (once)."""
-    membership = (Membership.objects.for_account(account_id).select_related("account")
-                  .filter(user=user, account__deleted_at__isnull=True).first())
+    membership = (
+        Membership.objects.for_account(account_id)
+        .select_related("account")
+        .filter(user=user, account__deleted_at__isnull=True)
+        .first()
+    )
     if membership is None:
         return False
     if sso_shuts_out(membership.account, by_sso=by_sso):
@@ -117,9 +122,14 @@ def plan(*, user, by_sso: bool) -> Plan:
             if not _exportable(account.pk, user, by_sso=by_sso, left_out=result.left_out):
                 continue
             documents = _documents(account.pk, user)
-            entry = AccountPlan(account_id=account.pk, name=account.name, slug=account.slug, role=membership.role,
-                                member_since=membership.created_at.isoformat(),
-                                file_bytes=documents.aggregate(total=Sum("size"))["total"] or 0)
+            entry = AccountPlan(
+                account_id=account.pk,
+                name=account.name,
+                slug=account.slug,
+                role=membership.role,
+                member_since=membership.created_at.isoformat(),
+                file_bytes=documents.aggregate(total=Sum("size"))["total"] or 0,
+            )
             pending_documents = documents.filter(status__in=PENDING_STATUSES)
             batches = EmbeddingBatch.objects.for_account(account.pk).filter(document__in=documents)
             entry.pending_records = pending_documents.count() + batches.count()
@@ -135,7 +145,8 @@ def plan(*, user, by_sso: bool) -> Plan:
             "too_many_files",
             f"The documents you uploaded add up to {result.file_bytes / MIB:.1f} MiB; an export holds at most "
             f"{settings.EXPORT_MAX_FILE_BYTES / MIB:.0f} MiB of files. Delete documents you no longer need, "
-            "then request a new export.")
+            "then request a new export.",
+        )
     return result
 
 
@@ -147,7 +158,8 @@ def _check_records(count: int) -> None:
             f"Your documents still have more than {limit:,} records of ingestion in progress (an export holds at "
             f"most {limit:,}), so nothing was exported rather than a partial file. Wait for your documents to "
             "finish ingesting (the Knowledge base shows their progress), or delete documents that are still "
-            "pending, then request a new export.")
+            "pending, then request a new export.",
+        )
 
 
 def _check_bytes(size: int) -> None:
@@ -157,21 +169,38 @@ def _check_bytes(size: int) -> None:
             "too_much_pending_data",
             f"The ingestion still in progress for your documents is more than {limit / MIB:.0f} MiB of data (an "
             "export holds at most that much), so nothing was exported rather than a partial file. Wait for your "
-            "documents to finish ingesting, or delete documents that are still pending, then request a new export.")
+            "documents to finish ingesting, or delete documents that are still pending, then request a new export.",
+        )
 
 
 def _pending_json(pending_documents, batches) -> bytes:
     body = {
         "documents": [
-            {"id": d.pk, "name": d.name, "status": d.status, "revision": d.revision,
-             "progress_done": d.progress_done, "progress_total": d.progress_total,
-             "created_at": d.created_at.isoformat()}
-            for d in pending_documents.order_by("pk")],
+            {
+                "id": d.pk,
+                "name": d.name,
+                "status": d.status,
+                "revision": d.revision,
+                "progress_done": d.progress_done,
+                "progress_total": d.progress_total,
+                "created_at": d.created_at.isoformat(),
+            }
+            for d in pending_documents.order_by("pk")
+        ],
         "embedding_batches": [
-            {"document_id": b.document_id, "revision": b.revision, "batch_index": b.batch_index, "count": b.count,
-             "tokens": b.tokens, "model": b.model, "provider": b.provider, "created_at": b.created_at.isoformat(),
-             "vectors_float32_base64": base64.b64encode(bytes(b.vectors)).decode()}
-            for b in batches.order_by("document_id", "revision", "batch_index").iterator(chunk_size=100)],
+            {
+                "document_id": b.document_id,
+                "revision": b.revision,
+                "batch_index": b.batch_index,
+                "count": b.count,
+                "tokens": b.tokens,
+                "model": b.model,
+                "provider": b.provider,
+                "created_at": b.created_at.isoformat(),
+                "vectors_float32_base64": base64.b64encode(bytes(b.vectors)).decode(),
+            }
+            for b in batches.order_by("document_id", "revision", "batch_index").iterator(chunk_size=100)
+        ],
     }
     return _dumps(body)
 
@@ -187,6 +216,7 @@ def _safe_name(name: str) -> str:
 
 # --- packing -------------------------------------------------------------------------------
 
+
 def write_zip(*, user, export_plan: Plan, by_sso: bool, out) -> list[int]:
     """Pack the planned accounts into the open binary file `out`; the ids of those written (a
     team that turned on "Members must sign in with SSO" since the plan joins `left_out`)."""
@@ -197,15 +227,33 @@ def write_zip(*, user, export_plan: Plan, by_sso: bool, out) -> list[int]:
                 if not _exportable(entry.account_id, user, by_sso=by_sso, left_out=export_plan.left_out):
                     continue
                 _write_account(zf, user, entry)
-            accounts.append({"id": entry.account_id, "name": entry.name, "slug": entry.slug, "role": entry.role,
-                             "member_since": entry.member_since, "folder": _folder(entry)})
-        zf.writestr("export.json", _dumps({
-            "format": FORMAT, "created_at": timezone.now().isoformat(),
-            "person": {"id": user.pk, "email": user.email, "full_name": user.full_name,
-                       "date_joined": user.date_joined.isoformat()},
-            "accounts": accounts,
-            "left_out": [{**entry, "message": left_out_message(entry)} for entry in export_plan.left_out],
-        }))
+            accounts.append(
+                {
+                    "id": entry.account_id,
+                    "name": entry.name,
+                    "slug": entry.slug,
+                    "role": entry.role,
+                    "member_since": entry.member_since,
+                    "folder": _folder(entry),
+                }
+            )
+        zf.writestr(
+            "export.json",
+            _dumps(
+                {
+                    "format": FORMAT,
+                    "created_at": timezone.now().isoformat(),
+                    "person": {
+                        "id": user.pk,
+                        "email": user.email,
+                        "full_name": user.full_name,
+                        "date_joined": user.date_joined.isoformat(),
+                    },
+                    "accounts": accounts,
+                    "left_out": [{**entry, "message": left_out_message(entry)} for entry in export_plan.left_out],
+                }
+            ),
+        )
     return [a["id"] for a in accounts]
 
 
@@ -220,8 +268,10 @@ def _write_account(zf: zipfile.ZipFile, user, entry: AccountPlan) -> None:
         file_name = ""
         if document.file and default_storage.exists(document.file.name):
             file_name = f"{folder}/files/{document.pk}-{_safe_name(document.name)}"
-            with default_storage.open(document.file.name, "rb") as source, zf.open(file_name, "w",
-                                                                                   force_zip64=True) as target:
+            with (
+                default_storage.open(document.file.name, "rb") as source,
+                zf.open(file_name, "w", force_zip64=True) as target,
+            ):
                 shutil.copyfileobj(source, target, 1024 * 1024)
         documents.append(_document_json(document, file_name))
     zf.writestr(f"{folder}/documents.json", _dumps(documents))
@@ -233,20 +283,53 @@ def _write_account(zf: zipfile.ZipFile, user, entry: AccountPlan) -> None:
 
 def _document_json(document: Document, file_name: str) -> dict:
     return {
-        "id": document.pk, "name": document.name, "title": document.title, "kind": document.kind,
-        "content_type": document.content_type, "size": document.size, "sha256": document.sha256,
-        "file": file_name or None, "collection": {"id": document.collection_id, "name": document.collection.name},
-        "status": document.status, "error": document.error, "revision": document.revision,
-        "page_count": document.page_count, "chunk_count": document.chunk_count, "token_count": document.token_count,
-        "credits_charged": document.credits_charged, "embedding_model": document.embedding_model,
-        "created_at": document.created_at.isoformat(), "updated_at": document.updated_at.isoformat(),
+        "id": document.pk,
+        "name": document.name,
+        "title": document.title,
+        "kind": document.kind,
+        "content_type": document.content_type,
+        "size": document.size,
+        "sha256": document.sha256,
+        "file": file_name or None,
+        "collection": {"id": document.collection_id, "name": document.collection.name},
+        "status": document.status,
+        "error": document.error,
+        "revision": document.revision,
+        "page_count": document.page_count,
+        "chunk_count": document.chunk_count,
+        "token_count": document.token_count,
+        "credits_charged": document.credits_charged,
+        "embedding_model": document.embedding_model,
+        "created_at": document.created_at.isoformat(),
+        "updated_at": document.updated_at.isoformat(),
         "chunks": [
-            {"id": c.pk, "chunk_index": c.chunk_index, "revision": c.revision, "content": c.content,
-             "token_count": c.token_count, "page_start": c.page_start, "page_end": c.page_end,
-             "heading_path": c.heading_path, "text_source": c.text_source, "embedding_model": c.embedding_model}
-            for c in document.chunks.order_by("chunk_index", "pk").only(
-                "pk", "chunk_index", "revision", "content", "token_count", "page_start", "page_end",
-                "heading_path", "text_source", "embedding_model").iterator(chunk_size=500)],
+            {
+                "id": c.pk,
+                "chunk_index": c.chunk_index,
+                "revision": c.revision,
+                "content": c.content,
+                "token_count": c.token_count,
+                "page_start": c.page_start,
+                "page_end": c.page_end,
+                "heading_path": c.heading_path,
+                "text_source": c.text_source,
+                "embedding_model": c.embedding_model,
+            }
+            for c in document.chunks.order_by("chunk_index", "pk")
+            .only(
+                "pk",
+                "chunk_index",
+                "revision",
+                "content",
+                "token_count",
+                "page_start",
+                "page_end",
+                "heading_path",
+                "text_source",
+                "embedding_model",
+            )
+            .iterator(chunk_size=500)
+        ],
     }
 
 
@@ -261,15 +344,28 @@ def _conversations(account_id: int, user) -> list[dict]:
         messages_sources_readable(account=account_id, messages=[m for c in conversations for m in c.messages.all()])
     for conversation in conversations:
         messages = conversation.messages.all()  # the prefetched objects, their citations checked
-        found.append({
-            "id": conversation.pk, "title": conversation.title, "created_at": conversation.created_at.isoformat(),
-            "updated_at": conversation.updated_at.isoformat(),
-            "messages": [
-                {"id": m.pk, "role": m.role, "content": m.content, "status": m.status, "citations": m.citations,
-                 "model": m.model, "total_tokens": m.total_tokens, "credits_charged": m.credits_charged,
-                 "created_at": m.created_at.isoformat()}
-                for m in sorted(messages, key=lambda m: (m.created_at, m.pk))],
-        })
+        found.append(
+            {
+                "id": conversation.pk,
+                "title": conversation.title,
+                "created_at": conversation.created_at.isoformat(),
+                "updated_at": conversation.updated_at.isoformat(),
+                "messages": [
+                    {
+                        "id": m.pk,
+                        "role": m.role,
+                        "content": m.content,
+                        "status": m.status,
+                        "citations": m.citations,
+                        "model": m.model,
+                        "total_tokens": m.total_tokens,
+                        "credits_charged": m.credits_charged,
+                        "created_at": m.created_at.isoformat(),
+                    }
+                    for m in sorted(messages, key=lambda m: (m.created_at, m.pk))
+                ],
+            }
+        )
     return found
 
 
@@ -277,13 +373,28 @@ def _usage(account_id: int, user) -> list[dict]:
     """The credits the person spent (`spent_by_user`), oldest first. Not the account's
     balance: that is the account's, not the person's."""
     entries = ledger_list(account=account_id).filter(spent_by_user=user).order_by("created_at", "pk")
-    return [{"id": e.pk, "created_at": e.created_at.isoformat(), "kind": e.kind, "delta": e.delta,
-             "tokens": e.tokens, "model": e.model, "provider": e.provider, "reference": e.reference}
-            for e in entries.iterator(chunk_size=1000)]
+    return [
+        {
+            "id": e.pk,
+            "created_at": e.created_at.isoformat(),
+            "kind": e.kind,
+            "delta": e.delta,
+            "tokens": e.tokens,
+            "model": e.model,
+            "provider": e.provider,
+            "reference": e.reference,
+        }
+        for e in entries.iterator(chunk_size=1000)
+    ]
 
 
 def _audit(account_id: int, user) -> list[dict]:
-    entries = (AuditEntry.objects.for_account(account_id).filter(Q(actor_kind=ActorKind.USER, actor_id=user.pk))
-               .order_by("created_at", "pk"))
-    return [{"at": e.created_at.isoformat(), "action": e.action, "target": e.target, "detail": e.detail}
-            for e in entries.iterator(chunk_size=1000)]
+    entries = (
+        AuditEntry.objects.for_account(account_id)
+        .filter(Q(actor_kind=ActorKind.USER, actor_id=user.pk))
+        .order_by("created_at", "pk")
+    )
+    return [
+        {"at": e.created_at.isoformat(), "action": e.action, "target": e.target, "detail": e.detail}
+        for e in entries.iterator(chunk_size=1000)
+    ]

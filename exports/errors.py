@@ -1,4 +1,5 @@
 """The export's one error type: a stable `code` and a message a person can act on."""
+
 from core.errors import GroundworkError, NotFound
 
 

@@ -1,5 +1,6 @@
 """django-rq entry points for exports: thin, take ids, call the pipeline; and the cron job
 that deletes expired files. Enqueued with transaction.on_commit."""
+
 from __future__ import annotations
 
 import django_rq
@@ -13,8 +14,11 @@ JOB_TIMEOUT = 60 * 60
 
 def enqueue_build(export) -> None:
     retry = Retry(max=3, interval=[10, 30, 90])
-    transaction.on_commit(lambda: django_rq.get_queue("default").enqueue(
-        build_export, export_id=export.pk, user_id=export.user_id, job_timeout=JOB_TIMEOUT, retry=retry))
+    transaction.on_commit(
+        lambda: django_rq.get_queue("default").enqueue(
+            build_export, export_id=export.pk, user_id=export.user_id, job_timeout=JOB_TIMEOUT, retry=retry
+        )
+    )
 
 
 def build_export(*, export_id: int, user_id: int) -> None:

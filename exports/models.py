@@ -6,6 +6,7 @@ visible and writable only when the transaction's principal is its user (core.rls
 CTX_USER_ID, set by a member's session and by `user_context`), or inside the audited
 bypass (the cleanup job). An API key's context has no user: it sees no export.
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -53,8 +54,9 @@ class DataExport(models.Model):
     # the job that builds the export runs without the session. Database defaults too, so a web
     # process of the release before (which writes neither) keeps working during a rolling deploy.
     by_sso = models.BooleanField(default=False, db_default=False, help_text="Asked for by a session signed in with SSO")
-    left_out = models.JSONField(default=list, db_default=[], blank=True,
-                                help_text='The teams left out, and why: [{"id", "name", "reason"}]')
+    left_out = models.JSONField(
+        default=list, db_default=[], blank=True, help_text='The teams left out, and why: [{"id", "name", "reason"}]'
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     expires_at = models.DateTimeField(null=True, blank=True, db_index=True)

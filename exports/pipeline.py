@@ -1,5 +1,6 @@
 """The export job's work: build a person's export (exports/build.py reads and packs it) and
 clean up expired files. Called by exports/jobs.py; imports neither it nor the services."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -16,9 +17,9 @@ from django.utils import timezone
 from accounts.models import User
 from core.tenancy import dangerously_bypass_tenancy, user_context
 from exports import build
+from exports.error_codes import ExportErrorCode
 from exports.errors import ExportRefused
 from exports.models import DataExport, ExportStatus
-from exports.error_codes import ExportErrorCode
 
 logger = logging.getLogger("groundwork.exports")
 
@@ -68,17 +69,29 @@ def export_build(*, export_id: int, user_id: int) -> None:
             out.seek(0)
             name = default_storage.save(f"exports/{uuid.uuid4().hex}.zip", File(out))
         now = timezone.now()
-        done = _finish(export_id, user, status=ExportStatus.READY, file=name, size=size,
-                       account_ids=written, left_out=export_plan.left_out,
-                       expires_at=now + dt.timedelta(hours=settings.EXPORT_TTL_HOURS))
+        done = _finish(
+            export_id,
+            user,
+            status=ExportStatus.READY,
+            file=name,
+            size=size,
+            account_ids=written,
+            left_out=export_plan.left_out,
+            expires_at=now + dt.timedelta(hours=settings.EXPORT_TTL_HOURS),
+        )
     except ExportRefused as refusal:
         _finish(export_id, user, status=ExportStatus.REFUSED, error_code=refusal.code, error=refusal.message)
         return
     except Exception:
         logger.exception("export %s failed", export_id)
         _file_delete(name)
-        _finish(export_id, user, status=ExportStatus.FAILED, error_code=ExportErrorCode.EXPORT_FAILED,
-                error="The export could not be built. It has been logged; please request a new one.")
+        _finish(
+            export_id,
+            user,
+            status=ExportStatus.FAILED,
+            error_code=ExportErrorCode.EXPORT_FAILED,
+            error="The export could not be built. It has been logged; please request a new one.",
+        )
         return
     if not done:
         _file_delete(name)
@@ -91,6 +104,7 @@ def _file_delete(name: str) -> None:
 
 # --- cleanup ------------------------------------------------------------------------------
 
+
 def exports_cleanup() -> int:
     """Delete the files of expired exports (the row stays, saying it expired), and mark
     exports lost with their worker as failed. A cross-person system job: the audited bypass.
@@ -98,8 +112,11 @@ def exports_cleanup() -> int:
     now = timezone.now()
     deleted = 0
     with dangerously_bypass_tenancy(reason="exports: delete expired export files"):
-        expired = DataExport.all_people.select_for_update(skip_locked=True).filter(
-            status=ExportStatus.READY, expires_at__lte=now).exclude(file="")
+        expired = (
+            DataExport.all_people.select_for_update(skip_locked=True)
+            .filter(status=ExportStatus.READY, expires_at__lte=now)
+            .exclude(file="")
+        )
         for export in expired:
             name = export.file
             export.file = ""
@@ -107,6 +124,9 @@ def exports_cleanup() -> int:
             transaction.on_commit(lambda name=name: _file_delete(name))
             deleted += 1
         DataExport.all_people.filter(status=ExportStatus.PENDING, created_at__lt=now - STALE_AFTER).update(
-            status=ExportStatus.FAILED, error_code=ExportErrorCode.EXPORT_FAILED, finished_at=now,
-            error="The export was interrupted. Please request a new one.")
+            status=ExportStatus.FAILED,
+            error_code=ExportErrorCode.EXPORT_FAILED,
+            finished_at=now,
+            error="The export was interrupted. Please request a new one.",
+        )
     return deleted

@@ -1,5 +1,6 @@
 """Reads of a person's exports. They take the person explicitly, and run in a context whose
 principal is that person (a member's session, or `user_context`): RLS shows nobody else's."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet

@@ -9,23 +9,24 @@ A team whose members must sign in with SSO (accounts/sso/session.py, `sso_shuts_
 export only when the session that asked signed in with SSO (recorded as `by_sso`), and an
 export that holds such a team is downloaded only by a session that did.
 """
+
 from __future__ import annotations
 
 import contextlib
 
 from django.conf import settings
-from django.utils.crypto import constant_time_compare, salted_hmac
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.crypto import constant_time_compare, salted_hmac
 
 from accounts.selectors import membership_list_for_user
 from accounts.sso.session import sso_required_error, sso_shuts_out
 from core.tenancy import current_context, user_context
-from exports.jobs import enqueue_build
+from exports.error_codes import ExportErrorCode
 from exports.errors import ExportError, ExportNotFound
+from exports.jobs import enqueue_build
 from exports.models import DataExport, ExportStatus
 from exports.selectors import export_access_by_id
-from exports.error_codes import ExportErrorCode
 
 TOKEN_SALT = "exports.download"
 
@@ -55,6 +56,7 @@ def export_request(*, user, by_sso: bool) -> DataExport:
 
 # --- downloading --------------------------------------------------------------------------
 
+
 def _token(export: DataExport) -> str:
     """Opaque: an HMAC (keyed by SECRET_KEY) of the export, its person and its stored file's
     random name; it names nothing and cannot be made for another export."""
@@ -74,8 +76,10 @@ def export_download_url(export: DataExport) -> str | None:
 
 
 def export_expired_message(export: DataExport) -> str:
-    return (f"This export expired at {export.expires_at:%Y-%m-%d %H:%M} UTC: download links last "
-            f"{settings.EXPORT_TTL_HOURS} hours. Request a new export from your overview page.")
+    return (
+        f"This export expired at {export.expires_at:%Y-%m-%d %H:%M} UTC: download links last "
+        f"{settings.EXPORT_TTL_HOURS} hours. Request a new export from your overview page."
+    )
 
 
 def export_for_download(*, user, export_id, token: str, by_sso: bool) -> DataExport:
@@ -90,8 +94,11 @@ def export_for_download(*, user, export_id, token: str, by_sso: bool) -> DataExp
     if not constant_time_compare(str(token), _token(export)):
         raise ExportNotFound()
     if export.status != ExportStatus.READY:
-        raise ExportError(ExportErrorCode.EXPORT_NOT_READY, "This export has no file to download: its status is "
-                          f"{export.status}.", status=409)
+        raise ExportError(
+            ExportErrorCode.EXPORT_NOT_READY,
+            f"This export has no file to download: its status is {export.status}.",
+            status=409,
+        )
     if export_is_expired(export) or not export.file:
         raise ExportError(ExportErrorCode.EXPORT_EXPIRED, export_expired_message(export), status=410)
     _require_sso_where_held(user=user, export=export, by_sso=by_sso)
@@ -106,5 +113,3 @@ def _require_sso_where_held(*, user, export: DataExport, by_sso: bool) -> None:
     for membership in membership_list_for_user(user=user):
         if membership.account_id in export.account_ids and sso_shuts_out(membership.account, by_sso=by_sso):
             raise sso_required_error(membership.account)
-
-

@@ -1,5 +1,6 @@
 """The overview page's "Your data" section: request an export (the section itself is the
 `your_data_export` template tag, exports/templatetags/exports.py)."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -14,6 +15,5 @@ from exports.services import export_request
 @account_page(page_check(Action.DATA_EXPORT), methods=("POST",))
 def export_request_view(request):
     export_request(user=request.user, by_sso=signed_in_with_sso(request.session))
-    messages.success(request, "Your data export is being prepared. Reload this page in a minute for its "
-                              "download link.")
+    messages.success(request, "Your data export is being prepared. Reload this page in a minute for its download link.")
     return redirect("/#your-data")

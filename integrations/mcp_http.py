@@ -14,6 +14,7 @@ SDK's own DNS-rebinding guard (a fixed list of localhost names) is off: it would
 real host name, and the rebinding attack it guards against needs a server that trusts whoever
 can reach it, while this one wants a key in every request.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -58,8 +59,9 @@ def _authenticated_key(token: str):
 
 
 async def _send_json(send, status: int, body: dict, headers: tuple = ()) -> None:
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), *headers]})
+    await send(
+        {"type": "http.response.start", "status": status, "headers": [(b"content-type", b"application/json"), *headers]}
+    )
     await send({"type": "http.response.body", "body": json.dumps(body).encode()})
 
 
@@ -91,8 +93,11 @@ class _Sessions:
 
     @staticmethod
     def _manager() -> StreamableHTTPSessionManager:
-        server.streamable_http_app(stateless_http=True, json_response=True,
-                                   transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+        server.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
         return server.session_manager
 
     async def ready(self) -> StreamableHTTPSessionManager:

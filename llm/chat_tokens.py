@@ -19,6 +19,7 @@ tokenizer takes ~2 s (reading the GGUF's vocabulary), so it is cached as a token
 next to the model's other derived files (CACHE_DIR), keyed by the GGUF's path, size and
 modification time, and loaded in ~0.1 s after that.
 """
+
 from __future__ import annotations
 
 import functools
@@ -133,8 +134,10 @@ def bundled_tokenizer():
 
 # Qwen2's pre-tokenizer (its tokenizer.json; llama.cpp's "qwen2" pre-type): punctuation joins
 # the letters after it, digits one by one, newlines kept with what they end.
-QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
-               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_SPLIT = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
 
 
 def tokenizer_from_gguf(path: str):
@@ -160,11 +163,15 @@ def _pre_tokenizer(pre: str):
     from tokenizers import Regex, pre_tokenizers
 
     if pre == "qwen2":
-        return pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    return pre_tokenizers.Sequence([
-        pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)])
+        return pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
+    return pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+    )
 
 
 def _strings(field) -> list[str]:

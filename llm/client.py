@@ -1,6 +1,7 @@
 """The one provider boundary: every model call in the product goes through here, always
 through the official `openai` client, to LLM_BASE_URL (the bundled local models when unset).
 """
+
 from __future__ import annotations
 
 import functools
@@ -66,15 +67,26 @@ CALL_ERRORS = (openai.OpenAIError, httpx2.HTTPError)
 
 def _classify(exc: Exception) -> ProviderError:
     if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, httpx2.TransportError)):
-        return ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, "The model provider could not be reached.", transient=True)
+        return ProviderError(
+            ProviderErrorCode.PROVIDER_UNAVAILABLE, "The model provider could not be reached.", transient=True
+        )
     if isinstance(exc, openai.RateLimitError):
-        return ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, "The model provider is rate limiting requests.", transient=True)
+        return ProviderError(
+            ProviderErrorCode.PROVIDER_UNAVAILABLE, "The model provider is rate limiting requests.", transient=True
+        )
     if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
-        return ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, f"The model provider failed ({exc.status_code}).", transient=True)
+        return ProviderError(
+            ProviderErrorCode.PROVIDER_UNAVAILABLE, f"The model provider failed ({exc.status_code}).", transient=True
+        )
     if isinstance(exc, openai.APIStatusError):
-        return ProviderError(ProviderErrorCode.PROVIDER_ERROR, f"The model provider refused the request ({exc.status_code}): {exc.message}",
-                             transient=False)
-    return ProviderError(ProviderErrorCode.PROVIDER_ERROR, f"Unexpected answer from the model provider: {exc}", transient=False)
+        return ProviderError(
+            ProviderErrorCode.PROVIDER_ERROR,
+            f"The model provider refused the request ({exc.status_code}): {exc.message}",
+            transient=False,
+        )
+    return ProviderError(
+        ProviderErrorCode.PROVIDER_ERROR, f"Unexpected answer from the model provider: {exc}", transient=False
+    )
 
 
 RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"  # the SDK's own switch: "stream" = hand back unread
@@ -89,8 +101,9 @@ def _post(path: str, body: dict):
     return client().post(path, body=body, cast_to=object, options={"headers": {RAW_RESPONSE_HEADER: "stream"}})
 
 
-def embed(texts: list[str], *, model: str | None = None, dimensions: int | None = None,
-          purpose: Purpose = Purpose.PASSAGE) -> Embeddings:
+def embed(
+    texts: list[str], *, model: str | None = None, dimensions: int | None = None, purpose: Purpose = Purpose.PASSAGE
+) -> Embeddings:
     """Embed up to EMBEDDING_BATCH_LIMIT texts in one request with `model` (EMBEDDING_MODEL
     by default), each text prefixed as the model wants for `purpose` (a search query or a
     document's text: llm/embedding_specs.py). Checks count and dimension of what comes back:
@@ -114,16 +127,20 @@ def embed(texts: list[str], *, model: str | None = None, dimensions: int | None 
         vectors = np.asarray([item["embedding"] for item in data], dtype=np.float32)
         usage = body.get("usage") or {}
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise ProviderError(ProviderErrorCode.PROVIDER_ERROR, f"Unexpected answer from the model provider: {exc!r}",
-                            transient=False) from exc
+        raise ProviderError(
+            ProviderErrorCode.PROVIDER_ERROR, f"Unexpected answer from the model provider: {exc!r}", transient=False
+        ) from exc
     expected = (len(texts), int(dimensions or settings.EMBEDDING_DIMENSIONS))
     if vectors.shape != expected:
         raise ProviderError(
             ProviderErrorCode.EMBEDDING_DIMENSION,
             f"The embedding model returned vectors of shape {vectors.shape}, expected {expected}: "
-            "check EMBEDDING_MODEL and EMBEDDING_DIMENSIONS.", transient=False)
-    return Embeddings(vectors=vectors, total_tokens=int(usage.get("total_tokens") or 0), model=model,
-                      provider=provider_name())
+            "check EMBEDDING_MODEL and EMBEDDING_DIMENSIONS.",
+            transient=False,
+        )
+    return Embeddings(
+        vectors=vectors, total_tokens=int(usage.get("total_tokens") or 0), model=model, provider=provider_name()
+    )
 
 
 def with_retries(call, *, tries: int = 3, first_delay: float = 1.0):
@@ -141,6 +158,7 @@ def with_retries(call, *, tries: int = 3, first_delay: float = 1.0):
 
 
 # --- chat -----------------------------------------------------------------------------------
+
 
 @dataclass
 class ChatUsage:
@@ -186,22 +204,32 @@ class ChatStream:
                 if emitted:
                     # Half an answer was already shown: retrying elsewhere would repeat it.
                     break
-        raise ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, "The answer could not be generated: the model provider is unavailable. "
-                            "Please try again in a moment.", transient=True) from last_error
+        raise ProviderError(
+            ProviderErrorCode.PROVIDER_UNAVAILABLE,
+            "The answer could not be generated: the model provider is unavailable. Please try again in a moment.",
+            transient=True,
+        ) from last_error
 
     def _stream(self, model: str):
         self.model, self.provider = model, provider_name()
         self.generated = []
-        body = {"model": model, "messages": self.messages, "temperature": self.temperature,
-                "max_tokens": self.max_tokens, "stream": True, "stream_options": {"include_usage": True},
-                **(self.sampling or {})}
+        body = {
+            "model": model,
+            "messages": self.messages,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+            **(self.sampling or {}),
+        }
         response = _post("/chat/completions", body)
         try:
             for chunk in _events(response):
                 usage = chunk.get("usage")
                 if usage:
-                    self.usage = ChatUsage(int(usage.get("prompt_tokens") or 0),
-                                           int(usage.get("completion_tokens") or 0), reported=True)
+                    self.usage = ChatUsage(
+                        int(usage.get("prompt_tokens") or 0), int(usage.get("completion_tokens") or 0), reported=True
+                    )
                 for choice in chunk.get("choices") or ():
                     self.finish_reason = choice.get("finish_reason") or self.finish_reason
                     text = (choice.get("delta") or {}).get("content")
@@ -255,30 +283,40 @@ def _events(response):
             try:
                 event = json.loads(data)
             except ValueError as exc:
-                raise ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, "The model provider sent a malformed stream.",
-                                    transient=True) from exc
+                raise ProviderError(
+                    ProviderErrorCode.PROVIDER_UNAVAILABLE,
+                    "The model provider sent a malformed stream.",
+                    transient=True,
+                ) from exc
             if isinstance(event, dict) and event.get("error"):
                 error = event["error"]
                 message = error.get("message", error) if isinstance(error, dict) else error
-                raise ProviderError(ProviderErrorCode.PROVIDER_UNAVAILABLE, f"The model provider failed mid-answer: {message}",
-                                    transient=True)
+                raise ProviderError(
+                    ProviderErrorCode.PROVIDER_UNAVAILABLE,
+                    f"The model provider failed mid-answer: {message}",
+                    transient=True,
+                )
             if isinstance(event, dict):
                 yield event
 
 
-def chat(messages: list[dict], *, temperature: float, max_tokens: int, cancelled=None,
-         sampling: dict | None = None) -> ChatStream:
+def chat(
+    messages: list[dict], *, temperature: float, max_tokens: int, cancelled=None, sampling: dict | None = None
+) -> ChatStream:
     """A streamed answer from CHAT_MODEL, or CHAT_FALLBACK_MODEL with the same parameters
     when the first fails before answering. Iterate it for text; then `final_usage()`.
     `sampling`: extra decoding parameters for the request body (e.g. frequency_penalty)."""
-    return ChatStream(messages=messages, temperature=temperature, max_tokens=max_tokens, cancelled=cancelled,
-                      sampling=sampling)
+    return ChatStream(
+        messages=messages, temperature=temperature, max_tokens=max_tokens, cancelled=cancelled, sampling=sampling
+    )
 
 
 # --- images ---------------------------------------------------------------------------------
 
-DESCRIBE_IMAGE_PROMPT = ("Describe this image for a search index: what it shows, and any text, numbers, labels "
-                         "or chart values in it. Plain sentences, no preamble.")
+DESCRIBE_IMAGE_PROMPT = (
+    "Describe this image for a search index: what it shows, and any text, numbers, labels "
+    "or chart values in it. Plain sentences, no preamble."
+)
 
 
 @dataclass(frozen=True)
@@ -299,17 +337,26 @@ def describe_image(data: bytes, content_type: str, *, max_tokens: int, model: st
     if not model:
         raise ValueError("describe_image() needs VISION_MODEL")
     url = f"data:{content_type};base64,{base64.b64encode(data).decode('ascii')}"
-    messages = [{"role": "user", "content": [{"type": "text", "text": DESCRIBE_IMAGE_PROMPT},
-                                             {"type": "image_url", "image_url": {"url": url}}]}]
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": DESCRIBE_IMAGE_PROMPT},
+                {"type": "image_url", "image_url": {"url": url}},
+            ],
+        }
+    ]
     try:
-        response = client().chat.completions.create(model=model, messages=messages, max_tokens=max_tokens,
-                                                    temperature=0.2)
+        response = client().chat.completions.create(
+            model=model, messages=messages, max_tokens=max_tokens, temperature=0.2
+        )
     except CALL_ERRORS as exc:
         raise _classify(exc) from exc
     text = ((response.choices[0].message.content if response.choices else "") or "").strip()
     if response.usage:
-        usage = ChatUsage(int(response.usage.prompt_tokens or 0), int(response.usage.completion_tokens or 0),
-                          reported=True)
+        usage = ChatUsage(
+            int(response.usage.prompt_tokens or 0), int(response.usage.completion_tokens or 0), reported=True
+        )
     else:
         from llm.tokens import count_tokens
 

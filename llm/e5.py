@@ -10,12 +10,13 @@ adds them itself (llm/embedding_specs.py), so a provider-hosted e5 is called the
 the engine adds one of the two itself, so this wrapper takes the app's prefix off and tells
 the engine which it was. A text with neither prefix is embedded as a passage.
 """
+
 from __future__ import annotations
 
 import os
 import threading
-from contextlib import contextmanager
 from collections.abc import Sequence
+from contextlib import contextmanager
 
 E5_MODEL_ID = "multilingual-e5-small"
 E5_DIM = 384
@@ -26,9 +27,9 @@ PASSAGE_PREFIX = "passage: "
 def split_prefix(text: str) -> tuple[bool, str]:
     """(is_query, text without its prefix) for a text the app prefixed."""
     if text.startswith(QUERY_PREFIX):
-        return True, text[len(QUERY_PREFIX):]
+        return True, text[len(QUERY_PREFIX) :]
     if text.startswith(PASSAGE_PREFIX):
-        return False, text[len(PASSAGE_PREFIX):]
+        return False, text[len(PASSAGE_PREFIX) :]
     return False, text
 
 

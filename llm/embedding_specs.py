@@ -9,6 +9,7 @@ The spec is looked up by the model's name, its last path segment, case-insensiti
 not listed takes the bare text. It lives on the llm floor because ingestion (documents/) and
 search (retrieval/) both embed; retrieval/embedding_models.py migrates between models.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,12 +41,19 @@ class EmbeddingSpec:
 
 
 KNOWN = {
-    spec.name: spec for spec in (
+    spec.name: spec
+    for spec in (
         EmbeddingSpec("all-minilm-l6-v2", 384, relevance_floor=0.58),
         # e5's coverage term let in near-domain questions the documents do not answer (their
         # words are the documents'): the similarity alone separates better.
-        EmbeddingSpec("multilingual-e5-small", 384, query_prefix="query: ", passage_prefix="passage: ",
-                      relevance_floor=0.82, coverage_weight=0.0),
+        EmbeddingSpec(
+            "multilingual-e5-small",
+            384,
+            query_prefix="query: ",
+            passage_prefix="passage: ",
+            relevance_floor=0.82,
+            coverage_weight=0.0,
+        ),
         EmbeddingSpec("multilingual-e5-base", 768, query_prefix="query: ", passage_prefix="passage: "),
         EmbeddingSpec("multilingual-e5-large", 1024, query_prefix="query: ", passage_prefix="passage: "),
     )

@@ -14,6 +14,7 @@ prefix, llm/embedding_specs.py) and the way the model counts it:
   tokenizer, so an estimate is only close there), and for a bound (`input_tokens_bound`)
   the input's UTF-8 bytes and two specials, which no tokenizer exceeds.
 """
+
 from __future__ import annotations
 
 import functools

@@ -71,7 +71,7 @@ def fake_embedding(text: str, dim: int = EMBEDDING_DIM) -> list[float]:
         _add_feature(vector, "w:" + word, 1.0)
         padded = f"<{word}>"
         for i in range(len(padded) - 2):
-            _add_feature(vector, "t:" + padded[i:i + 3], 0.25)
+            _add_feature(vector, "t:" + padded[i : i + 3], 0.25)
     norm = math.sqrt(sum(x * x for x in vector))
     if norm == 0.0:
         vector[0] = 1.0
@@ -119,8 +119,11 @@ def image_parts(messages: list[dict]) -> list[str]:
     for message in messages:
         content = message.get("content")
         if isinstance(content, list):
-            urls += [(p.get("image_url") or {}).get("url", "") for p in content
-                     if isinstance(p, dict) and p.get("type") == "image_url"]
+            urls += [
+                (p.get("image_url") or {}).get("url", "")
+                for p in content
+                if isinstance(p, dict) and p.get("type") == "image_url"
+            ]
     return urls
 
 
@@ -194,21 +197,38 @@ class FakeBackend:
         self._maybe_fail(body["model"])
         text, usage, finish = self._answer_and_usage(body)
         return {
-            "id": self._next_id(), "object": "chat.completion", "created": int(time.time()),
+            "id": self._next_id(),
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": finish, "logprobs": None,
-                         "message": {"role": "assistant", "content": text}}],
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": finish,
+                    "logprobs": None,
+                    "message": {"role": "assistant", "content": text},
+                }
+            ],
             "usage": usage,
         }
 
     def chat_stream(self, body: dict, emit: Callable[[dict], bool]) -> None:
         self._maybe_fail(body["model"])
         text, usage, finish = self._answer_and_usage(body)
-        base = {"id": self._next_id(), "object": "chat.completion.chunk",
-                "created": int(time.time()), "model": body["model"]}
+        base = {
+            "id": self._next_id(),
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": body["model"],
+        }
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        record = {"sent_at": [], "words": len(text.split(" ")), "usage": usage, "finish_reason": finish,
-                  "client_left": False}
+        record = {
+            "sent_at": [],
+            "words": len(text.split(" ")),
+            "usage": usage,
+            "finish_reason": finish,
+            "client_left": False,
+        }
         with self._lock:
             self.streams.append(record)
         for chunk in _stream_chunks(base, text, finish, usage if include_usage else None):
@@ -223,8 +243,11 @@ class FakeBackend:
     def _maybe_fail(self, model: str) -> None:
         status = self.fail_models.get(model)
         if status is not None:
-            raise ApiError(status, f"simulated failure for model '{model}'",
-                           code="rate_limit_exceeded" if status == 429 else "simulated_failure")
+            raise ApiError(
+                status,
+                f"simulated failure for model '{model}'",
+                code="rate_limit_exceeded" if status == 429 else "simulated_failure",
+            )
 
     def _answer_and_usage(self, body: dict) -> tuple[str, dict, str]:
         messages = body["messages"]
@@ -243,13 +266,20 @@ class FakeBackend:
         count = count_tokens if self.prompt_counting == "words" else (lambda text: len(text.encode("utf-8")))
         prompt = sum(count(_content_text(m.get("content"))) for m in messages) + IMAGE_TOKENS * len(images)
         if self.context_tokens is not None and prompt + (limit or 0) > self.context_tokens:
-            raise ApiError(400, f"This model's maximum context length is {self.context_tokens} tokens. However, "
-                                f"you requested {prompt + (limit or 0)} tokens ({prompt} in the messages, "
-                                f"{limit or 0} in the completion).", code="context_length_exceeded",
-                           param="messages")
+            raise ApiError(
+                400,
+                f"This model's maximum context length is {self.context_tokens} tokens. However, "
+                f"you requested {prompt + (limit or 0)} tokens ({prompt} in the messages, "
+                f"{limit or 0} in the completion).",
+                code="context_length_exceeded",
+                param="messages",
+            )
         completion = count_tokens(text)
-        return text, {"prompt_tokens": prompt, "completion_tokens": completion,
-                      "total_tokens": prompt + completion}, finish
+        return (
+            text,
+            {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+            finish,
+        )
 
     def _next_id(self) -> str:
         with self._lock:
@@ -265,9 +295,9 @@ def _fail_map(fail_models: Iterable[str] | Mapping[str, int], status: int) -> di
 
 def _stream_chunks(base: dict, text: str, finish: str, usage: dict | None) -> Iterable[dict]:
     """OpenAI's chunk sequence: role, one word per chunk, finish, [usage]."""
+
     def chunk(delta: dict, finish: str | None = None) -> dict:
-        return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                     "finish_reason": finish}]}
+        return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]}
 
     yield chunk({"role": "assistant", "content": ""})
     for i, word in enumerate(text.split(" ")):
@@ -382,16 +412,21 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Deterministic fake OpenAI API server.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8002)
-    parser.add_argument("--fail-model", action="append", default=[],
-                        help="model name that always fails (repeatable)")
+    parser.add_argument("--fail-model", action="append", default=[], help="model name that always fails (repeatable)")
     parser.add_argument("--fail-status", type=int, default=500)
     parser.add_argument("--answer", default=None, help="fixed chat answer")
-    parser.add_argument("--chunk-delay", type=float, default=0.0,
-                        help="seconds between the chunks of a streamed answer")
+    parser.add_argument(
+        "--chunk-delay", type=float, default=0.0, help="seconds between the chunks of a streamed answer"
+    )
     args = parser.parse_args(argv)
-    server = FakeOpenAIServer(args.host, args.port, answer=args.answer,
-                              fail_models=args.fail_model, fail_status=args.fail_status,
-                              chunk_delay=args.chunk_delay)
+    server = FakeOpenAIServer(
+        args.host,
+        args.port,
+        answer=args.answer,
+        fail_models=args.fail_model,
+        fail_status=args.fail_status,
+        chunk_delay=args.chunk_delay,
+    )
     with server:
         print(f"fake OpenAI server on {server.base_url}", flush=True)
         server.serve_until_interrupted()

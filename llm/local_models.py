@@ -21,8 +21,8 @@ from __future__ import annotations
 import os
 import secrets
 import threading
-from pathlib import Path
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 EMBEDDING_MODEL_ID = "all-minilm-l6-v2"
 EMBEDDING_DIM = 384
@@ -44,12 +44,25 @@ TOKENIZER_PATH = ASSETS_DIR / "tokenizer.json"
 # Request keys forwarded to llama.cpp; everything else (model, user, n, ...)
 # is dropped so an unexpected OpenAI field cannot change server behaviour.
 _CHAT_KEYS = (
-    "messages", "temperature", "top_p", "stop", "seed", "stream",
-    "stream_options", "presence_penalty", "frequency_penalty",
-    "response_format", "logit_bias",
+    "messages",
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "stream",
+    "stream_options",
+    "presence_penalty",
+    "frequency_penalty",
+    "response_format",
+    "logit_bias",
     # llama.cpp's own sampling settings (the product tunes them for small models)
-    "repeat_penalty", "repeat_last_n", "top_k", "min_p",
-    "dry_multiplier", "dry_base", "dry_allowed_length",
+    "repeat_penalty",
+    "repeat_last_n",
+    "top_k",
+    "min_p",
+    "dry_multiplier",
+    "dry_base",
+    "dry_allowed_length",
 )
 
 
@@ -151,7 +164,7 @@ class MiniLMEmbedder:
         order = sorted(range(len(encodings)), key=lambda i: len(encodings[i].ids))
         vectors: list[list[float] | None] = [None] * len(encodings)
         for start in range(0, len(order), self.batch_size):
-            chunk = order[start:start + self.batch_size]
+            chunk = order[start : start + self.batch_size]
             pooled = self._run_batch([encodings[i].ids for i in chunk])
             for row, index in zip(pooled, chunk):
                 vectors[index] = row.tolist()
@@ -166,8 +179,8 @@ class MiniLMEmbedder:
         input_ids = np.zeros((len(id_lists), width), dtype=np.int64)
         mask = np.zeros_like(input_ids)
         for row, ids in enumerate(id_lists):
-            input_ids[row, :len(ids)] = ids
-            mask[row, :len(ids)] = 1
+            input_ids[row, : len(ids)] = ids
+            mask[row, : len(ids)] = 1
         feeds = {"input_ids": input_ids, "attention_mask": mask}
         if "token_type_ids" in self._input_names:
             feeds["token_type_ids"] = np.zeros_like(input_ids)
@@ -316,6 +329,6 @@ class SmolChatEngine:
 
 def _local_model_error(error: dict) -> LocalModelError:
     status = error.get("code") if isinstance(error.get("code"), int) else 500
-    return LocalModelError(status, str(error.get("message", "chat generation failed")),
-                     str(error.get("type", "server_error")))
-
+    return LocalModelError(
+        status, str(error.get("message", "chat generation failed")), str(error.get("type", "server_error"))
+    )

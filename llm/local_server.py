@@ -18,7 +18,6 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
-
 from pathlib import Path
 
 from llm.bundled_models import BundledModelError
@@ -29,8 +28,16 @@ class LocalModelsBackend:
     """Answers from :class:`~llm.local_models.MiniLMEmbedder` and
     :class:`~llm.local_models.SmolChatEngine`, once :meth:`load` has run."""
 
-    def __init__(self, chat_model_path: str | None, threads: int, gen_threads: int,
-                 ctx_size: int, max_tokens: int, chat_model: str | None = None, cache_dir: str | None = None):
+    def __init__(
+        self,
+        chat_model_path: str | None,
+        threads: int,
+        gen_threads: int,
+        ctx_size: int,
+        max_tokens: int,
+        chat_model: str | None = None,
+        cache_dir: str | None = None,
+    ):
         """`chat_model_path` (any GGUF) wins over `chat_model` (a bundled model's name,
         llm/bundled_models.py; raises BundledModelError at once for an unknown one)."""
         from llm import bundled_models
@@ -40,8 +47,7 @@ class LocalModelsBackend:
         self._bundled = None if chat_model_path else bundled_models.model(chat_model)
         self._cache_dir = cache_dir
         self.chat_model_id = Path(chat_model_path).stem.lower() if chat_model_path else self._bundled.model_id
-        self._chat_config = dict(threads=gen_threads, batch_threads=threads, ctx_size=ctx_size,
-                                 max_tokens=max_tokens)
+        self._chat_config = dict(threads=gen_threads, batch_threads=threads, ctx_size=ctx_size, max_tokens=max_tokens)
         self.embedder = None
         self.e5_embedder = None
         self.chat_engine = None
@@ -88,8 +94,12 @@ class LocalModelsBackend:
 
         name = _embedding_model_name(body["model"])
         if name is None:
-            raise ApiError(404, f"The model '{body['model']}' does not exist or is not an "
-                                "embedding model", code="model_not_found", param="model")
+            raise ApiError(
+                404,
+                f"The model '{body['model']}' does not exist or is not an embedding model",
+                code="model_not_found",
+                param="model",
+            )
         dims = body.get("dimensions")
         if dims is not None and dims != EMBEDDING_DIM:
             raise ApiError(400, f"this model only supports dimensions={EMBEDDING_DIM}", param="dimensions")
@@ -146,22 +156,40 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--host", default=os.environ.get("LOCAL_LLM_HOST", "127.0.0.1"))
     parser.add_argument("--port", type=int, default=int(os.environ.get("LOCAL_LLM_PORT", "8001")))
-    parser.add_argument("--chat-model-path", default=os.environ.get("LOCAL_CHAT_MODEL_PATH") or None,
-                        help="GGUF file: any chat model (a 1-8B instruct model answers far better); "
-                             "default $LOCAL_CHAT_MODEL_PATH; wins over --chat-model")
-    parser.add_argument("--chat-model", default=os.environ.get("LOCAL_CHAT_MODEL") or None,
-                        help="a bundled chat model (llm/bundled_models.py: smollm2-135m, qwen2.5-0.5b, "
-                             "qwen2.5-1.5b); default $LOCAL_CHAT_MODEL, else qwen2.5-0.5b")
-    parser.add_argument("--cache-dir", default=os.environ.get("CACHE_DIR") or None,
-                        help="where a split model's GGUF is assembled (default $CACHE_DIR, else .data/cache)")
-    parser.add_argument("--threads", type=int, default=min(2, os.cpu_count() or 1),
-                        help="threads for embeddings and chat prompt evaluation")
-    parser.add_argument("--gen-threads", type=int, default=1,
-                        help="threads for chat token decoding (1 stays fast when other "
-                             "processes share the cores; see local_models.DEFAULT_GEN_THREADS)")
+    parser.add_argument(
+        "--chat-model-path",
+        default=os.environ.get("LOCAL_CHAT_MODEL_PATH") or None,
+        help="GGUF file: any chat model (a 1-8B instruct model answers far better); "
+        "default $LOCAL_CHAT_MODEL_PATH; wins over --chat-model",
+    )
+    parser.add_argument(
+        "--chat-model",
+        default=os.environ.get("LOCAL_CHAT_MODEL") or None,
+        help="a bundled chat model (llm/bundled_models.py: smollm2-135m, qwen2.5-0.5b, "
+        "qwen2.5-1.5b); default $LOCAL_CHAT_MODEL, else qwen2.5-0.5b",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        default=os.environ.get("CACHE_DIR") or None,
+        help="where a split model's GGUF is assembled (default $CACHE_DIR, else .data/cache)",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=min(2, os.cpu_count() or 1),
+        help="threads for embeddings and chat prompt evaluation",
+    )
+    parser.add_argument(
+        "--gen-threads",
+        type=int,
+        default=1,
+        help="threads for chat token decoding (1 stays fast when other "
+        "processes share the cores; see local_models.DEFAULT_GEN_THREADS)",
+    )
     parser.add_argument("--ctx-size", type=int, default=8192, help="chat context window in tokens")
-    parser.add_argument("--max-tokens", type=int, default=1024,
-                        help="upper bound on completion tokens per chat request")
+    parser.add_argument(
+        "--max-tokens", type=int, default=1024, help="upper bound on completion tokens per chat request"
+    )
     parser.add_argument("--log-level", default="WARNING")
     return parser.parse_args(argv)
 
@@ -170,8 +198,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Serve until SIGINT/SIGTERM; returns the process exit code (2: the chat model chosen
     is unknown, not installed or not the file pinned; nothing was loaded)."""
     args = parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         return _serve(args)
     except BundledModelError as err:
@@ -180,8 +209,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    backend = LocalModelsBackend(args.chat_model_path, args.threads, args.gen_threads, args.ctx_size,
-                                 args.max_tokens, chat_model=args.chat_model, cache_dir=args.cache_dir)
+    backend = LocalModelsBackend(
+        args.chat_model_path,
+        args.threads,
+        args.gen_threads,
+        args.ctx_size,
+        args.max_tokens,
+        chat_model=args.chat_model,
+        cache_dir=args.cache_dir,
+    )
     # Listen first so /healthz can say "loading" (503) while models load.
     httpd = make_http_server(args.host, args.port, backend)
     httpd.serve_in_background(name="http")

@@ -19,9 +19,9 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Protocol
-from collections.abc import Callable, Sequence
 
 log = logging.getLogger("llm.openai_http")
 
@@ -36,8 +36,14 @@ class ConnectionDropped(Exception):
 class ApiError(Exception):
     """An error answered as ``{"error": {"message", "type", "code"}}`` with ``status``."""
 
-    def __init__(self, status: int, message: str, error_type: str | None = None,
-                 code: str | None = None, param: str | None = None):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        error_type: str | None = None,
+        code: str | None = None,
+        param: str | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.message = message
@@ -47,8 +53,7 @@ class ApiError(Exception):
 
     def payload(self) -> dict:
         """The OpenAI error object (the value under ``"error"``)."""
-        return {"message": self.message, "type": self.error_type,
-                "param": self.param, "code": self.code}
+        return {"message": self.message, "type": self.error_type, "param": self.param, "code": self.code}
 
 
 def _default_error_type(status: int) -> str:
@@ -159,8 +164,10 @@ class OpenAIHandler(BaseHTTPRequestHandler):
             self._send_json(503, {"status": "loading"})
 
     def _models(self, _body) -> None:
-        data = [{"id": model_id, "object": "model", "created": 0, "owned_by": "local"}
-                for model_id in self.backend.model_ids()]
+        data = [
+            {"id": model_id, "object": "model", "created": 0, "owned_by": "local"}
+            for model_id in self.backend.model_ids()
+        ]
         self._send_json(200, {"object": "list", "data": data})
 
     def _embeddings(self, body: dict) -> None:
@@ -170,10 +177,16 @@ class OpenAIHandler(BaseHTTPRequestHandler):
         if fmt not in ("float", "base64"):
             raise ApiError(400, "encoding_format must be 'float' or 'base64'", param="encoding_format")
         vectors, tokens = self.backend.embeddings(body, texts)
-        data = [{"object": "embedding", "index": i, "embedding": _encode_vector(v, fmt)}
-                for i, v in enumerate(vectors)]
-        self._send_json(200, {"object": "list", "data": data, "model": body["model"],
-                              "usage": {"prompt_tokens": tokens, "total_tokens": tokens}})
+        data = [{"object": "embedding", "index": i, "embedding": _encode_vector(v, fmt)} for i, v in enumerate(vectors)]
+        self._send_json(
+            200,
+            {
+                "object": "list",
+                "data": data,
+                "model": body["model"],
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            },
+        )
 
     def _chat(self, body: dict) -> None:
         _validate_chat(body)
@@ -332,8 +345,9 @@ class OpenAIHTTPServer(ThreadingHTTPServer):
 
     def serve_in_background(self, name: str, poll_interval: float = 0.5) -> None:
         """Answer requests from a daemon thread until :meth:`stop`."""
-        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": poll_interval},
-                                        name=name, daemon=True)
+        self._thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": poll_interval}, name=name, daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:

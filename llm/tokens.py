@@ -1,5 +1,6 @@
 """Token counting with the embedding model's own tokenizer (all-MiniLM-L6-v2's WordPiece),
 from the tokenizer.json kept in llm/assets. Used for chunk token counts and budgets."""
+
 from __future__ import annotations
 
 import functools

@@ -13,6 +13,7 @@ restricted); any other refusal carries its HTTP status as the code (400, 402, 40
 search (`query_search`), charged like `POST search/`, with the account's excluded tags; the
 only metadata Dify may filter on is `tags` (see `tags_from_condition`).
 """
+
 from __future__ import annotations
 
 import uuid
@@ -55,16 +56,18 @@ class DifyRetrievalRequest(serializers.Serializer):
     knowledge_id = serializers.CharField(max_length=40, help_text="A collection id the API key may read")
     query = serializers.CharField(max_length=2000)
     retrieval_setting = _RetrievalSetting()
-    metadata_condition = serializers.JSONField(required=False, allow_null=True,
-                                               help_text="Conditions on the metadata field `tags`")
+    metadata_condition = serializers.JSONField(
+        required=False, allow_null=True, help_text="Conditions on the metadata field `tags`"
+    )
 
 
 def _values(condition: dict) -> list[str]:
     value = condition.get("value")
     values = value if isinstance(value, list) else [value]
     if not values or not all(isinstance(v, str) and v.strip() for v in values):
-        raise DifyRequestError("A tags condition needs a `value`: a tag, or a list of tags for in / not in.",
-                               field="metadata_condition")
+        raise DifyRequestError(
+            "A tags condition needs a `value`: a tag, or a list of tags for in / not in.", field="metadata_condition"
+        )
     return values
 
 
@@ -80,8 +83,10 @@ def tags_from_condition(condition) -> tuple[list[str] | None, list[str] | None]:
     if not condition:
         return None, None
     if not isinstance(condition, dict) or not isinstance(condition.get("conditions", []), list):
-        raise DifyRequestError("metadata_condition must be {\"logical_operator\": \"and\"|\"or\", \"conditions\": [...]}.",
-                               field="metadata_condition")
+        raise DifyRequestError(
+            'metadata_condition must be {"logical_operator": "and"|"or", "conditions": [...]}.',
+            field="metadata_condition",
+        )
     operator = str(condition.get("logical_operator") or "and").lower()
     if operator not in ("and", "or"):
         raise DifyRequestError('logical_operator must be "and" or "or".', field="metadata_condition")
@@ -98,15 +103,22 @@ def tags_from_condition(condition) -> tuple[list[str] | None, list[str] | None]:
         elif comparison in EXCLUDE:
             exclude += _values(item)
         else:
-            raise DifyRequestError("For tags, use contains, is, in (documents carrying them) or not contains, is not, "
-                                   "not in (documents without them).", field="metadata_condition")
+            raise DifyRequestError(
+                "For tags, use contains, is, in (documents carrying them) or not contains, is not, "
+                "not in (documents without them).",
+                field="metadata_condition",
+            )
     conditions = len(condition.get("conditions") or [])
     if operator == "and" and kept > 1:
-        raise DifyRequestError('Documents carrying any of several tags: one "in" condition, or logical_operator '
-                               '"or"; a document carrying all of them cannot be asked for.', field="metadata_condition")
+        raise DifyRequestError(
+            'Documents carrying any of several tags: one "in" condition, or logical_operator '
+            '"or"; a document carrying all of them cannot be asked for.',
+            field="metadata_condition",
+        )
     if operator == "or" and exclude and conditions > 1:
-        raise DifyRequestError('Leaving documents out by tag combines with "and", not "or".',
-                               field="metadata_condition")
+        raise DifyRequestError(
+            'Leaving documents out by tag combines with "and", not "or".', field="metadata_condition"
+        )
     return include or None, exclude or None
 
 
@@ -128,9 +140,11 @@ class DifyRetrievalView(AccountAPIView):
     authentication_classes = [ApiKeyAuthentication]
     permission_classes = [allows(Action.SEARCH)]
 
-    @extend_schema(request=DifyRetrievalRequest, responses=inline_serializer(
-        "DifyRecords", {"records": serializers.ListField(child=serializers.DictField())}),
-        description="Dify's External Knowledge API: the collection `knowledge_id`'s best chunks for `query`.")
+    @extend_schema(
+        request=DifyRetrievalRequest,
+        responses=inline_serializer("DifyRecords", {"records": serializers.ListField(child=serializers.DictField())}),
+        description="Dify's External Knowledge API: the collection `knowledge_id`'s best chunks for `query`.",
+    )
     def post(self, request):
         body = DifyRetrievalRequest(data=request.data)
         body.is_valid(raise_exception=True)
@@ -138,18 +152,41 @@ class DifyRetrievalView(AccountAPIView):
         collection = collection_access_by_id(account=self.account, collection_id=data["knowledge_id"])
         tags, exclude_tags = tags_from_condition(data.get("metadata_condition"))
         setting = data["retrieval_setting"]
-        found = query_search(account=self.account, query=data["query"], collection_ids=[collection.pk],
-                             top_k=setting["top_k"], key=f"dify:{uuid.uuid4()}", api_key=self.api_key,
-                             tags=tags, exclude_tags=exclude_tags)
+        found = query_search(
+            account=self.account,
+            query=data["query"],
+            collection_ids=[collection.pk],
+            top_k=setting["top_k"],
+            key=f"dify:{uuid.uuid4()}",
+            api_key=self.api_key,
+            tags=tags,
+            exclude_tags=exclude_tags,
+        )
         hits = [hit for hit in found.hits if _score(hit) >= setting["score_threshold"]]
-        tags_of = dict(Document.objects.for_account(self.account).filter(pk__in={h.document_id for h in hits})
-                       .values_list("pk", "tags"))
-        return Response({"records": [{
-            "content": hit.text, "score": _score(hit), "title": hit.document_name,
-            "metadata": {"document_id": hit.document_id, "chunk_index": hit.chunk_index,
-                         "pages": [hit.page_start, hit.page_end] if hit.page_start is not None else None,
-                         "tags": list(tags_of.get(hit.document_id, [])), "collection_id": collection.pk}}
-            for hit in hits]})
+        tags_of = dict(
+            Document.objects.for_account(self.account)
+            .filter(pk__in={h.document_id for h in hits})
+            .values_list("pk", "tags")
+        )
+        return Response(
+            {
+                "records": [
+                    {
+                        "content": hit.text,
+                        "score": _score(hit),
+                        "title": hit.document_name,
+                        "metadata": {
+                            "document_id": hit.document_id,
+                            "chunk_index": hit.chunk_index,
+                            "pages": [hit.page_start, hit.page_end] if hit.page_start is not None else None,
+                            "tags": list(tags_of.get(hit.document_id, [])),
+                            "collection_id": collection.pk,
+                        },
+                    }
+                    for hit in hits
+                ]
+            }
+        )
 
     def handle_exception(self, exc):
         """Every refusal in Dify's shape, `{"error_code", "error_msg"}`, with its HTTP status."""
@@ -159,10 +196,17 @@ class DifyRetrievalView(AccountAPIView):
         if code == 401 and not _malformed(self.request.headers.get("Authorization")):
             code, message = AUTHORIZATION_FAILED, "Authorization failed: the API key is unknown or has been revoked."
         elif code == 401:
-            code, message = INVALID_AUTHORIZATION, ("Invalid Authorization header format. Expected 'Bearer <api-key>' "
-                                                    "format, with a Groundwork API key (gw_…).")
+            code, message = (
+                INVALID_AUTHORIZATION,
+                (
+                    "Invalid Authorization header format. Expected 'Bearer <api-key>' "
+                    "format, with a Groundwork API key (gw_…)."
+                ),
+            )
         elif code == 404:
-            code, message = KNOWLEDGE_NOT_FOUND, ("The knowledge does not exist: knowledge_id must be the id of a "
-                                                  "collection this API key may read.")
+            code, message = (
+                KNOWLEDGE_NOT_FOUND,
+                ("The knowledge does not exist: knowledge_id must be the id of a collection this API key may read."),
+            )
         response.data = {"error_code": code, "error_msg": message}
         return response

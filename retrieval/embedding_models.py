@@ -18,6 +18,7 @@ kind "migration"):
   new;
 - cancelling deletes the staged vectors; the old model keeps serving.
 """
+
 from __future__ import annotations
 
 import logging
@@ -35,8 +36,8 @@ from core.tenancy import account_context
 from documents.chunking import embedding_text
 from documents.embedding import active_embedding_model
 from documents.models import ActiveEmbeddingModel, Chunk, ChunkEmbedding, Document, ReindexRun, Status
-from retrieval.search.maintenance import ensure_dimension_vector_index, ensure_tenant_vector_index
 from llm import client as llm
+from retrieval.search.maintenance import ensure_dimension_vector_index, ensure_tenant_vector_index
 
 logger = logging.getLogger("groundwork.documents")
 
@@ -64,16 +65,26 @@ def model_change(*, account) -> ModelChange | None:
     target, dims = settings.EMBEDDING_MODEL, settings.EMBEDDING_DIMENSIONS
     if (active.model, active.dimensions) == (target, dims):
         return None
-    documents = list(Document.objects.for_account(account_id).filter(status=Status.READY)
-                     .values_list("chunk_count", "embedding_tokens", "credits_estimate"))
+    documents = list(
+        Document.objects.for_account(account_id)
+        .filter(status=Status.READY)
+        .values_list("chunk_count", "embedding_tokens", "credits_estimate")
+    )
     # Each document's provider tokens as the target model will be charged for them; a document
     # without them (none stored) counts its credits estimate.
-    estimate = sum(pricing.credits_for(kind=pricing.EMBEDDING, model=target, tokens=tokens) if tokens
-                   else (estimate or 0) for _count, tokens, estimate in documents)
-    return ModelChange(active_model=active.model, active_dimensions=active.dimensions, target_model=target,
-                       target_dimensions=dims, documents=len(documents),
-                       batches=sum((c + BATCH_SIZE - 1) // BATCH_SIZE for c, _t, _e in documents),
-                       credits_estimate=max(estimate, pricing.MIN_CREDITS_PER_CALL) if documents else 0)
+    estimate = sum(
+        pricing.credits_for(kind=pricing.EMBEDDING, model=target, tokens=tokens) if tokens else (estimate or 0)
+        for _count, tokens, estimate in documents
+    )
+    return ModelChange(
+        active_model=active.model,
+        active_dimensions=active.dimensions,
+        target_model=target,
+        target_dimensions=dims,
+        documents=len(documents),
+        batches=sum((c + BATCH_SIZE - 1) // BATCH_SIZE for c, _t, _e in documents),
+        credits_estimate=max(estimate, pricing.MIN_CREDITS_PER_CALL) if documents else 0,
+    )
 
 
 def migration_cancel(*, account_id: int, run: ReindexRun) -> None:
@@ -106,10 +117,15 @@ def migration_step(*, account_id: int, run_id: int) -> bool:
             return not _switch(account_id, run_id)
         batch_index, chunks = _next_batch(account_id, document, run.embedding_model)
     try:
-        result = llm.with_retries(lambda: llm.embed(
-            # A chunk has the draft's content and heading_path: the same text as at ingestion.
-            [embedding_text(c, document.title or document.name) for c in chunks],
-            model=run.embedding_model, dimensions=run.embedding_dimensions, purpose=llm.Purpose.PASSAGE))
+        result = llm.with_retries(
+            lambda: llm.embed(
+                # A chunk has the draft's content and heading_path: the same text as at ingestion.
+                [embedding_text(c, document.title or document.name) for c in chunks],
+                model=run.embedding_model,
+                dimensions=run.embedding_dimensions,
+                purpose=llm.Purpose.PASSAGE,
+            )
+        )
         with account_context(account_id=account_id):
             _store_batch(account_id, run_id, document, batch_index, chunks, result)
     except (llm.ProviderError, InsufficientCredits, BudgetExceeded) as exc:
@@ -120,24 +136,45 @@ def migration_step(*, account_id: int, run_id: int) -> bool:
 
 def _next_document(account_id: int, model: str) -> Document | None:
     """The first ready document with a chunk that has no vector of `model` yet."""
-    return (Document.objects.for_account(account_id).filter(status=Status.READY)
-            .extra(where=["documents_document.chunk_count > (SELECT count(*) FROM documents_chunkembedding AS e"
-                          " WHERE e.document_id = documents_document.id AND e.model = %s)"], params=[model])
-            .order_by("pk").first())
+    return (
+        Document.objects.for_account(account_id)
+        .filter(status=Status.READY)
+        .extra(
+            where=[
+                "documents_document.chunk_count > (SELECT count(*) FROM documents_chunkembedding AS e"
+                " WHERE e.document_id = documents_document.id AND e.model = %s)"
+            ],
+            params=[model],
+        )
+        .order_by("pk")
+        .first()
+    )
 
 
 def _next_batch(account_id: int, document: Document, model: str):
     """The first batch (chunk_index // BATCH_SIZE) of the document with a chunk not covered;
     batches are written whole, so its chunks are all uncovered."""
-    missing = (Chunk.objects.for_account(account_id).filter(document=document)
-               .exclude(pk__in=ChunkEmbedding.objects.for_account(account_id).filter(
-                   document=document, model=model).values("chunk_id"))
-               .order_by("chunk_index").values_list("chunk_index", flat=True).first())
+    missing = (
+        Chunk.objects.for_account(account_id)
+        .filter(document=document)
+        .exclude(
+            pk__in=ChunkEmbedding.objects.for_account(account_id)
+            .filter(document=document, model=model)
+            .values("chunk_id")
+        )
+        .order_by("chunk_index")
+        .values_list("chunk_index", flat=True)
+        .first()
+    )
     batch_index = missing // BATCH_SIZE
-    chunks = list(Chunk.objects.for_account(account_id).filter(
-        document=document, chunk_index__gte=batch_index * BATCH_SIZE,
-        chunk_index__lt=(batch_index + 1) * BATCH_SIZE).order_by("chunk_index")
-        .only("pk", "chunk_index", "content", "heading_path", "revision"))
+    chunks = list(
+        Chunk.objects.for_account(account_id)
+        .filter(
+            document=document, chunk_index__gte=batch_index * BATCH_SIZE, chunk_index__lt=(batch_index + 1) * BATCH_SIZE
+        )
+        .order_by("chunk_index")
+        .only("pk", "chunk_index", "content", "heading_path", "revision")
+    )
     return batch_index, chunks
 
 
@@ -154,14 +191,29 @@ def _store_batch(account_id, run_id, document, batch_index, chunks, result) -> N
     if current is None or Chunk.objects.for_account(account_id).filter(pk__in=ids).count() != len(ids):
         return  # reindexed or deleted meanwhile: the next step looks again
     revision = chunks[0].revision
-    entry = credits_debit(account=account_id, tokens=result.total_tokens,
-                          key=f"embedding-migration:{run.pk}:{document.pk}:{revision}:{batch_index}",
-                          kind=Kind.EMBEDDING, model=result.model, provider=result.provider,
-                          reference=references.document(document.pk, revision),
-                          user=run.created_by_id)
-    ChunkEmbedding.objects.for_account(account_id).bulk_create([
-        ChunkEmbedding(account_id=account_id, chunk_id=c.pk, document_id=document.pk, model=run.embedding_model,
-                       embedding=result.vectors[i]) for i, c in enumerate(chunks)], ignore_conflicts=True)
+    entry = credits_debit(
+        account=account_id,
+        tokens=result.total_tokens,
+        key=f"embedding-migration:{run.pk}:{document.pk}:{revision}:{batch_index}",
+        kind=Kind.EMBEDDING,
+        model=result.model,
+        provider=result.provider,
+        reference=references.document(document.pk, revision),
+        user=run.created_by_id,
+    )
+    ChunkEmbedding.objects.for_account(account_id).bulk_create(
+        [
+            ChunkEmbedding(
+                account_id=account_id,
+                chunk_id=c.pk,
+                document_id=document.pk,
+                model=run.embedding_model,
+                embedding=result.vectors[i],
+            )
+            for i, c in enumerate(chunks)
+        ],
+        ignore_conflicts=True,
+    )
     run.progress_done = min(run.progress_done + 1, max(run.progress_total, run.progress_done + 1))
     run.progress_total = max(run.progress_total, run.progress_done)
     run.credits_charged += -entry.delta
@@ -172,9 +224,12 @@ def _store_batch(account_id, run_id, document, batch_index, chunks, result) -> N
 
 def _covered_documents(account_id: int, model: str) -> int:
     with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM documents_document AS d WHERE d.account_id = %s AND d.status = 'ready'"
-                       " AND d.chunk_count = (SELECT count(*) FROM documents_chunkembedding AS e"
-                       " WHERE e.document_id = d.id AND e.model = %s)", [account_id, model])
+        cursor.execute(
+            "SELECT count(*) FROM documents_document AS d WHERE d.account_id = %s AND d.status = 'ready'"
+            " AND d.chunk_count = (SELECT count(*) FROM documents_chunkembedding AS e"
+            " WHERE e.document_id = d.id AND e.model = %s)",
+            [account_id, model],
+        )
         return int(cursor.fetchone()[0])
 
 
@@ -194,15 +249,19 @@ def _switch(account_id: int, run_id: int) -> bool:
             # Chunks of ready documents take their new vectors; those of documents being
             # processed or deleted keep the old model's, which search then never compares
             # (a processing document is re-embedded when it publishes: ingestion._publish).
-            cursor.execute("UPDATE documents_chunk AS c SET embedding = e.embedding, embedding_model = e.model"
-                           " FROM documents_chunkembedding AS e WHERE e.chunk_id = c.id AND e.model = %s"
-                           " AND e.account_id = %s AND c.account_id = %s",
-                           [run.embedding_model, account_id, account_id])
-        Document.objects.for_account(account_id).filter(status=Status.READY).update(
-            embedding_model=run.embedding_model)
+            cursor.execute(
+                "UPDATE documents_chunk AS c SET embedding = e.embedding, embedding_model = e.model"
+                " FROM documents_chunkembedding AS e WHERE e.chunk_id = c.id AND e.model = %s"
+                " AND e.account_id = %s AND c.account_id = %s",
+                [run.embedding_model, account_id, account_id],
+            )
+        Document.objects.for_account(account_id).filter(status=Status.READY).update(embedding_model=run.embedding_model)
         ChunkEmbedding.objects.for_account(account_id).all().delete()
-        active.model, active.dimensions, active.switched_at = run.embedding_model, run.embedding_dimensions, \
-            timezone.now()
+        active.model, active.dimensions, active.switched_at = (
+            run.embedding_model,
+            run.embedding_dimensions,
+            timezone.now(),
+        )
         active.save(update_fields=["model", "dimensions", "switched_at"])
         run.status = ReindexRun.RunStatus.DONE
         run.done = run.total = covered

@@ -1,5 +1,6 @@
 """django-rq entry points for retrieval: the search-index cron job and the per-account index
 that goes with a deleted account. Thin: take ids, call retrieval's functions."""
+
 from __future__ import annotations
 
 import django_rq
@@ -24,5 +25,8 @@ def account_vector_index_withdraw(sender, *, account, **_signal) -> None:
     """Receiver of accounts.signals.account_deleted (inside the deleting transaction): the
     index is dropped by a job once that transaction has committed."""
     account_id = account.pk
-    transaction.on_commit(lambda: django_rq.get_queue("default").enqueue(
-        drop_account_vector_index, kwargs={"account_id": account_id}, retry=Retry(max=3, interval=[10, 30, 90])))
+    transaction.on_commit(
+        lambda: django_rq.get_queue("default").enqueue(
+            drop_account_vector_index, kwargs={"account_id": account_id}, retry=Retry(max=3, interval=[10, 30, 90])
+        )
+    )

@@ -3,6 +3,7 @@ credit estimate before it starts, its progress while it runs) and starting it, a
 Knowledge base's "Retrieval test" tab (thin views).
 The section is drawn into documents' Knowledge base page by the `embedding_model_panel`
 template tag (retrieval/templatetags/retrieval.py): documents sits below retrieval."""
+
 from __future__ import annotations
 
 import uuid
@@ -38,8 +39,10 @@ def embedding_panel(request, account) -> dict:
     return {
         "active": active_embedding_model(account_id=account.pk),
         "change": model_change(account=account),
-        "run": ReindexRun.objects.for_account(account).filter(kind=ReindexRun.RunKind.MIGRATION)
-        .order_by("-created_at").first(),
+        "run": ReindexRun.objects.for_account(account)
+        .filter(kind=ReindexRun.RunKind.MIGRATION)
+        .order_by("-created_at")
+        .first(),
         "may_migrate": principal_may(request, Action.ACCOUNT_REINDEX),
     }
 
@@ -56,18 +59,28 @@ def embedding_migration_start_view(request):
         elif run.kind != ReindexRun.RunKind.MIGRATION:
             messages.error(request, "A reindex is running; start the migration when it is done.")
         else:
-            messages.success(request, f"Moving to {run.embedding_model}. Search keeps using the current model "
-                                      "until every document has new vectors.")
+            messages.success(
+                request,
+                f"Moving to {run.embedding_model}. Search keeps using the current model "
+                "until every document has new vectors.",
+            )
     return redirect("documents:knowledge-base")
 
 
 class RetrievalTestForm(forms.Form):
     """The search API's body, as a form (the same bounds as retrieval.api.SearchRequestSerializer)."""
 
-    query = forms.CharField(max_length=2000, strip=True, error_messages={
-        "required": "Type what to search for.", "max_length": "A query is at most 2,000 characters."})
-    top_k = forms.IntegerField(min_value=1, max_value=50, required=False,
-                               error_messages={"invalid": "Results must be a whole number from 1 to 50."})
+    query = forms.CharField(
+        max_length=2000,
+        strip=True,
+        error_messages={"required": "Type what to search for.", "max_length": "A query is at most 2,000 characters."},
+    )
+    top_k = forms.IntegerField(
+        min_value=1,
+        max_value=50,
+        required=False,
+        error_messages={"invalid": "Results must be a whole number from 1 to 50."},
+    )
     collection = forms.CharField(required=False)
     # Comma-separated, as on the Knowledge base (documents/tags.py's rules, checked by the search).
     tags = forms.CharField(required=False, max_length=900)
@@ -77,11 +90,17 @@ class RetrievalTestForm(forms.Form):
 def _retrieval_test_search(request, form: RetrievalTestForm) -> dict:
     """embed -> charge -> search (query_search, as the search API does), explained."""
     account, data = request.account, form.cleaned_data
-    found = query_search(account=account, query=data["query"], top_k=data["top_k"],
-                         collection_ids=collection_ids_requested(account=account, requested=data["collection"]),
-                         key=f"search:{uuid.uuid4()}", user=request.user, explain=True,
-                         tags=tags_from_form([data["tags"]]) or None,
-                         exclude_tags=tags_from_form([data["exclude_tags"]]) or None)
+    found = query_search(
+        account=account,
+        query=data["query"],
+        top_k=data["top_k"],
+        collection_ids=collection_ids_requested(account=account, requested=data["collection"]),
+        key=f"search:{uuid.uuid4()}",
+        user=request.user,
+        explain=True,
+        tags=tags_from_form([data["tags"]]) or None,
+        exclude_tags=tags_from_form([data["exclude_tags"]]) or None,
+    )
     return explained_search(found, threshold=settings.RAG_MATCH_THRESHOLD)
 
 
@@ -98,10 +117,20 @@ def retrieval_test_view(request):
         except GroundworkError as exc:  # not enough credits, a budget, the provider, a collection
             error, status = exc.message, exc.status
     active = active_embedding_model(account_id=request.account.pk)
-    return render(request, "retrieval/retrieval_test.html", {
-        "form": form, "answer": answer, "error": error, "tab": "retrieval-test",
-        "collections": collection_list(account=request.account),
-        "threshold": settings.RAG_MATCH_THRESHOLD, "default_top_k": settings.RAG_TOP_K,
-        "credits_estimate": pricing.credits_for(kind=pricing.EMBEDDING, tokens=TYPICAL_QUERY_TOKENS,
-                                                model=active.model),
-    }, status=status)
+    return render(
+        request,
+        "retrieval/retrieval_test.html",
+        {
+            "form": form,
+            "answer": answer,
+            "error": error,
+            "tab": "retrieval-test",
+            "collections": collection_list(account=request.account),
+            "threshold": settings.RAG_MATCH_THRESHOLD,
+            "default_top_k": settings.RAG_TOP_K,
+            "credits_estimate": pricing.credits_for(
+                kind=pricing.EMBEDDING, tokens=TYPICAL_QUERY_TOKENS, model=active.model
+            ),
+        },
+        status=status,
+    )

@@ -1,5 +1,6 @@
 """Support staff: sources with their status and last error, and their syncs, read-only
 (sources are added, synced and deleted by their account's people)."""
+
 from django.contrib import admin
 
 from core.admin_mixins import AccountFilter, AllAccountsMixin, ReadOnlyMixin

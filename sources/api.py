@@ -1,4 +1,5 @@
 """REST endpoints for sources (docs/guide/sources.md): list, add, detail, sync, delete."""
+
 from drf_spectacular.utils import extend_schema
 from rest_framework import status
 from rest_framework.response import Response
@@ -50,9 +51,16 @@ class SourceListView(AccountAPIView):
     def post(self, request):
         body = _body(request)
         source = services.source_create(
-            account=self.account, actor=self.user, api_key=self.api_key, kind=body.get("kind"),
-            url=body.get("url"), max_pages=body.get("max_pages"), schedule=body.get("schedule"),
-            options=body.get("options"), tags=body.get("tags"))
+            account=self.account,
+            actor=self.user,
+            api_key=self.api_key,
+            kind=body.get("kind"),
+            url=body.get("url"),
+            max_pages=body.get("max_pages"),
+            schedule=body.get("schedule"),
+            options=body.get("options"),
+            tags=body.get("tags"),
+        )
         return Response(_detail(self.account, source), status=status.HTTP_201_CREATED)
 
 

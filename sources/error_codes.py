@@ -1,4 +1,5 @@
 """sources's error codes, each named once (docs/architecture.md, "Where to add … an error")."""
+
 from enum import StrEnum
 
 

@@ -1,5 +1,6 @@
 """django-rq entry points for sources: thin, take ids, call the sync (the cron job that
 starts scheduled syncs is sources/schedule.py's). Enqueued with transaction.on_commit, never inside an open transaction."""
+
 from __future__ import annotations
 
 import logging
@@ -20,8 +21,11 @@ JOB_TIMEOUT = 60 * 60
 def _enqueue(func, *, job_timeout: int = JOB_TIMEOUT, job_id: str | None = None, **kwargs) -> None:
     # Retries cover a database briefly unreachable; a sync reports its own failures.
     retry = Retry(max=3, interval=[10, 30, 90])
-    transaction.on_commit(lambda: django_rq.get_queue("default").enqueue(
-        func, job_timeout=job_timeout, retry=retry, job_id=job_id, kwargs=kwargs))
+    transaction.on_commit(
+        lambda: django_rq.get_queue("default").enqueue(
+            func, job_timeout=job_timeout, retry=retry, job_id=job_id, kwargs=kwargs
+        )
+    )
 
 
 def enqueue_sync(source_sync) -> None:
@@ -31,8 +35,11 @@ def enqueue_sync(source_sync) -> None:
 
 
 def enqueue_next_sync() -> None:
-    _enqueue(sync_next_source, job_id=f"{sync_queue.SYNC_JOB_PREFIX}{uuid.uuid4().hex}",
-             job_timeout=settings.SOURCES_SYNC_JOB_TIMEOUT_SECONDS)
+    _enqueue(
+        sync_next_source,
+        job_id=f"{sync_queue.SYNC_JOB_PREFIX}{uuid.uuid4().hex}",
+        job_timeout=settings.SOURCES_SYNC_JOB_TIMEOUT_SECONDS,
+    )
 
 
 def enqueue_purge(source) -> None:

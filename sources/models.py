@@ -1,5 +1,6 @@
 """Sources: places documents come from (a web site, a Git repository), each synced into the
 knowledge base, with the items it brought in and the history of its syncs."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -39,10 +40,12 @@ class Source(TenantModel):
     last_synced_at = models.DateTimeField(null=True, blank=True)
     # Set by DELETE: gone from every list at once; a job deletes its documents, then the row.
     deleted_at = models.DateTimeField(null=True, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
-    created_by_api_key = models.ForeignKey("accounts.ApiKey", null=True, blank=True, on_delete=models.SET_NULL,
-                                           related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_by_api_key = models.ForeignKey(
+        "accounts.ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -68,8 +71,9 @@ class SourceItem(TenantModel):
     key = models.CharField(max_length=2000)
     url = models.CharField(max_length=2000, blank=True)
     title = models.CharField(max_length=255, blank=True)
-    document = models.ForeignKey("documents.Document", null=True, blank=True, on_delete=models.SET_NULL,
-                                 related_name="+")
+    document = models.ForeignKey(
+        "documents.Document", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # False when the same text was already a document of the account (uploaded by someone, or
     # by another source): that document is not this source's to delete.
     owns_document = models.BooleanField(default=True)
@@ -116,8 +120,9 @@ class SourceSync(TenantModel):
         ]
         constraints = [
             # No two syncs of one source at once (services.source_sync_request takes the row lock).
-            models.UniqueConstraint(fields=["source"], condition=models.Q(status="running"),
-                                    name="source_one_running_sync"),
+            models.UniqueConstraint(
+                fields=["source"], condition=models.Q(status="running"), name="source_one_running_sync"
+            ),
         ]
 
 

@@ -6,6 +6,7 @@ rebinding between check and connect); redirects followed by hand, each hop check
 with the same rule; the body capped in bytes, and the whole fetch (every hop's connection,
 headers and body) in time: SOURCES_FETCH_TIMEOUT_SECONDS holds however slowly the server
 sends (see _read and _Watchdog)."""
+
 from __future__ import annotations
 
 import contextlib
@@ -85,19 +86,27 @@ def _display(host: str, port: int) -> str:
 def _allow_hint(host: str, port: int) -> str:
     listed = any(_allowed_entry(entry)[0] == host.lower().strip("[]") for entry in settings.SOURCES_ALLOWED_HOSTS)
     if listed:
-        return (f"SOURCES_ALLOWED_HOSTS allows {host} on other ports only (a bare host: 80, 443 and the "
-                f"source's own port); to read this one, ask your operator to add {_display(host, port)} to it.")
-    return (f"If it is your intranet, ask your operator to add {host} (or {_display(host, port)}) to "
-            "SOURCES_ALLOWED_HOSTS.")
+        return (
+            f"SOURCES_ALLOWED_HOSTS allows {host} on other ports only (a bare host: 80, 443 and the "
+            f"source's own port); to read this one, ask your operator to add {_display(host, port)} to it."
+        )
+    return (
+        f"If it is your intranet, ask your operator to add {host} (or {_display(host, port)}) to SOURCES_ALLOWED_HOSTS."
+    )
 
 
 def _refusal(address) -> str | None:
     """Why this address may not be read (None: a public address)."""
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
         address = address.ipv4_mapped
-    for test, words in (("is_loopback", "a loopback"), ("is_link_local", "a link-local"),
-                        ("is_private", "a private"), ("is_reserved", "a reserved"),
-                        ("is_multicast", "a multicast"), ("is_unspecified", "an unspecified")):
+    for test, words in (
+        ("is_loopback", "a loopback"),
+        ("is_link_local", "a link-local"),
+        ("is_private", "a private"),
+        ("is_reserved", "a reserved"),
+        ("is_multicast", "a multicast"),
+        ("is_unspecified", "an unspecified"),
+    ):
         if getattr(address, test):
             return words
     return None if address.is_global else "a non-public"
@@ -120,7 +129,9 @@ def resolve(host: str, port: int, *, source_port: int | None = None) -> str:
                 raise AddressRefused(
                     SourceErrorCode.ADDRESS_REFUSED,
                     f"The host {host} (port {port}) resolves to {why} address {text}; Groundwork does not read "
-                    f"such addresses. {_allow_hint(host, port)}", field="url")
+                    f"such addresses. {_allow_hint(host, port)}",
+                    field="url",
+                )
     return addresses[0]
 
 
@@ -143,15 +154,15 @@ def check_url(url: str, *, source_port: int | None = None) -> Target:
         raise SourceError(SourceErrorCode.INVALID_URL, f"{url[:200]} is not a valid URL.", field="url") from None
     scheme = parts.scheme.lower()
     if scheme not in ALLOWED_SCHEMES or not parts.hostname:
-        raise SourceError(SourceErrorCode.INVALID_URL,
-                          f"{url[:200]} is not an http:// or https:// address.", field="url")
+        raise SourceError(
+            SourceErrorCode.INVALID_URL, f"{url[:200]} is not an http:// or https:// address.", field="url"
+        )
     if parts.username or parts.password:
         raise SourceError(SourceErrorCode.INVALID_URL, "Give the URL without a user name or password.", field="url")
     port = port or ALLOWED_SCHEMES[scheme]
     host = parts.hostname
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    return Target(scheme=scheme, host=host, port=port, address=resolve(host, port, source_port=source_port),
-                  path=path)
+    return Target(scheme=scheme, host=host, port=port, address=resolve(host, port, source_port=source_port), path=path)
 
 
 class _Watchdog:
@@ -228,9 +239,17 @@ def _pool(target: Target, left: float, watchdog: _Watchdog):
     timeouts = urllib3.Timeout(connect=left, read=left)
     if target.scheme == "https":
         # Connect to the checked address; verify the certificate for the URL's host (SNI too).
-        return _HTTPSPool(target.address, target.port, timeout=timeouts, retries=False,
-                          server_hostname=target.host, assert_hostname=target.host,
-                          cert_reqs="CERT_REQUIRED", maxsize=1, watchdog=watchdog)
+        return _HTTPSPool(
+            target.address,
+            target.port,
+            timeout=timeouts,
+            retries=False,
+            server_hostname=target.host,
+            assert_hostname=target.host,
+            cert_reqs="CERT_REQUIRED",
+            maxsize=1,
+            watchdog=watchdog,
+        )
     return _HTTPPool(target.address, target.port, timeout=timeouts, retries=False, maxsize=1, watchdog=watchdog)
 
 
@@ -240,9 +259,10 @@ def _host_header(target: Target) -> str:
 
 
 def _too_slow(url: str, timeout: float) -> SourceError:
-    return SourceError(SourceErrorCode.FETCH_FAILED,
-                       f"{url} took longer than {timeout:g} s to download (SOURCES_FETCH_TIMEOUT_SECONDS); "
-                       "it was not read.")
+    return SourceError(
+        SourceErrorCode.FETCH_FAILED,
+        f"{url} took longer than {timeout:g} s to download (SOURCES_FETCH_TIMEOUT_SECONDS); it was not read.",
+    )
 
 
 def _read(response, *, max_bytes: int, deadline: float, url: str, timeout: float) -> bytes:
@@ -261,15 +281,22 @@ def _read(response, *, max_bytes: int, deadline: float, url: str, timeout: float
             break
         body += block
         if len(body) > max_bytes:
-            raise SourceError(SourceErrorCode.TOO_LARGE,
-                              f"{url} is larger than {max_bytes // 1024:,} KB; it was not read.")
+            raise SourceError(
+                SourceErrorCode.TOO_LARGE, f"{url} is larger than {max_bytes // 1024:,} KB; it was not read."
+            )
     if time.monotonic() > deadline:
         raise _too_slow(url, timeout)
     return bytes(body)
 
 
-def fetch(url: str, *, headers: dict | None = None, max_bytes: int | None = None,
-          timeout: float | None = None, source_url: str | None = None) -> Response:
+def fetch(
+    url: str,
+    *,
+    headers: dict | None = None,
+    max_bytes: int | None = None,
+    timeout: float | None = None,
+    source_url: str | None = None,
+) -> Response:
     """GET `url`, following up to MAX_REDIRECTS redirects, each one checked like the first
     (`source_url`: the source's own URL, whose port a bare allowed host may be read on; `url`
     itself by default). The whole fetch, redirects included, takes at most `timeout` seconds
@@ -282,18 +309,28 @@ def fetch(url: str, *, headers: dict | None = None, max_bytes: int | None = None
     source_port = url_port(source_url or url)
     for _ in range(MAX_REDIRECTS + 1):
         target = check_url(url, source_port=source_port)
-        request_headers = {"Host": _host_header(target), "User-Agent": USER_AGENT,
-                           # identity: a compressed body could expand far past the size cap in one read
-                           "Accept-Encoding": "identity",
-                           **(headers or {})}
+        request_headers = {
+            "Host": _host_header(target),
+            "User-Agent": USER_AGENT,
+            # identity: a compressed body could expand far past the size cap in one read
+            "Accept-Encoding": "identity",
+            **(headers or {}),
+        }
         left = deadline - time.monotonic()
         if left <= 0:
             raise _too_slow(url, timeout)
         with _Watchdog(deadline) as watchdog:
             pool = _pool(target, left, watchdog)
             try:
-                response = pool.urlopen("GET", target.path, headers=request_headers, redirect=False,
-                                        preload_content=False, assert_same_host=False, retries=False)
+                response = pool.urlopen(
+                    "GET",
+                    target.path,
+                    headers=request_headers,
+                    redirect=False,
+                    preload_content=False,
+                    assert_same_host=False,
+                    retries=False,
+                )
                 try:
                     location = response.headers.get("Location")
                     if response.status in (301, 302, 303, 307, 308) and location:
@@ -307,8 +344,9 @@ def fetch(url: str, *, headers: dict | None = None, max_bytes: int | None = None
                 # (Every read is given only the time left: a read that timed out ran into the deadline.)
                 if isinstance(exc, urllib3.exceptions.ReadTimeoutError) or time.monotonic() >= deadline:
                     raise _too_slow(url, timeout) from None
-                raise SourceError(SourceErrorCode.FETCH_FAILED,
-                                  f"{url} could not be fetched: {_reason(exc)}.") from None
+                raise SourceError(
+                    SourceErrorCode.FETCH_FAILED, f"{url} could not be fetched: {_reason(exc)}."
+                ) from None
             finally:
                 pool.close()
     raise SourceError(SourceErrorCode.FETCH_FAILED, f"{url} redirects more than {MAX_REDIRECTS} times.")

@@ -1,4 +1,5 @@
 """Scheduled syncs (config/cron.py runs `sync_due_sources` every minute)."""
+
 from __future__ import annotations
 
 from django.utils import timezone
@@ -21,14 +22,19 @@ def sync_due_sources() -> int:
     failed = stale_syncs_fail() + top_up_sync_jobs()
     now = timezone.now()
     with dangerously_bypass_tenancy(reason="sources: find sources whose scheduled sync is due"):
-        due = list(Source.all_accounts.filter(deleted_at__isnull=True, next_sync_at__lte=now)
-                   .exclude(schedule="").exclude(status=SourceStatus.SYNCING)
-                   .order_by("next_sync_at").values_list("account_id", "pk")[:500])
+        due = list(
+            Source.all_accounts.filter(deleted_at__isnull=True, next_sync_at__lte=now)
+            .exclude(schedule="")
+            .exclude(status=SourceStatus.SYNCING)
+            .order_by("next_sync_at")
+            .values_list("account_id", "pk")[:500]
+        )
     started = 0
     for account_id, source_id in due:
         with account_context(account_id=account_id):
             source = Source.objects.for_account(account_id).filter(pk=source_id).first()
-            if source is not None and source_sync_request(account=source.account, source=source,
-                                                          trigger="schedule", only_if_due=True):
+            if source is not None and source_sync_request(
+                account=source.account, source=source, trigger="schedule", only_if_due=True
+            ):
                 started += 1
     return failed + started

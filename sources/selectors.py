@@ -1,5 +1,6 @@
 """Reads of sources. Every selector takes the account explicitly; a deleted source (its
 documents being removed by a job) is gone for every reader at once."""
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -15,13 +16,24 @@ from sources.models import Source, SourceItem, SourceSync, SyncStatus
 def source_list(*, account) -> QuerySet[Source]:
     """The account's sources, newest first, each with `document_count` and `last_sync_id`
     (its latest finished sync)."""
-    last_sync = (SourceSync.objects.for_account(account).filter(source=OuterRef("pk"))
-                 .exclude(status=SyncStatus.RUNNING).order_by("-started_at", "-pk").values("pk")[:1])
-    return (Source.objects.for_account(account).filter(deleted_at__isnull=True)
-            .annotate(document_count=Count("items", filter=Q(items__document__isnull=False)
-                                           & ~Q(items__document__status="deleting")),
-                      last_sync_id=Subquery(last_sync))
-            .order_by("-created_at", "-pk"))
+    last_sync = (
+        SourceSync.objects.for_account(account)
+        .filter(source=OuterRef("pk"))
+        .exclude(status=SyncStatus.RUNNING)
+        .order_by("-started_at", "-pk")
+        .values("pk")[:1]
+    )
+    return (
+        Source.objects.for_account(account)
+        .filter(deleted_at__isnull=True)
+        .annotate(
+            document_count=Count(
+                "items", filter=Q(items__document__isnull=False) & ~Q(items__document__status="deleting")
+            ),
+            last_sync_id=Subquery(last_sync),
+        )
+        .order_by("-created_at", "-pk")
+    )
 
 
 def source_access_by_id(*, account, source_id) -> Source:
@@ -46,9 +58,11 @@ def sync_list(*, account, source: Source, limit: int = 20) -> QuerySet[SourceSyn
 def sources_of_documents(*, account, document_ids: Iterable[int]) -> dict[int, dict]:
     """{document id: {"id", "url"}} for the documents a source brought in (the document
     API's `source`)."""
-    rows = (SourceItem.objects.for_account(account)
-            .filter(document_id__in=list(document_ids), source__deleted_at__isnull=True, owns_document=True)
-            .values_list("document_id", "source_id", "url"))
+    rows = (
+        SourceItem.objects.for_account(account)
+        .filter(document_id__in=list(document_ids), source__deleted_at__isnull=True, owns_document=True)
+        .values_list("document_id", "source_id", "url")
+    )
     return {document_id: {"id": source_id, "url": url} for document_id, source_id, url in rows}
 
 

@@ -15,8 +15,19 @@ class SyncCountsSerializer(serializers.Serializer):
 class SourceSyncSerializer(serializers.ModelSerializer):
     class Meta:
         model = SourceSync
-        fields = ["id", "trigger", "status", "started_at", "finished_at", "added", "updated", "removed",
-                  "unchanged", "error", "problems"]
+        fields = [
+            "id",
+            "trigger",
+            "status",
+            "started_at",
+            "finished_at",
+            "added",
+            "updated",
+            "removed",
+            "unchanged",
+            "error",
+            "problems",
+        ]
 
 
 class SourceSerializer(serializers.ModelSerializer):
@@ -29,8 +40,22 @@ class SourceSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Source
-        fields = ["id", "kind", "url", "status", "error", "last_synced_at", "document_count", "last_sync",
-                  "max_pages", "schedule", "next_sync_at", "options", "tags", "created_at"]
+        fields = [
+            "id",
+            "kind",
+            "url",
+            "status",
+            "error",
+            "last_synced_at",
+            "document_count",
+            "last_sync",
+            "max_pages",
+            "schedule",
+            "next_sync_at",
+            "options",
+            "tags",
+            "created_at",
+        ]
 
     @extend_schema_field(SyncCountsSerializer(allow_null=True))
     def get_last_sync(self, source) -> dict | None:
@@ -56,8 +81,10 @@ class SourceDetailSerializer(SourceSerializer):
 
 def _options_help() -> str:
     """What each kind's `options` may hold, from the kinds themselves: 'git: {"branch"?, "path"?}'."""
+
     def shape(kind) -> str:
         return "{" + ", ".join(f'"{option.name}"?' for option in kind.options) + "}"
+
     return "; ".join(f"{kind.name}: {shape(kind)}" for kind in registry().values() if kind.options)
 
 

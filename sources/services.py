@@ -1,4 +1,5 @@
 """Writes for sources: add one, ask for a sync, delete one (its documents go by a job)."""
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -28,8 +29,11 @@ def _clean_max_pages(value) -> int:
         return DEFAULT_MAX_PAGES
     limit = settings.SOURCES_MAX_PAGES_LIMIT
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= limit:
-        raise SourceError(SourceErrorCode.INVALID_MAX_PAGES, f"`max_pages` must be a whole number from 1 to {limit}.",
-                          field="max_pages")
+        raise SourceError(
+            SourceErrorCode.INVALID_MAX_PAGES,
+            f"`max_pages` must be a whole number from 1 to {limit}.",
+            field="max_pages",
+        )
     return value
 
 
@@ -37,8 +41,9 @@ def _clean_schedule(value) -> str:
     if value in (None, ""):
         return ""
     if value not in Schedule.values:
-        raise SourceError(SourceErrorCode.INVALID_SCHEDULE, '`schedule` must be "hourly", "daily" or null.',
-                          field="schedule")
+        raise SourceError(
+            SourceErrorCode.INVALID_SCHEDULE, '`schedule` must be "hourly", "daily" or null.', field="schedule"
+        )
     return value
 
 
@@ -47,34 +52,51 @@ def _target(source: Source) -> str:
 
 
 @transaction.atomic
-def source_create(*, account, actor=None, api_key=None, kind, url, max_pages=None, schedule=None,
-                  options=None, tags=None) -> Source:
+def source_create(
+    *, account, actor=None, api_key=None, kind, url, max_pages=None, schedule=None, options=None, tags=None
+) -> Source:
     """Add a source and start its first sync. Everything is checked first (a 400 naming the
     field): the kind, the URL (its host resolved: a private, loopback or link-local address is
     refused unless SOURCES_ALLOWED_HOSTS allows the host on that port), max_pages, the
     schedule, options."""
     if kind not in kind_names():
-        raise SourceError(SourceErrorCode.INVALID_KIND, f"`kind` must be one of: {', '.join(kind_names())}.",
-                          field="kind")
+        raise SourceError(
+            SourceErrorCode.INVALID_KIND, f"`kind` must be one of: {', '.join(kind_names())}.", field="kind"
+        )
     if not isinstance(url, str) or not url.strip() or len(url) > 2000:
-        raise SourceError(SourceErrorCode.INVALID_URL, "Give the source's `url` (at most 2,000 characters).",
-                          field="url")
+        raise SourceError(
+            SourceErrorCode.INVALID_URL, "Give the source's `url` (at most 2,000 characters).", field="url"
+        )
     if options is not None and not isinstance(options, dict):
         raise SourceError(SourceErrorCode.INVALID_OPTION, "`options` must be an object.", field="options")
     max_pages, schedule, tags = _clean_max_pages(max_pages), _clean_schedule(schedule), tags_clean(tags)
     url, options = kind_for(kind).check(url=url.strip(), options=options or {})
     source = Source.objects.for_account(account).create(
-        account=account, kind=kind, url=url, max_pages=max_pages, schedule=schedule, options=options, tags=tags,
-        created_by=actor if getattr(actor, "pk", None) else None, created_by_api_key=api_key)
-    audit_record(account=account, action="source.create", actor=api_key or actor, target=_target(source),
-                 detail={"kind": kind, "max_pages": max_pages, "schedule": schedule or None})
+        account=account,
+        kind=kind,
+        url=url,
+        max_pages=max_pages,
+        schedule=schedule,
+        options=options,
+        tags=tags,
+        created_by=actor if getattr(actor, "pk", None) else None,
+        created_by_api_key=api_key,
+    )
+    audit_record(
+        account=account,
+        action="source.create",
+        actor=api_key or actor,
+        target=_target(source),
+        detail={"kind": kind, "max_pages": max_pages, "schedule": schedule or None},
+    )
     source_sync_request(account=account, source=source, trigger="create")
     return source
 
 
 @transaction.atomic
-def source_sync_request(*, account, source: Source, trigger: str = "manual", actor=None,
-                        only_if_due: bool = False) -> SourceSync | None:
+def source_sync_request(
+    *, account, source: Source, trigger: str = "manual", actor=None, only_if_due: bool = False
+) -> SourceSync | None:
     """Start a sync now (queued), unless one is running: then that one is returned. No two
     syncs of one source run at once (the row lock here, and one running sync per source as a
     unique constraint). `only_if_due` (the scheduler): None unless the source is still due."""
@@ -89,8 +111,9 @@ def source_sync_request(*, account, source: Source, trigger: str = "manual", act
         return running
     try:
         with transaction.atomic():
-            sync = SourceSync.objects.for_account(account).create(account_id=source.account_id, source=source,
-                                                                  trigger=trigger)
+            sync = SourceSync.objects.for_account(account).create(
+                account_id=source.account_id, source=source, trigger=trigger
+            )
     except IntegrityError:  # NOTE: unreachable under the row lock; the constraint is the backstop
         return SourceSync.objects.for_account(account).get(source=source, status=SyncStatus.RUNNING)
     source.status, source.error = SourceStatus.SYNCING, ""
@@ -112,7 +135,8 @@ def source_delete(*, account, source: Source, actor=None) -> Source:
         source.deleted_at = timezone.now()
         source.save(update_fields=["deleted_at", "updated_at"])
         SourceSync.objects.for_account(account).filter(source=source, status=SyncStatus.RUNNING).update(
-            status=SyncStatus.FAILED, finished_at=source.deleted_at, error="The source was deleted.")
+            status=SyncStatus.FAILED, finished_at=source.deleted_at, error="The source was deleted."
+        )
         audit_record(account=account, action="source.delete", actor=actor, target=_target(source))
     jobs.enqueue_purge(source)
     return source

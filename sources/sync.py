@@ -11,6 +11,7 @@ Each item is its own short unit of work (an account context), taken under the so
 lock, so a DELETE of the source (which takes the same lock) stops the sync between items.
 Nothing is fetched inside a transaction.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -92,16 +93,19 @@ def _run(account_id: int, sync_id: int, source: Source, known: dict[str, Known],
         for key in reader.list_items():
             fetched = reader.fetch_item(key)
             if reader.bytes_fetched > settings.SOURCES_MAX_SYNC_BYTES:
-                problems.append(f"Stopped after {settings.SOURCES_MAX_SYNC_BYTES // (1024 * 1024):,} MB "
-                                "(SOURCES_MAX_SYNC_BYTES); pages not reached were kept as they were.")
+                problems.append(
+                    f"Stopped after {settings.SOURCES_MAX_SYNC_BYTES // (1024 * 1024):,} MB "
+                    "(SOURCES_MAX_SYNC_BYTES); pages not reached were kept as they were."
+                )
                 complete = False
                 break
             if not isinstance(fetched, Gone):
                 seen.add(key)
             if isinstance(fetched, Skipped):
                 problems.append(fetched.problem)
-            outcome, problem = _apply(account_id, source, sync_id, fetched, principal=principal,
-                                      bytes_fetched=reader.bytes_fetched)
+            outcome, problem = _apply(
+                account_id, source, sync_id, fetched, principal=principal, bytes_fetched=reader.bytes_fetched
+            )
             counts[outcome] += 1
             if problem:
                 problems.append(problem)
@@ -124,36 +128,54 @@ def _claim(account_id: int, sync_id: int, *, taken: bool):
     """(sync, source, known items, principal) of a sync to run now, its heartbeat refreshed;
     None when it is not to run. `taken`: the fair claim gave it to this worker."""
     with account_context(account_id=account_id):
-        sync = (SourceSync.objects.for_account(account_id).select_for_update(of=("self",)).select_related(
-            "source", "source__account", "source__created_by", "source__created_by_api_key").filter(pk=sync_id).first())
+        sync = (
+            SourceSync.objects.for_account(account_id)
+            .select_for_update(of=("self",))
+            .select_related("source", "source__account", "source__created_by", "source__created_by_api_key")
+            .filter(pk=sync_id)
+            .first()
+        )
         if sync is None or sync.status != SyncStatus.RUNNING or sync.source.deleted_at is not None:
             return None
         now = timezone.now()
-        if not taken and sync.heartbeat_at and now - sync.heartbeat_at < dt.timedelta(
-                seconds=settings.SOURCES_SYNC_STALE_SECONDS):
+        if (
+            not taken
+            and sync.heartbeat_at
+            and now - sync.heartbeat_at < dt.timedelta(seconds=settings.SOURCES_SYNC_STALE_SECONDS)
+        ):
             return None  # NOTE: a second job of the same sync (a retry): the first is running it
         sync.heartbeat_at = now
         sync.save(update_fields=["heartbeat_at"])
-        known = {item.key: Known(etag=item.etag, last_modified=item.last_modified, sha256=item.sha256,
-                                 links=tuple(item.links))
-                 for item in SourceItem.objects.for_account(account_id).filter(source=sync.source)}
+        known = {
+            item.key: Known(
+                etag=item.etag, last_modified=item.last_modified, sha256=item.sha256, links=tuple(item.links)
+            )
+            for item in SourceItem.objects.for_account(account_id).filter(source=sync.source)
+        }
         return sync, sync.source, known, _principal(sync.source)
 
 
 def _locked_source(account_id: int, source: Source, sync_id: int, bytes_fetched: int = 0) -> Source:
     """The source under its row lock (a DELETE waits for this item, or this item for the
     DELETE), with the sync's heartbeat refreshed."""
-    locked = (Source.objects.for_account(account_id).select_for_update(of=("self",))
-              .select_related("account", "created_by").filter(pk=source.pk).first())
+    locked = (
+        Source.objects.for_account(account_id)
+        .select_for_update(of=("self",))
+        .select_related("account", "created_by")
+        .filter(pk=source.pk)
+        .first()
+    )
     if locked is None or locked.deleted_at is not None:
         raise _SourceDeleted()
     SourceSync.objects.for_account(account_id).filter(pk=sync_id).update(
-        heartbeat_at=timezone.now(), bytes_fetched=bytes_fetched)
+        heartbeat_at=timezone.now(), bytes_fetched=bytes_fetched
+    )
     return locked
 
 
-def _apply(account_id: int, source: Source, sync_id: int, fetched, *, principal: dict,
-           bytes_fetched: int) -> tuple[str, str]:
+def _apply(
+    account_id: int, source: Source, sync_id: int, fetched, *, principal: dict, bytes_fetched: int
+) -> tuple[str, str]:
     """One fetched item into the knowledge base: (outcome, problem)."""
     with account_context(account_id=account_id, **principal):
         source = _locked_source(account_id, source, sync_id, bytes_fetched)
@@ -178,11 +200,17 @@ def _document_alive(account_id: int, document_id: int | None) -> bool:
     return bool(document_id) and Document.objects.for_account(account_id).visible().filter(pk=document_id).exists()
 
 
-def _content_apply(account_id: int, source: Source, item: SourceItem | None, fetched: Content, *,
-                   actor) -> tuple[str, str]:
+def _content_apply(
+    account_id: int, source: Source, item: SourceItem | None, fetched: Content, *, actor
+) -> tuple[str, str]:
     sha256 = hashlib.sha256(fetched.data).hexdigest()
-    fields = {"etag": fetched.etag[:500], "last_modified": fetched.last_modified[:100], "url": fetched.url[:2000],
-              "title": fetched.title[:255], "links": fetched.links}
+    fields = {
+        "etag": fetched.etag[:500],
+        "last_modified": fetched.last_modified[:100],
+        "url": fetched.url[:2000],
+        "title": fetched.title[:255],
+        "links": fetched.links,
+    }
     if item is not None and item.sha256 == sha256 and _document_alive(account_id, item.document_id):
         _item_update(item, **fields)
         return "unchanged", ""
@@ -228,8 +256,13 @@ def _document_release(account, item: SourceItem) -> None:
     item (of any source) shows the same document, which then becomes that item's."""
     if not item.owns_document or not item.document_id:
         return
-    other = (SourceItem.objects.for_account(account).filter(document_id=item.document_id)
-             .exclude(pk=item.pk).order_by("pk").first())
+    other = (
+        SourceItem.objects.for_account(account)
+        .filter(document_id=item.document_id)
+        .exclude(pk=item.pk)
+        .order_by("pk")
+        .first()
+    )
     if other is not None:
         SourceItem.objects.for_account(account).filter(pk=other.pk).update(owns_document=True)
         return
@@ -257,8 +290,13 @@ def _remove_unseen(account_id: int, source: Source, sync_id: int, seen: set[str]
 
 def _finish(account_id: int, sync_id: int, counts: Counter, problems: list[str], *, error: str) -> None:
     with account_context(account_id=account_id):
-        sync = SourceSync.objects.for_account(account_id).select_for_update(of=("self",)).select_related("source").filter(
-            pk=sync_id).first()
+        sync = (
+            SourceSync.objects.for_account(account_id)
+            .select_for_update(of=("self",))
+            .select_related("source")
+            .filter(pk=sync_id)
+            .first()
+        )
         if sync is None or sync.status != SyncStatus.RUNNING:
             return
         now = timezone.now()
@@ -281,8 +319,13 @@ def source_purge(*, account_id: int, source_id: int) -> None:
     """A deleted source's documents deleted (through documents' delete service, whose job
     cleans their chunks and files), then the source with its items and history. Idempotent."""
     with account_context(account_id=account_id):
-        source = (Source.objects.for_account(account_id).select_for_update(of=("self",))
-                  .select_related("account").filter(pk=source_id).first())
+        source = (
+            Source.objects.for_account(account_id)
+            .select_for_update(of=("self",))
+            .select_related("account")
+            .filter(pk=source_id)
+            .first()
+        )
         if source is None or source.deleted_at is None:
             return
         for item in SourceItem.objects.for_account(account_id).filter(source=source).order_by("pk"):
@@ -296,9 +339,13 @@ def stale_syncs_fail() -> int:
     waiting its turn: it is left to the fair queue (sources.jobs.top_up_sync_jobs)."""
     before = timezone.now() - dt.timedelta(seconds=settings.SOURCES_SYNC_STALE_SECONDS)
     with dangerously_bypass_tenancy(reason="sources: find syncs whose worker died"):
-        stale = list(SourceSync.all_accounts.filter(status=SyncStatus.RUNNING, started_at__lt=before,
-                                                    heartbeat_at__lt=before).values_list("account_id", "pk"))
+        stale = list(
+            SourceSync.all_accounts.filter(
+                status=SyncStatus.RUNNING, started_at__lt=before, heartbeat_at__lt=before
+            ).values_list("account_id", "pk")
+        )
     for account_id, sync_id in stale:
-        _finish(account_id, sync_id, Counter(), [], error="The sync stopped unexpectedly (its worker ended). "
-                                                         "Sync again.")
+        _finish(
+            account_id, sync_id, Counter(), [], error="The sync stopped unexpectedly (its worker ended). Sync again."
+        )
     return len(stale)

@@ -10,6 +10,7 @@ claimed (its heartbeat, refreshed at every item, fresher than SOURCES_SYNC_STALE
 Durable: the queued syncs are the queue; a lost job is made up by the cron
 (sources.jobs.top_up_sync_jobs), and a job that finds nothing to claim returns quietly.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -36,9 +37,14 @@ _WAITING_SQL = """
 """
 
 QUEUE = FairQueue(
-    item="sync", logger="groundwork.sources", lanes="sources_synclane",
+    item="sync",
+    logger="groundwork.sources",
+    lanes="sources_synclane",
     lock=0x67777379,  # "gwsy": one claim at a time across every worker
-    job_prefix=SYNC_JOB_PREFIX, waiting_sql=_WAITING_SQL, waiting_params={"running": SyncStatus.RUNNING})
+    job_prefix=SYNC_JOB_PREFIX,
+    waiting_sql=_WAITING_SQL,
+    waiting_params={"running": SyncStatus.RUNNING},
+)
 
 
 def sync_queued(sync: SourceSync) -> None:
@@ -56,15 +62,21 @@ def claim_next() -> SourceSync | None:
     fresh = timezone.now() - dt.timedelta(seconds=settings.SOURCES_SYNC_STALE_SECONDS)
     with dangerously_bypass_tenancy(reason="sources: claim the next sync fairly across accounts"):
         with connection.cursor() as cursor:
-            return QUEUE.claim(cursor, busy_sql=_BUSY_SQL, busy_params={"running": SyncStatus.RUNNING, "fresh": fresh},
-                               take=_take)
+            return QUEUE.claim(
+                cursor, busy_sql=_BUSY_SQL, busy_params={"running": SyncStatus.RUNNING, "fresh": fresh}, take=_take
+            )
 
 
 def _take(account_id: int) -> SourceSync | None:
     """The account's oldest queued sync, claimed (a sync another claim holds is passed over)."""
     with account_context(account_id=account_id):
-        sync = (SourceSync.objects.for_account(account_id).select_for_update(skip_locked=True, of=("self",))
-                .filter(status=SyncStatus.RUNNING, heartbeat_at__isnull=True).order_by("pk").first())
+        sync = (
+            SourceSync.objects.for_account(account_id)
+            .select_for_update(skip_locked=True, of=("self",))
+            .filter(status=SyncStatus.RUNNING, heartbeat_at__isnull=True)
+            .order_by("pk")
+            .first()
+        )
         if sync is not None:
             sync.heartbeat_at = timezone.now()
             sync.save(update_fields=["heartbeat_at"])
@@ -77,5 +89,6 @@ def syncs_waiting_long() -> int:
     in the queue yet (it is enqueued once its transaction commits), so it is not counted."""
     before = timezone.now() - dt.timedelta(seconds=settings.SOURCES_SYNC_STALE_SECONDS)
     with dangerously_bypass_tenancy(reason="sources: count the syncs waiting for a worker"):
-        return SourceSync.all_accounts.filter(status=SyncStatus.RUNNING, heartbeat_at__isnull=True,
-                                              started_at__lt=before).count()
+        return SourceSync.all_accounts.filter(
+            status=SyncStatus.RUNNING, heartbeat_at__isnull=True, started_at__lt=before
+        ).count()

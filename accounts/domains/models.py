@@ -1,4 +1,5 @@
 """The account's verified domains (imported by accounts.models: the accounts app's models)."""
+
 from __future__ import annotations
 
 from django.db import models
@@ -23,7 +24,9 @@ class VerifiedDomain(TenantModel):
     verified_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["account", "domain"], name="verifieddomain_account_domain_unique")]
+        constraints = [
+            models.UniqueConstraint(fields=["account", "domain"], name="verifieddomain_account_domain_unique")
+        ]
 
     def __str__(self):
         return f"{self.domain} ({'verified' if self.verified_at else 'pending'}) in {self.account_id}"

@@ -1,4 +1,5 @@
 """Reads of the account's verified domains."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet

@@ -1,5 +1,6 @@
 """Writes to the account's verified domains: asked for by an owner, verified by the link
 emailed to admin@ or postmaster@ of the domain, removed by an owner. Audited."""
+
 from __future__ import annotations
 
 import secrets
@@ -38,32 +39,47 @@ def _clean_domain(domain: str) -> str:
     try:
         _validate_domain(domain)
     except ValidationError as exc:
-        raise AccountError(AccountErrorCode.INVALID_DOMAIN, f"{domain or 'That'} is not a domain name (e.g. "
-                           "example.com).", field="domain") from exc
+        raise AccountError(
+            AccountErrorCode.INVALID_DOMAIN,
+            f"{domain or 'That'} is not a domain name (e.g. example.com).",
+            field="domain",
+        ) from exc
     if "." not in domain:
-        raise AccountError(AccountErrorCode.INVALID_DOMAIN, "A domain has at least two parts (e.g. example.com).",
-                           field="domain")
+        raise AccountError(
+            AccountErrorCode.INVALID_DOMAIN, "A domain has at least two parts (e.g. example.com).", field="domain"
+        )
     return domain
 
 
 @transaction.atomic
-def domain_verification_send(*, account: Account, actor: User, domain: str, mailbox: str,
-                             site_url: str) -> VerifiedDomain:
+def domain_verification_send(
+    *, account: Account, actor: User, domain: str, mailbox: str, site_url: str
+) -> VerifiedDomain:
     """Owners: email `mailbox`@`domain` a link that verifies the domain for this account
     (again for a domain still waiting: only the newest link works). Limited per account
     (VERIFICATION_EMAILS_PER_USER)."""
     _require_manager(account=account, actor=actor, action=Action.DOMAINS_MANAGE)
     domain = _clean_domain(domain)
     if mailbox not in VerificationMailbox.values:
-        raise AccountError(AccountErrorCode.INVALID_DOMAIN, "Choose where the link goes: admin@ or postmaster@ of the "
-                           "domain.", field="mailbox")
+        raise AccountError(
+            AccountErrorCode.INVALID_DOMAIN,
+            "Choose where the link goes: admin@ or postmaster@ of the domain.",
+            field="mailbox",
+        )
     limit = ratelimit.Limit("domain-verification", str(account.pk), settings.VERIFICATION_EMAILS_PER_USER)
     wait = limit.wait_seconds()
     if wait:
-        raise AccountError(CoreErrorCode.RATE_LIMITED, f"Too many verification links were sent: "
-                           f"{ratelimit.try_again_in(wait)}.", status=429, field="domain")
-    row, _ = VerifiedDomain.objects.for_account(account).select_for_update().get_or_create(
-        account=account, domain=domain, defaults={"mailbox": mailbox, "created_by": actor})
+        raise AccountError(
+            CoreErrorCode.RATE_LIMITED,
+            f"Too many verification links were sent: {ratelimit.try_again_in(wait)}.",
+            status=429,
+            field="domain",
+        )
+    row, _ = (
+        VerifiedDomain.objects.for_account(account)
+        .select_for_update()
+        .get_or_create(account=account, domain=domain, defaults={"mailbox": mailbox, "created_by": actor})
+    )
     if row.verified_at is not None:
         raise AccountError(AccountErrorCode.DOMAIN_VERIFIED, f"{domain} is verified already.", field="domain")
     limit.hit()
@@ -71,17 +87,32 @@ def domain_verification_send(*, account: Account, actor: User, domain: str, mail
     row.mailbox, row.token_hash, row.created_by = mailbox, hash_key(secret), actor
     row.save(update_fields=["mailbox", "token_hash", "created_by"])
     token = signing.dumps({"a": account.pk, "d": row.pk, "n": secret}, salt=DOMAIN_SALT)
-    _send_mail(to=row.verification_address, template="accounts/email/verify_domain.txt", context={
-        "account": account, "actor": actor, "domain": domain,
-        "link": site_url.rstrip("/") + reverse("accounts:domain-verify", args=[token])})
-    audit_record(account=account, action="domain.verification_sent", actor=actor, target=domain,
-                 detail={"to": row.verification_address})
+    _send_mail(
+        to=row.verification_address,
+        template="accounts/email/verify_domain.txt",
+        context={
+            "account": account,
+            "actor": actor,
+            "domain": domain,
+            "link": site_url.rstrip("/") + reverse("accounts:domain-verify", args=[token]),
+        },
+    )
+    audit_record(
+        account=account,
+        action="domain.verification_sent",
+        actor=actor,
+        target=domain,
+        detail={"to": row.verification_address},
+    )
     return row
 
 
 def _invalid() -> AccountError:
-    return AccountError(AccountErrorCode.LINK_INVALID, "This verification link is not valid: it was used, replaced "
-                        "by a newer one, or copied incompletely.", status=404)
+    return AccountError(
+        AccountErrorCode.LINK_INVALID,
+        "This verification link is not valid: it was used, replaced by a newer one, or copied incompletely.",
+        status=404,
+    )
 
 
 def domain_for_token(*, token: str) -> VerifiedDomain:
@@ -92,10 +123,18 @@ def domain_for_token(*, token: str) -> VerifiedDomain:
     except (signing.BadSignature, KeyError, TypeError, ValueError) as exc:
         raise _invalid() from exc
     with account_context(account_id=account_id):
-        row = (VerifiedDomain.objects.for_account(account_id).select_related("account")
-               .filter(pk=domain_id, verified_at__isnull=True).first())
-    if row is None or not row.token_hash or not secrets.compare_digest(row.token_hash, hash_key(secret)) \
-            or row.account.deleted_at is not None:
+        row = (
+            VerifiedDomain.objects.for_account(account_id)
+            .select_related("account")
+            .filter(pk=domain_id, verified_at__isnull=True)
+            .first()
+        )
+    if (
+        row is None
+        or not row.token_hash
+        or not secrets.compare_digest(row.token_hash, hash_key(secret))
+        or row.account.deleted_at is not None
+    ):
         raise _invalid()
     return row
 
@@ -111,8 +150,12 @@ def domain_verify(*, token: str) -> VerifiedDomain:
             raise _invalid()  # NOTE: two clicks at once: the row lock lets one verify
         row.verified_at, row.token_hash = timezone.now(), ""
         row.save(update_fields=["verified_at", "token_hash"])
-        audit_record(account=row.account_id, action="domain.verify", target=row.domain,
-                     actor=Actor(ActorKind.SYSTEM, None, f"the link sent to {row.verification_address}"))
+        audit_record(
+            account=row.account_id,
+            action="domain.verify",
+            target=row.domain,
+            actor=Actor(ActorKind.SYSTEM, None, f"the link sent to {row.verification_address}"),
+        )
     return row
 
 

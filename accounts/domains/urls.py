@@ -1,4 +1,5 @@
 """The Team page's domain forms and the emailed link (accounts/urls.py, namespace "accounts")."""
+
 from django.urls import path
 
 from accounts.domains import pages

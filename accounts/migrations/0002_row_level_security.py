@@ -8,12 +8,21 @@ class Migration(migrations.Migration):
 
     operations = [
         # A signed-in user reads their own memberships in every account (the switcher).
-        enable_rls("accounts_membership", extra_policies={
-            "membership_self_read": ("SELECT", "user_id = NULLIF(current_setting('app.user_id', true), '')::bigint"),
-        }),
+        enable_rls(
+            "accounts_membership",
+            extra_policies={
+                "membership_self_read": (
+                    "SELECT",
+                    "user_id = NULLIF(current_setting('app.user_id', true), '')::bigint",
+                ),
+            },
+        ),
         enable_rls("accounts_invitation"),
         # Authentication reads the one key whose hash it computed from the presented secret.
-        enable_rls("accounts_apikey", extra_policies={
-            "apikey_by_hash": ("SELECT", "key_hash = NULLIF(current_setting('app.api_key_hash', true), '')"),
-        }),
+        enable_rls(
+            "accounts_apikey",
+            extra_policies={
+                "apikey_by_hash": ("SELECT", "key_hash = NULLIF(current_setting('app.api_key_hash', true), '')"),
+            },
+        ),
     ]

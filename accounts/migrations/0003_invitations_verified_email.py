@@ -17,54 +17,80 @@ CREATE POLICY invitation_invitee_read ON "accounts_invitation" FOR SELECT USING 
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0002_row_level_security'),
+        ("accounts", "0002_row_level_security"),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='invitation',
-            name='invitation_email_account_unique',
+            model_name="invitation",
+            name="invitation_email_account_unique",
         ),
         migrations.AddField(
-            model_name='invitation',
-            name='accepted_at',
+            model_name="invitation",
+            name="accepted_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='invitation',
-            name='accepted_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="invitation",
+            name="accepted_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='invitation',
-            name='expires_at',
+            model_name="invitation",
+            name="expires_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='invitation',
-            name='token_hash',
-            field=models.CharField(blank=True, default='', max_length=64),
+            model_name="invitation",
+            name="token_hash",
+            field=models.CharField(blank=True, default="", max_length=64),
         ),
         migrations.AddField(
-            model_name='user',
-            name='email_verified_at',
-            field=models.DateTimeField(blank=True, help_text='When the person proved control of the address (a link sent to it).', null=True),
+            model_name="user",
+            name="email_verified_at",
+            field=models.DateTimeField(
+                blank=True, help_text="When the person proved control of the address (a link sent to it).", null=True
+            ),
         ),
         migrations.AddField(
-            model_name='user',
-            name='last_account',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='accounts.account'),
+            model_name="user",
+            name="last_account",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="accounts.account",
+            ),
         ),
         migrations.AddField(
-            model_name='user',
-            name='signup_account',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='accounts.account'),
+            model_name="user",
+            name="signup_account",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="accounts.account",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='invitation',
-            constraint=models.UniqueConstraint(django.db.models.functions.text.Lower('email'), models.F('account'), condition=models.Q(('accepted_at__isnull', True)), name='invitation_pending_email_account_unique'),
+            model_name="invitation",
+            constraint=models.UniqueConstraint(
+                django.db.models.functions.text.Lower("email"),
+                models.F("account"),
+                condition=models.Q(("accepted_at__isnull", True)),
+                name="invitation_pending_email_account_unique",
+            ),
         ),
-        migrations.RunSQL(INVITEE_READ, reverse_sql='DROP POLICY IF EXISTS invitation_invitee_read ON "accounts_invitation"'),
+        migrations.RunSQL(
+            INVITEE_READ, reverse_sql='DROP POLICY IF EXISTS invitation_invitee_read ON "accounts_invitation"'
+        ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0004_roles_viewer_and_key_scope'),
+        ("accounts", "0004_roles_viewer_and_key_scope"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='account',
-            name='deleted_at',
+            model_name="account",
+            name="deleted_at",
             field=models.DateTimeField(blank=True, db_index=True, null=True),
         ),
     ]

@@ -4,14 +4,13 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0005_account_deleted_at'),
+        ("accounts", "0005_account_deleted_at"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='user',
-            options={'permissions': [('set_user_credentials', "Can set another user's password or email")]},
+            name="user",
+            options={"permissions": [("set_user_credentials", "Can set another user's password or email")]},
         ),
     ]

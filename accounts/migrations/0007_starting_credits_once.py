@@ -9,24 +9,30 @@ def _granted_already(apps, schema_editor):
     # A person verified before this migration has had their grant (into their sign-up team).
     User = apps.get_model("accounts", "User")
     User.objects.filter(email_verified_at__isnull=False, signup_account__isnull=False).update(
-        starting_credits_granted_at=models.F("email_verified_at"))
+        starting_credits_granted_at=models.F("email_verified_at")
+    )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0006_user_set_credentials_permission'),
+        ("accounts", "0006_user_set_credentials_permission"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='account',
-            name='created_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="account",
+            name="created_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='user',
-            name='starting_credits_granted_at',
+            model_name="user",
+            name="starting_credits_granted_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.RunPython(_granted_already, migrations.RunPython.noop),

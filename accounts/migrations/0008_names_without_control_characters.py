@@ -1,6 +1,7 @@
 """Names typed before control characters were refused (core/text.py): a team name or a
 person's name with a line break split invitation emails' subjects. Such characters become
 spaces, once."""
+
 import re
 
 from django.db import migrations

@@ -6,32 +6,44 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0009_scim_tokens_and_identities'),
+        ("accounts", "0009_scim_tokens_and_identities"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='account',
-            name='sso_required',
-            field=models.BooleanField(default=False, help_text='Members must sign in with SSO.'),
+            model_name="account",
+            name="sso_required",
+            field=models.BooleanField(default=False, help_text="Members must sign in with SSO."),
         ),
         migrations.CreateModel(
-            name='SsoIdentity',
+            name="SsoIdentity",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('issuer', models.CharField(max_length=255)),
-                ('subject', models.CharField(max_length=255)),
-                ('email', models.EmailField(help_text='The address the provider gave at the last sign-in.', max_length=254)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('last_login_at', models.DateTimeField(blank=True, null=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sso_identities', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("issuer", models.CharField(max_length=255)),
+                ("subject", models.CharField(max_length=255)),
+                (
+                    "email",
+                    models.EmailField(help_text="The address the provider gave at the last sign-in.", max_length=254),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("last_login_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="sso_identities",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'SSO identity',
-                'verbose_name_plural': 'SSO identities',
-                'constraints': [models.UniqueConstraint(fields=('issuer', 'subject'), name='sso_identity_issuer_subject_unique'), models.UniqueConstraint(fields=('issuer', 'user'), name='sso_identity_issuer_user_unique')],
+                "verbose_name": "SSO identity",
+                "verbose_name_plural": "SSO identities",
+                "constraints": [
+                    models.UniqueConstraint(fields=("issuer", "subject"), name="sso_identity_issuer_subject_unique"),
+                    models.UniqueConstraint(fields=("issuer", "user"), name="sso_identity_issuer_user_unique"),
+                ],
             },
         ),
     ]

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0010_sso_identity_and_required'),
+        ("accounts", "0010_sso_identity_and_required"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='user',
-            name='session_epoch',
+            model_name="user",
+            name="session_epoch",
             field=models.PositiveIntegerField(default=0),
         ),
     ]

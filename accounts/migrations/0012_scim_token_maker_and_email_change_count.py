@@ -13,32 +13,35 @@ def _revoke_tokens_past_their_makers_rights(apps, schema_editor):
     ScimToken = apps.get_model("accounts", "ScimToken")
     Membership = apps.get_model("accounts", "Membership")
     with dangerously_bypass_tenancy(reason="migration accounts.0012: SCIM tokens past their makers' rights"):
-        maker_is_owner = Membership._base_manager.filter(account_id=OuterRef("account_id"), user_id=OuterRef("created_by_id"),
-                                                   role="owner", user__is_active=True)
+        maker_is_owner = Membership._base_manager.filter(
+            account_id=OuterRef("account_id"), user_id=OuterRef("created_by_id"), role="owner", user__is_active=True
+        )
         ScimToken._base_manager.filter(revoked_at__isnull=True).exclude(Exists(maker_is_owner)).update(
-            revoked_at=timezone.now())
+            revoked_at=timezone.now()
+        )
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0011_user_session_epoch'),
+        ("accounts", "0011_user_session_epoch"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='scimidentity',
-            name='provisioned',
+            model_name="scimidentity",
+            name="provisioned",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='scimtoken',
-            name='name',
-            field=models.CharField(default='SCIM token', help_text='What it is for, e.g. the provider.', max_length=100),
+            model_name="scimtoken",
+            name="name",
+            field=models.CharField(
+                default="SCIM token", help_text="What it is for, e.g. the provider.", max_length=100
+            ),
         ),
         migrations.AddField(
-            model_name='user',
-            name='email_change_count',
+            model_name="user",
+            name="email_change_count",
             field=models.PositiveIntegerField(default=0),
         ),
         migrations.RunPython(_revoke_tokens_past_their_makers_rights, migrations.RunPython.noop),

@@ -9,29 +9,41 @@ from core.rls import enable_rls
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0012_scim_token_maker_and_email_change_count'),
+        ("accounts", "0012_scim_token_maker_and_email_change_count"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='VerifiedDomain',
+            name="VerifiedDomain",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('domain', models.CharField(max_length=253)),
-                ('mailbox', models.CharField(choices=[('admin', 'admin@'), ('postmaster', 'postmaster@')], max_length=12)),
-                ('token_hash', models.CharField(blank=True, default='', max_length=64)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('verified_at', models.DateTimeField(blank=True, null=True)),
-                ('account', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='accounts.account')),
-                ('created_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("domain", models.CharField(max_length=253)),
+                (
+                    "mailbox",
+                    models.CharField(choices=[("admin", "admin@"), ("postmaster", "postmaster@")], max_length=12),
+                ),
+                ("token_hash", models.CharField(blank=True, default="", max_length=64)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("verified_at", models.DateTimeField(blank=True, null=True)),
+                ("account", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="accounts.account")),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('account', 'domain'), name='verifieddomain_account_domain_unique')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("account", "domain"), name="verifieddomain_account_domain_unique")
+                ],
             },
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         # A tenant table under row-level security (core/rls.py).

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0013_verified_domains'),
+        ("accounts", "0013_verified_domains"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='account',
-            name='staff_password_2fa',
-            field=models.BooleanField(default=False, help_text='Staff must use a password + 2FA, not SSO.'),
+            model_name="account",
+            name="staff_password_2fa",
+            field=models.BooleanField(default=False, help_text="Staff must use a password + 2FA, not SSO."),
         ),
     ]

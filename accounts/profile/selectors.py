@@ -1,4 +1,5 @@
 """Reads for the settings page and the sockets that follow a person's sessions."""
+
 from __future__ import annotations
 
 from importlib import import_module

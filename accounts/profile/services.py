@@ -5,6 +5,7 @@ account's, and these are security-relevant for the team: an owner sees that a me
 password changed or their two-factor sign-in was turned off). A change that ends other
 sessions also tells the person's open websockets to re-check (core/sockets.py), and each
 socket whose session no longer signs in closes (chat/consumers.py)."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -49,8 +50,13 @@ def user_audit_record(*, user: User, action: str, detail: dict | None = None, ac
     person unless given (None: the request's actor, or the system outside a request)."""
     for account_id in _account_ids(user):
         with account_context(account_id=account_id):
-            audit_record(account=account_id, action=action, actor=user if actor is _SELF else actor,
-                         target=user.email, detail=detail)
+            audit_record(
+                account=account_id,
+                action=action,
+                actor=user if actor is _SELF else actor,
+                target=user.email,
+                detail=detail,
+            )
 
 
 def user_sockets_recheck(*, user: User) -> None:
@@ -106,21 +112,37 @@ def user_email_change_request(*, user: User, new_email: str, password: str, site
     if new_email == user.email.lower():
         raise AccountError(AccountErrorCode.EMAIL_UNCHANGED, f"{new_email} is already your address.", field="new_email")
     if _email_taken(new_email, by_other_than=user):
-        raise AccountError(AccountErrorCode.DUPLICATE_EMAIL, "Another user already has that address; choose another.",
-                           field="new_email")
+        raise AccountError(
+            AccountErrorCode.DUPLICATE_EMAIL,
+            "Another user already has that address; choose another.",
+            field="new_email",
+        )
     limits = email_change_limits(user)
     wait = ratelimit.wait_for(limits)
     if wait:
-        raise AccountError(CoreErrorCode.RATE_LIMITED, f"Too many change links were sent: {ratelimit.try_again_in(wait)}.",
-                           status=429, field="new_email")
+        raise AccountError(
+            CoreErrorCode.RATE_LIMITED,
+            f"Too many change links were sent: {ratelimit.try_again_in(wait)}.",
+            status=429,
+            field="new_email",
+        )
     limits[0].hit()
     # "c": the person's count of confirmed changes, so the link is void once any change is made.
-    token = signing.dumps({"u": user.pk, "o": user.email.lower(), "e": new_email, "c": user.email_change_count},
-                          salt=EMAIL_CHANGE_SALT)
+    token = signing.dumps(
+        {"u": user.pk, "o": user.email.lower(), "e": new_email, "c": user.email_change_count}, salt=EMAIL_CHANGE_SALT
+    )
     link = site_url.rstrip("/") + reverse("accounts:email-change-confirm", args=[token])
     with transaction.atomic():
-        _send_mail(to=new_email, template="accounts/email/email_change.txt", context={
-            "user": user, "new_email": new_email, "link": link, "days": settings.EMAIL_VERIFICATION_MAX_AGE_DAYS})
+        _send_mail(
+            to=new_email,
+            template="accounts/email/email_change.txt",
+            context={
+                "user": user,
+                "new_email": new_email,
+                "link": link,
+                "days": settings.EMAIL_VERIFICATION_MAX_AGE_DAYS,
+            },
+        )
     return new_email
 
 
@@ -131,42 +153,56 @@ def user_email_change_confirm(*, token: str) -> User:
     been confirmed since it was made (the change count it names), even one that brought the
     address back to where it was; and not if someone took the new one since."""
     try:
-        data = signing.loads(token, salt=EMAIL_CHANGE_SALT,
-                             max_age=timedelta(days=settings.EMAIL_VERIFICATION_MAX_AGE_DAYS))
+        data = signing.loads(
+            token, salt=EMAIL_CHANGE_SALT, max_age=timedelta(days=settings.EMAIL_VERIFICATION_MAX_AGE_DAYS)
+        )
     except signing.SignatureExpired as exc:
-        raise AccountError(AccountErrorCode.LINK_EXPIRED, "This link has expired. Ask for a new one on your settings page.",
-                           status=410) from exc
+        raise AccountError(
+            AccountErrorCode.LINK_EXPIRED, "This link has expired. Ask for a new one on your settings page.", status=410
+        ) from exc
     except signing.BadSignature as exc:
-        raise AccountError(AccountErrorCode.LINK_INVALID, "This link is not valid. Copy the whole link from the email.",
-                           status=404) from exc
+        raise AccountError(
+            AccountErrorCode.LINK_INVALID, "This link is not valid. Copy the whole link from the email.", status=404
+        ) from exc
     user = User.objects.select_for_update().filter(pk=data.get("u")).first()
     new_email, old_email = data.get("e", ""), data.get("o", "")
     if user is None:
         raise AccountError(AccountErrorCode.LINK_INVALID, "This link is not valid.", status=404)
     if user.email.lower() == new_email:
-        raise AccountError(AccountErrorCode.LINK_USED, f"This link was used already: your address is {new_email}.",
-                           status=410)
+        raise AccountError(
+            AccountErrorCode.LINK_USED, f"This link was used already: your address is {new_email}.", status=410
+        )
     if data.get("c", 0) != user.email_change_count:
-        raise AccountError(AccountErrorCode.LINK_USED, "This link was used already, or your address changed since it "
-                           "was sent. Ask for a new one on your settings page.", status=410)
+        raise AccountError(
+            AccountErrorCode.LINK_USED,
+            "This link was used already, or your address changed since it "
+            "was sent. Ask for a new one on your settings page.",
+            status=410,
+        )
     if user.email.lower() != old_email:
-        raise AccountError(AccountErrorCode.LINK_INVALID, "This link was made for an address you no longer have.",
-                           status=404)
+        raise AccountError(
+            AccountErrorCode.LINK_INVALID, "This link was made for an address you no longer have.", status=404
+        )
     if _email_taken(new_email, by_other_than=user):
-        raise AccountError(AccountErrorCode.DUPLICATE_EMAIL, "Another user has taken that address since; choose another.",
-                           status=409)
+        raise AccountError(
+            AccountErrorCode.DUPLICATE_EMAIL, "Another user has taken that address since; choose another.", status=409
+        )
     user.email, user.email_change_count = new_email, user.email_change_count + 1
     try:
         with transaction.atomic():
             user.save(update_fields=["email", "email_change_count"])
     except IntegrityError as exc:  # NOTE: someone signed up with it between the check and the save
-        raise AccountError(AccountErrorCode.DUPLICATE_EMAIL, "Another user has taken that address since; choose another.",
-                           status=409) from exc
+        raise AccountError(
+            AccountErrorCode.DUPLICATE_EMAIL, "Another user has taken that address since; choose another.", status=409
+        ) from exc
     if not _email_mark_verified(user):
         User.objects.filter(pk=user.pk).update(email_verified_at=timezone.now())
     user.refresh_from_db()
-    _send_mail(to=old_email, template="accounts/email/email_changed_notice.txt",
-               context={"user": user, "old_email": old_email, "new_email": new_email})
+    _send_mail(
+        to=old_email,
+        template="accounts/email/email_changed_notice.txt",
+        context={"user": user, "old_email": old_email, "new_email": new_email},
+    )
     user_audit_record(user=user, action="user.email_change", detail={"from": old_email, "to": new_email})
     return user
 
@@ -207,8 +243,7 @@ def name_clean(name: str, *, what: str, limit: int, default: str = "") -> str:
     if has_control_characters(name):
         raise AccountError(CoreErrorCode.INVALID_NAME, CONTROL_CHARACTERS_MESSAGE, field="name")
     if len(name) > limit:
-        raise AccountError(CoreErrorCode.INVALID_NAME, f"A {what} name has at most {limit} characters.",
-                           field="name")
+        raise AccountError(CoreErrorCode.INVALID_NAME, f"A {what} name has at most {limit} characters.", field="name")
     return name
 
 
@@ -220,14 +255,16 @@ def team_name_clean(name: str) -> str:
 @transaction.atomic
 def account_rename(*, account: Account, actor: User, name: str) -> Account:
     """Rename the team: its owners only (accounts/permissions.py, account.rename)."""
-    actor_require(account=account, actor=actor, action=Action.ACCOUNT_RENAME,
-                  outsider="Only the team's owners can rename it.")
+    actor_require(
+        account=account, actor=actor, action=Action.ACCOUNT_RENAME, outsider="Only the team's owners can rename it."
+    )
     name = team_name_clean(name)
     account = Account.objects.select_for_update().get(pk=account.pk)
     before = account.name
     if name != before:
         account.name = name
         account.save(update_fields=["name"])
-        audit_record(account=account, action="account.rename", actor=actor, target=name,
-                     detail={"from": before, "to": name})
+        audit_record(
+            account=account, action="account.rename", actor=actor, target=name, detail={"from": before, "to": name}
+        )
     return account

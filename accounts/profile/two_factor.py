@@ -7,6 +7,7 @@ keys are not people. Code attempts are limited per person and per IP (accounts.r
 django-otp's own per-device back-off is off (settings.OTP_*_THROTTLE_FACTOR = 0) so that one
 rule, with one message, decides.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -45,6 +46,7 @@ def totp_pending(user: User) -> TOTPDevice | None:
 def totp_secret(device: TOTPDevice) -> str:
     """The base32 secret a person types into an app that cannot scan the QR code."""
     from base64 import b32encode
+
     return b32encode(device.bin_key).decode()
 
 
@@ -54,8 +56,10 @@ def totp_qr_svg(device: TOTPDevice) -> str:
 
 
 def _limits(request, user: User) -> list[ratelimit.Limit]:
-    return [ratelimit.Limit("2fa-user", str(user.pk), settings.TWO_FACTOR_FAILURES_PER_USER),
-            ratelimit.Limit("2fa-ip", ratelimit.client_ip(request), settings.TWO_FACTOR_FAILURES_PER_IP)]
+    return [
+        ratelimit.Limit("2fa-user", str(user.pk), settings.TWO_FACTOR_FAILURES_PER_USER),
+        ratelimit.Limit("2fa-ip", ratelimit.client_ip(request), settings.TWO_FACTOR_FAILURES_PER_IP),
+    ]
 
 
 def _normalise(code: str) -> str:
@@ -104,8 +108,10 @@ def two_factor_verify(*, request, user: User, code: str):
 def totp_setup_start(*, user: User) -> TOTPDevice:
     """A new secret to scan (any earlier unconfirmed one is thrown away)."""
     if two_factor_enabled(user):
-        raise AccountError(AccountErrorCode.TWO_FACTOR_ON, "Two-factor sign-in is already on. Turn it off first to "
-                           "move it to another app.")
+        raise AccountError(
+            AccountErrorCode.TWO_FACTOR_ON,
+            "Two-factor sign-in is already on. Turn it off first to move it to another app.",
+        )
     TOTPDevice.objects.filter(user=user, confirmed=False).delete()
     return TOTPDevice.objects.create(user=user, name=TOTP_NAME, confirmed=False)
 
@@ -125,8 +131,9 @@ def totp_setup_confirm(*, request, user: User, code: str) -> list[str]:
     if two_factor_enabled(user):
         raise AccountError(AccountErrorCode.TWO_FACTOR_ON, "Two-factor sign-in is already on.")
     if totp_pending(user) is None:
-        raise AccountError(AccountErrorCode.TWO_FACTOR_OFF, "Start the set-up again: no authenticator is waiting "
-                           "for a code.")
+        raise AccountError(
+            AccountErrorCode.TWO_FACTOR_OFF, "Start the set-up again: no authenticator is waiting for a code."
+        )
     device = _code_check(request, user, code, recovery=False, confirmed=False)
     device.confirmed = True
     device.save(update_fields=["confirmed"])
@@ -156,8 +163,11 @@ def two_factor_disable(*, request, user: User, code: str = "", password: str = "
     elif code:
         _code_check(request, user, code)
     else:
-        raise AccountError(CoreErrorCode.BAD_REQUEST, "Type a code from your app (or a recovery code), or your "
-                           "password, to turn two-factor sign-in off.", field="code")
+        raise AccountError(
+            CoreErrorCode.BAD_REQUEST,
+            "Type a code from your app (or a recovery code), or your password, to turn two-factor sign-in off.",
+            field="code",
+        )
     TOTPDevice.objects.filter(user=user).delete()
     StaticDevice.objects.filter(user=user).delete()
     user_audit_record(user=user, action="user.two_factor_disable")
@@ -183,8 +193,13 @@ PENDING_SECONDS = 300
 
 def login_pending_set(request, *, user: User, backend: str, next_url: str) -> None:
     """Remember, in the not-yet-signed-in session, who gave the right password."""
-    request.session[PENDING_KEY] = {"user_id": user.pk, "backend": backend, "next": next_url, "at": int(time.time()),
-                                    "hash": user.get_session_auth_hash()}
+    request.session[PENDING_KEY] = {
+        "user_id": user.pk,
+        "backend": backend,
+        "next": next_url,
+        "at": int(time.time()),
+        "hash": user.get_session_auth_hash(),
+    }
 
 
 def login_pending_user(request) -> tuple[User, dict] | None:

@@ -1,4 +1,5 @@
 """The settings page's paths, part of the `accounts` namespace (accounts/urls.py)."""
+
 from django.urls import path
 
 from accounts.profile import views

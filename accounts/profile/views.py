@@ -1,5 +1,6 @@
 """The "Your settings" page, the sign-in's code step and the owners' team rename (thin views:
 a form, one service, a message)."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -13,8 +14,14 @@ from django.views.decorators.http import require_POST
 from accounts.errors import AccountError
 from accounts.permissions import Action, page_check
 from accounts.profile import services, two_factor
-from accounts.profile.forms import (CodeForm, EmailChangeForm, NameForm, PasswordChangeForm, TeamRenameForm,
-                                    TwoFactorOffForm)
+from accounts.profile.forms import (
+    CodeForm,
+    EmailChangeForm,
+    NameForm,
+    PasswordChangeForm,
+    TeamRenameForm,
+    TwoFactorOffForm,
+)
 from accounts.resolution import SESSION_ACCOUNT_KEY
 from core.pages import account_page, form_round_trip, page_post
 
@@ -62,8 +69,10 @@ def _context(request, **forms) -> dict:
 def _settings_form(request, form_name: str, form, act, success):
     """One form of the settings page (core.pages.form_round_trip): refused, the page again
     with the reason on that form; done, the message on the page."""
+
     def settings_page(form, status):
         return render(request, TEMPLATE, _context(request, **{form_name: form}), status=status)
+
     return form_round_trip(request, form, act=act, success=success, to="accounts:settings", rerender=settings_page)
 
 
@@ -77,6 +86,7 @@ def settings_view(request):
 def name_change_view(request):
     def save(data):
         services.user_name_change(user=request.user, full_name=data["full_name"])
+
     return _settings_form(request, "name_form", NameForm(request.POST), save, "Your name is saved.")
 
 
@@ -84,11 +94,20 @@ def name_change_view(request):
 @require_POST
 def email_change_view(request):
     def send(data):
-        return services.user_email_change_request(user=request.user, new_email=data["new_email"],
-                                                  password=data["password"], site_url=_site_url(request))
-    return _settings_form(request, "email_form", EmailChangeForm(request.POST), send,
-                          lambda new_email: f"We sent a link to {new_email}. Your address changes when you open it; "
-                                            f"until then you sign in as {request.user.email}.")
+        return services.user_email_change_request(
+            user=request.user, new_email=data["new_email"], password=data["password"], site_url=_site_url(request)
+        )
+
+    return _settings_form(
+        request,
+        "email_form",
+        EmailChangeForm(request.POST),
+        send,
+        lambda new_email: (
+            f"We sent a link to {new_email}. Your address changes when you open it; "
+            f"until then you sign in as {request.user.email}."
+        ),
+    )
 
 
 def email_change_confirm_view(request, token: str):
@@ -96,8 +115,12 @@ def email_change_confirm_view(request, token: str):
     try:
         user = services.user_email_change_confirm(token=token)
     except AccountError as exc:
-        return render(request, "accounts/link_refused.html", {"title": "Email address not changed", "error": exc},
-                      status=exc.status)
+        return render(
+            request,
+            "accounts/link_refused.html",
+            {"title": "Email address not changed", "error": exc},
+            status=exc.status,
+        )
     messages.success(request, f"Your email address is now {user.email}: sign in with it from now on.")
     if request.user.is_authenticated and request.user.pk == user.pk:
         return redirect("accounts:settings")
@@ -109,10 +132,20 @@ def email_change_confirm_view(request, token: str):
 def password_change_view(request):
     def change(data):
         with transaction.atomic():  # the session is kept before the sockets are told (on commit)
-            session_keep(request, services.user_password_change(
-                user=request.user, current_password=data["current_password"], new_password=data["new_password"]))
-    return _settings_form(request, "password_form", PasswordChangeForm(request.POST), change,
-                          "Your password is changed. Your other sessions were signed out; this one stays.")
+            session_keep(
+                request,
+                services.user_password_change(
+                    user=request.user, current_password=data["current_password"], new_password=data["new_password"]
+                ),
+            )
+
+    return _settings_form(
+        request,
+        "password_form",
+        PasswordChangeForm(request.POST),
+        change,
+        "Your password is changed. Your other sessions were signed out; this one stays.",
+    )
 
 
 @login_required
@@ -126,33 +159,44 @@ def sessions_end_view(request):
 
 # --- two-factor sign-in ------------------------------------------------------------------------
 
+
 @login_required
 @require_POST
 def two_factor_setup_view(request):
-    return page_post(request, lambda: two_factor.totp_setup_start(user=request.user), to="accounts:settings",
-                     told=AccountError)
+    return page_post(
+        request, lambda: two_factor.totp_setup_start(user=request.user), to="accounts:settings", told=AccountError
+    )
 
 
 def _recovery_codes_form(request, form_name: str, make, success: str):
     """A code form whose service makes new recovery codes: kept in the session to be shown."""
+
     def keep(data):
         request.session[RECOVERY_CODES_KEY] = make(request=request, user=request.user, code=data["code"])
+
     return _settings_form(request, form_name, CodeForm(request.POST), keep, success)
 
 
 @login_required
 @require_POST
 def two_factor_confirm_view(request):
-    return _recovery_codes_form(request, "confirm_form", two_factor.totp_setup_confirm,
-                                "Two-factor sign-in is on. Save your recovery codes now: they are shown only this "
-                                "once.")
+    return _recovery_codes_form(
+        request,
+        "confirm_form",
+        two_factor.totp_setup_confirm,
+        "Two-factor sign-in is on. Save your recovery codes now: they are shown only this once.",
+    )
 
 
 @login_required
 @require_POST
 def recovery_codes_renew_view(request):
-    return _recovery_codes_form(request, "renew_form", two_factor.recovery_codes_renew,
-                                "New recovery codes: the old ones no longer work. Save these now.")
+    return _recovery_codes_form(
+        request,
+        "renew_form",
+        two_factor.recovery_codes_renew,
+        "New recovery codes: the old ones no longer work. Save these now.",
+    )
 
 
 @login_required
@@ -160,8 +204,10 @@ def recovery_codes_download_view(request):
     codes = request.session.get(RECOVERY_CODES_KEY)
     if not codes:
         raise Http404
-    body = ("Groundwork recovery codes for " + request.user.email + "\n"
-            "Each works once, instead of a code from your authenticator app.\n\n" + "\n".join(codes) + "\n")
+    body = (
+        "Groundwork recovery codes for " + request.user.email + "\n"
+        "Each works once, instead of a code from your authenticator app.\n\n" + "\n".join(codes) + "\n"
+    )
     response = HttpResponse(body, content_type="text/plain; charset=utf-8")
     response["Content-Disposition"] = 'attachment; filename="groundwork-recovery-codes.txt"'
     response["Cache-Control"] = "no-store"
@@ -181,8 +227,14 @@ def two_factor_off_view(request):
     def disable(data):
         two_factor.two_factor_disable(request=request, user=request.user, code=data["code"], password=data["password"])
         request.session.pop(RECOVERY_CODES_KEY, None)
-    return _settings_form(request, "off_form", TwoFactorOffForm(request.POST), disable,
-                          "Two-factor sign-in is off: your password alone signs you in.")
+
+    return _settings_form(
+        request,
+        "off_form",
+        TwoFactorOffForm(request.POST),
+        disable,
+        "Two-factor sign-in is off: your password alone signs you in.",
+    )
 
 
 def login_code_view(request):
@@ -206,13 +258,17 @@ def login_code_view(request):
         if user.last_account_id:
             request.session[SESSION_ACCOUNT_KEY] = user.last_account_id
         if device.name == two_factor.RECOVERY_NAME:
-            messages.warning(request, "You signed in with a recovery code; it no longer works. Make new codes on your "
-                                      "settings page when you run low.")
+            messages.warning(
+                request,
+                "You signed in with a recovery code; it no longer works. Make new codes on your "
+                "settings page when you run low.",
+            )
         return redirect(pending.get("next") or "home")
     return render(request, "accounts/login_code.html", {"form": form}, status=400 if form.errors else 200)
 
 
 # --- the team's name ---------------------------------------------------------------------------
+
 
 @account_page(page_check(Action.ACCOUNT_RENAME), methods=("POST",))
 def team_rename_view(request):
@@ -221,8 +277,18 @@ def team_rename_view(request):
 
     def team_page(form, status):
         error = " ".join(form.errors.get("name") or form.non_field_errors() or ["Give the team a name."])
-        return render(request, "accounts/team.html", _team_context(
-            request, rename_error=error, rename_value=request.POST.get("name", "")), status=status)
-    return form_round_trip(request, TeamRenameForm(request.POST), act=lambda data: services.account_rename(
-        account=request.account, actor=request.user, name=data["name"]), to="accounts:team",
-        success=lambda account: f"The team is now called {account.name}.", rerender=team_page)
+        return render(
+            request,
+            "accounts/team.html",
+            _team_context(request, rename_error=error, rename_value=request.POST.get("name", "")),
+            status=status,
+        )
+
+    return form_round_trip(
+        request,
+        TeamRenameForm(request.POST),
+        act=lambda data: services.account_rename(account=request.account, actor=request.user, name=data["name"]),
+        to="accounts:team",
+        success=lambda account: f"The team is now called {account.name}.",
+        rerender=team_page,
+    )

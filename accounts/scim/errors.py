@@ -1,4 +1,5 @@
 """SCIM's error: what RFC 7644 §3.12 answers with (`status`, `scimType`, `detail`)."""
+
 from __future__ import annotations
 
 from enum import StrEnum

@@ -2,6 +2,7 @@
 
 Imported by accounts.models, so they belong to the accounts app and its migrations.
 """
+
 from __future__ import annotations
 
 import uuid

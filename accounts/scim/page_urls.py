@@ -1,4 +1,5 @@
 """The Team page's SCIM token forms (accounts/urls.py includes them in the "accounts" namespace)."""
+
 from django.urls import path
 
 from accounts.scim import pages

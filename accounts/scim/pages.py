@@ -1,4 +1,5 @@
 """The Team page's provisioning forms: owners make a SCIM token (shown once) and revoke it."""
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -18,10 +19,12 @@ owners_page = account_page(page_check(Action.SCIM_MANAGE), methods=("POST",))
 @owners_page
 def scim_token_create_view(request):
     def create():
-        _, raw = services.scim_token_create(account=request.account, actor=request.user,
-                                            name=request.POST.get("name", ""))
+        _, raw = services.scim_token_create(
+            account=request.account, actor=request.user, name=request.POST.get("name", "")
+        )
         # Shown exactly once, on the next view of the Team page, then gone from the session.
         request.session[NEW_TOKEN_SESSION_KEY] = raw
+
     return page_post(request, create, to="accounts:team", told=AccountError)
 
 

@@ -1,4 +1,5 @@
 """SCIM's reads: the token a provider presents, and the account's identities."""
+
 from __future__ import annotations
 
 import uuid
@@ -10,6 +11,7 @@ from accounts.scim.errors import ScimError
 from accounts.scim.models import ScimIdentity, ScimToken
 from accounts.tokens import secret_authenticate
 
+
 def scim_token_for_secret(*, raw: str) -> ScimToken | None:
     """The active token for a presented secret, or None (unknown, revoked, or its account
     deleted); row-level security shows only the row whose hash is computed (the policy
@@ -19,18 +21,26 @@ def scim_token_for_secret(*, raw: str) -> ScimToken | None:
 
 def scim_token_list(*, account: Account) -> QuerySet[ScimToken]:
     """The account's tokens not revoked, newest first, each with its maker."""
-    return (ScimToken.objects.for_account(account).filter(revoked_at__isnull=True).select_related("created_by")
-            .order_by("-created_at"))
+    return (
+        ScimToken.objects.for_account(account)
+        .filter(revoked_at__isnull=True)
+        .select_related("created_by")
+        .order_by("-created_at")
+    )
 
 
-def scim_identity_list(*, account: Account, user_name: str | None = None,
-                       external_id: str | None = None) -> QuerySet[ScimIdentity]:
+def scim_identity_list(
+    *, account: Account, user_name: str | None = None, external_id: str | None = None
+) -> QuerySet[ScimIdentity]:
     """The account's identities, oldest first, each with `is_member` (SCIM's `active`) and
     `member_role` (None when not a member)."""
     memberships = Membership.objects.for_account(account).filter(user_id=OuterRef("user_id"))
-    identities = (ScimIdentity.objects.for_account(account).select_related("user")
-                  .annotate(is_member=Exists(memberships), member_role=Subquery(memberships.values("role")[:1]))
-                  .order_by("created_at", "pk"))
+    identities = (
+        ScimIdentity.objects.for_account(account)
+        .select_related("user")
+        .annotate(is_member=Exists(memberships), member_role=Subquery(memberships.values("role")[:1]))
+        .order_by("created_at", "pk")
+    )
     if user_name is not None:
         identities = identities.filter(user__email__iexact=user_name)
     if external_id is not None:

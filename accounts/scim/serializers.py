@@ -1,5 +1,6 @@
 """SCIM's wire format (RFC 7643, 7644): users as resources, request bodies as changes, the
 list and error envelopes, filters, and the three discovery documents."""
+
 from __future__ import annotations
 
 import re
@@ -19,13 +20,35 @@ MAX_START_INDEX = 2**31 - 1
 
 # User attributes a provider may send that Groundwork does not keep (Entra's default mapping
 # sends several): accepted and not stored, so a sync does not fail on them.
-IGNORED_ATTRIBUTES = {"title", "phonenumbers", "addresses", "preferredlanguage", "locale", "timezone",
-                      "nickname", "profileurl", "usertype", "photos", "ims", "x509certificates", "password",
-                      "entitlements", "roles", "groups", "schemas", "meta", "id", "name.formatted",
-                      "name.middlename", "name.honorificprefix", "name.honorificsuffix"}
+IGNORED_ATTRIBUTES = {
+    "title",
+    "phonenumbers",
+    "addresses",
+    "preferredlanguage",
+    "locale",
+    "timezone",
+    "nickname",
+    "profileurl",
+    "usertype",
+    "photos",
+    "ims",
+    "x509certificates",
+    "password",
+    "entitlements",
+    "roles",
+    "groups",
+    "schemas",
+    "meta",
+    "id",
+    "name.formatted",
+    "name.middlename",
+    "name.honorificprefix",
+    "name.honorificsuffix",
+}
 
 
 # --- out ----------------------------------------------------------------------------------------
+
 
 def user_resource(identity: ScimIdentity, *, base_url: str) -> dict:
     user = identity.user
@@ -42,9 +65,12 @@ def user_resource(identity: ScimIdentity, *, base_url: str) -> dict:
         "displayName": identity.display_name or formatted or user.email,
         "emails": emails,
         "active": bool(identity.is_member),
-        "meta": {"resourceType": "User", "created": identity.created_at.isoformat(),
-                 "lastModified": identity.updated_at.isoformat(),
-                 "location": f"{base_url}/Users/{identity.scim_id}"},
+        "meta": {
+            "resourceType": "User",
+            "created": identity.created_at.isoformat(),
+            "lastModified": identity.updated_at.isoformat(),
+            "location": f"{base_url}/Users/{identity.scim_id}",
+        },
     }
     if identity.external_id:
         resource["externalId"] = identity.external_id
@@ -52,8 +78,13 @@ def user_resource(identity: ScimIdentity, *, base_url: str) -> dict:
 
 
 def list_response(resources: list, *, total: int, start_index: int) -> dict:
-    return {"schemas": [LIST_SCHEMA], "totalResults": total, "startIndex": start_index,
-            "itemsPerPage": len(resources), "Resources": resources}
+    return {
+        "schemas": [LIST_SCHEMA],
+        "totalResults": total,
+        "startIndex": start_index,
+        "itemsPerPage": len(resources),
+        "Resources": resources,
+    }
 
 
 def error_body(error: ScimError) -> dict:
@@ -76,8 +107,9 @@ def parse_filter(raw: str | None) -> dict:
         return {}
     match = _FILTER.match(raw)
     if match is None:
-        raise ScimError(400, 'Only the filters userName eq "…" and externalId eq "…" are supported.',
-                        ScimType.INVALID_FILTER)
+        raise ScimError(
+            400, 'Only the filters userName eq "…" and externalId eq "…" are supported.', ScimType.INVALID_FILTER
+        )
     value = re.sub(r"\\(.)", r"\1", match.group(2))
     return {"user_name": value} if match.group(1).lower() == "username" else {"external_id": value}
 
@@ -86,6 +118,7 @@ def parse_paging(query) -> tuple[int, int]:
     """(startIndex, count) from the query: 1-based, a start below 1 reads as 1; count 0
     asks for the total only, a negative count is 0, and it is capped at MAX_COUNT (RFC 7644
     §3.4.2.4). Not a whole number, or a start past MAX_START_INDEX: 400 naming the parameter."""
+
     def number(name: str, default: int) -> int:
         raw = query.get(name)
         if raw in (None, ""):
@@ -94,6 +127,7 @@ def parse_paging(query) -> tuple[int, int]:
             return int(raw)
         except ValueError as exc:
             raise ScimError(400, f"{name} must be a whole number.", ScimType.INVALID_VALUE) from exc
+
     start = number("startIndex", 1)
     if start > MAX_START_INDEX:
         raise ScimError(400, f"startIndex must be at most {MAX_START_INDEX}.", ScimType.INVALID_VALUE)
@@ -113,7 +147,7 @@ def _attribute(path: str) -> str:
     """A path without its schema URN, lower-cased (SCIM attribute names are case-insensitive)."""
     path = path.strip()
     if path.lower().startswith(USER_SCHEMA.lower() + ":"):
-        return path[len(USER_SCHEMA) + 1:].lower()
+        return path[len(USER_SCHEMA) + 1 :].lower()
     if path.lower().startswith("urn:"):
         # An extension's attribute (Entra's enterprise or a custom one): not kept here.
         return "extension." + path.lower()
@@ -148,7 +182,11 @@ def _set(changes: UserChanges, attribute: str, value, *, op: str = "replace") ->
     elif (match := _EMAIL_OF_TYPE.match(attribute)) is not None:
         others = [e for e in (changes.emails or []) if isinstance(e, dict) and e.get("type") != match.group(1)]
         changes.emails = [*others, {"value": value, "type": match.group(1), "primary": match.group(1) == "work"}]
-    elif attribute in IGNORED_ATTRIBUTES or attribute.startswith("extension.") or attribute.split("[")[0] in IGNORED_ATTRIBUTES:
+    elif (
+        attribute in IGNORED_ATTRIBUTES
+        or attribute.startswith("extension.")
+        or attribute.split("[")[0] in IGNORED_ATTRIBUTES
+    ):
         return
     else:
         raise ScimError(400, f"Unknown or unsupported attribute {attribute!r}.", ScimType.INVALID_PATH)
@@ -176,11 +214,11 @@ def changes_from_patch(body, *, current: ScimIdentity) -> UserChanges:
     ("active", "name.givenName", 'emails[type eq "work"].value', …) or without one (a value
     object, as Okta sends `{"active": false}`); `remove` of the optional attributes."""
     if not isinstance(body, dict) or not isinstance(body.get("Operations", body.get("operations")), list):
-        raise ScimError(400, f"A PATCH body is a {PATCH_SCHEMA} with an \"Operations\" list.", ScimType.INVALID_SYNTAX)
+        raise ScimError(400, f'A PATCH body is a {PATCH_SCHEMA} with an "Operations" list.', ScimType.INVALID_SYNTAX)
     changes = UserChanges(emails=list(current.emails) if current.emails else None)
     for operation in body.get("Operations", body.get("operations")):
         if not isinstance(operation, dict):
-            raise ScimError(400, "Each operation must be an object with \"op\".", ScimType.INVALID_SYNTAX)
+            raise ScimError(400, 'Each operation must be an object with "op".', ScimType.INVALID_SYNTAX)
         op = str(operation.get("op", "")).lower()
         path, value = operation.get("path"), operation.get("value")
         if op in ("add", "replace"):
@@ -194,36 +232,54 @@ def changes_from_patch(body, *, current: ScimIdentity) -> UserChanges:
         elif op == "remove":
             _remove(changes, _attribute(str(path or "")))
         else:
-            raise ScimError(400, f"Unknown PATCH op {operation.get('op')!r}: use add, replace or remove.",
-                            ScimType.INVALID_SYNTAX)
+            raise ScimError(
+                400, f"Unknown PATCH op {operation.get('op')!r}: use add, replace or remove.", ScimType.INVALID_SYNTAX
+            )
     return changes
 
 
 def _remove(changes: UserChanges, attribute: str) -> None:
-    cleared = {"externalid": "external_id", "displayname": "display_name", "name.givenname": "given_name",
-               "name.familyname": "family_name"}
+    cleared = {
+        "externalid": "external_id",
+        "displayname": "display_name",
+        "name.givenname": "given_name",
+        "name.familyname": "family_name",
+    }
     if attribute in cleared:
         setattr(changes, cleared[attribute], "")
     elif attribute == "name":
         changes.given_name = changes.family_name = ""
     elif attribute == "emails":
         changes.emails = []
-    elif attribute in IGNORED_ATTRIBUTES or attribute.startswith("extension.") or attribute.split("[")[0] in IGNORED_ATTRIBUTES:
+    elif (
+        attribute in IGNORED_ATTRIBUTES
+        or attribute.startswith("extension.")
+        or attribute.split("[")[0] in IGNORED_ATTRIBUTES
+    ):
         return
     else:
-        raise ScimError(400, f"{attribute or 'A remove without a path'} cannot be removed.", ScimType.NO_TARGET
-                        if attribute else ScimType.INVALID_PATH)
+        raise ScimError(
+            400,
+            f"{attribute or 'A remove without a path'} cannot be removed.",
+            ScimType.NO_TARGET if attribute else ScimType.INVALID_PATH,
+        )
 
 
 # --- groups (the four roles) ----------------------------------------------------------------------
 
+
 def group_resource(group: str, members: list[ScimIdentity] | None, *, base_url: str) -> dict:
     """A fixed group; `members` None: asked without them (excludedAttributes=members)."""
-    resource = {"schemas": [GROUP_SCHEMA], "id": group, "displayName": group,
-                "meta": {"resourceType": "Group", "location": f"{base_url}/Groups/{group}"}}
+    resource = {
+        "schemas": [GROUP_SCHEMA],
+        "id": group,
+        "displayName": group,
+        "meta": {"resourceType": "Group", "location": f"{base_url}/Groups/{group}"},
+    }
     if members is not None:
-        resource["members"] = [{"value": str(i.scim_id), "display": i.user.email,
-                                "$ref": f"{base_url}/Users/{i.scim_id}"} for i in members]
+        resource["members"] = [
+            {"value": str(i.scim_id), "display": i.user.email, "$ref": f"{base_url}/Users/{i.scim_id}"} for i in members
+        ]
     return resource
 
 
@@ -252,19 +308,22 @@ _MEMBER_OF = re.compile(r'^members\[value eq "([^"]+)"\]$', re.IGNORECASE)
 
 def _check_group_name(group: str, value) -> None:
     if not isinstance(value, str) or value.strip().lower() != group:
-        raise ScimError(400, f"The groups are fixed (owners, admins, members, viewers): {group} cannot be renamed.",
-                        ScimType.MUTABILITY)
+        raise ScimError(
+            400,
+            f"The groups are fixed (owners, admins, members, viewers): {group} cannot be renamed.",
+            ScimType.MUTABILITY,
+        )
 
 
 def group_changes_from_patch(body, *, group: str) -> tuple[list[str], list[str], list[str] | None]:
     """A PatchOp on a group, as (added ids, removed ids, the whole new list or None): Okta's and
     Entra's `add`/`remove` of `members`, `remove` of 'members[value eq "…"]', `replace`."""
     if not isinstance(body, dict) or not isinstance(body.get("Operations", body.get("operations")), list):
-        raise ScimError(400, f"A PATCH body is a {PATCH_SCHEMA} with an \"Operations\" list.", ScimType.INVALID_SYNTAX)
+        raise ScimError(400, f'A PATCH body is a {PATCH_SCHEMA} with an "Operations" list.', ScimType.INVALID_SYNTAX)
     add, remove, replace = [], [], None
     for operation in body.get("Operations", body.get("operations")):
         if not isinstance(operation, dict):
-            raise ScimError(400, "Each operation must be an object with \"op\".", ScimType.INVALID_SYNTAX)
+            raise ScimError(400, 'Each operation must be an object with "op".', ScimType.INVALID_SYNTAX)
         op, path, value = str(operation.get("op", "")).lower(), str(operation.get("path") or ""), operation.get("value")
         member = _MEMBER_OF.match(path.strip())
         if op == "add" and path.lower() == "members":
@@ -291,8 +350,9 @@ def group_changes_from_patch(body, *, group: str) -> tuple[list[str], list[str],
         elif op in ("add", "remove", "replace"):
             raise ScimError(400, f"Unsupported group operation {op} {path!r}.", ScimType.INVALID_PATH)
         else:
-            raise ScimError(400, f"Unknown PATCH op {operation.get('op')!r}: use add, replace or remove.",
-                            ScimType.INVALID_SYNTAX)
+            raise ScimError(
+                400, f"Unknown PATCH op {operation.get('op')!r}: use add, replace or remove.", ScimType.INVALID_SYNTAX
+            )
     return add, remove, replace
 
 
@@ -306,6 +366,7 @@ def group_members_from_put(body, *, group: str) -> list[str]:
 
 # --- discovery (RFC 7643 §5-7) ----------------------------------------------------------------------
 
+
 def service_provider_config(*, base_url: str) -> dict:
     return {
         "schemas": ["urn:ietf:params:scim:schemas:core:2.0:ServiceProviderConfig"],
@@ -316,28 +377,57 @@ def service_provider_config(*, base_url: str) -> dict:
         "changePassword": {"supported": False},
         "sort": {"supported": False},
         "etag": {"supported": False},
-        "authenticationSchemes": [{"type": "oauthbearertoken", "name": "Bearer token", "primary": True,
-                                   "description": "The account's SCIM token, made by an owner on the Team page."}],
+        "authenticationSchemes": [
+            {
+                "type": "oauthbearertoken",
+                "name": "Bearer token",
+                "primary": True,
+                "description": "The account's SCIM token, made by an owner on the Team page.",
+            }
+        ],
         "meta": {"resourceType": "ServiceProviderConfig", "location": f"{base_url}/ServiceProviderConfig"},
     }
 
 
 def _attr(name: str, type_: str = "string", **extra) -> dict:
-    return {"name": name, "type": type_, "multiValued": False, "required": False, "caseExact": False,
-            "mutability": "readWrite", "returned": "default", "uniqueness": "none", **extra}
+    return {
+        "name": name,
+        "type": type_,
+        "multiValued": False,
+        "required": False,
+        "caseExact": False,
+        "mutability": "readWrite",
+        "returned": "default",
+        "uniqueness": "none",
+        **extra,
+    }
 
 
 USER_SCHEMA_DOCUMENT = {
     "schemas": ["urn:ietf:params:scim:schemas:core:2.0:Schema"],
-    "id": USER_SCHEMA, "name": "User", "description": "A member of the account",
+    "id": USER_SCHEMA,
+    "name": "User",
+    "description": "A member of the account",
     "attributes": [
-        _attr("userName", required=True, uniqueness="server", mutability="immutable",
-              description="The person's email address, their login."),
-        _attr("name", "complex", subAttributes=[_attr("givenName"), _attr("familyName"),
-                                                _attr("formatted", mutability="readOnly")]),
+        _attr(
+            "userName",
+            required=True,
+            uniqueness="server",
+            mutability="immutable",
+            description="The person's email address, their login.",
+        ),
+        _attr(
+            "name",
+            "complex",
+            subAttributes=[_attr("givenName"), _attr("familyName"), _attr("formatted", mutability="readOnly")],
+        ),
         _attr("displayName"),
-        _attr("emails", "complex", multiValued=True,
-              subAttributes=[_attr("value"), _attr("type"), _attr("primary", "boolean")]),
+        _attr(
+            "emails",
+            "complex",
+            multiValued=True,
+            subAttributes=[_attr("value"), _attr("type"), _attr("primary", "boolean")],
+        ),
         _attr("active", "boolean", description="A member of this account; false ends the membership."),
         _attr("externalId", caseExact=True),
     ],
@@ -346,24 +436,46 @@ USER_SCHEMA_DOCUMENT = {
 
 GROUP_SCHEMA_DOCUMENT = {
     "schemas": ["urn:ietf:params:scim:schemas:core:2.0:Schema"],
-    "id": GROUP_SCHEMA, "name": "Group", "description": "A role: owners, admins, members, viewers (fixed)",
+    "id": GROUP_SCHEMA,
+    "name": "Group",
+    "description": "A role: owners, admins, members, viewers (fixed)",
     "attributes": [
         _attr("displayName", required=True, uniqueness="server", mutability="immutable"),
-        _attr("members", "complex", multiValued=True, subAttributes=[_attr("value", mutability="immutable"),
-                                                                     _attr("display", mutability="readOnly")]),
+        _attr(
+            "members",
+            "complex",
+            multiValued=True,
+            subAttributes=[_attr("value", mutability="immutable"), _attr("display", mutability="readOnly")],
+        ),
     ],
 }
 
 
 def schemas(*, base_url: str) -> list[dict]:
-    return [{**document, "meta": {"resourceType": "Schema", "location": f"{base_url}/Schemas/{document['id']}"}}
-            for document in (USER_SCHEMA_DOCUMENT, GROUP_SCHEMA_DOCUMENT)]
+    return [
+        {**document, "meta": {"resourceType": "Schema", "location": f"{base_url}/Schemas/{document['id']}"}}
+        for document in (USER_SCHEMA_DOCUMENT, GROUP_SCHEMA_DOCUMENT)
+    ]
 
 
 def resource_types(*, base_url: str) -> list[dict]:
-    return [{"schemas": ["urn:ietf:params:scim:schemas:core:2.0:ResourceType"], "id": "User", "name": "User",
-             "endpoint": "/Users", "description": "The account's members", "schema": USER_SCHEMA,
-             "meta": {"resourceType": "ResourceType", "location": f"{base_url}/ResourceTypes/User"}},
-            {"schemas": ["urn:ietf:params:scim:schemas:core:2.0:ResourceType"], "id": "Group", "name": "Group",
-             "endpoint": "/Groups", "description": "The account's roles (fixed groups)", "schema": GROUP_SCHEMA,
-             "meta": {"resourceType": "ResourceType", "location": f"{base_url}/ResourceTypes/Group"}}]
+    return [
+        {
+            "schemas": ["urn:ietf:params:scim:schemas:core:2.0:ResourceType"],
+            "id": "User",
+            "name": "User",
+            "endpoint": "/Users",
+            "description": "The account's members",
+            "schema": USER_SCHEMA,
+            "meta": {"resourceType": "ResourceType", "location": f"{base_url}/ResourceTypes/User"},
+        },
+        {
+            "schemas": ["urn:ietf:params:scim:schemas:core:2.0:ResourceType"],
+            "id": "Group",
+            "name": "Group",
+            "endpoint": "/Groups",
+            "description": "The account's roles (fixed groups)",
+            "schema": GROUP_SCHEMA,
+            "meta": {"resourceType": "ResourceType", "location": f"{base_url}/ResourceTypes/Group"},
+        },
+    ]

@@ -5,6 +5,7 @@ goes through the Team page's own member services (accounts/services/members.py):
 deactivation is a member removal (its sockets close, its grants go, the last owner stays),
 a reactivation a member addition with the role the person had.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,16 +17,16 @@ from django.db import IntegrityError, transaction
 from accounts.domains.selectors import domain_is_verified_for
 from accounts.error_codes import AccountErrorCode
 from accounts.errors import AccountError
-from accounts.profile.services import name_clean
-from accounts.selectors import membership_list_for_user
 from accounts.models import Account, Membership, Role, User
 from accounts.permissions import Action
+from accounts.profile.services import name_clean
 from accounts.scim.errors import ScimError, ScimType
 from accounts.scim.models import ScimIdentity, ScimToken
 from accounts.scim.selectors import scim_identity_access_by_id, scim_identity_list_in_role
+from accounts.selectors import membership_list_for_user
 from accounts.services.invitations import invitation_send
-from accounts.services.signup import user_is_unclaimed
 from accounts.services.members import _lock_memberships, _require_manager, member_add, member_change_role, member_remove
+from accounts.services.signup import user_is_unclaimed
 from accounts.tokens import secret_access_by_id, secret_issue, secret_revoke, secret_touch
 from audit.actors import Actor
 from audit.models import ActorKind
@@ -72,15 +73,19 @@ def scim_token_touch(*, token: ScimToken) -> None:
 
 # --- Identities -------------------------------------------------------------------------------
 
+
 def scim_identities_ensure(*, account: Account) -> None:
     """Every current member has an identity (an `id` the provider can match and keep): the
     members who joined on the Team page, by invitation or SSO, before the provider looked.
     One statement; a concurrent request's identical insert is ignored."""
-    members = Membership.objects.for_account(account).exclude(
-        user_id__in=ScimIdentity.objects.for_account(account).values("user_id")).values_list("user_id", "role")
+    members = (
+        Membership.objects.for_account(account)
+        .exclude(user_id__in=ScimIdentity.objects.for_account(account).values("user_id"))
+        .values_list("user_id", "role")
+    )
     ScimIdentity.objects.for_account(account).bulk_create(
-        [ScimIdentity(account=account, user_id=user_id, role=role) for user_id, role in members],
-        ignore_conflicts=True)
+        [ScimIdentity(account=account, user_id=user_id, role=role) for user_id, role in members], ignore_conflicts=True
+    )
 
 
 @dataclass
@@ -119,31 +124,41 @@ def _clean_user_name(value) -> str:
         raise ScimError(400, "userName is required: the person's email address.", ScimType.INVALID_VALUE)
     email = value.strip().lower()
     if len(email) > USER_NAME_MAX:
-        raise ScimError(400, f"userName may have at most {USER_NAME_MAX} characters (an email address).",
-                        ScimType.INVALID_VALUE)
+        raise ScimError(
+            400, f"userName may have at most {USER_NAME_MAX} characters (an email address).", ScimType.INVALID_VALUE
+        )
     try:
         validate_email(email)
     except ValidationError as exc:
-        raise ScimError(400, f"userName must be an email address (the person's login): {value!r} is not one.",
-                        ScimType.INVALID_VALUE) from exc
+        raise ScimError(
+            400,
+            f"userName must be an email address (the person's login): {value!r} is not one.",
+            ScimType.INVALID_VALUE,
+        ) from exc
     return email
 
 
 def _clean_emails(value) -> list:
     if not isinstance(value, list) or len(value) > 10:
-        raise ScimError(400, "emails must be a list of at most 10 {\"value\", \"type\", \"primary\"} objects.",
-                        ScimType.INVALID_VALUE)
+        raise ScimError(
+            400, 'emails must be a list of at most 10 {"value", "type", "primary"} objects.', ScimType.INVALID_VALUE
+        )
     emails = []
     for item in value:
         if not isinstance(item, dict) or not isinstance(item.get("value"), str):
-            raise ScimError(400, "Each of emails must be an object with a string \"value\".", ScimType.INVALID_VALUE)
+            raise ScimError(400, 'Each of emails must be an object with a string "value".', ScimType.INVALID_VALUE)
         address = item["value"].strip()
         try:
             validate_email(address)
         except ValidationError as exc:
             raise ScimError(400, f"emails: {address!r} is not an email address.", ScimType.INVALID_VALUE) from exc
-        emails.append({"value": address, "type": _clean_text(item.get("type") or "work", "emails.type", 20),
-                       "primary": item.get("primary") in (True, "true", "True")})
+        emails.append(
+            {
+                "value": address,
+                "type": _clean_text(item.get("type") or "work", "emails.type", 20),
+                "primary": item.get("primary") in (True, "true", "True"),
+            }
+        )
     return emails
 
 
@@ -173,8 +188,13 @@ def _member(account: Account, user_id: int) -> Membership | None:
 
 
 def _audit(*, account: Account, token: ScimToken, action: str, identity: ScimIdentity, detail: dict) -> None:
-    audit_record(account=account, action=action, actor=scim_actor(token), target=identity.user.email,
-                 detail={"scim_id": str(identity.scim_id), **detail})
+    audit_record(
+        account=account,
+        action=action,
+        actor=scim_actor(token),
+        target=identity.user.email,
+        detail={"scim_id": str(identity.scim_id), **detail},
+    )
 
 
 @dataclass(frozen=True)
@@ -197,24 +217,35 @@ def _needs_consent(account: Account, user: User) -> bool:
 
 
 def _invite_instead(*, account: Account, token: ScimToken, email: str, site_url: str) -> ScimInvited:
-    consent = (f"{email} already uses Groundwork, so your identity provider cannot add them without their "
-               "consent: ")
+    consent = f"{email} already uses Groundwork, so your identity provider cannot add them without their consent: "
     try:
-        invitation_send(account=account, inviter=token.created_by, email=email, role=Role.MEMBER, site_url=site_url,
-                        audit_actor=scim_actor(token))
+        invitation_send(
+            account=account,
+            inviter=token.created_by,
+            email=email,
+            role=Role.MEMBER,
+            site_url=site_url,
+            audit_actor=scim_actor(token),
+        )
     except AccountError as exc:
         if exc.code != AccountErrorCode.ALREADY_INVITED:
             raise ScimError(exc.status, exc.message) from exc
-        return ScimInvited(email, consent + "their invitation to this account is pending until they accept it "
-                                            "(the Team page lists it).")
-    return ScimInvited(email, consent + "we emailed them an invitation, pending until they accept it (the Team page "
-                                        "lists it); then they are a member and listed here. People in a domain the "
-                                        "account verified (the Team page, Verified domains) join at once.")
+        return ScimInvited(
+            email,
+            consent + "their invitation to this account is pending until they accept it (the Team page lists it).",
+        )
+    return ScimInvited(
+        email,
+        consent + "we emailed them an invitation, pending until they accept it (the Team page "
+        "lists it); then they are a member and listed here. People in a domain the "
+        "account verified (the Team page, Verified domains) join at once.",
+    )
 
 
 @transaction.atomic
-def scim_user_create(*, account: Account, token: ScimToken, changes: UserChanges,
-                     site_url: str) -> ScimIdentity | ScimInvited:
+def scim_user_create(
+    *, account: Account, token: ScimToken, changes: UserChanges, site_url: str
+) -> ScimIdentity | ScimInvited:
     """POST /Users: a new address gets a user (who signs in by SSO, or sets a password by
     signing up or "forgot password") who joins the account as a member, at once, as does an
     existing user in a domain the account verified, or one nobody ever signed in as who
@@ -223,8 +254,11 @@ def scim_user_create(*, account: Account, token: ScimToken, changes: UserChanges
     if the person is already provisioned or a member here."""
     email = _clean_user_name(changes.user_name)
     user = User.objects.filter(email__iexact=email).first()
-    if user is not None and not (ScimIdentity.objects.for_account(account).filter(user=user).exists()
-                                 or _member(account, user.pk)) and _needs_consent(account, user):
+    if (
+        user is not None
+        and not (ScimIdentity.objects.for_account(account).filter(user=user).exists() or _member(account, user.pk))
+        and _needs_consent(account, user)
+    ):
         return _invite_instead(account=account, token=token, email=email, site_url=site_url)
     if user is None:
         try:
@@ -233,8 +267,11 @@ def scim_user_create(*, account: Account, token: ScimToken, changes: UserChanges
         except IntegrityError:  # NOTE: created by a concurrent request in between: use that one
             user = User.objects.get(email__iexact=email)
     if ScimIdentity.objects.for_account(account).filter(user=user).exists() or _member(account, user.pk):
-        raise ScimError(409, f"{email} is already a member of this account; look them up with "
-                             f"filter=userName eq \"{email}\".", ScimType.UNIQUENESS)
+        raise ScimError(
+            409,
+            f'{email} is already a member of this account; look them up with filter=userName eq "{email}".',
+            ScimType.UNIQUENESS,
+        )
     identity = ScimIdentity(account=account, user=user, role=Role.MEMBER, provisioned=True)
     _identity_apply(identity, changes)
     try:
@@ -246,8 +283,13 @@ def scim_user_create(*, account: Account, token: ScimToken, changes: UserChanges
                 _membership_start(account=account, token=token, identity=identity)
     except IntegrityError as exc:
         raise ScimError(409, f"{email} is already a member of this account.", ScimType.UNIQUENESS) from exc
-    _audit(account=account, token=token, action="scim.user_create", identity=identity,
-           detail={"active": changes.active is not False})
+    _audit(
+        account=account,
+        token=token,
+        action="scim.user_create",
+        identity=identity,
+        detail={"active": changes.active is not False},
+    )
     return identity
 
 
@@ -255,12 +297,12 @@ def _membership_start(*, account: Account, token: ScimToken, identity: ScimIdent
     # The role they had when the membership ended, but never owner: an owner an owner removed
     # does not come back as one with a provider's sync; the owners group gives it explicitly.
     role = Role.MEMBER if identity.role == Role.OWNER else identity.role
-    member_add(account=account, actor=scim_actor(token), user=identity.user, role=role,
-               by_staff=True)  # the owner who made the token gave the provider this power
+    member_add(
+        account=account, actor=scim_actor(token), user=identity.user, role=role, by_staff=True
+    )  # the owner who made the token gave the provider this power
 
 
-def _owner_change_check(*, account: Account, token: ScimToken, identity: ScimIdentity,
-                        membership: Membership) -> None:
+def _owner_change_check(*, account: Account, token: ScimToken, identity: ScimIdentity, membership: Membership) -> None:
     """Before a token deactivates or demotes an owner: only one who came from the identity
     provider (not one who joined on the Team page), and never the last owner besides the
     token's maker, so no token (a stale or stolen one above all) leaves its maker the only
@@ -269,14 +311,23 @@ def _owner_change_check(*, account: Account, token: ScimToken, identity: ScimIde
         return
     email = identity.user.email
     if not identity.provisioned:
-        raise ScimError(403, f"{email} is an owner who did not come from your identity provider: only the team's "
-                             "owners change their role or membership, on the Team page.")
+        raise ScimError(
+            403,
+            f"{email} is an owner who did not come from your identity provider: only the team's "
+            "owners change their role or membership, on the Team page.",
+        )
     _lock_memberships(account)
-    others = (Membership.objects.for_account(account).filter(role=Role.OWNER)
-              .exclude(user_id__in=[identity.user_id, token.created_by_id]))
+    others = (
+        Membership.objects.for_account(account)
+        .filter(role=Role.OWNER)
+        .exclude(user_id__in=[identity.user_id, token.created_by_id])
+    )
     if not others.exists():
-        raise ScimError(403, f"{email} is the last owner besides this token's maker: a token cannot leave its maker "
-                             "the only owner. Make someone else an owner first, or change this on the Team page.")
+        raise ScimError(
+            403,
+            f"{email} is the last owner besides this token's maker: a token cannot leave its maker "
+            "the only owner. Make someone else an owner first, or change this on the Team page.",
+        )
 
 
 def _membership_end(*, account: Account, token: ScimToken, identity: ScimIdentity) -> None:
@@ -293,16 +344,20 @@ def _membership_end(*, account: Account, token: ScimToken, identity: ScimIdentit
 
 
 @transaction.atomic
-def scim_user_update(*, account: Account, token: ScimToken, identity: ScimIdentity,
-                     changes: UserChanges) -> ScimIdentity:
+def scim_user_update(
+    *, account: Account, token: ScimToken, identity: ScimIdentity, changes: UserChanges
+) -> ScimIdentity:
     """PUT and PATCH /Users/{id}: the identity's attributes, and `active` (false ends the
     membership here, as removing the member on the Team page does; true restores it with the
     role they had when it ended). userName is the person's login, shared by all their teams:
     it cannot be changed here (400 mutability)."""
     identity = ScimIdentity.objects.for_account(account).select_for_update().select_related("user").get(pk=identity.pk)
     if changes.user_name is not None and _clean_user_name(changes.user_name) != identity.user.email.lower():
-        raise ScimError(400, "userName is the person's login email, shared with their other teams, and cannot be "
-                             "changed through SCIM.", ScimType.MUTABILITY)
+        raise ScimError(
+            400,
+            "userName is the person's login email, shared with their other teams, and cannot be changed through SCIM.",
+            ScimType.MUTABILITY,
+        )
     _identity_apply(identity, changes)
     identity.save()
     is_member = _member(account, identity.user_id) is not None
@@ -310,8 +365,13 @@ def scim_user_update(*, account: Account, token: ScimToken, identity: ScimIdenti
         _membership_start(account=account, token=token, identity=identity)
     elif changes.active is False and is_member:
         _membership_end(account=account, token=token, identity=identity)
-    _audit(account=account, token=token, action="scim.user_update", identity=identity,
-           detail={"attributes": sorted(changes.touched)})
+    _audit(
+        account=account,
+        token=token,
+        action="scim.user_update",
+        identity=identity,
+        detail={"attributes": sorted(changes.touched)},
+    )
     return identity
 
 
@@ -343,22 +403,33 @@ def _identities_by_scim_id(account: Account, scim_ids: list[str]) -> list[ScimId
 def _role_set(*, account: Account, token: ScimToken, identity: ScimIdentity, role: str) -> None:
     membership = _member(account, identity.user_id)
     if membership is None:
-        raise ScimError(400, f"{identity.user.email} is deactivated here: activate them before giving them a role.",
-                        ScimType.INVALID_VALUE)
+        raise ScimError(
+            400,
+            f"{identity.user.email} is deactivated here: activate them before giving them a role.",
+            ScimType.INVALID_VALUE,
+        )
     if membership.role == role:
         return
     _owner_change_check(account=account, token=token, identity=identity, membership=membership)
     try:
         # The Team page's role change: the last owner stays one; open sockets re-check.
-        member_change_role(account=account, actor=scim_actor(token), membership_id=membership.pk, role=role,
-                           by_staff=True)
+        member_change_role(
+            account=account, actor=scim_actor(token), membership_id=membership.pk, role=role, by_staff=True
+        )
     except AccountError as exc:
         raise ScimError(400, exc.message, ScimType.MUTABILITY) from exc
 
 
 @transaction.atomic
-def scim_group_members_change(*, account: Account, token: ScimToken, group: str, add: list[str],
-                              remove: list[str], replace: list[str] | None = None) -> None:
+def scim_group_members_change(
+    *,
+    account: Account,
+    token: ScimToken,
+    group: str,
+    add: list[str],
+    remove: list[str],
+    replace: list[str] | None = None,
+) -> None:
     """PATCH and PUT /Groups/{id}: a person added to a group gets its role; one removed from
     the group they are in falls back to member (removing from "members" changes nothing:
     it is where everyone provisioned starts). `replace`: the group's whole new list. Adds

@@ -1,4 +1,5 @@
 """/scim/v2/ (config/urls.py includes it under the namespace "scim")."""
+
 from django.urls import path, re_path
 
 from accounts.scim import views

@@ -1,6 +1,7 @@
 """/scim/v2/: thin views. Each authenticates the bearer SCIM token, runs in the token's
 account context (one transaction, row-level security scoped to that account only) and
 answers application/scim+json; every refusal is a SCIM error body."""
+
 from __future__ import annotations
 
 import json
@@ -36,14 +37,20 @@ def _error(error: ScimError) -> HttpResponse:
 
 def scim_endpoint(*methods: str):
     """The view answers `methods` for the token's account; anything else is 401/405."""
+
     def decorate(view):
         @csrf_exempt  # a bearer token, never a cookie, authenticates these requests
         @wraps(view)
         def endpoint(request, *args, **kwargs):
             token = selectors.scim_token_for_secret(raw=bearer_token(request.headers.get("Authorization")) or "")
             if token is None:
-                return _error(ScimError(401, "A valid SCIM token is required: Authorization: Bearer <token> "
-                                             "(an owner makes one on the Team page)."))
+                return _error(
+                    ScimError(
+                        401,
+                        "A valid SCIM token is required: Authorization: Bearer <token> "
+                        "(an owner makes one on the Team page).",
+                    )
+                )
             if request.method not in methods:
                 return _error(ScimError(405, f"{request.method} is not supported here; use {', '.join(methods)}."))
             base_url = request.build_absolute_uri(reverse("scim:root")).rstrip("/")
@@ -52,18 +59,23 @@ def scim_endpoint(*methods: str):
                     if not scim_token_maker_is_owner(token=token):
                         # Revoked with its maker's rights (accounts/scim/tokens.py); this also
                         # holds when the maker's user or membership went another way.
-                        raise ScimError(401, "This SCIM token's maker is no longer an owner of the account, so "
-                                             "it no longer works: an owner makes a new one on the Team page.")
+                        raise ScimError(
+                            401,
+                            "This SCIM token's maker is no longer an owner of the account, so "
+                            "it no longer works: an owner makes a new one on the Team page.",
+                        )
                     services.scim_token_touch(token=token)
                     return view(request, *args, token=token, base_url=base_url, **kwargs)
             except ScimError as exc:
                 return _error(exc)
             except AccountError as exc:  # a member service's refusal the SCIM services did not word
                 return _error(ScimError(exc.status, exc.message))
+
         # The account is the token's, not the session's: no request transaction
         # (accounts.middleware); the endpoint opens the token account's context itself.
         endpoint.account_transaction = False
         return endpoint
+
     return decorate
 
 
@@ -78,9 +90,12 @@ def _body(request):
 def users_view(request, *, token, base_url):
     account = token.account
     if request.method == "POST":
-        created = services.scim_user_create(account=account, token=token,
-                                            changes=serializers.changes_from_resource(_body(request)),
-                                            site_url=request.build_absolute_uri("/").rstrip("/"))
+        created = services.scim_user_create(
+            account=account,
+            token=token,
+            changes=serializers.changes_from_resource(_body(request)),
+            site_url=request.build_absolute_uri("/").rstrip("/"),
+        )
         if isinstance(created, services.ScimInvited):
             # Answered, not raised: raising would roll back the invitation with the context.
             return _error(ScimError(409, created.detail, ScimType.UNIQUENESS))
@@ -92,9 +107,12 @@ def users_view(request, *, token, base_url):
     start, count = serializers.parse_paging(request.GET)
     services.scim_identities_ensure(account=account)
     identities = selectors.scim_identity_list(account=account, **lookup)
-    page = list(identities[start - 1:start - 1 + count]) if count else []
-    return _response(serializers.list_response([serializers.user_resource(i, base_url=base_url) for i in page],
-                                               total=identities.count(), start_index=start))
+    page = list(identities[start - 1 : start - 1 + count]) if count else []
+    return _response(
+        serializers.list_response(
+            [serializers.user_resource(i, base_url=base_url) for i in page], total=identities.count(), start_index=start
+        )
+    )
 
 
 @scim_endpoint("GET", "PUT", "PATCH", "DELETE")
@@ -106,8 +124,11 @@ def user_view(request, scim_id: str, *, token, base_url):
         return _response(None, status=204)
     if request.method in ("PUT", "PATCH"):
         body = _body(request)
-        changes = (serializers.changes_from_resource(body) if request.method == "PUT"
-                   else serializers.changes_from_patch(body, current=identity))
+        changes = (
+            serializers.changes_from_resource(body)
+            if request.method == "PUT"
+            else serializers.changes_from_patch(body, current=identity)
+        )
         services.scim_user_update(account=account, token=token, identity=identity, changes=changes)
         identity = selectors.scim_identity_access_by_id(account=account, scim_id=scim_id)
     return _response(serializers.user_resource(identity, base_url=base_url))
@@ -128,11 +149,15 @@ def groups_view(request, *, token, base_url):
     account = token.account
     names = serializers.parse_group_filter(request.GET.get("filter"), services.GROUP_ROLES)
     start, count = serializers.parse_paging(request.GET)
-    page = names[start - 1:start - 1 + count]
+    page = names[start - 1 : start - 1 + count]
     if _wants_members(request):
         services.scim_identities_ensure(account=account)
-    resources = [serializers.group_resource(g, _group_members(account, g) if _wants_members(request) else None,
-                                            base_url=base_url) for g in page]
+    resources = [
+        serializers.group_resource(
+            g, _group_members(account, g) if _wants_members(request) else None, base_url=base_url
+        )
+        for g in page
+    ]
     return _response(serializers.list_response(resources, total=len(names), start_index=start))
 
 
@@ -147,8 +172,9 @@ def group_view(request, group: str, *, token, base_url):
             add, remove, replace = [], [], serializers.group_members_from_put(_body(request), group=group)
         else:
             add, remove, replace = serializers.group_changes_from_patch(_body(request), group=group)
-        services.scim_group_members_change(account=account, token=token, group=group, add=add, remove=remove,
-                                           replace=replace)
+        services.scim_group_members_change(
+            account=account, token=token, group=group, add=add, remove=remove, replace=replace
+        )
         if request.method == "PATCH":
             return _response(None, status=204)
     services.scim_identities_ensure(account=account)

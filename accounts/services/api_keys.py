@@ -1,23 +1,25 @@
 """API keys: created (shown once), revoked, touched when used."""
+
 from __future__ import annotations
 
 from django.db import transaction
 
+from accounts.error_codes import AccountErrorCode
 from accounts.errors import AccountError
 from accounts.models import Account, ApiKey, KeyScope, User
 from accounts.permissions import Action
+from accounts.services.members import _require_manager
 from accounts.signals import principal_access_ended
 from accounts.tokens import secret_access_by_id, secret_issue, secret_revoke, secret_touch
 from core import sockets
-from core.text import CONTROL_CHARACTERS_MESSAGE, has_control_characters
-from accounts.error_codes import AccountErrorCode
 from core.error_codes import CoreErrorCode
-from accounts.services.members import _require_manager
+from core.text import CONTROL_CHARACTERS_MESSAGE, has_control_characters
 
 
 @transaction.atomic
-def api_key_create(*, account: Account, actor: User | None, name: str,
-                   scope: str = KeyScope.WRITE) -> tuple[ApiKey, str]:
+def api_key_create(
+    *, account: Account, actor: User | None, name: str, scope: str = KeyScope.WRITE
+) -> tuple[ApiKey, str]:
     """A new key with `scope` read (search and chat) or write (also upload, delete, reindex).
     Returns (key, raw secret); the secret is never stored or shown again. `actor=None` is an
     operator (manage.py create_account), who keeps the write scope every key used to have."""
@@ -27,10 +29,15 @@ def api_key_create(*, account: Account, actor: User | None, name: str,
     if has_control_characters(name):
         raise AccountError(CoreErrorCode.INVALID_NAME, CONTROL_CHARACTERS_MESSAGE, field="name")
     if not name:
-        raise AccountError(CoreErrorCode.INVALID_NAME, "Give the key a name, e.g. the integration that will use it.", field="name")
+        raise AccountError(
+            CoreErrorCode.INVALID_NAME, "Give the key a name, e.g. the integration that will use it.", field="name"
+        )
     if scope not in KeyScope.values:
-        raise AccountError(AccountErrorCode.INVALID_SCOPE, "Choose a scope: read (search and chat) or write (also upload, "
-                                            "delete and reindex documents).", field="scope")
+        raise AccountError(
+            AccountErrorCode.INVALID_SCOPE,
+            "Choose a scope: read (search and chat) or write (also upload, delete and reindex documents).",
+            field="scope",
+        )
     return secret_issue(ApiKey, account=account, actor=actor, detail={"scope": scope}, name=name[:100], scope=scope)
 
 

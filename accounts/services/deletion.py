@@ -1,29 +1,36 @@
 """Deleting an account: the confirmation and the deletion itself."""
+
 from __future__ import annotations
 
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.error_codes import AccountErrorCode
 from accounts.errors import AccountError
 from accounts.models import Account, ApiKey, Invitation, Membership, User
 from accounts.permissions import Action
+from accounts.services.members import _lock_memberships, _require_manager
 from accounts.signals import account_deleted
 from audit.services import audit_record
 from core import sockets
 from core.tenancy import account_context
-from accounts.error_codes import AccountErrorCode
-from accounts.services.members import _lock_memberships, _require_manager
 
 
 def account_delete_confirmation_check(*, account: Account, confirm) -> None:
     """The person typed the account's name (surrounding spaces aside; case matters, as the
     page asks for exactly the name), or an AccountError naming what is missing."""
     if not isinstance(confirm, str) or not confirm.strip():
-        raise AccountError(AccountErrorCode.CONFIRMATION_REQUIRED, f"Type the account's name, “{account.name}”, to confirm that "
-                           "it should be deleted.", field="confirm")
+        raise AccountError(
+            AccountErrorCode.CONFIRMATION_REQUIRED,
+            f"Type the account's name, “{account.name}”, to confirm that it should be deleted.",
+            field="confirm",
+        )
     if confirm.strip() != account.name.strip():
-        raise AccountError(AccountErrorCode.CONFIRMATION_MISMATCH, f"The confirmation does not match the account's name. Type "
-                           f"“{account.name}” exactly to delete it.", field="confirm")
+        raise AccountError(
+            AccountErrorCode.CONFIRMATION_MISMATCH,
+            f"The confirmation does not match the account's name. Type “{account.name}” exactly to delete it.",
+            field="confirm",
+        )
 
 
 @transaction.atomic
@@ -56,9 +63,17 @@ def account_delete(*, account: Account, actor: User) -> Account:
         User.objects.filter(last_account=account).update(last_account=None)
         account.deleted_at = now
         account.save(update_fields=["deleted_at"])
-        audit_record(account=account, action="account.delete", actor=actor, target=account.name, detail={
-            "members_removed": members_removed, "keys_revoked": keys_revoked,
-            "invitations_cancelled": invitations_cancelled})
+        audit_record(
+            account=account,
+            action="account.delete",
+            actor=actor,
+            target=account.name,
+            detail={
+                "members_removed": members_removed,
+                "keys_revoked": keys_revoked,
+                "invitations_cancelled": invitations_cancelled,
+            },
+        )
         account_deleted.send(sender=Account, account=account, actor=actor)
         sockets.account_sockets_close_on_commit(account.pk)
     return account

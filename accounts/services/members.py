@@ -1,9 +1,11 @@
 """Memberships: who may manage whom, adding, changing roles, removing, ending access."""
+
 from __future__ import annotations
 
 from django.db import transaction
 from django.utils import timezone
 
+from accounts.error_codes import AccountErrorCode
 from accounts.errors import AccountError
 from accounts.models import ROLE_RANK, Account, Invitation, Membership, Role, User
 from accounts.permissions import Action, Forbidden, actor_require, principal_may
@@ -12,20 +14,24 @@ from accounts.scim.tokens import scim_tokens_past_rights_revoke
 from accounts.signals import principal_access_ended
 from audit.services import audit_record
 from core import sockets
-from accounts.error_codes import AccountErrorCode
 from core.error_codes import CoreErrorCode
 
 
 def _require_manager(*, account: Account, actor: User, action: Action = Action.MEMBERS_MANAGE) -> Membership:
     """The actor's membership, if their role may do `action` (accounts/permissions.py)."""
-    return actor_require(account=account, actor=actor, action=action,
-                         outsider="Only owners and admins can manage the team.")
+    return actor_require(
+        account=account, actor=actor, action=action, outsider="Only owners and admins can manage the team."
+    )
 
 
 def roles_grantable(*, actor_membership: Membership) -> list[str]:
     """The roles the actor may give (invitations and role changes), highest first."""
-    return [r for r in Role.values if ROLE_RANK[r] <= ROLE_RANK.get(actor_membership.role, -1)
-            and (r != Role.OWNER or actor_membership.role == Role.OWNER)]
+    return [
+        r
+        for r in Role.values
+        if ROLE_RANK[r] <= ROLE_RANK.get(actor_membership.role, -1)
+        and (r != Role.OWNER or actor_membership.role == Role.OWNER)
+    ]
 
 
 def member_manageable(*, actor_membership: Membership, membership: Membership) -> bool:
@@ -69,18 +75,23 @@ def member_add(*, account: Account, actor: User, user: User, role: str, by_staff
     else:
         _check_grantable(_require_manager(account=account, actor=actor), role)
     if account.deleted_at is not None:
-        raise AccountError(AccountErrorCode.ACCOUNT_DELETED, "This account was deleted: nobody can join it.", field="account")
+        raise AccountError(
+            AccountErrorCode.ACCOUNT_DELETED, "This account was deleted: nobody can join it.", field="account"
+        )
     members = Membership.objects.for_account(account)
     if members.filter(user=user).exists():
-        raise AccountError(AccountErrorCode.ALREADY_MEMBER, f"{user.email} is already a member of this account.", field="user")
+        raise AccountError(
+            AccountErrorCode.ALREADY_MEMBER, f"{user.email} is already a member of this account.", field="user"
+        )
     membership = members.create(account=account, user=user, role=role)
     audit_record(account=account, action="member.add", actor=actor, target=user.email, detail={"role": role})
     return membership
 
 
 @transaction.atomic
-def member_change_role(*, account: Account, actor: User, membership_id: int, role: str,
-                       by_staff: bool = False) -> Membership:
+def member_change_role(
+    *, account: Account, actor: User, membership_id: int, role: str, by_staff: bool = False
+) -> Membership:
     """Change a member's role. Owners and admins only; only owners grant or take away owner;
     nobody grants a role above their own (themselves included); the last owner stays one."""
     actor_membership = None
@@ -97,8 +108,16 @@ def member_change_role(*, account: Account, actor: User, membership_id: int, rol
     if touches_owner and actor_membership is not None and actor_membership.role != Role.OWNER:
         raise Forbidden("Only owners can grant or take away the owner role.")
     if membership.role == Role.OWNER and role != Role.OWNER and _owner_count(account) == 1:
-        raise AccountError(AccountErrorCode.LAST_OWNER, "The last owner cannot be demoted. Make someone else an owner first.")
-    audit_record(account=account, action="member.role_change", actor=actor, target=membership.user.email, detail={"from": membership.role, "to": role})
+        raise AccountError(
+            AccountErrorCode.LAST_OWNER, "The last owner cannot be demoted. Make someone else an owner first."
+        )
+    audit_record(
+        account=account,
+        action="member.role_change",
+        actor=actor,
+        target=membership.user.email,
+        detail={"from": membership.role, "to": role},
+    )
     membership.role = role
     membership.save(update_fields=["role"])
     _issued_past_rights_end(account=account, issuer_id=membership.user_id, membership=membership, actor=actor)
@@ -121,12 +140,21 @@ def member_remove(*, account: Account, actor: User, membership_id: int, by_staff
     if membership.role == Role.OWNER and _owner_count(account) == 1:
         # `actor` may be an audit Actor (SCIM provisioning), which is nobody's membership.
         verb = "leave" if membership.user_id == getattr(actor, "pk", None) else "be removed"
-        raise AccountError(AccountErrorCode.LAST_OWNER, f"The last owner cannot {verb}. Make someone else an owner first.")
+        raise AccountError(
+            AccountErrorCode.LAST_OWNER, f"The last owner cannot {verb}. Make someone else an owner first."
+        )
     membership.delete()
-    audit_record(account=account, action="member.remove", actor=actor, target=membership.user.email, detail={"role": membership.role})
+    audit_record(
+        account=account,
+        action="member.remove",
+        actor=actor,
+        target=membership.user.email,
+        detail={"role": membership.role},
+    )
     # The identity provider's reactivation gives back the role they had when they left.
     ScimIdentity.objects.for_account(account).filter(user_id=membership.user_id).update(
-        role=membership.role, updated_at=timezone.now())
+        role=membership.role, updated_at=timezone.now()
+    )
     _issued_past_rights_end(account=account, issuer_id=membership.user_id, membership=None, actor=actor)
     member_access_end(account_id=account.pk, user_id=membership.user_id)
 
@@ -155,8 +183,7 @@ def _issued_past_rights_end(*, account: Account, issuer_id: int, membership: Mem
     scim_tokens_past_rights_revoke(account=account, maker_id=issuer_id, membership=membership, actor=actor)
 
 
-def _invitations_past_rights_cancel(*, account: Account, inviter_id: int, membership: Membership | None,
-                                    actor) -> None:
+def _invitations_past_rights_cancel(*, account: Account, inviter_id: int, membership: Membership | None, actor) -> None:
     """Cancel the pending invitations `inviter_id` issued that their `membership` (None:
     removed) may no longer give: a removed or demoted admin's invitations do not let the
     people they chose in with the rights they had (in the removal's or change's transaction)."""
@@ -164,5 +191,10 @@ def _invitations_past_rights_cancel(*, account: Account, inviter_id: int, member
     for invitation in pending.select_for_update():
         if not _may_invite_as(membership, invitation.role):
             invitation.delete()
-            audit_record(account=account, action="invitation.cancel", actor=actor, target=invitation.email,
-                         detail={"role": invitation.role, "reason": "the inviter's rights ended"})
+            audit_record(
+                account=account,
+                action="invitation.cancel",
+                actor=actor,
+                target=invitation.email,
+                detail={"role": invitation.role, "reason": "the inviter's rights ended"},
+            )

@@ -1,27 +1,29 @@
 """Sign-up, users and the teams people create, with their starting credits."""
+
 from __future__ import annotations
 
 from datetime import timedelta
+
+from django.conf import settings
 from django.contrib.auth.password_validation import validate_password
 from django.contrib.auth.tokens import default_token_generator
-from django.urls import reverse
-from django.utils.encoding import force_bytes
-from django.utils.http import urlsafe_base64_encode
 from django.core.exceptions import ValidationError
 from django.core.validators import validate_email
 from django.db import IntegrityError, transaction
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 from django.utils.text import slugify
-from django.conf import settings
 
+from accounts.error_codes import AccountErrorCode
 from accounts.errors import AccountError
 from accounts.models import Account, Membership, Role, User
+from accounts.services.verification import _email_mark_verified, _send_mail, email_verification_send
 from accounts.signals import account_created
+from core.error_codes import CoreErrorCode
 from core.tenancy import account_context
 from core.text import CONTROL_CHARACTERS_MESSAGE, has_control_characters
-from accounts.error_codes import AccountErrorCode
-from core.error_codes import CoreErrorCode
-from accounts.services.verification import _email_mark_verified, _send_mail, email_verification_send
 
 
 def _clean_email(email: str) -> str:
@@ -43,8 +45,14 @@ def _unique_slug(name: str) -> str:
 
 
 @transaction.atomic
-def account_create(*, name: str, owner: User, slug: str | None = None, initial_credits: int | None = None,
-                   created_by: User | None = None) -> Account:
+def account_create(
+    *,
+    name: str,
+    owner: User,
+    slug: str | None = None,
+    initial_credits: int | None = None,
+    created_by: User | None = None,
+) -> Account:
     """A new account with `owner` as its first owner and its starting credits
     (SIGNUP_CREDITS unless `initial_credits` says otherwise). A given slug must be free.
     Operators' path (create_account, the demo); a person's own teams go through team_create."""
@@ -56,9 +64,13 @@ def account_create(*, name: str, owner: User, slug: str | None = None, initial_c
     if slug is not None:
         slug = slugify(slug)
         if not slug:
-            raise AccountError(AccountErrorCode.INVALID_SLUG, "The slug may use letters, digits and hyphens only.", field="slug")
+            raise AccountError(
+                AccountErrorCode.INVALID_SLUG, "The slug may use letters, digits and hyphens only.", field="slug"
+            )
         if Account.objects.filter(slug=slug).exists():
-            raise AccountError(AccountErrorCode.DUPLICATE_SLUG, f"The slug “{slug}” is taken; choose another.", field="slug")
+            raise AccountError(
+                AccountErrorCode.DUPLICATE_SLUG, f"The slug “{slug}” is taken; choose another.", field="slug"
+            )
     account = Account.objects.create(name=name, slug=slug or _unique_slug(name), created_by=created_by)
     credits = settings.SIGNUP_CREDITS if initial_credits is None else initial_credits
     if credits < 0:
@@ -84,11 +96,16 @@ def team_create(*, name: str, owner: User) -> Account:
     since = timezone.now() - timedelta(days=1)
     limit = settings.TEAMS_PER_PERSON_PER_DAY
     if Account.objects.filter(created_by=person, created_at__gte=since).count() >= limit:
-        raise AccountError(AccountErrorCode.TOO_MANY_TEAMS, f"A person can create at most {limit} teams a day. Try again "
-                           "tomorrow, or ask to be invited to an existing team.", status=429)
+        raise AccountError(
+            AccountErrorCode.TOO_MANY_TEAMS,
+            f"A person can create at most {limit} teams a day. Try again "
+            "tomorrow, or ask to be invited to an existing team.",
+            status=429,
+        )
     grant = person.email_verified_at is not None and person.starting_credits_granted_at is None
-    account = account_create(name=name, owner=person, initial_credits=settings.SIGNUP_CREDITS if grant else 0,
-                             created_by=person)
+    account = account_create(
+        name=name, owner=person, initial_credits=settings.SIGNUP_CREDITS if grant else 0, created_by=person
+    )
     if grant:
         person.starting_credits_granted_at = timezone.now()
         person.save(update_fields=["starting_credits_granted_at"])
@@ -99,8 +116,11 @@ def starting_credits_went_to(*, user: User) -> Account | None:
     """The team this person's starting credits went to, if any (what a new team's page says)."""
     if user.starting_credits_granted_at is None:
         return None
-    return (user.signup_account if user.signup_account_id else
-            Account.objects.filter(created_by=user).order_by("created_at").first())
+    return (
+        user.signup_account
+        if user.signup_account_id
+        else Account.objects.filter(created_by=user).order_by("created_at").first()
+    )
 
 
 @transaction.atomic
@@ -109,7 +129,11 @@ def user_create(*, email: str, password: str, full_name: str = "") -> User:
     if has_control_characters(full_name):
         raise AccountError(CoreErrorCode.INVALID_NAME, CONTROL_CHARACTERS_MESSAGE, field="full_name")
     if User.objects.filter(email__iexact=email).exists():
-        raise AccountError(AccountErrorCode.DUPLICATE_EMAIL, "An account with this email already exists. Log in instead.", field="email")
+        raise AccountError(
+            AccountErrorCode.DUPLICATE_EMAIL,
+            "An account with this email already exists. Log in instead.",
+            field="email",
+        )
     try:
         validate_password(password, User(email=email, full_name=full_name))
     except ValidationError as exc:
@@ -117,7 +141,11 @@ def user_create(*, email: str, password: str, full_name: str = "") -> User:
     try:
         return User.objects.create_user(email=email, password=password, full_name=full_name.strip())
     except IntegrityError as exc:
-        raise AccountError(AccountErrorCode.DUPLICATE_EMAIL, "An account with this email already exists. Log in instead.", field="email") from exc
+        raise AccountError(
+            AccountErrorCode.DUPLICATE_EMAIL,
+            "An account with this email already exists. Log in instead.",
+            field="email",
+        ) from exc
 
 
 def user_is_unclaimed(user: User) -> bool:
@@ -136,15 +164,24 @@ def signup_claim_send(*, email: str, site_url: str) -> bool:
     user = User.objects.filter(email__iexact=_clean_email(email), is_active=True).first()
     if user is None or not user_is_unclaimed(user):
         return False
-    link = site_url.rstrip("/") + reverse("accounts:password_reset_confirm", args=[
-        urlsafe_base64_encode(force_bytes(user.pk)), default_token_generator.make_token(user)])
+    link = site_url.rstrip("/") + reverse(
+        "accounts:password_reset_confirm",
+        args=[urlsafe_base64_encode(force_bytes(user.pk)), default_token_generator.make_token(user)],
+    )
     _send_mail(to=user.email, template="accounts/email/claim_login.txt", context={"user": user, "link": link})
     return True
 
 
 @transaction.atomic
-def signup(*, email: str, password: str, account_name: str, full_name: str = "",
-           email_verified: bool = False, site_url: str = "") -> tuple[User, Account]:
+def signup(
+    *,
+    email: str,
+    password: str,
+    account_name: str,
+    full_name: str = "",
+    email_verified: bool = False,
+    site_url: str = "",
+) -> tuple[User, Account]:
     """Sign-up: the user and their own account, as its owner.
 
     Nothing else: an invitation to the same address is not accepted here (signing up does
@@ -153,8 +190,9 @@ def signup(*, email: str, password: str, account_name: str, full_name: str = "",
     (the demo account), who vouch for the address themselves.
     """
     user = user_create(email=email, password=password, full_name=full_name)
-    account = account_create(name=account_name or f"{user.get_short_name()}'s team", owner=user, initial_credits=0,
-                             created_by=user)
+    account = account_create(
+        name=account_name or f"{user.get_short_name()}'s team", owner=user, initial_credits=0, created_by=user
+    )
     user.signup_account = account
     user.last_account = account
     user.save(update_fields=["signup_account", "last_account"])

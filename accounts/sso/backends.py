@@ -5,6 +5,7 @@ accounts/sso/views.py, after the provider's ID token was checked); it is named o
 by `login()` so the session says it signed in through SSO, and a later password login in the
 same session (which rewrites the backend) cannot keep that mark.
 """
+
 from django.contrib.auth.backends import ModelBackend
 
 

@@ -1,4 +1,5 @@
 """Single sign-on's error: an AccountError whose code is an SsoErrorCode."""
+
 from accounts.errors import AccountError
 
 

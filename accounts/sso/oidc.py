@@ -7,6 +7,7 @@ provider's JWKS, issuer, audience (our client id), expiry and nonce.
 authlib checks the nonce and the issuer by itself but not the audience (1.9: `aud` is only
 read for `azp`), so the claims options here name every claim that must hold.
 """
+
 from __future__ import annotations
 
 import logging
@@ -59,18 +60,27 @@ def _client():
         if client is None:
             oauth = OAuth()
             client = oauth.register(
-                CLIENT_NAME, client_id=config[1], client_secret=config[2] or None,
+                CLIENT_NAME,
+                client_id=config[1],
+                client_secret=config[2] or None,
                 server_metadata_url=f"{config[0]}/.well-known/openid-configuration",
-                client_kwargs={"scope": SCOPES, "code_challenge_method": "S256",
-                               "default_timeout": settings.OIDC_TIMEOUT_SECONDS})
+                client_kwargs={
+                    "scope": SCOPES,
+                    "code_challenge_method": "S256",
+                    "default_timeout": settings.OIDC_TIMEOUT_SECONDS,
+                },
+            )
             _clients[config] = client
     return client
 
 
 def _unavailable(exc: Exception) -> SsoError:
     logger.warning("sso provider unreachable at %s: %s", settings.OIDC_ISSUER, exc)
-    return SsoError(SsoErrorCode.SSO_PROVIDER_UNAVAILABLE, "The sign-in provider could not be reached. Try again in "
-                    "a moment, or log in with your password.", status=502)
+    return SsoError(
+        SsoErrorCode.SSO_PROVIDER_UNAVAILABLE,
+        "The sign-in provider could not be reached. Try again in a moment, or log in with your password.",
+        status=502,
+    )
 
 
 def authorization_redirect(request, *, redirect_uri: str):
@@ -98,55 +108,88 @@ def identity_from_callback(request) -> Identity:
     try:
         token = client.authorize_access_token(request, claims_options=claims_options)
     except MismatchingStateError as exc:
-        raise _refused(SsoErrorCode.SSO_STATE_INVALID, "This sign-in link was already used or has expired. "
-                       "Start again with “Sign in with SSO”.", exc, status=400) from exc
+        raise _refused(
+            SsoErrorCode.SSO_STATE_INVALID,
+            "This sign-in link was already used or has expired. Start again with “Sign in with SSO”.",
+            exc,
+            status=400,
+        ) from exc
     except OAuthError as exc:
-        raise _refused(SsoErrorCode.SSO_PROVIDER_REFUSED, "The sign-in provider did not sign you in"
-                       f"{': ' + exc.description if exc.description else ''}.", exc, status=403) from exc
+        raise _refused(
+            SsoErrorCode.SSO_PROVIDER_REFUSED,
+            f"The sign-in provider did not sign you in{': ' + exc.description if exc.description else ''}.",
+            exc,
+            status=403,
+        ) from exc
     except jose_errors.BadSignatureError as exc:
-        raise _refused(SsoErrorCode.SSO_BAD_SIGNATURE, "The sign-in provider's answer had an invalid signature, so "
-                       "it was refused.", exc) from exc
+        raise _refused(
+            SsoErrorCode.SSO_BAD_SIGNATURE,
+            "The sign-in provider's answer had an invalid signature, so it was refused.",
+            exc,
+        ) from exc
     except jose_errors.ExpiredTokenError as exc:
-        raise _refused(SsoErrorCode.SSO_TOKEN_EXPIRED, "The sign-in provider's answer has expired. Start again.",
-                       exc) from exc
+        raise _refused(
+            SsoErrorCode.SSO_TOKEN_EXPIRED, "The sign-in provider's answer has expired. Start again.", exc
+        ) from exc
     except jose_errors.ClaimError as exc:
         raise _claim_refused(exc) from exc
     except jose_errors.JoseError as exc:
-        raise _refused(SsoErrorCode.SSO_TOKEN_INVALID, "The sign-in provider's answer could not be read, so it was "
-                       "refused.", exc) from exc
+        raise _refused(
+            SsoErrorCode.SSO_TOKEN_INVALID, "The sign-in provider's answer could not be read, so it was refused.", exc
+        ) from exc
     except requests.HTTPError as exc:
         # The token endpoint answered with an error (authlib raises OAuthError for most).
-        raise _refused(SsoErrorCode.SSO_PROVIDER_REFUSED, "The sign-in provider refused to complete the sign-in. "
-                       "Start again.", exc, status=403) from exc
+        raise _refused(
+            SsoErrorCode.SSO_PROVIDER_REFUSED,
+            "The sign-in provider refused to complete the sign-in. Start again.",
+            exc,
+            status=403,
+        ) from exc
     except (requests.RequestException, ValueError) as exc:
         raise _unavailable(exc) from exc
     except AuthlibBaseError as exc:
-        raise _refused(SsoErrorCode.SSO_TOKEN_INVALID, "The sign-in provider's answer was refused. Start again.",
-                       exc) from exc
+        raise _refused(
+            SsoErrorCode.SSO_TOKEN_INVALID, "The sign-in provider's answer was refused. Start again.", exc
+        ) from exc
     claims = token.get("userinfo")
     if not claims:
-        raise _refused(SsoErrorCode.SSO_TOKEN_INVALID, "The sign-in provider sent no ID token, so nobody was "
-                       "signed in.", None)
-    return Identity(issuer=settings.OIDC_ISSUER, subject=str(claims["sub"]),
-                    email=str(claims.get("email") or "").strip().lower(),
-                    # A JSON true; some providers send the string "true".
-                    email_verified=claims.get("email_verified") in (True, "true"),
-                    name=str(claims.get("name") or "")[:150])
+        raise _refused(
+            SsoErrorCode.SSO_TOKEN_INVALID, "The sign-in provider sent no ID token, so nobody was signed in.", None
+        )
+    return Identity(
+        issuer=settings.OIDC_ISSUER,
+        subject=str(claims["sub"]),
+        email=str(claims.get("email") or "").strip().lower(),
+        # A JSON true; some providers send the string "true".
+        email_verified=claims.get("email_verified") in (True, "true"),
+        name=str(claims.get("name") or "")[:150],
+    )
 
 
 def _claim_refused(exc) -> SsoError:
     claim = getattr(exc, "claim", "")
     if claim == "aud":
-        return _refused(SsoErrorCode.SSO_WRONG_AUDIENCE, "The sign-in provider's answer was meant for another "
-                        "application, so it was refused.", exc)
+        return _refused(
+            SsoErrorCode.SSO_WRONG_AUDIENCE,
+            "The sign-in provider's answer was meant for another application, so it was refused.",
+            exc,
+        )
     if claim == "nonce":
-        return _refused(SsoErrorCode.SSO_NONCE_MISMATCH, "The sign-in provider's answer does not belong to this "
-                        "sign-in (nonce mismatch), so it was refused. Start again.", exc)
+        return _refused(
+            SsoErrorCode.SSO_NONCE_MISMATCH,
+            "The sign-in provider's answer does not belong to this "
+            "sign-in (nonce mismatch), so it was refused. Start again.",
+            exc,
+        )
     if claim == "iss":
-        return _refused(SsoErrorCode.SSO_WRONG_ISSUER, "The sign-in answer came from another provider than the one "
-                        "set up here, so it was refused.", exc)
-    return _refused(SsoErrorCode.SSO_TOKEN_INVALID, f"The sign-in provider's answer was refused (claim “{claim}”).",
-                    exc)
+        return _refused(
+            SsoErrorCode.SSO_WRONG_ISSUER,
+            "The sign-in answer came from another provider than the one set up here, so it was refused.",
+            exc,
+        )
+    return _refused(
+        SsoErrorCode.SSO_TOKEN_INVALID, f"The sign-in provider's answer was refused (claim “{claim}”).", exc
+    )
 
 
 def _refused(code: SsoErrorCode, message: str, exc: Exception | None, status: int = 400) -> SsoError:

@@ -13,6 +13,7 @@ The rules (docs/operations/sso.md):
 - any other address is refused, unless OIDC_CREATE_USERS: then a user and their own team,
   as sign-up makes them (the address is verified, so the team gets the starting credits).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,7 +41,7 @@ from core.text import has_control_characters
 @dataclass(frozen=True)
 class SsoSignIn:
     user: User
-    account_id: int | None   # where the session lands (None: the person's last account)
+    account_id: int | None  # where the session lands (None: the person's last account)
     message: str
 
 
@@ -60,18 +61,30 @@ def _require_staff_may_use_sso(user: User) -> None:
         return
     strict = [m.account.name for m in membership_list_for_user(user=user) if m.account.staff_password_2fa]
     if strict:
-        raise SsoError(SsoErrorCode.SSO_STAFF_PASSWORD_REQUIRED, f"{user.email} is a support or admin account, and "
-                       f"{strict[0]} requires those to sign in with their password and two-factor code, not single "
-                       "sign-on. Log in with your password below.", status=403)
+        raise SsoError(
+            SsoErrorCode.SSO_STAFF_PASSWORD_REQUIRED,
+            f"{user.email} is a support or admin account, and "
+            f"{strict[0]} requires those to sign in with their password and two-factor code, not single "
+            "sign-on. Log in with your password below.",
+            status=403,
+        )
 
 
 def _sso_sign_in(identity: Identity) -> SsoSignIn:
     if not identity.email_verified or not identity.email:
-        raise SsoError(SsoErrorCode.SSO_EMAIL_UNVERIFIED, f"Your sign-in provider has not verified the address "
-                       f"{identity.email or '(none given)'}, so it cannot sign you in here. Verify it with your "
-                       "provider, then try again.", status=403)
-    link = (SsoIdentity.objects.select_for_update().select_related("user")
-            .filter(issuer=identity.issuer, subject=identity.subject).first())
+        raise SsoError(
+            SsoErrorCode.SSO_EMAIL_UNVERIFIED,
+            f"Your sign-in provider has not verified the address "
+            f"{identity.email or '(none given)'}, so it cannot sign you in here. Verify it with your "
+            "provider, then try again.",
+            status=403,
+        )
+    link = (
+        SsoIdentity.objects.select_for_update()
+        .select_related("user")
+        .filter(issuer=identity.issuer, subject=identity.subject)
+        .first()
+    )
     if link is not None:
         _require_active(link.user)
         link.email, link.last_login_at = identity.email, timezone.now()
@@ -85,13 +98,15 @@ def _sso_sign_in(identity: Identity) -> SsoSignIn:
 
 def _require_active(user: User) -> None:
     if not user.is_active:
-        raise SsoError(SsoErrorCode.SSO_USER_INACTIVE, "This user is deactivated. Ask your team's owner or support.",
-                       status=403)
+        raise SsoError(
+            SsoErrorCode.SSO_USER_INACTIVE, "This user is deactivated. Ask your team's owner or support.", status=403
+        )
 
 
 def _link(identity: Identity, user: User) -> SsoIdentity:
-    return SsoIdentity.objects.create(issuer=identity.issuer, subject=identity.subject, user=user,
-                                      email=identity.email, last_login_at=timezone.now())
+    return SsoIdentity.objects.create(
+        issuer=identity.issuer, subject=identity.subject, user=user, email=identity.email, last_login_at=timezone.now()
+    )
 
 
 def _existing_user_sign_in(identity: Identity, user: User) -> SsoSignIn:
@@ -102,16 +117,24 @@ def _existing_user_sign_in(identity: Identity, user: User) -> SsoSignIn:
     if links.filter(subject=identity.subject).exists():
         return SsoSignIn(user=user, account_id=None, message=f"Signed in as {user.email}.")
     if links.exists():
-        raise SsoError(SsoErrorCode.SSO_IDENTITY_CONFLICT, f"{user.email} is already linked to another identity at "
-                       "your sign-in provider, so this one cannot sign in as it. Ask your team's owner or support.",
-                       status=403)
+        raise SsoError(
+            SsoErrorCode.SSO_IDENTITY_CONFLICT,
+            f"{user.email} is already linked to another identity at "
+            "your sign-in provider, so this one cannot sign in as it. Ask your team's owner or support.",
+            status=403,
+        )
     _link(identity, user)
     # The provider vouches for the address: as good as the emailed verification link.
     _email_mark_verified(user)
     for membership in membership_list_for_user(user=user):
         with account_context(account_id=membership.account_id):
-            audit_record(account=membership.account_id, action="sso.link", actor=user, target=user.email,
-                         detail={"issuer": identity.issuer, "subject": identity.subject})
+            audit_record(
+                account=membership.account_id,
+                action="sso.link",
+                actor=user,
+                target=user.email,
+                detail={"issuer": identity.issuer, "subject": identity.subject},
+            )
     return SsoSignIn(user=user, account_id=None, message=f"Signed in as {user.email} through single sign-on.")
 
 
@@ -123,8 +146,11 @@ def _new_user(identity: Identity) -> User:
             user = User.objects.create_user(email=identity.email, password=None, full_name=name)
     except IntegrityError as exc:
         # NOTE: two first sign-ins of one new address at once: the other made the user.
-        raise SsoError(SsoErrorCode.SSO_IDENTITY_CONFLICT, "Another sign-in with this address is under way. Try "
-                       "again in a moment.", status=409) from exc
+        raise SsoError(
+            SsoErrorCode.SSO_IDENTITY_CONFLICT,
+            "Another sign-in with this address is under way. Try again in a moment.",
+            status=409,
+        ) from exc
     _link(identity, user)
     _email_mark_verified(user)
     user.refresh_from_db()
@@ -137,12 +163,18 @@ def _new_user_sign_in(identity: Identity) -> SsoSignIn:
     if invitations:
         invitation = invitations[0]
         membership = invitation_accept(invitation=invitation, user=user, via_link=False)
-        return SsoSignIn(user=user, account_id=membership.account_id,
-                         message=f"You joined {invitation.account.name} as {invitation.get_role_display().lower()}.")
+        return SsoSignIn(
+            user=user,
+            account_id=membership.account_id,
+            message=f"You joined {invitation.account.name} as {invitation.get_role_display().lower()}.",
+        )
     if not settings.OIDC_CREATE_USERS:
-        raise SsoError(SsoErrorCode.SSO_USER_UNKNOWN, f"There is no Groundwork user with the address {identity.email}"
-                       ", and no invitation for it. Ask your team's owner to invite you, then sign in again.",
-                       status=403)
+        raise SsoError(
+            SsoErrorCode.SSO_USER_UNKNOWN,
+            f"There is no Groundwork user with the address {identity.email}"
+            ", and no invitation for it. Ask your team's owner to invite you, then sign in again.",
+            status=403,
+        )
     # As sign-up makes it: the person's own team, and as the address is verified (the provider
     # vouches for it), the starting credits (team_create: one grant per verified person).
     account = team_create(name=f"{user.get_short_name()}'s team", owner=user)
@@ -156,8 +188,9 @@ def account_staff_password_2fa_set(*, account: Account, actor: User, required: b
     """The owner's switch "Staff must use a password + 2FA" (owners only: Action.SSO_REQUIRE;
     audited): members who are support staff or superusers may not sign in through SSO."""
     _require_manager(account=account, actor=actor, action=Action.SSO_REQUIRE)
-    account, _ = _account_switch_set(account=account, actor=actor, field="staff_password_2fa", value=required,
-                                     action="account.staff_password_2fa")
+    account, _ = _account_switch_set(
+        account=account, actor=actor, field="staff_password_2fa", value=required, action="account.staff_password_2fa"
+    )
     return account
 
 
@@ -174,20 +207,29 @@ def _account_switch_set(*, account: Account, actor: User, field: str, value: boo
 
 
 @transaction.atomic
-def account_sso_required_set(*, account: Account, actor: User, required: bool,
-                             actor_signed_in_with_sso: bool) -> Account:
+def account_sso_required_set(
+    *, account: Account, actor: User, required: bool, actor_signed_in_with_sso: bool
+) -> Account:
     """The owner's switch "Members must sign in with SSO" (owners only: Action.SSO_REQUIRE;
     audited). Turning it on needs SSO set up here and the owner's own session signed in
     through it, so nobody locks the team out with a switch nobody can get past."""
     _require_manager(account=account, actor=actor, action=Action.SSO_REQUIRE)
     if required and not sso_enabled():
-        raise SsoError(SsoErrorCode.SSO_DISABLED, "Single sign-on is not set up on this server, so it cannot be "
-                       "required.", status=400)
+        raise SsoError(
+            SsoErrorCode.SSO_DISABLED,
+            "Single sign-on is not set up on this server, so it cannot be required.",
+            status=400,
+        )
     if required and not actor_signed_in_with_sso:
-        raise SsoError(SsoErrorCode.SSO_REQUIRED, "Sign in with SSO first (log out, then “Sign in with SSO”): "
-                       "that proves it works for you before it is required of everyone.", status=400)
-    account, changed = _account_switch_set(account=account, actor=actor, field="sso_required", value=required,
-                                           action="account.sso_required")
+        raise SsoError(
+            SsoErrorCode.SSO_REQUIRED,
+            "Sign in with SSO first (log out, then “Sign in with SSO”): "
+            "that proves it works for you before it is required of everyone.",
+            status=400,
+        )
+    account, changed = _account_switch_set(
+        account=account, actor=actor, field="sso_required", value=required, action="account.sso_required"
+    )
     if changed and required:  # open sockets re-read their principal: a password session's closes (4401)
         sockets.notify_on_commit(sockets.account_group(account.pk), sockets.CHANGED)
     return account

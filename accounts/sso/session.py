@@ -8,6 +8,7 @@ export (which leaves such teams out, and whose download a password session canno
 holds one). API keys are not sessions: they belong to the team and never ask it. MCP takes API
 keys only. Also read by anything that treats the two sign-ins differently (two-factor: SSO
 relies on the provider's own MFA)."""
+
 from __future__ import annotations
 
 from django.contrib.auth import BACKEND_SESSION_KEY
@@ -40,8 +41,12 @@ def staff_password_session_opens(*, user, account, session) -> bool:
     code, where the account requires exactly that of its staff (Account.staff_password_2fa)."""
     from django_otp import DEVICE_ID_SESSION_KEY
 
-    return (account.staff_password_2fa and (user.is_staff or user.is_superuser) and session is not None
-            and bool(session.get(DEVICE_ID_SESSION_KEY)))
+    return (
+        account.staff_password_2fa
+        and (user.is_staff or user.is_superuser)
+        and session is not None
+        and bool(session.get(DEVICE_ID_SESSION_KEY))
+    )
 
 
 def session_passes_sso(*, user, account, session) -> bool:

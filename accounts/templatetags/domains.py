@@ -1,4 +1,5 @@
 """The Team page's verified domains: `{% load domains %}{% team_domains %}` (owners)."""
+
 from django import template
 
 from accounts.domains.models import VerificationMailbox
@@ -13,5 +14,9 @@ def team_domains(context):
     account = section_account(context, Action.DOMAINS_MANAGE)
     if account is None:
         return {"show": False}
-    return {"show": True, "csrf_token": context.get("csrf_token"), "domains": list(domain_list(account=account)),
-            "mailboxes": VerificationMailbox.choices}
+    return {
+        "show": True,
+        "csrf_token": context.get("csrf_token"),
+        "domains": list(domain_list(account=account)),
+        "mailboxes": VerificationMailbox.choices,
+    }

@@ -1,4 +1,5 @@
 """The Team page's provisioning section: `{% load scim %}{% scim_tokens %}` (owners)."""
+
 from django import template
 
 from accounts.permissions import Action, section_account
@@ -15,7 +16,8 @@ def scim_tokens(context):
         return {"show": False}
     request = context["request"]
     return {
-        "show": True, "csrf_token": context.get("csrf_token"),
+        "show": True,
+        "csrf_token": context.get("csrf_token"),
         "tokens": list(scim_token_list(account=account)),
         # The new secret is shown on this one view of the page, then gone from the session.
         "new_token": request.session.pop(NEW_TOKEN_SESSION_KEY, None),

@@ -1,6 +1,7 @@
 """Single sign-on on the pages: `{% load sso %}{% sso_button next %}` (login, sign-up and the
 "requires single sign-on" page; nothing when SSO is off) and `{% team_sso %}` (the Team page's
 switch, for owners)."""
+
 from django import template
 
 from accounts.permissions import Action, section_account
@@ -21,5 +22,10 @@ def team_sso(context):
     if account is None:
         return {"show": False}
     request = context["request"]
-    return {"show": True, "csrf_token": context.get("csrf_token"), "current_account": account,
-            "sso_enabled": sso_enabled(), "signed_in_with_sso": signed_in_with_sso(request.session)}
+    return {
+        "show": True,
+        "csrf_token": context.get("csrf_token"),
+        "current_account": account,
+        "sso_enabled": sso_enabled(),
+        "signed_in_with_sso": signed_in_with_sso(request.session),
+    }

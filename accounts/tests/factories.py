@@ -1,4 +1,5 @@
 """Test factories for accounts: real rows through the real services."""
+
 from __future__ import annotations
 
 import itertools

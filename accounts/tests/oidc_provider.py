@@ -7,6 +7,7 @@ The rewritten tokens are signed with a key the provider's JWKS also publishes wh
 tampers (so only the claim is wrong), except for "signature", signed with a key nobody
 publishes, under the published key's id. Honest, the JWKS is the provider's own (one key,
 no key id, as many providers have)."""
+
 from __future__ import annotations
 
 import base64
@@ -14,13 +15,12 @@ import json
 import threading
 from urllib.parse import urlsplit
 
+import oidc_provider_mock
 import pytest
 import requests
 import werkzeug.serving
 from joserfc import jwt
 from joserfc.jwk import RSAKey
-
-import oidc_provider_mock
 
 TAMPER_KID = "tamper"
 
@@ -86,8 +86,7 @@ class Provider:
         self._server = werkzeug.serving.make_server("127.0.0.1", 0, self._tampering, threaded=True)
         self.issuer = f"http://127.0.0.1:{self._server.server_port}"
         self._stopped = False
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
 
     def start(self) -> Provider:
         self._thread.start()
@@ -102,7 +101,7 @@ class Provider:
         self._thread.join(5)
 
     def tamper(self, mode: str | None) -> None:
-        """"audience", "issuer", "nonce", "signature", or None (honest)."""
+        """ "audience", "issuer", "nonce", "signature", or None (honest)."""
         self._tampering.mode = mode
 
     @property
@@ -115,8 +114,9 @@ class Provider:
 
     def authorize(self, authorization_url: str, sub: str, deny: bool = False) -> str:
         assert authorization_url.startswith(self.issuer + "/oauth2/authorize"), authorization_url
-        response = requests.post(authorization_url, data={"action": "deny"} if deny else {"sub": sub},
-                                 allow_redirects=False, timeout=10)
+        response = requests.post(
+            authorization_url, data={"action": "deny"} if deny else {"sub": sub}, allow_redirects=False, timeout=10
+        )
         assert response.status_code == 302, response.text
         return response.headers["Location"]
 

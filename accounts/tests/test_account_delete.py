@@ -3,6 +3,7 @@ name, on the Team page or DELETE /api/v1/account/. Keys, members and invitations
 a job purges documents (and their files), conversations, collections and budgets; the credit
 ledger, the balance row and the audit log are kept with the account's tombstone, which no
 session, key or invitation link resolves into. Other accounts are untouched."""
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,8 @@ from accounts.models import Account, ApiKey, Invitation, Membership, Role
 from accounts.selectors import membership_list_for_user
 from accounts.tests.factories import PASSWORD, add_member, make_account, make_api_key, make_user
 from audit.models import AuditEntry
-from billing.models import AccountBalance, BillingSettings, Budget, CreditHold, CreditLedgerEntry, HoldStatus
 from billing.budgets import budget_set
+from billing.models import AccountBalance, BillingSettings, Budget, CreditHold, CreditLedgerEntry, HoldStatus
 from billing.services import credits_hold
 from chat.models import Conversation, Message
 from core.tenancy import account_context
@@ -36,24 +37,52 @@ def team(account_a, owner_a, fake_llm, upload_and_ingest, django_capture_on_comm
     document = upload_and_ingest(account_a, "notes.md", NOTES, "text/markdown")
     with account_context(account_a), django_capture_on_commit_callbacks(execute=True):
         services.member_invite(account=account_a, actor=owner_a, email="newhire@acme.test")
-        conversation = Conversation.objects.for_account(account_a).create(account=account_a, user=member, title="Offsite")
-        Message.objects.for_account(account_a).create(account=account_a, conversation=conversation, role="user",
-                                                      content="Where is the offsite?")
+        conversation = Conversation.objects.for_account(account_a).create(
+            account=account_a, user=member, title="Offsite"
+        )
+        Message.objects.for_account(account_a).create(
+            account=account_a, conversation=conversation, role="user", content="Where is the offsite?"
+        )
         hold = credits_hold(account=account_a, amount=500, key="chat:test-hold", user=member)
         budget_set(account=account_a, actor=owner_a, period="day", limit=1000, user_id=member.pk)
-        BillingSettings.objects.for_account(account_a).create(account=account_a, contact_email="billing@acme.test",
-                                                              low_balance_threshold=100)
+        BillingSettings.objects.for_account(account_a).create(
+            account=account_a, contact_email="billing@acme.test", low_balance_threshold=100
+        )
     link = re.search(r"https?://\S+/invitations/\S+/", mailoutbox[-1].body).group(0)
-    return dict(account=account_a, owner=owner_a, admin=admin, member=member, viewer=viewer, raw_key=raw_key,
-                document=document, hold=hold, invitation_link=link)
+    return dict(
+        account=account_a,
+        owner=owner_a,
+        admin=admin,
+        member=member,
+        viewer=viewer,
+        raw_key=raw_key,
+        document=document,
+        hold=hold,
+        invitation_link=link,
+    )
 
 
 def _counts(account) -> dict:
     with account_context(account):
-        return {model.__name__: model.objects.for_account(account).count()
-                for model in (Document, Chunk, EmbeddingBatch, IngestionLane, Collection, Conversation, Message,
-                              Budget, BillingSettings, Membership, ApiKey, CreditLedgerEntry, AccountBalance,
-                              AuditEntry)}
+        return {
+            model.__name__: model.objects.for_account(account).count()
+            for model in (
+                Document,
+                Chunk,
+                EmbeddingBatch,
+                IngestionLane,
+                Collection,
+                Conversation,
+                Message,
+                Budget,
+                BillingSettings,
+                Membership,
+                ApiKey,
+                CreditLedgerEntry,
+                AccountBalance,
+                AuditEntry,
+            )
+        }
 
 
 def _delete_on_page(client, user, confirm, django_capture_on_commit_callbacks):
@@ -62,8 +91,9 @@ def _delete_on_page(client, user, confirm, django_capture_on_commit_callbacks):
         return client.post("/team/delete/", {"confirm": confirm})
 
 
-def test_owner_deletes_the_account_and_a_job_purges_it(client, team, account_b, run_jobs,
-                                                      django_capture_on_commit_callbacks):
+def test_owner_deletes_the_account_and_a_job_purges_it(
+    client, team, account_b, run_jobs, django_capture_on_commit_callbacks
+):
     account, owner = team["account"], team["owner"]
     other_key = make_api_key(account_b, "beta-sync")
     before_b = _counts(account_b)
@@ -88,12 +118,24 @@ def test_owner_deletes_the_account_and_a_job_purges_it(client, team, account_b, 
 
     run_jobs()
     counts = _counts(account)
-    for purged in ("Document", "Chunk", "EmbeddingBatch", "IngestionLane", "Collection", "Conversation", "Message",
-                   "Budget", "BillingSettings", "Membership"):
+    for purged in (
+        "Document",
+        "Chunk",
+        "EmbeddingBatch",
+        "IngestionLane",
+        "Collection",
+        "Conversation",
+        "Message",
+        "Budget",
+        "BillingSettings",
+        "Membership",
+    ):
         assert counts[purged] == 0, purged
     assert not default_storage.exists(stored)
-    assert not default_storage.exists(f"accounts/{account.pk}/documents/") or \
-        default_storage.listdir(f"accounts/{account.pk}/documents")[1] == []
+    assert (
+        not default_storage.exists(f"accounts/{account.pk}/documents/")
+        or default_storage.listdir(f"accounts/{account.pk}/documents")[1] == []
+    )
     # Kept: the ledger (the hold's release added to it), the balance row, the audit log.
     assert counts["CreditLedgerEntry"] == ledger_before + 1 and counts["AccountBalance"] == 1
     with account_context(account):
@@ -113,9 +155,9 @@ def test_owner_deletes_the_account_and_a_job_purges_it(client, team, account_b, 
     assert client.get("/api/v1/documents/").status_code == 401
 
 
-def test_the_purge_jobs_run_twice_are_harmless_and_never_touch_a_live_account(team, account_b, run_jobs,
-                                                                                django_capture_on_commit_callbacks,
-                                                                                upload_and_ingest):
+def test_the_purge_jobs_run_twice_are_harmless_and_never_touch_a_live_account(
+    team, account_b, run_jobs, django_capture_on_commit_callbacks, upload_and_ingest
+):
     from billing.jobs import purge_account_budgets
     from chat.jobs import purge_account as purge_conversations
     from documents.jobs import purge_account as purge_documents
@@ -191,9 +233,14 @@ def test_only_owners_may_delete_on_the_page(client, team, who, django_capture_on
     assert Account.objects.get(pk=team["account"].pk).deleted_at is None
 
 
-@pytest.mark.parametrize("typed, error", [("", "Type the account's name, “Acme”"),
-                                          ("acme", "does not match the account's name"),
-                                          ("Beta", "does not match the account's name")])
+@pytest.mark.parametrize(
+    "typed, error",
+    [
+        ("", "Type the account's name, “Acme”"),
+        ("acme", "does not match the account's name"),
+        ("Beta", "does not match the account's name"),
+    ],
+)
 def test_a_wrong_confirmation_is_a_form_error(client, team, typed, error, django_capture_on_commit_callbacks):
     response = _delete_on_page(client, team["owner"], typed, django_capture_on_commit_callbacks)
     assert response.status_code == 400
@@ -205,6 +252,7 @@ def test_a_wrong_confirmation_is_a_form_error(client, team, typed, error, django
 
 
 # --- REST: DELETE /api/v1/account/ -------------------------------------------------------------
+
 
 def _api_delete(client, data=None, **headers):
     return client.delete("/api/v1/account/", data=data or {}, content_type="application/json", **headers)
@@ -222,12 +270,15 @@ def test_api_owner_session_deletes_with_confirm(client, team, run_jobs, django_c
     assert client.get("/api/v1/account/").status_code == 401
 
 
-@pytest.mark.parametrize("data, code, words", [
-    ({}, "confirmation_required", "`confirm` is missing"),
-    ({"confirm": ""}, "confirmation_required", "`confirm` is missing"),
-    ({"confirm": 12}, "confirmation_required", "`confirm` is missing"),
-    ({"confirm": "Acme Inc"}, "confirmation_mismatch", "does not match"),
-])
+@pytest.mark.parametrize(
+    "data, code, words",
+    [
+        ({}, "confirmation_required", "`confirm` is missing"),
+        ({"confirm": ""}, "confirmation_required", "`confirm` is missing"),
+        ({"confirm": 12}, "confirmation_required", "`confirm` is missing"),
+        ({"confirm": "Acme Inc"}, "confirmation_mismatch", "does not match"),
+    ],
+)
 def test_api_refuses_a_missing_or_wrong_confirmation(client, team, data, code, words):
     client.force_login(team["owner"])
     response = _api_delete(client, data)
@@ -269,8 +320,10 @@ def test_an_owner_cannot_delete_another_account(client, team, account_b, owner_b
 
 # --- support staff -----------------------------------------------------------------------------
 
-def test_staff_see_a_deleted_account_with_its_ledger_and_audit(client, team, account_b,
-                                                               django_capture_on_commit_callbacks):
+
+def test_staff_see_a_deleted_account_with_its_ledger_and_audit(
+    client, team, account_b, django_capture_on_commit_callbacks
+):
     account = team["account"]
     with django_capture_on_commit_callbacks(execute=True):
         services.account_delete(account=account, actor=team["owner"])
@@ -290,7 +343,9 @@ def test_staff_cannot_add_a_member_to_a_deleted_account(client, team, django_cap
     with django_capture_on_commit_callbacks(execute=True):
         services.account_delete(account=team["account"], actor=team["owner"])
     client.force_login(make_user("support@groundwork.test", is_staff=True, is_superuser=True))
-    response = client.post("/admin/accounts/membership/add/", {"user": team["member"].pk,
-                                                               "account": team["account"].pk, "role": Role.MEMBER})
+    response = client.post(
+        "/admin/accounts/membership/add/",
+        {"user": team["member"].pk, "account": team["account"].pk, "role": Role.MEMBER},
+    )
     assert response.status_code == 200 and "nobody can join it" in response.content.decode()
     assert membership_list_for_user(user=team["member"]) == []

@@ -1,5 +1,6 @@
 """accounts.permissions.actor_require: a service's actor, as the principal the table checks
 (a person: their membership in this account; an API key: itself), allowed or refused."""
+
 import pytest
 
 from accounts.models import ApiKey, Membership, Role
@@ -18,8 +19,12 @@ def test_a_person_acts_as_their_membership_of_this_account(account_a):
 def test_a_member_without_the_right_gets_the_tables_refusal(account_a):
     member = add_member(account_a, role=Role.MEMBER)
     with account_context(account_a), pytest.raises(Forbidden) as refused:
-        actor_require(account=account_a, actor=member, action=Action.BUDGETS_MANAGE,
-                      outsider="Only owners and admins can set budgets.")
+        actor_require(
+            account=account_a,
+            actor=member,
+            action=Action.BUDGETS_MANAGE,
+            outsider="Only owners and admins can set budgets.",
+        )
     assert refused.value.status == 403 and refused.value.code == "forbidden"
     assert refused.value.message == "As a member, you may not set credit budgets. Ask an owner or admin of the account."
 
@@ -28,8 +33,12 @@ def test_a_person_outside_the_account_gets_the_outsider_message_or_the_tables(ac
     other_owner = account_b.test_owner  # an owner, but of another account
     with account_context(account_a):
         with pytest.raises(Forbidden) as outsider:
-            actor_require(account=account_a, actor=other_owner, action=Action.MEMBERS_MANAGE,
-                          outsider="Only owners and admins can manage the team.")
+            actor_require(
+                account=account_a,
+                actor=other_owner,
+                action=Action.MEMBERS_MANAGE,
+                outsider="Only owners and admins can manage the team.",
+            )
         with pytest.raises(Forbidden) as nobody:
             actor_require(account=account_a, actor=make_user(), action=Action.BILLING_MANAGE)
         with pytest.raises(Forbidden):

@@ -1,7 +1,8 @@
 """Support staff see across accounts through the explicit bypass; others never reach it."""
+
 from accounts.models import ApiKey
-from core.tenancy import account_context
 from accounts.tests.factories import make_api_key, make_user
+from core.tenancy import account_context
 
 
 def _staff(client):

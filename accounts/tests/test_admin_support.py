@@ -3,6 +3,7 @@ ledger, documents with status and error, keys and members; accounts are found by
 member email; the ledger filters by account; a key's page revokes it; a document's failure
 reason is visible. Each as a superuser and as staff with fewer rights (no 500s, refused
 actions change nothing)."""
+
 import pytest
 from django.contrib import admin
 from django.contrib.admin.models import LogEntry
@@ -29,8 +30,6 @@ def superuser_client(client):
     return client
 
 
-
-
 @pytest.fixture
 def failed_document(account_a, fake_llm, upload_and_ingest, settings):
     settings.EMBEDDING_DIMENSIONS = 768  # the provider answers 384: ingestion fails with a reason
@@ -51,8 +50,9 @@ def _key(account):
         return ApiKey.objects.for_account(account).get()
 
 
-def test_account_page_shows_balance_ledger_documents_keys_and_members(superuser_client, account_a, owner_a,
-                                                                      failed_document, django_assert_max_num_queries):
+def test_account_page_shows_balance_ledger_documents_keys_and_members(
+    superuser_client, account_a, owner_a, failed_document, django_assert_max_num_queries
+):
     member = add_member(account_a, make_user("colleague@acme.test"), role=Role.MEMBER)
     make_api_key(account_a, name="zapier-sync")
     with account_context(account_a):
@@ -128,6 +128,7 @@ def test_reindex_needs_its_permission_and_is_recorded(client, account_a, ready_d
     def revision():
         with account_context(account_a):
             return Document.objects.for_account(account_a).get(pk=ready_document.pk).revision
+
     assert revision() == ready_document.revision
 
     staff = staff_with("documents.view_document", "documents.change_document")
@@ -146,8 +147,9 @@ def test_account_reindex_and_delete_need_their_permissions(client, account_a, re
         assert Document.objects.for_account(account_a).get(pk=ready_document.pk).status == "ready"
         assert not account_a.reindexrun_set.exists()
 
-    staff = staff_with("accounts.view_account", "documents.add_reindexrun", "documents.delete_document",
-                       "documents.view_document")
+    staff = staff_with(
+        "accounts.view_account", "documents.add_reindexrun", "documents.delete_document", "documents.view_document"
+    )
     client.force_login(staff)
     client.post("/admin/accounts/account/", {"action": "reindex_accounts", "_selected_action": [account_a.pk]})
     client.post("/admin/documents/document/", {"action": "remove", "_selected_action": [ready_document.pk]})
@@ -207,18 +209,30 @@ def test_view_only_staff_render_every_page_they_may_see(client, account_a, faile
 def test_change_rights_on_users_do_not_hand_out_rights(client):
     staff = staff_with("accounts.view_user", "accounts.change_user")
     client.force_login(staff)
-    response = client.post(f"/admin/accounts/user/{staff.pk}/change/", {
-        "email": staff.email, "full_name": "Me", "is_active": "on", "is_staff": "on", "is_superuser": "on",
-        "user_permissions": list(Permission.objects.values_list("pk", flat=True)),
-        "last_login_0": "", "last_login_1": "", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"})
+    response = client.post(
+        f"/admin/accounts/user/{staff.pk}/change/",
+        {
+            "email": staff.email,
+            "full_name": "Me",
+            "is_active": "on",
+            "is_staff": "on",
+            "is_superuser": "on",
+            "user_permissions": list(Permission.objects.values_list("pk", flat=True)),
+            "last_login_0": "",
+            "last_login_1": "",
+            "date_joined_0": "2026-01-01",
+            "date_joined_1": "00:00:00",
+        },
+    )
     assert response.status_code in (200, 302)
     staff.refresh_from_db()
     assert staff.full_name == "Me"  # the form saved
     assert not staff.is_superuser and staff.user_permissions.count() == 2
 
 
-def test_role_changes_and_removals_in_the_admin_reach_open_sockets(superuser_client, account_a,
-                                                                    django_capture_on_commit_callbacks):
+def test_role_changes_and_removals_in_the_admin_reach_open_sockets(
+    superuser_client, account_a, django_capture_on_commit_callbacks
+):
     import asyncio
 
     from asgiref.sync import async_to_sync
@@ -238,8 +252,10 @@ def test_role_changes_and_removals_in_the_admin_reach_open_sockets(superuser_cli
         return await asyncio.wait_for(layer.receive(channel), 5)
 
     with django_capture_on_commit_callbacks(execute=True):
-        response = superuser_client.post(f"/admin/accounts/membership/{membership.pk}/change/",
-                                         {"user": member.pk, "account": account_a.pk, "role": Role.ADMIN})
+        response = superuser_client.post(
+            f"/admin/accounts/membership/{membership.pk}/change/",
+            {"user": member.pk, "account": account_a.pk, "role": Role.ADMIN},
+        )
     assert response.status_code == 302
     assert async_to_sync(next_message)()["type"] == sockets.CHANGED
     with django_capture_on_commit_callbacks(execute=True):

@@ -3,6 +3,7 @@ superuser's password in the admin, signed in as them and reached /admin/auth/gro
 the same path took over any team owner. Setting another person's password or email needs
 the superuser or the dedicated permission `accounts.set_user_credentials` (which no support
 role has by default), and never works on someone with more rights than the actor."""
+
 import pytest
 
 from accounts.tests.factories import PASSWORD, make_account, make_user, staff_with
@@ -12,17 +13,25 @@ pytestmark = pytest.mark.django_db
 NEW = "a-new-password-nobody-knows-9"
 
 
-
-
 def _set_password(client, target):
-    return client.post(f"/admin/accounts/user/{target.pk}/password/",
-                       {"password1": NEW, "password2": NEW, "usable_password": "true"})
+    return client.post(
+        f"/admin/accounts/user/{target.pk}/password/", {"password1": NEW, "password2": NEW, "usable_password": "true"}
+    )
 
 
 def _change_email(client, target, email):
-    return client.post(f"/admin/accounts/user/{target.pk}/change/", {
-        "email": email, "full_name": target.full_name, "is_active": "on",
-        "last_login_0": "", "last_login_1": "", "date_joined_0": "2026-01-01", "date_joined_1": "00:00:00"})
+    return client.post(
+        f"/admin/accounts/user/{target.pk}/change/",
+        {
+            "email": email,
+            "full_name": target.full_name,
+            "is_active": "on",
+            "last_login_0": "",
+            "last_login_1": "",
+            "date_joined_0": "2026-01-01",
+            "date_joined_1": "00:00:00",
+        },
+    )
 
 
 def test_change_user_alone_cannot_set_a_superusers_password(client):

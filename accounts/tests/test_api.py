@@ -5,8 +5,8 @@ from django.test import Client
 
 from accounts import services
 from accounts.models import ApiKey
-from core.tenancy import account_context
 from accounts.tests.factories import make_api_key
+from core.tenancy import account_context
 
 
 def _bearer(key):

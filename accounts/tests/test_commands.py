@@ -14,11 +14,24 @@ def _run(*args):
 
 
 def test_create_account_json_with_api_key(client, db):
-    result = json.loads(_run("create_account", "Acme Corp", "--owner", "ops@acme.test", "--password", "Sturdy-pass-123",
-                             "--api-key", "--json"))
+    result = json.loads(
+        _run(
+            "create_account",
+            "Acme Corp",
+            "--owner",
+            "ops@acme.test",
+            "--password",
+            "Sturdy-pass-123",
+            "--api-key",
+            "--json",
+        )
+    )
     assert set(result) >= {"account_id", "owner", "api_key", "balance"}
     assert result["owner"] == "ops@acme.test" and result["api_key"].startswith("gw_")
-    assert client.get("/api/v1/account/", HTTP_AUTHORIZATION=f"Bearer {result['api_key']}").json()["id"] == result["account_id"]
+    assert (
+        client.get("/api/v1/account/", HTTP_AUTHORIZATION=f"Bearer {result['api_key']}").json()["id"]
+        == result["account_id"]
+    )
     assert client.login(username="ops@acme.test", password="Sturdy-pass-123")
 
 

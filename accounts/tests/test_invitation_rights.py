@@ -10,6 +10,7 @@ throttled and safe. Found from outside:
    body's first line. Invitations are limited per inviter and per address; names with control
    characters are refused at input.
 """
+
 import pytest
 from django.core import mail
 
@@ -67,8 +68,9 @@ def test_demoting_an_admin_cancels_their_invitations_above_their_new_rights():
     _invite(account, admin, "second-admin@evil.test", role=Role.ADMIN)
     _invite(account, admin, "a-member@acme.test", role=Role.MEMBER)
     with account_context(account, user=owner):
-        services.member_change_role(account=account, actor=owner, membership_id=_membership(account, admin).pk,
-                                    role=Role.MEMBER)
+        services.member_change_role(
+            account=account, actor=owner, membership_id=_membership(account, admin).pk, role=Role.MEMBER
+        )
     # A member may invite nobody: both are gone.
     assert _pending(account, "second-admin@evil.test") is None and _pending(account, "a-member@acme.test") is None
 
@@ -93,8 +95,9 @@ def test_an_owner_demoted_to_admin_keeps_the_invitations_an_admin_may_give():
     _invite(account, second, "new-owner@acme.test", role=Role.OWNER)
     _invite(account, second, "new-admin@acme.test", role=Role.ADMIN)
     with account_context(account, user=owner):
-        services.member_change_role(account=account, actor=owner, membership_id=_membership(account, second).pk,
-                                    role=Role.ADMIN)
+        services.member_change_role(
+            account=account, actor=owner, membership_id=_membership(account, second).pk, role=Role.ADMIN
+        )
     assert _pending(account, "new-owner@acme.test") is None
     assert _accept(_pending(account, "new-admin@acme.test"), "new-admin@acme.test").role == Role.ADMIN
 
@@ -120,8 +123,16 @@ def test_invitations_are_limited_per_address_and_per_inviter(settings):
     assert refused.value.code == "rate_limited" and "try again in" in refused.value.message.lower()
 
 
-@pytest.mark.parametrize("name", ["Acme\nClick https://evil.test to claim your prize", "Acme\r\nBcc: x@evil.test",
-                                  "Acme\x07", "Acme\u202eevil", "Tab\there"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "Acme\nClick https://evil.test to claim your prize",
+        "Acme\r\nBcc: x@evil.test",
+        "Acme\x07",
+        "Acme\u202eevil",
+        "Tab\there",
+    ],
+)
 def test_names_with_control_characters_are_refused_at_input(name):
     owner = make_user()
     with pytest.raises(AccountError) as refused:
@@ -134,6 +145,7 @@ def test_names_with_control_characters_are_refused_at_input(name):
         with pytest.raises(AccountError):
             services.api_key_create(account=account, actor=account.test_owner, name=name)
         from documents.services import collection_create
+
         with pytest.raises(CollectionError):
             collection_create(account=account, actor=account.test_owner, name=name)
 

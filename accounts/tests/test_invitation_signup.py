@@ -6,6 +6,7 @@ two teams in their switcher. Now the link carries the invitation: the form comes
 invited address filled in and fixed, has no team name, and submitting it accepts the
 invitation (the link proves the address), landing on the inviting account's dashboard.
 """
+
 import re
 
 import pytest
@@ -71,7 +72,9 @@ def test_accepting_after_signing_up_the_old_way_leaves_the_own_team_they_made(cl
     invitation accepted later adds the inviting account, nothing more."""
     link = _invite(client_a)
     client = Client()
-    assert client.post("/signup/", {"email": NEWHIRE, "password": PASSWORD, "account_name": "Own team"}).status_code == 302
+    assert (
+        client.post("/signup/", {"email": NEWHIRE, "password": PASSWORD, "account_name": "Own team"}).status_code == 302
+    )
     assert client.post(link, {"action": "accept"}).status_code == 302
     assert len(membership_list_for_user(user=User.objects.get(email=NEWHIRE))) == 2
 
@@ -85,7 +88,7 @@ def test_an_existing_user_is_told_to_log_in_and_nothing_is_made(client_a, accoun
     response = client.post(signup, {"password": PASSWORD})
     body = response.content.decode()
     assert response.status_code == 200 and "already exists" in body
-    assert f'/login/?next={link}' in body
+    assert f"/login/?next={link}" in body
     assert Account.objects.count() == accounts_before
     assert not client.session.get("_auth_user_id")
 

@@ -5,6 +5,7 @@ signed, single-use, expiring link sent by email, opened while logged in as that 
 then an explicit Accept. Signing up with an invited address joins nothing by itself, and
 an existing user joins only when they accept. Logging in lands in the last-used account.
 """
+
 import re
 from datetime import timedelta
 
@@ -121,6 +122,7 @@ def test_forged_links_are_refused(client_a, account_a):
     ]
     # A well-signed token whose secret is not the invitation's (e.g. one replaced by a new invite).
     from django.core import signing
+
     payload = signing.loads(token, salt="accounts.invitation")
     forged.append("/invitations/" + signing.dumps({**payload, "n": "guessed"}, salt="accounts.invitation") + "/")
     # Signed with another key: refused.

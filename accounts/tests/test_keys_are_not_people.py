@@ -4,6 +4,7 @@ A key owns the conversations it starts and never reaches a person's (nor a perso
 key's), on every surface: websocket, REST, SSE, /v1 and the dashboard. A key
 authenticates the API, the websocket and /v1 only; dashboard pages act for the session's
 account whatever Authorization header comes with them."""
+
 import json
 
 import pytest
@@ -35,8 +36,9 @@ def _owners_conversation(client, account, owner) -> int:
     return frames[0]["conversation_id"]
 
 
-def test_a_key_cannot_continue_its_creators_conversation_over_the_websocket(client, account_a, owner_a, handbook,
-                                                                          fake_llm):
+def test_a_key_cannot_continue_its_creators_conversation_over_the_websocket(
+    client, account_a, owner_a, handbook, fake_llm
+):
     conversation_id = _owners_conversation(client, account_a, owner_a)
     socket = Socket([(b"authorization", f"Bearer {_owners_key(account_a, owner_a)}".encode())])
     assert socket.connect()[0]
@@ -45,19 +47,25 @@ def test_a_key_cannot_continue_its_creators_conversation_over_the_websocket(clie
     socket.close()
 
 
-def test_a_key_cannot_continue_its_creators_conversation_over_rest_sse_or_list_it(client, account_a, owner_a,
-                                                                                handbook, fake_llm):
+def test_a_key_cannot_continue_its_creators_conversation_over_rest_sse_or_list_it(
+    client, account_a, owner_a, handbook, fake_llm
+):
     conversation_id = _owners_conversation(client, account_a, owner_a)
     auth = {"HTTP_AUTHORIZATION": f"Bearer {_owners_key(account_a, owner_a)}"}
     assert client.get(f"/api/v1/conversations/{conversation_id}/", **auth).status_code == 404
     assert client.get("/api/v1/conversations/", **auth).json()["results"] == []
-    answer = client.post("/api/v1/chat/?stream=1", {"message": "more", "conversation_id": conversation_id},
-                         content_type="application/json", **auth)
+    answer = client.post(
+        "/api/v1/chat/?stream=1",
+        {"message": "more", "conversation_id": conversation_id},
+        content_type="application/json",
+        **auth,
+    )
     assert answer.status_code == 404
 
 
-def test_a_keys_websocket_conversation_belongs_to_the_key_not_its_creator(client, account_a, owner_a, handbook,
-                                                                         fake_llm):
+def test_a_keys_websocket_conversation_belongs_to_the_key_not_its_creator(
+    client, account_a, owner_a, handbook, fake_llm
+):
     raw = _owners_key(account_a, owner_a)
     socket = Socket([(b"authorization", f"Bearer {raw}".encode())])
     assert socket.connect()[0]
@@ -76,13 +84,15 @@ def test_a_keys_websocket_conversation_belongs_to_the_key_not_its_creator(client
     assert client.get(f"/chat/{conversation_id}/").status_code == 404
 
 
-def test_a_person_never_sees_a_conversation_a_key_started_even_one_stored_with_their_name(client, account_a, owner_a,
-                                                                                         handbook, fake_llm):
+def test_a_person_never_sees_a_conversation_a_key_started_even_one_stored_with_their_name(
+    client, account_a, owner_a, handbook, fake_llm
+):
     """Rows written before the fix carried the key's creator as `user`: they stay the key's."""
     raw = _owners_key(account_a, owner_a)
     auth = {"HTTP_AUTHORIZATION": f"Bearer {raw}"}
-    started = client.post("/api/v1/chat/", {"message": "What is our holiday policy?"},
-                          content_type="application/json", **auth).json()["conversation_id"]
+    started = client.post(
+        "/api/v1/chat/", {"message": "What is our holiday policy?"}, content_type="application/json", **auth
+    ).json()["conversation_id"]
     with account_context(account_a):
         Conversation.objects.for_account(account_a).filter(pk=started).update(user=owner_a)
     client.force_login(owner_a)
@@ -106,16 +116,20 @@ def test_another_key_of_the_same_account_does_not_see_a_keys_conversation(accoun
 
 def test_v1_chat_with_a_key_never_lands_in_a_persons_conversation(client, account_a, owner_a, handbook, fake_llm):
     raw = _owners_key(account_a, owner_a)
-    response = client.post("/v1/chat/completions", json.dumps({
-        "model": "groundwork", "messages": [{"role": "user", "content": "What is our holiday policy?"}]}),
-        content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {raw}")
+    response = client.post(
+        "/v1/chat/completions",
+        json.dumps({"model": "groundwork", "messages": [{"role": "user", "content": "What is our holiday policy?"}]}),
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {raw}",
+    )
     assert response.status_code == 200
     with account_context(account_a):
         assert not Conversation.objects.for_account(account_a).filter(user=owner_a).exists()
 
 
-def test_dashboard_pages_use_the_session_account_and_ignore_a_bearer_key(client, account_a, account_b, owner_a,
-                                                                        handbook, ingest_text, fake_llm):
+def test_dashboard_pages_use_the_session_account_and_ignore_a_bearer_key(
+    client, account_a, account_b, owner_a, handbook, ingest_text, fake_llm
+):
     ingest_text(account_b, "beta-secrets.md", "Beta's private plans for the plant room.")
     other_accounts_key = make_api_key(account_b)
     client.force_login(owner_a)

@@ -4,6 +4,7 @@ Login, admin login, password reset and sign-up are limited per IP and per email 
 past the limit every attempt (even with the right password) gets a clear "too many
 attempts, try again in …" page. Sign-up credits are paid once, after the email is verified.
 """
+
 import re
 
 import pytest
@@ -36,8 +37,14 @@ def _refused(response) -> bool:
 
 
 def test_defaults_are_set(settings):
-    for name in ("LOGIN_FAILURES_PER_EMAIL", "LOGIN_FAILURES_PER_IP", "PASSWORD_RESETS_PER_EMAIL",
-                 "PASSWORD_RESETS_PER_IP", "SIGNUPS_PER_IP", "SIGNUPS_PER_EMAIL"):
+    for name in (
+        "LOGIN_FAILURES_PER_EMAIL",
+        "LOGIN_FAILURES_PER_IP",
+        "PASSWORD_RESETS_PER_EMAIL",
+        "PASSWORD_RESETS_PER_IP",
+        "SIGNUPS_PER_IP",
+        "SIGNUPS_PER_EMAIL",
+    ):
         assert re.fullmatch(r"\d+/\d*(s|min|h|d)", getattr(settings, name)), name
 
 
@@ -119,8 +126,10 @@ def test_signup_is_limited_per_ip(settings, db):
     response = client.post("/signup/", {"email": "new9@example.test", "password": PASSWORD})
     assert _refused(response)
     assert not User.objects.filter(email="new9@example.test").exists()
-    assert _client("203.0.113.81").post(
-        "/signup/", {"email": "new9@example.test", "password": PASSWORD}).status_code == 302
+    assert (
+        _client("203.0.113.81").post("/signup/", {"email": "new9@example.test", "password": PASSWORD}).status_code
+        == 302
+    )
 
 
 def test_signup_is_limited_per_email(settings, account_a, owner_a):

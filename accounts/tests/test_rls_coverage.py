@@ -1,4 +1,5 @@
 """The database lock must exist on every tenant table, and the tests must not skip it."""
+
 from django.db import connection
 
 

@@ -6,6 +6,7 @@ Six principals: owner, admin, member and viewer sessions; read and write API key
 may do is `RULES`; a refusal is 403 {"error": {"code": "forbidden"}} on the API, the 403 page
 on a page, close 4403 / chat.error `forbidden` on the websocket.
 """
+
 from __future__ import annotations
 
 import re
@@ -29,6 +30,7 @@ ALL = ROLES + KEY_GRANTEES
 
 
 # --- principals ---------------------------------------------------------------------------------
+
 
 def _key(account, scope: str) -> str:
     with account_context(account):
@@ -74,12 +76,15 @@ class Caller:
 @pytest.fixture
 def document_of(account_a):
     """A document uploaded by `user` (None: by an integration) into account A; not ingested."""
+
     def make(user=None, name="notes.txt", text=None) -> Document:
         data = (text or f"{name}: the holiday policy is twenty-eight days.").encode()
         with account_context(account_a):
-            document, _ = document_upload(account=account_a, actor=user,
-                                          upload=SimpleUploadedFile(name, data, content_type="text/plain"))
+            document, _ = document_upload(
+                account=account_a, actor=user, upload=SimpleUploadedFile(name, data, content_type="text/plain")
+            )
         return document
+
     return make
 
 
@@ -94,6 +99,7 @@ def _assert_allowed(response):
 
 
 # --- the table itself ---------------------------------------------------------------------------
+
 
 def test_the_table_covers_every_action_and_principal():
     assert set(RULES) == set(Action)
@@ -140,7 +146,7 @@ def test_every_api_endpoint_checks_the_table():
 
     decided_elsewhere = {
         "CurrentAccountView",  # who am I: every principal may ask
-        "AuditListView",       # audit/ stands below accounts: require_manager (owners and admins, no keys)
+        "AuditListView",  # audit/ stands below accounts: require_manager (owners and admins, no keys)
     }
     missing = []
 
@@ -156,19 +162,27 @@ def test_every_api_endpoint_checks_the_table():
                 perms = getattr(view, "permission_classes", [])
                 if view.__name__ not in decided_elsewhere and not any(issubclass(c, RoleAllows) for c in perms):
                     missing.append(f"{path} ({view.__name__})")
+
     walk(get_resolver().url_patterns)
-    assert not missing, ("add permission_classes = [allows(Action.…)] (accounts/permissions.py) to: "
-                         + ", ".join(missing))
+    assert not missing, "add permission_classes = [allows(Action.…)] (accounts/permissions.py) to: " + ", ".join(
+        missing
+    )
 
 
 # --- REST ---------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("grantee", ALL)
 def test_rest_reads(grantee, account_a, client, document_of):
     caller = Caller(grantee, account_a, client)
     document = document_of(account_a.test_owner)
-    for path in ("/api/v1/documents/", f"/api/v1/documents/{document.pk}/", "/api/v1/credits/",
-                 "/api/v1/conversations/", "/api/v1/reindex/"):
+    for path in (
+        "/api/v1/documents/",
+        f"/api/v1/documents/{document.pk}/",
+        "/api/v1/credits/",
+        "/api/v1/conversations/",
+        "/api/v1/reindex/",
+    ):
         assert caller.get(path).status_code == 200, path
     audit = caller.get("/api/v1/audit/")
     if caller.may(Action.AUDIT_VIEW) and grantee not in KEY_GRANTEES:
@@ -223,7 +237,9 @@ def test_member_deletes_own_document_but_not_anothers(account_a, client, documen
 
 def test_viewer_uploads_403(account_a, client):
     caller = Caller("viewer", account_a, client)
-    response = caller.post("/api/v1/documents/", {"file": SimpleUploadedFile("v.txt", b"no", content_type="text/plain")})
+    response = caller.post(
+        "/api/v1/documents/", {"file": SimpleUploadedFile("v.txt", b"no", content_type="text/plain")}
+    )
     _assert_refused_json(response)
 
 
@@ -251,8 +267,9 @@ def test_rest_search_and_chat(grantee, account_a, client, fake_llm):
 
 
 @pytest.mark.parametrize("grantee", ALL)
-def test_an_account_b_principal_gets_404_not_403_for_account_as_document(grantee, account_a, account_b, client,
-                                                                        document_of):
+def test_an_account_b_principal_gets_404_not_403_for_account_as_document(
+    grantee, account_a, account_b, client, document_of
+):
     document = document_of(account_a.test_owner)
     caller = Caller(grantee, account_b, client)
     assert caller.get(f"/api/v1/documents/{document.pk}/").status_code == 404
@@ -261,23 +278,28 @@ def test_an_account_b_principal_gets_404_not_403_for_account_as_document(grantee
     expected = 404 if RULES[Action.DOCUMENT_DELETE][grantee] is not Grant.NONE else 403
     assert caller.delete(f"/api/v1/documents/{document.pk}/").status_code == expected
     assert caller.post(f"/api/v1/documents/{document.pk}/reindex/").status_code == (
-        404 if RULES[Action.DOCUMENT_REINDEX][grantee] is Grant.ALL else 403)
+        404 if RULES[Action.DOCUMENT_REINDEX][grantee] is Grant.ALL else 403
+    )
     with account_context(account_a):
         assert Document.objects.for_account(account_a).get(pk=document.pk).status != "deleting"
 
 
 # --- /v1 ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("scope", ["read", "write"])
 def test_v1_chat_with_either_scope(scope, account_a, client, fake_llm):
     caller = Caller(f"key:{scope}", account_a, client)
     assert caller.get("/v1/models").status_code == 200
-    response = caller.post_json("/v1/chat/completions", {
-        "model": "groundwork", "messages": [{"role": "user", "content": "What is our holiday policy?"}]})
+    response = caller.post_json(
+        "/v1/chat/completions",
+        {"model": "groundwork", "messages": [{"role": "user", "content": "What is our holiday policy?"}]},
+    )
     assert response.status_code == 200, response.content
 
 
 # --- pages --------------------------------------------------------------------------------------
+
 
 def _refused_page(response):
     assert response.status_code == 403
@@ -317,11 +339,14 @@ def test_pages_show_only_the_controls_the_role_may_use(grantee, account_a, clien
 def test_pages_document_writes(grantee, account_a, client, document_of):
     caller = Caller(grantee, account_a, client)
     theirs = document_of(make_user() if grantee == "owner" else account_a.test_owner, name="theirs.txt")
-    upload = caller.post("/documents/upload/", {"file": SimpleUploadedFile("p.txt", b"page upload",
-                                                                           content_type="text/plain")})
-    json_upload = caller.post("/documents/upload/", {"file": SimpleUploadedFile("q.txt", b"json upload",
-                                                                                content_type="text/plain")},
-                              HTTP_ACCEPT="application/json")
+    upload = caller.post(
+        "/documents/upload/", {"file": SimpleUploadedFile("p.txt", b"page upload", content_type="text/plain")}
+    )
+    json_upload = caller.post(
+        "/documents/upload/",
+        {"file": SimpleUploadedFile("q.txt", b"json upload", content_type="text/plain")},
+        HTTP_ACCEPT="application/json",
+    )
     if caller.may(Action.DOCUMENT_UPLOAD):
         assert upload.status_code == 302 and json_upload.status_code == 202
     else:
@@ -372,6 +397,7 @@ def test_pages_team_writes(grantee, account_a, client):
 
 # --- the Team page's rules ----------------------------------------------------------------------
 
+
 def _membership(account, user) -> Membership:
     with account_context(account):
         return Membership.objects.for_account(account).get(user=user)
@@ -397,21 +423,24 @@ def test_an_admin_cannot_make_an_owner_nor_touch_one(account_a, owner_a, client)
 def test_nobody_raises_their_own_role(account_a):
     admin = add_member(account_a, role=Role.ADMIN)
     with account_context(account_a), pytest.raises(services.AccountError) as refused:
-        services.member_change_role(account=account_a, actor=admin, membership_id=_membership(account_a, admin).pk,
-                                    role=Role.OWNER)
+        services.member_change_role(
+            account=account_a, actor=admin, membership_id=_membership(account_a, admin).pk, role=Role.OWNER
+        )
     assert refused.value.code == "forbidden" and refused.value.status == 403
     # Stepping down is allowed.
     with account_context(account_a):
-        services.member_change_role(account=account_a, actor=admin, membership_id=_membership(account_a, admin).pk,
-                                    role=Role.VIEWER)
+        services.member_change_role(
+            account=account_a, actor=admin, membership_id=_membership(account_a, admin).pk, role=Role.VIEWER
+        )
     assert _membership(account_a, admin).role == Role.VIEWER
 
 
 def test_the_last_owner_can_never_be_demoted_or_removed(account_a, owner_a):
     mine = _membership(account_a, owner_a).pk
-    for change in (lambda: services.member_change_role(account=account_a, actor=owner_a, membership_id=mine,
-                                                       role=Role.ADMIN),
-                   lambda: services.member_remove(account=account_a, actor=owner_a, membership_id=mine)):
+    for change in (
+        lambda: services.member_change_role(account=account_a, actor=owner_a, membership_id=mine, role=Role.ADMIN),
+        lambda: services.member_remove(account=account_a, actor=owner_a, membership_id=mine),
+    ):
         with account_context(account_a), pytest.raises(services.AccountError) as refused:
             change()
         assert refused.value.code == "last_owner"
@@ -424,6 +453,7 @@ def test_an_owner_makes_a_viewer_and_the_change_is_audited(account_a, owner_a, c
     assert client_a.post(f"/team/members/{membership.pk}/role/", {"role": "viewer"}).status_code == 302
     assert _membership(account_a, member).role == Role.VIEWER
     from audit.models import AuditEntry
+
     with account_context(account_a):
         entry = AuditEntry.objects.for_account(account_a).get(action="member.role_change")
     assert entry.detail == {"from": "member", "to": "viewer"}
@@ -436,6 +466,7 @@ def test_an_owner_makes_a_viewer_and_the_change_is_audited(account_a, owner_a, c
 def test_invite_as_viewer_and_join_as_viewer(account_a, owner_a, client_a, client):
     assert client_a.post("/team/invite/", {"email": "vic@example.test", "role": "viewer"}).status_code == 302
     from accounts.models import Invitation
+
     with account_context(account_a):
         invitation = Invitation.objects.for_account(account_a).get(email="vic@example.test")
     assert invitation.role == Role.VIEWER
@@ -445,6 +476,7 @@ def test_invite_as_viewer_and_join_as_viewer(account_a, owner_a, client_a, clien
 
 
 # --- API keys' scope ----------------------------------------------------------------------------
+
 
 def test_the_scope_is_chosen_on_the_team_page_and_shown(account_a, client_a):
     client_a.post("/team/api-keys/", {"name": "reader", "scope": "read"})
@@ -481,6 +513,7 @@ def test_the_account_endpoint_names_role_or_scope(account_a, client):
 
 # --- websocket ----------------------------------------------------------------------------------
 
+
 def _socket_for(grantee, account, client):
     from chat.tests.test_websocket import Socket, _session_headers
 
@@ -504,15 +537,16 @@ def test_websocket_chat_for_every_role_and_scope(grantee, account_a, client, fak
 def chat_refused_to(monkeypatch):
     """The table with CHAT taken from some grantees: proves the websocket asks the table (today
     every role and scope chats, so nothing else can show the refusal)."""
+
     def take(*grantees):
         monkeypatch.setitem(RULES, Action.CHAT, {**RULES[Action.CHAT], **{g: Grant.NONE for g in grantees}})
+
     return take
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("grantee", ["viewer", "key:read"])
-def test_websocket_handshake_refused_4403_when_the_table_says_no(grantee, account_a, client, fake_llm,
-                                                                  chat_refused_to):
+def test_websocket_handshake_refused_4403_when_the_table_says_no(grantee, account_a, client, fake_llm, chat_refused_to):
     chat_refused_to(grantee)
     socket = _socket_for(grantee, account_a, client)
     socket.connect()
@@ -520,8 +554,9 @@ def test_websocket_handshake_refused_4403_when_the_table_says_no(grantee, accoun
 
 
 @pytest.mark.django_db(transaction=True)
-def test_websocket_message_rechecks_the_role_chat_error_forbidden_then_4403(account_a, client, fake_llm,
-                                                                            chat_refused_to):
+def test_websocket_message_rechecks_the_role_chat_error_forbidden_then_4403(
+    account_a, client, fake_llm, chat_refused_to
+):
     socket = _socket_for("viewer", account_a, client)
     assert socket.connect()[0]
     chat_refused_to("viewer")  # e.g. a role change the socket's notice has not reached yet
@@ -534,8 +569,11 @@ def test_websocket_message_rechecks_the_role_chat_error_forbidden_then_4403(acco
 def test_rest_and_v1_chat_refused_forbidden_when_the_table_says_no(account_a, client, fake_llm, chat_refused_to):
     chat_refused_to("key:read", "viewer")
     reader = Caller("key:read", account_a, client)
-    _assert_refused_json(reader.post_json("/v1/chat/completions", {
-        "model": "groundwork", "messages": [{"role": "user", "content": "hi"}]}))
+    _assert_refused_json(
+        reader.post_json(
+            "/v1/chat/completions", {"model": "groundwork", "messages": [{"role": "user", "content": "hi"}]}
+        )
+    )
     _assert_refused_json(reader.post_json("/api/v1/chat/", {"message": "hi"}))
     viewer = Caller("viewer", account_a, client)
     _assert_refused_json(viewer.post_json("/api/v1/chat/", {"message": "hi"}))

@@ -1,6 +1,7 @@
 """SCIM 2.0 provisioning at /scim/v2/: the owner's token, the request shapes Okta
 and Microsoft Entra ID send (copied from their SCIM guides), deactivation ending one
 membership only, and account B's token never reaching account A."""
+
 from __future__ import annotations
 
 import json
@@ -83,23 +84,37 @@ def scim_b(client, account_b):
 
 def okta_user(email: str, given="Barbara", family="Jensen", active=True) -> dict:
     # Okta's "Create User" request (developer.okta.com, SCIM 2.0 reference).
-    return {"schemas": [USER_SCHEMA], "userName": email,
-            "name": {"givenName": given, "familyName": family},
-            "emails": [{"primary": True, "value": email, "type": "work"}],
-            "displayName": f"{given} {family}", "locale": "en-US", "externalId": "00ujl29u0le5T6Aj10h7",
-            "groups": [], "password": "1mz050nq", "active": active}
+    return {
+        "schemas": [USER_SCHEMA],
+        "userName": email,
+        "name": {"givenName": given, "familyName": family},
+        "emails": [{"primary": True, "value": email, "type": "work"}],
+        "displayName": f"{given} {family}",
+        "locale": "en-US",
+        "externalId": "00ujl29u0le5T6Aj10h7",
+        "groups": [],
+        "password": "1mz050nq",
+        "active": active,
+    }
 
 
 def entra_user(email: str) -> dict:
     # Entra ID's "Create User" request (learn.microsoft.com, "Develop a SCIM endpoint").
-    return {"schemas": [USER_SCHEMA, "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"],
-            "externalId": "0a21f0f2-8d2a-4f8e-bf98-7363c4aed4ef", "userName": email, "active": True,
-            "addresses": [{"primary": True, "type": "work", "formatted": "1864 Nienow Cape"}],
-            "displayName": "Kramer Lea", "emails": [{"primary": True, "type": "work", "value": email}],
-            "meta": {"resourceType": "User"}, "name": {"familyName": "Lea", "givenName": "Kramer"},
-            "phoneNumbers": [{"primary": True, "type": "work", "value": "+1 555 0100"}],
-            "roles": [], "title": "Engineer",
-            "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User": {"department": "Sales"}}
+    return {
+        "schemas": [USER_SCHEMA, "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"],
+        "externalId": "0a21f0f2-8d2a-4f8e-bf98-7363c4aed4ef",
+        "userName": email,
+        "active": True,
+        "addresses": [{"primary": True, "type": "work", "formatted": "1864 Nienow Cape"}],
+        "displayName": "Kramer Lea",
+        "emails": [{"primary": True, "type": "work", "value": email}],
+        "meta": {"resourceType": "User"},
+        "name": {"familyName": "Lea", "givenName": "Kramer"},
+        "phoneNumbers": [{"primary": True, "type": "work", "value": "+1 555 0100"}],
+        "roles": [],
+        "title": "Engineer",
+        "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User": {"department": "Sales"},
+    }
 
 
 def okta_deactivate():
@@ -125,10 +140,15 @@ def assert_error(response, status: int, scim_type: str | None = None):
 
 # --- tokens ----------------------------------------------------------------------------------------
 
+
 def test_without_a_valid_token_every_path_is_401_with_a_scim_error(client, account_a):
     raw = make_token(client, account_a)
-    for auth in ({}, {"HTTP_AUTHORIZATION": "Bearer gwscim_wrong"}, {"HTTP_AUTHORIZATION": f"Basic {raw}"},
-                 {"HTTP_AUTHORIZATION": f"Bearer {make_api_key(account_a)}"}):
+    for auth in (
+        {},
+        {"HTTP_AUTHORIZATION": "Bearer gwscim_wrong"},
+        {"HTTP_AUTHORIZATION": f"Basic {raw}"},
+        {"HTTP_AUTHORIZATION": f"Bearer {make_api_key(account_a)}"},
+    ):
         for path in ("/Users", "/Users/x", "/ServiceProviderConfig", "/Schemas", "/ResourceTypes", "/Groups"):
             response = client.get(f"/scim/v2{path}", **auth)
             assert_error(response, 401)
@@ -198,8 +218,16 @@ def test_a_removed_owners_token_cannot_bring_them_back_or_lock_the_others_out(cl
     admin = add_member(account_a, make_user("admin@acme.test"), role=Role.ADMIN)
     admin_id = _scim_id(scim_a, admin.email)
     # The provider makes admin@ an owner; as an owner they make a token of their own.
-    assert scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "add", "path": "members", "value": [{"value": admin_id}]}]}).status_code == 204
+    assert (
+        scim_a.patch(
+            "/Groups/owners",
+            {
+                "schemas": [PATCH_SCHEMA],
+                "Operations": [{"op": "add", "path": "members", "value": [{"value": admin_id}]}],
+            },
+        ).status_code
+        == 204
+    )
     kept = Scim(client, _token_made_by(_signed_in_as(client.__class__, admin, account_a), name="Kept"))
     assert kept.get("/Users").status_code == 200
     # The other owner removes them on the Team page.
@@ -208,8 +236,16 @@ def test_a_removed_owners_token_cannot_bring_them_back_or_lock_the_others_out(cl
     assert membership(account_a, admin) is None
     # Their kept token is revoked with them: it brings nobody back and locks nobody out.
     assert_error(kept.patch(f"/Users/{admin_id}", entra_active("True")), 401)
-    assert_error(kept.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "add", "path": "members", "value": [{"value": admin_id}]}]}), 401)
+    assert_error(
+        kept.patch(
+            "/Groups/owners",
+            {
+                "schemas": [PATCH_SCHEMA],
+                "Operations": [{"op": "add", "path": "members", "value": [{"value": admin_id}]}],
+            },
+        ),
+        401,
+    )
     assert_error(kept.patch(f"/Users/{_scim_id(scim_a, owner_a.email)}", entra_active("False")), 401)
     assert membership(account_a, admin) is None and membership(account_a, owner_a).role == Role.OWNER
     assert team.get("/team/").status_code == 200
@@ -220,7 +256,8 @@ def test_a_removed_owners_token_cannot_bring_them_back_or_lock_the_others_out(cl
 
 
 def test_a_demoted_owners_tokens_are_revoked_and_the_team_page_names_each_tokens_maker(
-        client, scim_a, account_a, owner_a):
+    client, scim_a, account_a, owner_a
+):
     second = add_member(account_a, make_user("second@acme.test"), role=Role.OWNER)
     mine = Scim(client, _token_made_by(_signed_in_as(client.__class__, second, account_a), name="Entra ID"))
     page = _signed_in_as(client.__class__, owner_a, account_a).get("/team/").content.decode()
@@ -246,13 +283,22 @@ def test_a_token_whose_maker_is_gone_is_401(client, scim_a, account_a):
 def test_a_token_never_deactivates_or_demotes_an_owner_who_did_not_come_from_the_provider(scim_a, account_a):
     by_hand = add_member(account_a, make_user("by-hand@acme.test"), role=Role.OWNER)
     by_hand_id = _scim_id(scim_a, by_hand.email)
-    for call in (lambda: scim_a.patch(f"/Users/{by_hand_id}", okta_deactivate()),
-                 lambda: scim_a.delete(f"/Users/{by_hand_id}"),
-                 lambda: scim_a.put(f"/Users/{by_hand_id}", {"userName": by_hand.email, "active": False}),
-                 lambda: scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
-                     {"op": "remove", "path": f'members[value eq "{by_hand_id}"]'}]}),
-                 lambda: scim_a.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
-                     {"op": "add", "path": "members", "value": [{"value": by_hand_id}]}]})):
+    for call in (
+        lambda: scim_a.patch(f"/Users/{by_hand_id}", okta_deactivate()),
+        lambda: scim_a.delete(f"/Users/{by_hand_id}"),
+        lambda: scim_a.put(f"/Users/{by_hand_id}", {"userName": by_hand.email, "active": False}),
+        lambda: scim_a.patch(
+            "/Groups/owners",
+            {"schemas": [PATCH_SCHEMA], "Operations": [{"op": "remove", "path": f'members[value eq "{by_hand_id}"]'}]},
+        ),
+        lambda: scim_a.patch(
+            "/Groups/admins",
+            {
+                "schemas": [PATCH_SCHEMA],
+                "Operations": [{"op": "add", "path": "members", "value": [{"value": by_hand_id}]}],
+            },
+        ),
+    ):
         body = assert_error(call(), 403)
         assert "Team page" in body["detail"]
         assert membership(account_a, by_hand).role == Role.OWNER
@@ -261,14 +307,24 @@ def test_a_token_never_deactivates_or_demotes_an_owner_who_did_not_come_from_the
 def test_a_token_never_deactivates_or_demotes_the_last_owner_besides_its_maker(scim_a, account_a, owner_a):
     one = scim_a.post("/Users", okta_user("one@example.test")).json()
     two = scim_a.post("/Users", okta_user("two@example.test")).json()
-    scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "add", "path": "members", "value": [{"value": one["id"]}, {"value": two["id"]}]}]})
+    scim_a.patch(
+        "/Groups/owners",
+        {
+            "schemas": [PATCH_SCHEMA],
+            "Operations": [{"op": "add", "path": "members", "value": [{"value": one["id"]}, {"value": two["id"]}]}],
+        },
+    )
     # Provisioned owners come and go while another owner than the token's maker stays.
     assert scim_a.patch(f"/Users/{one['id']}", okta_deactivate()).json()["active"] is False
     body = assert_error(scim_a.patch(f"/Users/{two['id']}", okta_deactivate()), 403)
     assert "owner" in body["detail"]
-    assert_error(scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "remove", "path": f'members[value eq "{two["id"]}"]'}]}), 403)
+    assert_error(
+        scim_a.patch(
+            "/Groups/owners",
+            {"schemas": [PATCH_SCHEMA], "Operations": [{"op": "remove", "path": f'members[value eq "{two["id"]}"]'}]},
+        ),
+        403,
+    )
     assert _role(account_a, "two@example.test") == Role.OWNER
     # The maker is no lock on the others: they may hand ownership over on the Team page.
     assert membership(account_a, owner_a).role == Role.OWNER
@@ -277,21 +333,40 @@ def test_a_token_never_deactivates_or_demotes_the_last_owner_besides_its_maker(s
 def test_every_scim_change_is_audited_with_the_tokens_name(client, account_a, owner_a):
     scim = Scim(client, _token_made_by(_signed_in_as(client.__class__, owner_a, account_a), name="Okta prod"))
     created = scim.post("/Users", okta_user("au@example.test")).json()
-    scim.patch(f"/Users/{created['id']}", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "replace", "path": "displayName", "value": "Renamed"}]})
-    scim.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "add", "path": "members", "value": [{"value": created["id"]}]}]})
+    scim.patch(
+        f"/Users/{created['id']}",
+        {"schemas": [PATCH_SCHEMA], "Operations": [{"op": "replace", "path": "displayName", "value": "Renamed"}]},
+    )
+    scim.patch(
+        "/Groups/admins",
+        {
+            "schemas": [PATCH_SCHEMA],
+            "Operations": [{"op": "add", "path": "members", "value": [{"value": created["id"]}]}],
+        },
+    )
     scim.patch(f"/Users/{created['id']}", okta_deactivate())
     scim.delete(f"/Users/{created['id']}")
     with account_context(account_a):
-        entries = list(AuditEntry.objects.for_account(account_a).filter(target="au@example.test")
-                       .order_by("id").values_list("action", "actor_label"))
-    assert [a for a, _ in entries] == ["member.add", "scim.user_create", "scim.user_update", "member.role_change",
-                                       "member.remove", "scim.user_update", "scim.user_delete"]
+        entries = list(
+            AuditEntry.objects.for_account(account_a)
+            .filter(target="au@example.test")
+            .order_by("id")
+            .values_list("action", "actor_label")
+        )
+    assert [a for a, _ in entries] == [
+        "member.add",
+        "scim.user_create",
+        "scim.user_update",
+        "member.role_change",
+        "member.remove",
+        "scim.user_update",
+        "scim.user_delete",
+    ]
     assert all("Okta prod" in label and owner_a.email in label for _, label in entries)
 
 
 # --- discovery -------------------------------------------------------------------------------------
+
 
 def test_discovery_documents(scim_a):
     config = scim_a.get("/ServiceProviderConfig").json()
@@ -305,6 +380,7 @@ def test_discovery_documents(scim_a):
 
 
 # --- create ----------------------------------------------------------------------------------------
+
 
 def test_okta_create_makes_the_user_a_member_with_no_team_of_their_own(scim_a, account_a):
     before = Account.objects.count()
@@ -332,8 +408,9 @@ def test_entra_create_with_attributes_it_does_not_keep(scim_a, account_a):
 def test_create_finds_an_existing_user_and_leaves_their_other_teams_alone(scim_a, account_a, account_b):
     # In a domain A verified (accounts/tests/test_verified_domains.py), a user of B joins A at once.
     with account_context(account_a):
-        VerifiedDomain.objects.for_account(account_a).create(account=account_a, domain="example.test",
-                                                             mailbox="admin", verified_at=timezone.now())
+        VerifiedDomain.objects.for_account(account_a).create(
+            account=account_a, domain="example.test", mailbox="admin", verified_at=timezone.now()
+        )
     person = add_member(account_b, make_user("dana@example.test", full_name="Dana B"), role=Role.ADMIN)
     response = scim_a.post("/Users", okta_user("DANA@example.test", given="Other", family="Name"))
     assert response.status_code == 201
@@ -355,15 +432,18 @@ def test_creating_a_provisioned_user_or_a_member_again_is_409(scim_a, account_a,
     assert_error(scim_a.post("/Users", okta_user(owner_a.email)), 409, "uniqueness")
 
 
-@pytest.mark.parametrize("body,scim_type", [
-    ({"schemas": [USER_SCHEMA]}, "invalidValue"),
-    ({"userName": "not an email"}, "invalidValue"),
-    ({"userName": "a@example.test", "emails": "a@example.test"}, "invalidValue"),
-    ({"userName": "a@example.test", "name": {"givenName": "x\x00"}}, "invalidValue"),
-    ({"userName": "a@example.test", "favouriteColour": "blue"}, "invalidPath"),
-    ([1, 2], "invalidSyntax"),
-    ("{not json", "invalidSyntax"),
-])
+@pytest.mark.parametrize(
+    "body,scim_type",
+    [
+        ({"schemas": [USER_SCHEMA]}, "invalidValue"),
+        ({"userName": "not an email"}, "invalidValue"),
+        ({"userName": "a@example.test", "emails": "a@example.test"}, "invalidValue"),
+        ({"userName": "a@example.test", "name": {"givenName": "x\x00"}}, "invalidValue"),
+        ({"userName": "a@example.test", "favouriteColour": "blue"}, "invalidPath"),
+        ([1, 2], "invalidSyntax"),
+        ("{not json", "invalidSyntax"),
+    ],
+)
 def test_bad_create_bodies_are_400_and_write_nothing(scim_a, body, scim_type):
     users = User.objects.count()
     assert_error(scim_a.post("/Users", body), 400, scim_type)
@@ -372,6 +452,7 @@ def test_bad_create_bodies_are_400_and_write_nothing(scim_a, body, scim_type):
 
 
 # --- list and filter -------------------------------------------------------------------------------
+
 
 def test_list_filters_by_username_case_insensitively_and_pages(scim_a, account_a, owner_a):
     for n in range(3):
@@ -395,17 +476,25 @@ def test_list_filters_by_username_case_insensitively_and_pages(scim_a, account_a
     assert [u["id"] for u in scim_a.get("/Users").json()["Resources"]] == [u["id"] for u in everyone["Resources"]]
 
 
-@pytest.mark.parametrize("query", [{"filter": 'displayName co "a"'}, {"filter": "userName eq x"},
-                                   {"startIndex": "one"}, {"count": "1.5"}])
+@pytest.mark.parametrize(
+    "query", [{"filter": 'displayName co "a"'}, {"filter": "userName eq x"}, {"startIndex": "one"}, {"count": "1.5"}]
+)
 def test_bad_list_queries_are_400(scim_a, query):
     body = assert_error(scim_a.get("/Users", **query), 400, "invalidFilter" if "filter" in query else "invalidValue")
     assert body["detail"]
 
 
-@pytest.mark.parametrize("query,field", [
-    ({"startIndex": "99999999999999999999"}, "startIndex"), ({"startIndex": "2147483648"}, "startIndex"),
-    ({"count": "99999999999999999999x"}, "count"), ({"startIndex": "-"}, "startIndex"),
-    ({"count": "ten"}, "count"), ({"startIndex": "1e3"}, "startIndex")])
+@pytest.mark.parametrize(
+    "query,field",
+    [
+        ({"startIndex": "99999999999999999999"}, "startIndex"),
+        ({"startIndex": "2147483648"}, "startIndex"),
+        ({"count": "99999999999999999999x"}, "count"),
+        ({"startIndex": "-"}, "startIndex"),
+        ({"count": "ten"}, "count"),
+        ({"startIndex": "1e3"}, "startIndex"),
+    ],
+)
 def test_out_of_range_or_non_numeric_paging_is_400_naming_the_field(scim_a, query, field):
     for path in ("/Users", "/Groups"):
         body = assert_error(scim_a.get(path, **query), 400, "invalidValue")
@@ -437,15 +526,19 @@ def test_the_list_does_not_cost_a_query_per_user(scim_a, django_assert_max_num_q
 
 # --- deactivate, reactivate, update, delete --------------------------------------------------------
 
+
 def test_okta_deactivation_ends_only_this_membership_and_reactivation_restores_the_role(
-        scim_a, client, account_a, account_b, owner_a):
+    scim_a, client, account_a, account_b, owner_a
+):
     body = scim_a.post("/Users", okta_user("e@example.test")).json()
     person = User.objects.get(email="e@example.test")
     add_member(account_b, person)
     with account_context(account_a):
         from accounts import services
-        services.member_change_role(account=account_a, actor=owner_a, membership_id=membership(account_a, person).pk,
-                                    role=Role.ADMIN)
+
+        services.member_change_role(
+            account=account_a, actor=owner_a, membership_id=membership(account_a, person).pk, role=Role.ADMIN
+        )
     # The person is working in A in a browser.
     browser = client.__class__()
     browser.force_login(person)
@@ -461,13 +554,16 @@ def test_okta_deactivation_ends_only_this_membership_and_reactivation_restores_t
     assert browser.get("/team/").status_code == 403  # the same session now works in B, as a member
     assert scim_a.get(f"/Users/{body['id']}").json()["active"] is False
 
-    response = scim_a.patch(f"/Users/{body['id']}", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "replace", "value": {"active": True}}]})
+    response = scim_a.patch(
+        f"/Users/{body['id']}",
+        {"schemas": [PATCH_SCHEMA], "Operations": [{"op": "replace", "value": {"active": True}}]},
+    )
     assert response.json()["active"] is True and response.json()["id"] == body["id"]
     assert membership(account_a, person).role == Role.ADMIN
     with account_context(account_a):
-        actions = list(AuditEntry.objects.for_account(account_a).filter(target=person.email)
-                       .values_list("action", "actor_label"))
+        actions = list(
+            AuditEntry.objects.for_account(account_a).filter(target=person.email).values_list("action", "actor_label")
+        )
     assert ("member.remove", "SCIM provisioning (gwscim_") in [(a, label[:26]) for a, label in actions]
 
 
@@ -491,8 +587,10 @@ def test_reactivation_restores_the_role_at_removal_not_the_one_seen_earlier(clie
 
 def test_an_owner_removed_on_the_team_page_is_reactivated_as_a_member(client, scim_a, account_a, owner_a):
     body = scim_a.post("/Users", okta_user("o@example.test")).json()
-    scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "add", "path": "members", "value": [{"value": body["id"]}]}]})
+    scim_a.patch(
+        "/Groups/owners",
+        {"schemas": [PATCH_SCHEMA], "Operations": [{"op": "add", "path": "members", "value": [{"value": body["id"]}]}]},
+    )
     person = User.objects.get(email="o@example.test")
     team = _signed_in_as(client.__class__, owner_a, account_a)
     assert team.post(f"/team/members/{membership(account_a, person).pk}/remove/").status_code == 302
@@ -507,12 +605,22 @@ def test_entra_patches_active_as_a_string_and_names_by_path(scim_a, account_a):
     assert membership(account_a, person) is None
     assert scim_a.patch(f"/Users/{body['id']}", entra_active("True")).json()["active"] is True
     # Entra's attribute update (learn.microsoft.com, "Update User [Multi-valued properties]").
-    updated = scim_a.patch(f"/Users/{body['id']}", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "Replace", "path": 'emails[type eq "work"].value', "value": "f.work@example.test"},
-        {"op": "Replace", "path": "name.familyName", "value": "Updated"},
-        {"op": "Add", "path": "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department",
-         "value": "Ops"},
-        {"op": "Replace", "path": "displayName", "value": "F Updated"}]}).json()
+    updated = scim_a.patch(
+        f"/Users/{body['id']}",
+        {
+            "schemas": [PATCH_SCHEMA],
+            "Operations": [
+                {"op": "Replace", "path": 'emails[type eq "work"].value', "value": "f.work@example.test"},
+                {"op": "Replace", "path": "name.familyName", "value": "Updated"},
+                {
+                    "op": "Add",
+                    "path": "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User:department",
+                    "value": "Ops",
+                },
+                {"op": "Replace", "path": "displayName", "value": "F Updated"},
+            ],
+        },
+    ).json()
     assert updated["emails"] == [{"value": "f.work@example.test", "type": "work", "primary": True}]
     assert updated["name"]["familyName"] == "Updated" and updated["displayName"] == "F Updated"
     assert updated["userName"] == "f@example.test"  # the login stays
@@ -522,38 +630,62 @@ def test_entra_patches_active_as_a_string_and_names_by_path(scim_a, account_a):
 
 def test_entras_custom_extension_and_add_of_a_work_email(scim_a, account_a):
     # As Entra sent them (learn.microsoft.com Q&A 1684621, "Entra ID patch sending Add instead of Replace").
-    created = scim_a.post("/Users", {
-        "schemas": [USER_SCHEMA, "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"],
-        "userName": "joe@testaccount.example.test", "active": True,
-        "emails": [{"primary": True, "type": "work", "value": "joe@joe.example.test"}],
-        "meta": {"resourceType": "User"}, "name": {"familyName": "TestLastName1", "givenName": "joe"},
-        "title": "scim tester",
-        "urn:ietf:params:scim:schemas:extension:custom:2.0:User": {"employeeNumber": "99887766", "worksiteId": "180"}})
+    created = scim_a.post(
+        "/Users",
+        {
+            "schemas": [USER_SCHEMA, "urn:ietf:params:scim:schemas:extension:enterprise:2.0:User"],
+            "userName": "joe@testaccount.example.test",
+            "active": True,
+            "emails": [{"primary": True, "type": "work", "value": "joe@joe.example.test"}],
+            "meta": {"resourceType": "User"},
+            "name": {"familyName": "TestLastName1", "givenName": "joe"},
+            "title": "scim tester",
+            "urn:ietf:params:scim:schemas:extension:custom:2.0:User": {
+                "employeeNumber": "99887766",
+                "worksiteId": "180",
+            },
+        },
+    )
     assert created.status_code == 201, created.content
-    patched = scim_a.patch(f"/Users/{created.json()['id']}", {
-        "schemas": [PATCH_SCHEMA], "Operations": [
-            {"op": "Replace", "path": "title", "value": "tester"},
-            {"op": "Add", "path": 'emails[type eq "work"].value', "value": "joe.new@joe.example.test"},
-            {"op": "Replace", "path": "urn:ietf:params:scim:schemas:extension:custom:2.0:User:worksiteId",
-             "value": "181"}]})
+    patched = scim_a.patch(
+        f"/Users/{created.json()['id']}",
+        {
+            "schemas": [PATCH_SCHEMA],
+            "Operations": [
+                {"op": "Replace", "path": "title", "value": "tester"},
+                {"op": "Add", "path": 'emails[type eq "work"].value', "value": "joe.new@joe.example.test"},
+                {
+                    "op": "Replace",
+                    "path": "urn:ietf:params:scim:schemas:extension:custom:2.0:User:worksiteId",
+                    "value": "181",
+                },
+            ],
+        },
+    )
     assert patched.status_code == 200, patched.content
     assert patched.json()["emails"] == [{"value": "joe.new@joe.example.test", "type": "work", "primary": True}]
 
 
-@pytest.mark.parametrize("operations,scim_type", [
-    ([{"op": "replace", "path": "active", "value": "maybe"}], "invalidValue"),
-    ([{"op": "replace", "path": "userName", "value": "new@example.test"}], "mutability"),
-    ([{"op": "copy", "path": "active", "value": True}], "invalidSyntax"),
-    ([{"op": "replace", "path": "shoeSize", "value": 9}], "invalidPath"),
-    ([{"op": "remove", "path": "active"}], "noTarget"),
-    ([{"op": "replace", "value": False}], "invalidValue"),
-    ("not a list", "invalidSyntax"),
-])
+@pytest.mark.parametrize(
+    "operations,scim_type",
+    [
+        ([{"op": "replace", "path": "active", "value": "maybe"}], "invalidValue"),
+        ([{"op": "replace", "path": "userName", "value": "new@example.test"}], "mutability"),
+        ([{"op": "copy", "path": "active", "value": True}], "invalidSyntax"),
+        ([{"op": "replace", "path": "shoeSize", "value": 9}], "invalidPath"),
+        ([{"op": "remove", "path": "active"}], "noTarget"),
+        ([{"op": "replace", "value": False}], "invalidValue"),
+        ("not a list", "invalidSyntax"),
+    ],
+)
 def test_bad_patches_are_400_and_change_nothing(scim_a, account_a, operations, scim_type):
     body = scim_a.post("/Users", okta_user("g@example.test")).json()
-    patch = {"schemas": [PATCH_SCHEMA],
-             "Operations": [{"op": "replace", "path": "displayName", "value": "Changed"}, *operations]
-             if isinstance(operations, list) else operations}
+    patch = {
+        "schemas": [PATCH_SCHEMA],
+        "Operations": [{"op": "replace", "path": "displayName", "value": "Changed"}, *operations]
+        if isinstance(operations, list)
+        else operations,
+    }
     assert_error(scim_a.patch(f"/Users/{body['id']}", patch), 400, scim_type)
     after = scim_a.get(f"/Users/{body['id']}").json()
     assert after["displayName"] == "Barbara Jensen" and after["active"] is True
@@ -561,10 +693,17 @@ def test_bad_patches_are_400_and_change_nothing(scim_a, account_a, operations, s
 
 def test_put_replaces_the_resource(scim_a, account_a):
     body = scim_a.post("/Users", okta_user("h@example.test")).json()
-    replaced = scim_a.put(f"/Users/{body['id']}", {
-        "schemas": [USER_SCHEMA], "id": body["id"], "userName": "h@example.test",
-        "name": {"givenName": "Hana", "familyName": "Ito"}, "active": False,
-        "emails": [{"value": "h@example.test", "type": "work", "primary": True}]}).json()
+    replaced = scim_a.put(
+        f"/Users/{body['id']}",
+        {
+            "schemas": [USER_SCHEMA],
+            "id": body["id"],
+            "userName": "h@example.test",
+            "name": {"givenName": "Hana", "familyName": "Ito"},
+            "active": False,
+            "emails": [{"value": "h@example.test", "type": "work", "primary": True}],
+        },
+    ).json()
     assert replaced["name"]["givenName"] == "Hana" and replaced["active"] is False
     assert "externalId" not in replaced and replaced["displayName"] == "Hana Ito"
     assert membership(account_a, User.objects.get(email="h@example.test")) is None
@@ -583,14 +722,18 @@ def test_the_last_owner_cannot_be_deprovisioned(client, scim_a, account_a, owner
     # An owner who came from the provider and made the token, alone: their token cannot take
     # them out (and an owner from the Team page it cannot touch at all).
     solo = scim_a.post("/Users", okta_user("solo@example.test")).json()
-    scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "add", "path": "members", "value": [{"value": solo["id"]}]}]})
+    scim_a.patch(
+        "/Groups/owners",
+        {"schemas": [PATCH_SCHEMA], "Operations": [{"op": "add", "path": "members", "value": [{"value": solo["id"]}]}]},
+    )
     person = User.objects.get(email="solo@example.test")
     theirs = Scim(client, _token_made_by(_signed_in_as(client.__class__, person, account_a)))
     team = _signed_in_as(client.__class__, person, account_a)
     assert team.post(f"/team/members/{membership(account_a, owner_a).pk}/remove/").status_code == 302
-    for call in (lambda: theirs.patch(f"/Users/{solo['id']}", okta_deactivate()),
-                 lambda: theirs.delete(f"/Users/{solo['id']}")):
+    for call in (
+        lambda: theirs.patch(f"/Users/{solo['id']}", okta_deactivate()),
+        lambda: theirs.delete(f"/Users/{solo['id']}"),
+    ):
         body = assert_error(call(), 403)
         assert "owner" in body["detail"]
     assert membership(account_a, person).role == Role.OWNER
@@ -604,6 +747,7 @@ def test_unknown_ids_and_methods(scim_a):
 
 
 # --- isolation -------------------------------------------------------------------------------------
+
 
 def test_account_bs_token_never_sees_or_changes_as_members(client, account_a, account_b, owner_a):
     scim_a, scim_b = Scim(client, make_token(client, account_a)), Scim(client, make_token(client, account_b))
@@ -625,8 +769,9 @@ def test_account_bs_token_never_sees_or_changes_as_members(client, account_a, ac
     assert scim_a.get(f"/Users/{a_user['id']}").json()["active"] is True
     # With the domain verified by B, B's own membership and id; deactivating it leaves A's.
     with account_context(account_b):
-        VerifiedDomain.objects.for_account(account_b).create(account=account_b, domain="example.test",
-                                                             mailbox="admin", verified_at=timezone.now())
+        VerifiedDomain.objects.for_account(account_b).create(
+            account=account_b, domain="example.test", mailbox="admin", verified_at=timezone.now()
+        )
     b_user = scim_b.post("/Users", okta_user("only-a@example.test")).json()
     assert b_user["id"] != a_user["id"]
     assert scim_b.patch(f"/Users/{b_user['id']}", okta_deactivate()).json()["active"] is False
@@ -637,12 +782,14 @@ def test_account_bs_token_never_sees_or_changes_as_members(client, account_a, ac
 def test_a_deleted_accounts_token_is_401(client, account_a, owner_a):
     scim = Scim(client, make_token(client, account_a))
     from accounts import services
+
     with account_context(account_a):
         services.account_delete(account=account_a, actor=owner_a)
     assert_error(scim.get("/Users"), 401)
 
 
 # --- groups: the four roles ------------------------------------------------------------------------
+
 
 def _group(scim, name):
     return scim.get(f"/Groups/{name}").json()
@@ -672,26 +819,46 @@ def test_okta_and_entra_group_patches_set_roles(scim_a, account_a):
     one = scim_a.post("/Users", okta_user("one@example.test")).json()
     two = scim_a.post("/Users", entra_user("two@example.test")).json()
     # Okta's "add members" (developer.okta.com, SCIM 2.0: Update a Group's members).
-    response = scim_a.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "add", "path": "members", "value": [{"value": one["id"], "display": "one@example.test"},
-                                                     {"value": two["id"]}]}]})
+    response = scim_a.patch(
+        "/Groups/admins",
+        {
+            "schemas": [PATCH_SCHEMA],
+            "Operations": [
+                {
+                    "op": "add",
+                    "path": "members",
+                    "value": [{"value": one["id"], "display": "one@example.test"}, {"value": two["id"]}],
+                }
+            ],
+        },
+    )
     assert response.status_code == 204
     assert (_role(account_a, "one@example.test"), _role(account_a, "two@example.test")) == (Role.ADMIN, Role.ADMIN)
     assert sorted(m["display"] for m in _group(scim_a, "admins")["members"]) == ["one@example.test", "two@example.test"]
     # Okta's removal, by filter.
-    scim_a.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "remove", "path": f'members[value eq "{one["id"]}"]'}]})
+    scim_a.patch(
+        "/Groups/admins",
+        {"schemas": [PATCH_SCHEMA], "Operations": [{"op": "remove", "path": f'members[value eq "{one["id"]}"]'}]},
+    )
     assert _role(account_a, "one@example.test") == Role.MEMBER
     # Entra's removal, with a value list (learn.microsoft.com, "Update Group [Remove Members]").
-    scim_a.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "Remove", "path": "members", "value": [{"value": two["id"]}]}]})
+    scim_a.patch(
+        "/Groups/admins",
+        {
+            "schemas": [PATCH_SCHEMA],
+            "Operations": [{"op": "Remove", "path": "members", "value": [{"value": two["id"]}]}],
+        },
+    )
     assert _role(account_a, "two@example.test") == Role.MEMBER
     # Into viewers, then a PUT of the whole list.
-    scim_a.patch("/Groups/viewers", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "Add", "path": "members", "value": [{"value": one["id"]}]}]})
+    scim_a.patch(
+        "/Groups/viewers",
+        {"schemas": [PATCH_SCHEMA], "Operations": [{"op": "Add", "path": "members", "value": [{"value": one["id"]}]}]},
+    )
     assert _role(account_a, "one@example.test") == Role.VIEWER
-    put = scim_a.put("/Groups/viewers", {"schemas": [GROUP_SCHEMA], "displayName": "viewers",
-                                         "members": [{"value": two["id"]}]}).json()
+    put = scim_a.put(
+        "/Groups/viewers", {"schemas": [GROUP_SCHEMA], "displayName": "viewers", "members": [{"value": two["id"]}]}
+    ).json()
     assert [m["value"] for m in put["members"]] == [two["id"]]
     assert (_role(account_a, "one@example.test"), _role(account_a, "two@example.test")) == (Role.MEMBER, Role.VIEWER)
 
@@ -701,30 +868,43 @@ def test_the_owners_group_never_empties(scim_a, account_a, owner_a):
     next_heir = scim_a.post("/Users", okta_user("next@example.test")).json()
     owner_id = _group(scim_a, "owners")["members"][0]["value"]
     assert_error(scim_a.put("/Groups/owners", {"displayName": "owners", "members": []}), 403)
-    assert_error(scim_a.patch("/Groups/owners", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "remove", "path": f'members[value eq "{owner_id}"]'}]}), 403)
+    assert_error(
+        scim_a.patch(
+            "/Groups/owners",
+            {"schemas": [PATCH_SCHEMA], "Operations": [{"op": "remove", "path": f'members[value eq "{owner_id}"]'}]},
+        ),
+        403,
+    )
     assert membership(account_a, owner_a).role == Role.OWNER
     # Swapping one provisioned owner for another in one list works: the new one is added first.
     scim_a.put("/Groups/owners", {"displayName": "owners", "members": [{"value": owner_id}, {"value": heir["id"]}]})
-    response = scim_a.put("/Groups/owners", {"displayName": "owners", "members": [{"value": owner_id},
-                                                                                {"value": next_heir["id"]}]})
+    response = scim_a.put(
+        "/Groups/owners", {"displayName": "owners", "members": [{"value": owner_id}, {"value": next_heir["id"]}]}
+    )
     assert response.status_code == 200, response.content
     assert (_role(account_a, "heir@example.test"), _role(account_a, "next@example.test")) == (Role.MEMBER, Role.OWNER)
     assert membership(account_a, owner_a).role == Role.OWNER
 
 
-@pytest.mark.parametrize("operations,scim_type", [
-    ([{"op": "replace", "path": "displayName", "value": "superusers"}], "mutability"),
-    ([{"op": "add", "path": "members", "value": [{"value": "6f1c0b3e-8f1a-4a55-9d39-7b7f0b1f0e11"}]}],
-     "invalidValue"),
-    ([{"op": "add", "path": "members", "value": "one"}], "invalidValue"),
-    ([{"op": "add", "path": "owner", "value": "x"}], "invalidPath"),
-    ([{"op": "merge", "path": "members", "value": []}], "invalidSyntax"),
-])
+@pytest.mark.parametrize(
+    "operations,scim_type",
+    [
+        ([{"op": "replace", "path": "displayName", "value": "superusers"}], "mutability"),
+        (
+            [{"op": "add", "path": "members", "value": [{"value": "6f1c0b3e-8f1a-4a55-9d39-7b7f0b1f0e11"}]}],
+            "invalidValue",
+        ),
+        ([{"op": "add", "path": "members", "value": "one"}], "invalidValue"),
+        ([{"op": "add", "path": "owner", "value": "x"}], "invalidPath"),
+        ([{"op": "merge", "path": "members", "value": []}], "invalidSyntax"),
+    ],
+)
 def test_bad_group_patches_are_400_and_change_nothing(scim_a, account_a, operations, scim_type):
     one = scim_a.post("/Users", okta_user("one@example.test")).json()
-    patch = {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "add", "path": "members", "value": [{"value": one["id"]}]}, *operations]}
+    patch = {
+        "schemas": [PATCH_SCHEMA],
+        "Operations": [{"op": "add", "path": "members", "value": [{"value": one["id"]}]}, *operations],
+    }
     assert_error(scim_a.patch("/Groups/admins", patch), 400, scim_type)
     assert _role(account_a, "one@example.test") == Role.MEMBER
 
@@ -732,8 +912,17 @@ def test_bad_group_patches_are_400_and_change_nothing(scim_a, account_a, operati
 def test_a_deactivated_person_cannot_be_given_a_role(scim_a, account_a):
     one = scim_a.post("/Users", okta_user("one@example.test")).json()
     scim_a.patch(f"/Users/{one['id']}", okta_deactivate())
-    assert_error(scim_a.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
-        {"op": "add", "path": "members", "value": [{"value": one["id"]}]}]}), 400, "invalidValue")
+    assert_error(
+        scim_a.patch(
+            "/Groups/admins",
+            {
+                "schemas": [PATCH_SCHEMA],
+                "Operations": [{"op": "add", "path": "members", "value": [{"value": one["id"]}]}],
+            },
+        ),
+        400,
+        "invalidValue",
+    )
     assert membership(account_a, User.objects.get(email="one@example.test")) is None
 
 
@@ -742,10 +931,22 @@ def test_account_bs_token_cannot_give_as_members_roles(client, account_a, accoun
     a_user = scim_a.post("/Users", okta_user("only-a@example.test")).json()
     owner_a_id = _group(scim_a, "owners")["members"][0]["value"]
     for scim_id in (a_user["id"], owner_a_id):
-        assert_error(scim_b.patch("/Groups/admins", {"schemas": [PATCH_SCHEMA], "Operations": [
-            {"op": "add", "path": "members", "value": [{"value": scim_id}]}]}), 400, "invalidValue")
-        assert_error(scim_b.put("/Groups/owners", {"displayName": "owners", "members": [{"value": scim_id}]}),
-                     400, "invalidValue")
+        assert_error(
+            scim_b.patch(
+                "/Groups/admins",
+                {
+                    "schemas": [PATCH_SCHEMA],
+                    "Operations": [{"op": "add", "path": "members", "value": [{"value": scim_id}]}],
+                },
+            ),
+            400,
+            "invalidValue",
+        )
+        assert_error(
+            scim_b.put("/Groups/owners", {"displayName": "owners", "members": [{"value": scim_id}]}),
+            400,
+            "invalidValue",
+        )
     assert (_role(account_a, "only-a@example.test"), membership(account_a, owner_a).role) == (Role.MEMBER, Role.OWNER)
     assert [m["display"] for m in _group(scim_b, "owners")["members"]] == ["owner@beta.test"]
     assert all(g["members"] == [] for g in scim_b.get("/Groups").json()["Resources"] if g["id"] != "owners")

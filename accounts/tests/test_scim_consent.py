@@ -2,6 +2,7 @@
 someone who signed in or belongs to another team; they get an invitation to accept, unless
 their address is in a domain the account verified. And an address a provider claimed for
 someone who never signed in does not stop that person signing up."""
+
 from __future__ import annotations
 
 import re
@@ -36,12 +37,14 @@ def _post(scim, email, capture):
 
 def _pending(account):
     with account_context(account):
-        return list(Invitation.objects.for_account(account).filter(accepted_at__isnull=True)
-                    .values_list("email", flat=True))
+        return list(
+            Invitation.objects.for_account(account).filter(accepted_at__isnull=True).values_list("email", flat=True)
+        )
 
 
-def test_another_teams_owner_is_invited_not_pulled_in(scim_a, account_a, owner_a, account_b, owner_b,
-                                                      django_capture_on_commit_callbacks):
+def test_another_teams_owner_is_invited_not_pulled_in(
+    scim_a, account_a, owner_a, account_b, owner_b, django_capture_on_commit_callbacks
+):
     body = assert_error(_post(scim_a, "owner@beta.test", django_capture_on_commit_callbacks), 409, "uniqueness")
     assert "invitation" in body["detail"] and "accept" in body["detail"], body
     assert membership(account_a, owner_b) is None
@@ -83,13 +86,21 @@ def test_a_new_address_still_joins_at_once(scim_a, account_a, django_capture_on_
 
 
 def test_a_person_a_provider_made_signs_up_by_setting_a_password_and_keeps_the_membership(
-        scim_a, account_a, django_capture_on_commit_callbacks):
+    scim_a, account_a, django_capture_on_commit_callbacks
+):
     assert _post(scim_a, "newperson@example.test", django_capture_on_commit_callbacks).status_code == 201
     mail.outbox.clear()
     visitor = Client()
     with django_capture_on_commit_callbacks(execute=True):
-        response = visitor.post("/signup/", {"email": "NewPerson@example.test", "password": PASSWORD,
-                                             "account_name": "Mine", "full_name": "New Person"})
+        response = visitor.post(
+            "/signup/",
+            {
+                "email": "NewPerson@example.test",
+                "password": PASSWORD,
+                "account_name": "Mine",
+                "full_name": "New Person",
+            },
+        )
     assert response.status_code == 302 and response["Location"].startswith("/login/")
     assert "already exists" not in visitor.get(response["Location"]).content.decode()
     [sent] = mail.outbox
@@ -99,28 +110,36 @@ def test_a_person_a_provider_made_signs_up_by_setting_a_password_and_keeps_the_m
     form_page = visitor.get(link, follow=True)
     assert form_page.status_code == 200
     set_url = form_page.redirect_chain[-1][0] if form_page.redirect_chain else link
-    done = visitor.post(set_url, {"new_password1": "a-fresh-long-passphrase", "new_password2": "a-fresh-long-passphrase"})
+    done = visitor.post(
+        set_url, {"new_password1": "a-fresh-long-passphrase", "new_password2": "a-fresh-long-passphrase"}
+    )
     assert done.status_code == 302
     person = User.objects.get(email="newperson@example.test")
     browser = Client()
-    assert browser.post("/login/", {"username": "newperson@example.test",
-                                    "password": "a-fresh-long-passphrase"}).status_code == 302
+    assert (
+        browser.post(
+            "/login/", {"username": "newperson@example.test", "password": "a-fresh-long-passphrase"}
+        ).status_code
+        == 302
+    )
     assert resolve_session(person, browser.session).account == account_a
     assert [m.account_id for m in membership_list_for_user(user=person)] == [account_a.pk]
     # The link works once.
     assert Client().get(link, follow=True).context["validlink"] is False
 
 
-def test_signing_up_with_an_address_someone_uses_still_says_it_exists(account_a, owner_a,
-                                                                     django_capture_on_commit_callbacks):
+def test_signing_up_with_an_address_someone_uses_still_says_it_exists(
+    account_a, owner_a, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=True):
         response = Client().post("/signup/", {"email": owner_a.email, "password": PASSWORD, "account_name": "X"})
     assert response.status_code == 200 and "already exists" in response.content.decode()
     assert mail.outbox == []
 
 
-def test_a_provider_made_person_in_two_teams_is_invited_by_the_second(client, account_a, account_b,
-                                                                      django_capture_on_commit_callbacks):
+def test_a_provider_made_person_in_two_teams_is_invited_by_the_second(
+    client, account_a, account_b, django_capture_on_commit_callbacks
+):
     scim_a, scim_b = Scim(client, make_token(client, account_a)), Scim(client, make_token(client, account_b))
     assert _post(scim_a, "shared@example.test", django_capture_on_commit_callbacks).status_code == 201
     assert_error(_post(scim_b, "shared@example.test", django_capture_on_commit_callbacks), 409, "uniqueness")

@@ -5,8 +5,8 @@ from accounts import services
 from accounts.errors import AccountError
 from accounts.models import Account, Invitation, Membership, Role, User
 from accounts.selectors import membership_list_for_user
-from core.tenancy import account_context
 from accounts.tests.factories import PASSWORD, add_member, make_user
+from core.tenancy import account_context
 
 
 def test_signup_creates_user_account_and_owner_membership(db):

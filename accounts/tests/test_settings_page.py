@@ -1,5 +1,6 @@
 """The "Your settings" page: name, email change with verification, password, signing out
 other sessions; every change audited, bad input refused with its reason and nothing written."""
+
 import re
 
 import pytest
@@ -61,7 +62,8 @@ def _request_change(client, new_email, password=PASSWORD, capture=None):
 
 
 def test_email_changes_only_when_the_link_to_the_new_address_is_opened(
-        client_a, owner_a, account_a, django_capture_on_commit_callbacks):
+    client_a, owner_a, account_a, django_capture_on_commit_callbacks
+):
     response = _request_change(client_a, "Ada@New.test", capture=django_capture_on_commit_callbacks)
     assert response.status_code == 302
     [sent] = mail.outbox
@@ -88,7 +90,8 @@ def test_email_changes_only_when_the_link_to_the_new_address_is_opened(
 
 
 def test_a_change_link_works_once_even_after_the_address_comes_back(
-        client_a, owner_a, django_capture_on_commit_callbacks):
+    client_a, owner_a, django_capture_on_commit_callbacks
+):
     _request_change(client_a, "b@new.test", capture=django_capture_on_commit_callbacks)
     to_b = CHANGE_LINK.search(mail.outbox[-1].body).group(1)
     with django_capture_on_commit_callbacks(execute=True):
@@ -149,8 +152,9 @@ def test_email_change_bad_input_is_refused(client_a, owner_a, bad, django_captur
 
 
 def test_a_forged_or_foreign_change_link_is_refused(client_a, owner_a, owner_b):
-    forged = signing.dumps({"u": owner_a.pk, "o": owner_a.email, "e": "evil@x.test"}, key="nope",
-                           salt="accounts.change-email")
+    forged = signing.dumps(
+        {"u": owner_a.pk, "o": owner_a.email, "e": "evil@x.test"}, key="nope", salt="accounts.change-email"
+    )
     assert client_a.get(f"/settings/email/confirm/{forged}/").status_code == 404
     # A verification link is not a change link (another salt).
     verify = signing.dumps({"u": owner_a.pk, "e": "evil@x.test"}, salt="accounts.verify-email")
@@ -203,6 +207,7 @@ def test_sessions_made_before_the_epoch_existed_stay_signed_in(client, owner_a):
     client.force_login(owner_a)
     stored = Session.objects.get(session_key=client.session.session_key).get_decoded()
     from django.contrib.auth.base_user import AbstractBaseUser
+
     assert stored["_auth_user_hash"] == AbstractBaseUser.get_session_auth_hash(User.objects.get(pk=owner_a.pk))
     assert client.get("/settings/").status_code == 200
 
@@ -217,8 +222,12 @@ def test_settings_pages_only_change_the_signed_in_person(client_a, owner_a, owne
 def test_guessing_the_current_password_is_rate_limited(client_a, owner_a, settings):
     settings.LOGIN_FAILURES_PER_EMAIL = "3/15min"
     for _ in range(3):
-        assert client_a.post("/settings/password/", {"current_password": "guess",
-                                                     "new_password": NEW_PASSWORD}).status_code == 400
+        assert (
+            client_a.post(
+                "/settings/password/", {"current_password": "guess", "new_password": NEW_PASSWORD}
+            ).status_code
+            == 400
+        )
     limited = client_a.post("/settings/password/", {"current_password": PASSWORD, "new_password": NEW_PASSWORD})
     assert limited.status_code == 429 and "Too many attempts" in limited.content.decode()
     owner_a.refresh_from_db()

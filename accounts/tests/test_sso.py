@@ -1,6 +1,7 @@
 """Single sign-on (OIDC) end to end against a real provider on loopback (oidc-provider-mock,
 accounts/tests/oidc_provider.py): /sso/login/ → the provider → /sso/callback/, the rules for
 who signs in, every refusal a person can meet, and the owner's "Members must sign in with SSO"."""
+
 from __future__ import annotations
 
 import socket
@@ -66,6 +67,7 @@ def _audit(account, action):
 
 # --- the button and the redirect ------------------------------------------------------------
 
+
 def test_sso_button_and_pages_only_when_sso_is_set_up(client, settings):
     settings.OIDC_ISSUER, settings.OIDC_CLIENT_ID = "", ""
     assert "Sign in with SSO" not in client.get("/login/").content.decode()
@@ -90,6 +92,7 @@ def test_login_redirects_to_the_provider_with_state_nonce_and_pkce(client, provi
 
 
 # --- who signs in ------------------------------------------------------------------------------
+
 
 def test_an_existing_user_signs_in_and_keeps_their_identity_when_the_address_changes(client, provider, account_a):
     owner = account_a.test_owner
@@ -153,6 +156,7 @@ def test_an_unknown_address_is_refused_unless_oidc_create_users(client, provider
 
 # --- refusals --------------------------------------------------------------------------------
 
+
 def test_an_unverified_address_is_refused(client, provider, account_a):
     provider.user("unverified", email="owner@acme.test", email_verified=False)
     _refused(_sso(client, provider, "unverified"), 403, "has not verified the address owner@acme.test")
@@ -161,12 +165,15 @@ def test_an_unverified_address_is_refused(client, provider, account_a):
     assert _signed_in_as(client) is None and not SsoIdentity.objects.exists()
 
 
-@pytest.mark.parametrize("mode, status, words", [
-    ("audience", 400, "meant for another application"),
-    ("issuer", 400, "came from another provider"),
-    ("nonce", 400, "nonce mismatch"),
-    ("signature", 400, "invalid signature"),
-])
+@pytest.mark.parametrize(
+    "mode, status, words",
+    [
+        ("audience", 400, "meant for another application"),
+        ("issuer", 400, "came from another provider"),
+        ("nonce", 400, "nonce mismatch"),
+        ("signature", 400, "invalid signature"),
+    ],
+)
 def test_a_tampered_id_token_is_refused(client, provider, account_a, mode, status, words, caplog):
     provider.user("ann-at-idp", email="owner@acme.test", email_verified=True)
     provider.tamper(mode)
@@ -212,6 +219,7 @@ def test_an_unreachable_provider_is_a_message_not_a_500(client, provider, settin
 
 # --- "Members must sign in with SSO" ------------------------------------------------------------
 
+
 def test_only_owners_turn_it_on_and_only_after_signing_in_with_sso(provider, account_a, account_b):
     owner = account_a.test_owner
     add_member(account_a, make_user("admin@acme.test"), role=Role.ADMIN)
@@ -251,8 +259,9 @@ def test_cannot_be_required_where_sso_is_not_set_up(account_a, settings):
     settings.OIDC_ISSUER = ""
     with account_context(account_a):
         with pytest.raises(services.AccountError, match="not set up"):
-            account_sso_required_set(account=account_a, actor=account_a.test_owner, required=True,
-                                     actor_signed_in_with_sso=True)
+            account_sso_required_set(
+                account=account_a, actor=account_a.test_owner, required=True, actor_signed_in_with_sso=True
+            )
 
 
 def test_a_password_session_cannot_use_an_account_that_requires_sso(provider, account_a, account_b):
@@ -285,8 +294,12 @@ def test_a_password_session_cannot_use_an_account_that_requires_sso(provider, ac
     assert password.get("/").status_code == 200 and password.get("/documents/").status_code == 200
     # A later password login in the same browser is a password session again.
     password.logout()
-    assert password.post("/login/", {"username": "member@acme.test", "password": "correct-horse-battery-staple"}
-                         ).status_code == 302
+    assert (
+        password.post(
+            "/login/", {"username": "member@acme.test", "password": "correct-horse-battery-staple"}
+        ).status_code
+        == 302
+    )
     assert password.get("/").status_code == 403
 
 
@@ -301,7 +314,6 @@ def test_accounts_that_do_not_require_it_keep_password_sign_in(client, account_a
 
 def test_support_sees_the_links_and_only_credential_setters_remove_one(client, provider, account_a):
 
-
     provider.user("ann-at-idp", email="owner@acme.test", email_verified=True)
     _sso(Client(), provider, "ann-at-idp")
     link = SsoIdentity.objects.get()
@@ -311,13 +323,15 @@ def test_support_sees_the_links_and_only_credential_setters_remove_one(client, p
     assert listing.status_code == 200 and "ann-at-idp" in listing.content.decode()
     assert client.post(f"/admin/accounts/ssoidentity/{link.pk}/delete/", {"post": "yes"}).status_code == 403
     assert SsoIdentity.objects.filter(pk=link.pk).exists()
-    client.force_login(staff_with("accounts.view_ssoidentity", "accounts.delete_ssoidentity",
-                                  "accounts.set_user_credentials"))
+    client.force_login(
+        staff_with("accounts.view_ssoidentity", "accounts.delete_ssoidentity", "accounts.set_user_credentials")
+    )
     assert client.post(f"/admin/accounts/ssoidentity/{link.pk}/delete/", {"post": "yes"}).status_code == 302
     assert not SsoIdentity.objects.filter(pk=link.pk).exists()
 
 
 # --- staff and the provider's MFA ----------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", ["is_staff", "is_superuser"])
 def test_staff_sign_in_with_sso_until_a_team_requires_their_password_and_code(provider, account_a, kind):
@@ -348,8 +362,10 @@ def test_staff_sign_in_with_sso_until_a_team_requires_their_password_and_code(pr
     other = Client()
     assert _sso(other, provider, "member").status_code == 302 and _signed_in_as(other) == member.pk
     # Their password still signs them in.
-    assert Client().post("/login/", {"username": staff.email, "password": "correct-horse-battery-staple"}
-                         ).status_code == 302
+    assert (
+        Client().post("/login/", {"username": staff.email, "password": "correct-horse-battery-staple"}).status_code
+        == 302
+    )
 
 
 def test_where_sso_is_required_a_staff_password_and_code_session_opens_the_team(provider, account_a):
@@ -357,8 +373,10 @@ def test_where_sso_is_required_a_staff_password_and_code_session_opens_the_team(
 
     staff = add_member(account_a, make_user("support@acme.test", is_staff=True))
     password_only = Client()
-    assert password_only.post("/login/", {"username": staff.email, "password": "correct-horse-battery-staple"}
-                              ).status_code == 302
+    assert (
+        password_only.post("/login/", {"username": staff.email, "password": "correct-horse-battery-staple"}).status_code
+        == 302
+    )
     secret, _ = turn_on(password_only)  # two-factor sign-in set up before the team required SSO
     Account.objects.filter(pk=account_a.pk).update(sso_required=True, staff_password_2fa=True)
     # A session without the second step: the "requires single sign-on" page, as for everyone.

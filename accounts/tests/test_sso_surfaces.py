@@ -6,6 +6,7 @@ stays open), so each surface is tried both ways: with the SSO team as the sessio
 403 `sso_required`) and with the other team asking for the SSO team's ids (404 or empty, as
 another account's). API keys belong to the team: unaffected. The websocket's side is
 chat/tests/test_sso_socket.py, the export's exports/tests/test_export_sso.py."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,7 +14,8 @@ from django.test import Client
 
 from accounts.models import Account, User
 from accounts.tests.factories import make_api_key
-from accounts.tests.oidc_provider import sso_provider as provider, sso_sign_in  # noqa: F401 (a fixture)
+from accounts.tests.oidc_provider import sso_provider as provider  # noqa: F401 (a fixture)
+from accounts.tests.oidc_provider import sso_sign_in
 from audit.services import audit_record
 from chat.models import MessageFeedback
 from chat.tests.test_feedback import _turns
@@ -33,8 +35,9 @@ def acme(account_a, owner_a, fake_llm, upload_and_ingest):
     answer = _turns(account_a, user=owner_a, turns=((f"What about {MARKER}?", f"{MARKER} [Document 1]."),))[0]
     conversation = answer.conversation
     with account_context(account_a):
-        MessageFeedback.objects.for_account(account_a).create(account=account_a, message=answer, user=owner_a,
-                                                              rating="up", comment=f"{MARKER} feedback")
+        MessageFeedback.objects.for_account(account_a).create(
+            account=account_a, message=answer, user=owner_a, rating="up", comment=f"{MARKER} feedback"
+        )
         audit_record(account=account_a, action="collection.create", actor=owner_a, target=f"{MARKER} collection")
     Account.objects.filter(pk=account_a.pk).update(sso_required=True)
     return {"document": document, "conversation": conversation, "answer": answer}
@@ -67,8 +70,8 @@ def _json(client, method, path, body=None):
 
 # --- the team switcher -------------------------------------------------------------------------
 
-def test_the_switcher_marks_the_team_and_a_password_session_cannot_switch_to_it(provider, acme, account_a,
-                                                                                owner_a):
+
+def test_the_switcher_marks_the_team_and_a_password_session_cannot_switch_to_it(provider, acme, account_a, owner_a):
     client = _on_a_team_of_its_own(owner_a)
     side = client.session["account_id"]
     page = client.get("/").content.decode()
@@ -99,6 +102,7 @@ def test_without_sso_set_up_the_switcher_says_so_and_stays(acme, account_a, owne
 
 # --- the REST API and /v1 through the session ----------------------------------------------------
 
+
 def test_conversations(acme, owner_a):
     conversation = acme["conversation"]
     _sso_refusal(_on_acme(owner_a).get("/api/v1/conversations/"))
@@ -108,8 +112,10 @@ def test_conversations(acme, owner_a):
     assert _json(side, "patch", f"/api/v1/conversations/{conversation.pk}/", {"title": "x"}).status_code == 404
     listed = side.get("/api/v1/conversations/", {"q": MARKER})
     assert listed.status_code == 200 and listed.json()["results"] == []
-    assert _json(side, "post", "/api/v1/chat/", {"message": "Hello?", "conversation_id": conversation.pk}
-                 ).status_code == 404
+    assert (
+        _json(side, "post", "/api/v1/chat/", {"message": "Hello?", "conversation_id": conversation.pk}).status_code
+        == 404
+    )
 
 
 def test_feedback(acme, owner_a):
@@ -135,22 +141,30 @@ def test_search_explain(acme, owner_a, account_a):
     assert found.status_code in (200, 402), found.content  # the side team may have no credits to embed
     assert MARKER not in found.content.decode()
     # The team's API key is the team's, not a session: unaffected.
-    by_key = Client().post("/api/v1/search/", body, content_type="application/json",
-                           HTTP_AUTHORIZATION=f"Bearer {make_api_key(account_a)}")
+    by_key = Client().post(
+        "/api/v1/search/", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {make_api_key(account_a)}"
+    )
     assert by_key.status_code == 200 and by_key.json()["results"][0]["document_id"] == acme["document"].pk
 
 
 def test_documents_and_v1(acme, owner_a):
     document = acme["document"]
     _sso_refusal(_on_acme(owner_a).get(f"/api/v1/documents/{document.pk}/"))
-    _sso_refusal(_json(_on_acme(owner_a), "post", "/v1/chat/completions",
-                       {"model": "groundwork", "messages": [{"role": "user", "content": "Hello?"}]}))
+    _sso_refusal(
+        _json(
+            _on_acme(owner_a),
+            "post",
+            "/v1/chat/completions",
+            {"model": "groundwork", "messages": [{"role": "user", "content": "Hello?"}]},
+        )
+    )
     side = _on_a_team_of_its_own(owner_a)
     assert side.get(f"/api/v1/documents/{document.pk}/").status_code == 404
     assert side.get(f"/documents/{document.pk}/").status_code == 404
 
 
 # --- MCP ---------------------------------------------------------------------------------------
+
 
 def test_mcp_takes_no_session(acme, owner_a):
     """MCP is API keys only: a session's cookie, on its SSO team or its own, is no way in."""
@@ -164,14 +178,21 @@ def test_mcp_takes_no_session(acme, owner_a):
         sent = []
 
         async def receive():
-            return {"type": "http.request", "body": b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}',
-                    "more_body": False}
+            return {
+                "type": "http.request",
+                "body": b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}',
+                "more_body": False,
+            }
 
         async def send(message, sent=sent):
             sent.append(message)
 
-        scope = {"type": "http", "method": "POST", "path": "/mcp", "headers": [
-            (b"host", b"testserver"), (b"cookie", cookie.encode()), (b"content-type", b"application/json")]}
+        scope = {
+            "type": "http",
+            "method": "POST",
+            "path": "/mcp",
+            "headers": [(b"host", b"testserver"), (b"cookie", cookie.encode()), (b"content-type", b"application/json")],
+        }
         async_to_sync(mcp_endpoint)(scope, receive, send)
         assert sent[0]["status"] == 401
         assert MARKER not in b"".join(m.get("body", b"") for m in sent[1:]).decode()

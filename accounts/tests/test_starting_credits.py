@@ -2,6 +2,7 @@
 (`POST /accounts/new/`), each with the sign-up grant: unlimited free credits. Starting credits
 are one grant per verified person, and a person creates at most TEAMS_PER_PERSON_PER_DAY
 teams a day."""
+
 import datetime as dt
 import re
 import threading
@@ -70,8 +71,11 @@ def test_verifying_after_making_teams_still_pays_once(settings):
     client.post("/accounts/new/", {"name": "Bo Two"})  # unverified: starts empty
     client.get(VERIFY.search(mail.outbox[-1].body).group(1))
     client.post("/accounts/new/", {"name": "Bo Three"})  # verified, but the grant went to Bo Co
-    assert [_balance(Account.objects.get(name=n)) for n in ("Bo Co", "Bo Two", "Bo Three")] == \
-        [settings.SIGNUP_CREDITS, 0, 0]
+    assert [_balance(Account.objects.get(name=n)) for n in ("Bo Co", "Bo Two", "Bo Three")] == [
+        settings.SIGNUP_CREDITS,
+        0,
+        0,
+    ]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -1,5 +1,6 @@
 """Owners rename their team: the Team page and PATCH /api/v1/account/. Only ever the
 session's (or key's) own account, only owners, names validated like sign-up's, audited."""
+
 import json
 
 import pytest
@@ -37,7 +38,7 @@ def test_the_switcher_shows_the_new_name(account_a, account_b, owner_a):
     add_member(account_b, user=owner_a)
     browser = _as(owner_a)
     browser.post("/team/rename/", {"name": "Acme Labs"})
-    assert '>Acme Labs</option>' in browser.get("/").content.decode()
+    assert ">Acme Labs</option>" in browser.get("/").content.decode()
 
 
 @pytest.mark.parametrize("role", [Role.ADMIN, Role.MEMBER, Role.VIEWER])
@@ -50,8 +51,15 @@ def test_only_owners_rename(account_a, role):
         assert 'id="team-name"' not in browser.get("/team/").content.decode()
 
 
-@pytest.mark.parametrize("bad, reason", [("", "Give the team a name"), ("   ", "Give the team a name"),
-                                          ("Acme\nBcc: x", "line breaks"), ("x" * 121, "at most 120")])
+@pytest.mark.parametrize(
+    "bad, reason",
+    [
+        ("", "Give the team a name"),
+        ("   ", "Give the team a name"),
+        ("Acme\nBcc: x", "line breaks"),
+        ("x" * 121, "at most 120"),
+    ],
+)
 def test_a_bad_name_is_refused_with_its_reason(client_a, account_a, bad, reason):
     response = client_a.post("/team/rename/", {"name": bad})
     assert response.status_code == 400

@@ -1,15 +1,16 @@
 """Both locks: the ORM refuses unscoped queries, and PostgreSQL RLS enforces the account."""
+
 import pytest
 from django.db import ProgrammingError, connection, transaction
 
 from accounts.models import ApiKey, Invitation, Membership
+from accounts.tests.factories import add_member, make_api_key
 from core.tenancy import (
     UnscopedQueryError,
     account_context,
     current_account_id,
     dangerously_bypass_tenancy,
 )
-from accounts.tests.factories import add_member, make_api_key
 
 
 def _count(table: str) -> int:
@@ -72,7 +73,9 @@ def test_inserting_a_row_for_b_inside_a_context_is_refused(two_tenants):
             with transaction.atomic(), connection.cursor() as cursor:
                 cursor.execute(
                     "INSERT INTO accounts_invitation (account_id, email, role, created_at) "
-                    "VALUES (%s, 'x@evil.test', 'member', now())", [b.pk])
+                    "VALUES (%s, 'x@evil.test', 'member', now())",
+                    [b.pk],
+                )
 
 
 def test_updating_b_rows_inside_a_context_changes_nothing(two_tenants):

@@ -1,6 +1,7 @@
 """The one lifecycle of API keys and SCIM tokens (accounts/tokens.py): issued once, stored as
 a hash, found by it, stamped when used, revoked for good, audited; each kind's secrets work
 only as that kind."""
+
 import hashlib
 from datetime import timedelta
 
@@ -13,8 +14,10 @@ from accounts.tokens import secret_access_by_id, secret_authenticate, secret_iss
 from audit.models import AuditEntry
 from core.tenancy import account_context
 
-KINDS = [pytest.param(ApiKey, {"scope": "read"}, "gw_", "key", id="api_key"),
-         pytest.param(ScimToken, {}, "gwscim_", "scim_token", id="scim_token")]
+KINDS = [
+    pytest.param(ApiKey, {"scope": "read"}, "gw_", "key", id="api_key"),
+    pytest.param(ScimToken, {}, "gwscim_", "scim_token", id="scim_token"),
+]
 
 
 def _audit(account, action):
@@ -30,7 +33,7 @@ def test_issued_once_stored_as_its_hash_and_found_by_it(model, fields, start, au
     assert raw.startswith(start) and len(raw) > 40
     assert stored[model.HASH_FIELD] == hashlib.sha256(raw.encode()).hexdigest()
     assert raw not in {str(value) for value in stored.values()}
-    assert row.prefix == raw[:model.PREFIX_LENGTH] and row.created_by == owner_a
+    assert row.prefix == raw[: model.PREFIX_LENGTH] and row.created_by == owner_a
     assert _audit(account_a, f"{audit_name}.create") == [f"okta ({row.prefix}…)"]
 
     found = secret_authenticate(model, raw=raw)
@@ -56,8 +59,13 @@ def test_a_row_made_before_still_authenticates(model, fields, start, audit_name,
     raw = start + "an-older-secret-of-forty-three-characters-xyz"
     with account_context(account_a):
         row = model.objects.for_account(account_a).create(
-            account=account_a, name="old", prefix=raw[:model.PREFIX_LENGTH], created_by=owner_a,
-            **{model.HASH_FIELD: hashlib.sha256(raw.encode()).hexdigest()}, **fields)
+            account=account_a,
+            name="old",
+            prefix=raw[: model.PREFIX_LENGTH],
+            created_by=owner_a,
+            **{model.HASH_FIELD: hashlib.sha256(raw.encode()).hexdigest()},
+            **fields,
+        )
     assert secret_authenticate(model, raw=raw).pk == row.pk
 
 
@@ -98,8 +106,7 @@ def test_use_is_stamped_at_most_once_a_minute(model, fields, start, audit_name, 
 
 
 @pytest.mark.parametrize("model, fields, start, audit_name", KINDS)
-def test_another_accounts_secret_is_not_found_by_id(model, fields, start, audit_name, account_a, owner_a,
-                                                     account_b):
+def test_another_accounts_secret_is_not_found_by_id(model, fields, start, audit_name, account_a, owner_a, account_b):
     with account_context(account_a):
         row, _ = secret_issue(model, account=account_a, actor=owner_a, name="mine", **fields)
         assert secret_access_by_id(model, account=account_a, secret_id=row.pk).pk == row.pk

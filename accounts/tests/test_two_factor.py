@@ -1,5 +1,6 @@
 """Two-factor sign-in: set-up with a code from the app, recovery codes (once each), the
 sign-in's second step, its rate limit, and turning it off."""
+
 import re
 import time
 from base64 import b32decode
@@ -53,7 +54,9 @@ def test_set_up_shows_a_qr_code_and_secret_and_needs_the_right_code(client_a, ow
     page = client_a.get("/settings/").content.decode()
     assert "<svg" in page and 'class="segno"' in page  # drawn inline: no image is fetched
     secret = SECRET.search(page).group(1)
-    wrong = client_a.post("/settings/two-factor/confirm/", {"code": "000000" if code_for(secret) != "000000" else "111111"})
+    wrong = client_a.post(
+        "/settings/two-factor/confirm/", {"code": "000000" if code_for(secret) != "000000" else "111111"}
+    )
     assert wrong.status_code == 400 and "That code is not right" in wrong.content.decode()
     assert 'id="two-factor-status">Off' not in wrong.content.decode() and "Turn on" in wrong.content.decode()
     assert client_a.post("/settings/two-factor/confirm/", {"code": code_for(secret)}).status_code == 302

@@ -1,6 +1,7 @@
 """Verified domains (the Team page, owners): a link emailed to admin@ or postmaster@ of the
 domain verifies it for one account; then that account's SCIM token adds existing users with
 an address there at once. Other accounts, roles and forged links get nothing."""
+
 from __future__ import annotations
 
 import re
@@ -41,7 +42,8 @@ def _domains(account):
 
 
 def test_an_owner_verifies_a_domain_and_its_existing_users_join_at_once(
-        client, account_a, owner_a, account_b, owner_b, django_capture_on_commit_callbacks):
+    client, account_a, owner_a, account_b, owner_b, django_capture_on_commit_callbacks
+):
     team = _team(owner_a)
     _ask(team, django_capture_on_commit_callbacks, domain=" Beta.TEST ")
     [sent] = mail.outbox
@@ -61,8 +63,12 @@ def test_an_owner_verifies_a_domain_and_its_existing_users_join_at_once(
     assert scim.post("/Users", okta_user("owner@beta.test")).status_code == 201
     assert membership(account_a, owner_b).role == Role.MEMBER and membership(account_b, owner_b).role == Role.OWNER
     with account_context(account_a):
-        actions = list(AuditEntry.objects.for_account(account_a).filter(target="beta.test")
-                       .order_by("id").values_list("action", flat=True))
+        actions = list(
+            AuditEntry.objects.for_account(account_a)
+            .filter(target="beta.test")
+            .order_by("id")
+            .values_list("action", flat=True)
+        )
     assert actions == ["domain.verification_sent", "domain.verify"]
 
 
@@ -87,8 +93,16 @@ def test_only_owners_manage_domains(account_a, role, django_capture_on_commit_ca
     assert mail.outbox == [] and _domains(account_a) == []
 
 
-@pytest.mark.parametrize("domain,mailbox", [("not a domain", "admin"), ("localhost", "admin"), ("", "admin"),
-                                            ("beta.test", "ceo"), ("a" * 300 + ".test", "admin")])
+@pytest.mark.parametrize(
+    "domain,mailbox",
+    [
+        ("not a domain", "admin"),
+        ("localhost", "admin"),
+        ("", "admin"),
+        ("beta.test", "ceo"),
+        ("a" * 300 + ".test", "admin"),
+    ],
+)
 def test_bad_input_says_why_and_sends_nothing(account_a, owner_a, domain, mailbox, django_capture_on_commit_callbacks):
     team = _team(owner_a)
     with django_capture_on_commit_callbacks(execute=True):
@@ -98,8 +112,9 @@ def test_bad_input_says_why_and_sends_nothing(account_a, owner_a, domain, mailbo
     assert mail.outbox == [] and _domains(account_a) == []
 
 
-def test_another_account_cannot_use_or_remove_a_domain(client, account_a, owner_a, account_b, owner_b,
-                                                       django_capture_on_commit_callbacks):
+def test_another_account_cannot_use_or_remove_a_domain(
+    client, account_a, owner_a, account_b, owner_b, django_capture_on_commit_callbacks
+):
     _ask(_team(owner_a), django_capture_on_commit_callbacks, domain="shared.test")
     link = LINK.search(mail.outbox[0].body).group(1)
     Client().post(link)

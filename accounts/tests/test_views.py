@@ -1,11 +1,12 @@
 """Account pages: sign-up, login/logout, switching, team management, API keys."""
+
 import re
 
 from django.core import mail
 
 from accounts.models import Account, ApiKey, Invitation, Membership, User
-from core.tenancy import account_context
 from accounts.tests.factories import PASSWORD, add_member
+from core.tenancy import account_context
 
 
 def test_signup_logs_in_and_creates_the_account(client, db):
@@ -129,7 +130,9 @@ def test_password_reset_sends_a_working_link(client, account_a, owner_a):
     assert len(mail.outbox) == 1
     link = re.search(r"http://testserver(/password-reset/\S+/)", mail.outbox[0].body).group(1)
     form = client.get(link, follow=True)
-    response = client.post(form.redirect_chain[-1][0], {"new_password1": "A-brand-new-pass-42", "new_password2": "A-brand-new-pass-42"})
+    response = client.post(
+        form.redirect_chain[-1][0], {"new_password1": "A-brand-new-pass-42", "new_password2": "A-brand-new-pass-42"}
+    )
     assert response.status_code == 302
     assert client.login(username=owner_a.email, password="A-brand-new-pass-42")
 

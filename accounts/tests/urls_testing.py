@@ -1,8 +1,10 @@
 """The real URLconf plus two probe endpoints, for testing the API platform's error paths."""
+
 from django.urls import path
 from rest_framework.response import Response
 
-from config.urls import handler404, handler500, urlpatterns as real_urlpatterns  # noqa: F401
+from config.urls import handler404, handler500  # noqa: F401
+from config.urls import urlpatterns as real_urlpatterns
 from core.views import AccountAPIView
 
 

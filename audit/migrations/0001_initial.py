@@ -6,41 +6,56 @@ from django.db import migrations, models
 
 from core.rls import append_only, enable_rls
 
-class Migration(migrations.Migration):
 
+class Migration(migrations.Migration):
     initial = True
 
     dependencies = [
-        ('accounts', '0003_invitations_verified_email'),
+        ("accounts", "0003_invitations_verified_email"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AuditEntry',
+            name="AuditEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('action', models.CharField(max_length=40)),
-                ('actor_kind', models.CharField(choices=[('user', 'user'), ('key', 'API key'), ('staff', 'support staff'), ('system', 'system')], max_length=10)),
-                ('actor_id', models.BigIntegerField(blank=True, null=True)),
-                ('actor_label', models.CharField(blank=True, max_length=254)),
-                ('target', models.CharField(blank=True, max_length=300)),
-                ('detail', models.JSONField(blank=True, default=dict)),
-                ('account', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='accounts.account')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("action", models.CharField(max_length=40)),
+                (
+                    "actor_kind",
+                    models.CharField(
+                        choices=[
+                            ("user", "user"),
+                            ("key", "API key"),
+                            ("staff", "support staff"),
+                            ("system", "system"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("actor_id", models.BigIntegerField(blank=True, null=True)),
+                ("actor_label", models.CharField(blank=True, max_length=254)),
+                ("target", models.CharField(blank=True, max_length=300)),
+                ("detail", models.JSONField(blank=True, default=dict)),
+                ("account", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="accounts.account")),
             ],
             options={
-                'verbose_name_plural': 'audit entries',
-                'abstract': False,
-                'base_manager_name': 'all_accounts',
-                'default_manager_name': 'all_accounts',
-                'indexes': [models.Index(fields=['account', '-created_at', '-id'], name='audit_account_newest')],
+                "verbose_name_plural": "audit entries",
+                "abstract": False,
+                "base_manager_name": "all_accounts",
+                "default_manager_name": "all_accounts",
+                "indexes": [models.Index(fields=["account", "-created_at", "-id"], name="audit_account_newest")],
             },
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         enable_rls("audit_auditentry"),
         # Append-only for everyone, the app's role included (like billing's ledger).
-        append_only("audit_auditentry", trigger="audit_entry_append_only", function="audit_entry_append_only",
-                    what="the audit log"),
+        append_only(
+            "audit_auditentry",
+            trigger="audit_entry_append_only",
+            function="audit_entry_append_only",
+            what="the audit log",
+        ),
     ]

@@ -1,6 +1,7 @@
 """The audit log: every listed action leaves one entry naming its actor
 (a user, an API key or support staff); the database refuses to change or delete an entry;
 account B never sees A's entries (API, Team page, raw SQL); members get 403; pages link on."""
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import DatabaseError, connection, transaction
@@ -39,14 +40,16 @@ def funded(account_a):
     return account_a
 
 
-
-
 # --- every action, with its actor ---------------------------------------------------------
+
 
 def test_document_upload_by_key_delete_and_reindex_by_user(client, funded, owner_a):
     headers = key_header(funded, name="ci-bot")
-    response = client.post("/api/v1/documents/", {"file": SimpleUploadedFile(
-        "notes.txt", b"Refunds are paid within 30 days.\n", content_type="text/plain")}, **headers)
+    response = client.post(
+        "/api/v1/documents/",
+        {"file": SimpleUploadedFile("notes.txt", b"Refunds are paid within 30 days.\n", content_type="text/plain")},
+        **headers,
+    )
     assert response.status_code == 202, response.content
     doc_id = response.json()["id"]
     upload = only(funded, "document.upload")
@@ -70,8 +73,9 @@ def test_team_actions_name_the_user(account_a, owner_a):
         key, _ = accounts_services.api_key_create(account=account_a, actor=owner_a, name="zapier")
         accounts_services.api_key_revoke(account=account_a, actor=owner_a, key_id=key.pk)
         membership = Membership.objects.for_account(account_a).get(user=member)
-        accounts_services.member_change_role(account=account_a, actor=owner_a, membership_id=membership.pk,
-                                             role=Role.ADMIN)
+        accounts_services.member_change_role(
+            account=account_a, actor=owner_a, membership_id=membership.pk, role=Role.ADMIN
+        )
         accounts_services.member_remove(account=account_a, actor=owner_a, membership_id=membership.pk)
         invitation = accounts_services.member_invite(account=account_a, actor=owner_a, email=invitee.email)
     accounts_services.invitation_accept(invitation=invitation, user=invitee, via_link=True)
@@ -97,11 +101,21 @@ def test_team_page_key_creation_and_revocation(client_a, account_a, owner_a):
 
 
 def test_staff_grant_revoke_and_account_page_access(client, account_a):
-    staff = staff_with("accounts.view_account", "billing.grant_credits", "accounts.change_apikey",
-                       "accounts.view_apikey")
+    staff = staff_with(
+        "accounts.view_account", "billing.grant_credits", "accounts.change_apikey", "accounts.view_apikey"
+    )
     client.force_login(staff)
-    client.post("/admin/accounts/account/", {"action": "grant_credits", "_selected_action": [account_a.pk],
-                                             "apply": "1", "amount": 5_000, "reason": "annual plan"}, follow=True)
+    client.post(
+        "/admin/accounts/account/",
+        {
+            "action": "grant_credits",
+            "_selected_action": [account_a.pk],
+            "apply": "1",
+            "amount": 5_000,
+            "reason": "annual plan",
+        },
+        follow=True,
+    )
     grant = entries(account_a, "credits.grant")[-1]  # after the account's starting credits
     assert (grant.actor_kind, grant.actor_id, grant.detail["reason"]) == ("staff", staff.pk, "annual plan")
 
@@ -129,10 +143,14 @@ def test_a_grant_outside_a_request_is_the_systems(account_a):
 
 # --- append-only ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("statement", [
-    "UPDATE audit_auditentry SET action = 'nothing' WHERE id = %s",
-    "DELETE FROM audit_auditentry WHERE id = %s",
-])
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "UPDATE audit_auditentry SET action = 'nothing' WHERE id = %s",
+        "DELETE FROM audit_auditentry WHERE id = %s",
+    ],
+)
 def test_the_database_refuses_to_change_or_delete_an_entry(account_a, statement):
     with account_context(account_a):
         entry = audit_record(account=account_a, action="key.create", target="x")
@@ -143,6 +161,7 @@ def test_the_database_refuses_to_change_or_delete_an_entry(account_a, statement)
 
 
 # --- isolation -----------------------------------------------------------------------------
+
 
 def test_account_b_never_sees_a(client, account_a, account_b, owner_b):
     with account_context(account_a):
@@ -155,8 +174,11 @@ def test_account_b_never_sees_a(client, account_a, account_b, owner_b):
             assert cursor.fetchone()[0] == 0
             # Nor can B's context write an entry that claims to be A's.
             with pytest.raises(DatabaseError), transaction.atomic():
-                cursor.execute("INSERT INTO audit_auditentry (account_id, created_at, action, actor_kind, actor_label,"
-                               " target, detail) VALUES (%s, now(), 'x', 'user', '', '', '{}')", [account_a.pk])
+                cursor.execute(
+                    "INSERT INTO audit_auditentry (account_id, created_at, action, actor_kind, actor_label,"
+                    " target, detail) VALUES (%s, now(), 'x', 'user', '', '', '{}')",
+                    [account_a.pk],
+                )
     client.force_login(owner_b)
     body = client.get("/api/v1/audit/").json()
     assert all("secret-of-a" not in r["target"] for r in body["results"])
@@ -164,6 +186,7 @@ def test_account_b_never_sees_a(client, account_a, account_b, owner_b):
 
 
 # --- the API and the page --------------------------------------------------------------------
+
 
 def test_members_and_keys_get_403(client, account_a):
     client.force_login(add_member(account_a, role=Role.MEMBER))
@@ -193,8 +216,7 @@ def test_admins_page_through_newest_first_and_filter(client, account_a):
     assert second["next"] is None
 
     uploads = client.get("/api/v1/audit/?action=document.upload").json()["results"]
-    assert len(uploads) == 5 and uploads[0]["actor"] == {"kind": "user", "id": admin_user.pk,
-                                                         "name": admin_user.email}
+    assert len(uploads) == 5 and uploads[0]["actor"] == {"kind": "user", "id": admin_user.pk, "name": admin_user.email}
     assert len(client.get("/api/v1/audit/?action=document").json()["results"]) == 5
     assert [r["target"] for r in client.get("/api/v1/audit/?actor=system").json()["results"]] == ["k", starting]
     assert len(client.get(f"/api/v1/audit/?actor={admin_user.email.upper()}").json()["results"]) == 5

@@ -1,11 +1,14 @@
 """answer_eval's judges (bench/answer_scoring.py) on the answers a small model gives: made-up
 names and numbers, wrong scripts, tables of contents, loops and dumps, abstentions."""
+
 from __future__ import annotations
 
 from bench import answer_scoring as scoring
 
-TOC_ANSWER = ("37 Packages . . . . . . . . . . . . . . . 997 37.1 Installing and Removing Packages "
-              "............ 997 37.2 Using Packages ............ 1002")
+TOC_ANSWER = (
+    "37 Packages . . . . . . . . . . . . . . . 997 37.1 Installing and Removing Packages "
+    "............ 997 37.2 Using Packages ............ 1002"
+)
 
 
 def test_passage_holds_needs_the_expected_document_and_one_substring():
@@ -31,7 +34,9 @@ def test_table_of_contents_and_index_lines_are_degenerate():
     assert scoring.degenerate_kind(TOC_ANSWER) == "toc"
     assert scoring.toc_dump("2.1 Invoking Octave from the Command Line 15 2.2 Quitting Octave 19")
     assert scoring.toc_dump("packages, 997 pkg install, 998, 999 pkg load, 1002")
-    assert not scoring.toc_dump("Install it with pkg install image-1.0.0.tar.gz [Document 1]. Version 1.0.0 is current.")
+    assert not scoring.toc_dump(
+        "Install it with pkg install image-1.0.0.tar.gz [Document 1]. Version 1.0.0 is current."
+    )
 
 
 def test_raw_pipes_are_degenerate_but_a_markdown_table_is_not():
@@ -40,8 +45,10 @@ def test_raw_pipes_are_degenerate_but_a_markdown_table_is_not():
     assert scoring.degenerate_kind(raw) == "pipes"
     # A spreadsheet's table flattened onto one line (answer_eval, office corpus): its "| --- |"
     # cells repeat like a loop, but what a person sees is raw pipes.
-    flattened = ("| Project | Sponsor | Owner | | --- | --- | --- | --- | --- | --- | "
-                 "| Atlas data migration | Dr Helen Okafor | Marek Nowak | [Document 1]")
+    flattened = (
+        "| Project | Sponsor | Owner | | --- | --- | --- | --- | --- | --- | "
+        "| Atlas data migration | Dr Helen Okafor | Marek Nowak | [Document 1]"
+    )
     assert scoring.degenerate_kind(flattened) == "pipes"
     assert scoring.degenerate_kind(table) == ""
 
@@ -52,8 +59,10 @@ def test_loops_list_dumps_and_the_token_cap_are_degenerate():
     assert scoring.degenerate_kind("A clean answer.", "length") == "token_cap"
     assert scoring.degenerate_kind("- first step\n- second step\n- third step") == ""
     # A six-column Markdown table's rule and empty cells are layout, not a loop.
-    wide = ("| Project | Sponsor | Owner | Budget | Spent | Status |\n| --- | --- | --- | --- | --- | --- |\n"
-            "| Atlas | Dr Helen Okafor | Marek Nowak | 180000 | 142500 | On track |\n|  |  |  |  |  |  |")
+    wide = (
+        "| Project | Sponsor | Owner | Budget | Spent | Status |\n| --- | --- | --- | --- | --- | --- |\n"
+        "| Atlas | Dr Helen Okafor | Marek Nowak | 180000 | 142500 | On track |\n|  |  |  |  |  |  |"
+    )
     assert scoring.degenerate_kind(wide) == ""
 
 
@@ -89,18 +98,25 @@ def test_abstaining_correctly_gives_no_answer_of_its_own():
     assert scoring.abstained_correctly("Your documents don't cover this.", passages)
     assert scoring.abstained_correctly(
         "Your documents don't cover this. The closest passage: Hotel costs are reimbursed up to 120 euros per night.",
-        passages)
-    free = ("Your team's documents don't cover this, so this is a general answer, not from your documents:\n\n"
-            "Parental leave in Makassar lasts sixteen weeks and is paid by the regional government.")
+        passages,
+    )
+    free = (
+        "Your team's documents don't cover this, so this is a general answer, not from your documents:\n\n"
+        "Parental leave in Makassar lasts sixteen weeks and is paid by the regional government."
+    )
     assert scoring.abstains(free)
     assert not scoring.abstained_correctly(free, passages)
     assert not scoring.abstained_correctly("Hotels cost 120 euros per night [Document 1].", passages)
 
 
 def test_the_extractive_fallback_counts_as_abstaining():
-    assert scoring.abstains("The documents I found don't answer this directly; the passages I searched are listed below.")
+    assert scoring.abstains(
+        "The documents I found don't answer this directly; the passages I searched are listed below."
+    )
 
 
 def test_support_is_the_share_of_content_words_found_in_the_passages():
-    assert scoring.support("Packages install quickly with pkg [Document 1].", ["pkg install installs packages"]) == 3 / 4
+    assert (
+        scoring.support("Packages install quickly with pkg [Document 1].", ["pkg install installs packages"]) == 3 / 4
+    )
     assert scoring.support("", ["anything"]) == 0.0

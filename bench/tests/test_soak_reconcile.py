@@ -1,6 +1,7 @@
 """The soak's reconciliation (bench/soak.py `reconcile`): a ledger made through the billing
 services that matches its usage passes; a chat debit no answer accounts for, an answer charged
 other than its tokens, an open hold and a document left pending are each found."""
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -21,10 +22,13 @@ def _answered(account, tokens: int):
     with account_context(account):
         answer.total_tokens, answer.credits_charged = tokens, tokens
         answer.save(update_fields=["total_tokens", "credits_charged"])
-        hold = credits_hold(account=account, amount=500, key=f"chat:test-{answer.pk}",
-                            reference=references.conversation(answer.conversation_id))
-        hold_settle(hold=hold, used_tokens=tokens, kind=Kind.CHAT, model="m",
-                    reference=references.message(answer.pk))
+        hold = credits_hold(
+            account=account,
+            amount=500,
+            key=f"chat:test-{answer.pk}",
+            reference=references.conversation(answer.conversation_id),
+        )
+        hold_settle(hold=hold, used_tokens=tokens, kind=Kind.CHAT, model="m", reference=references.message(answer.pk))
     return answer
 
 
@@ -40,10 +44,15 @@ def test_a_debit_without_usage_and_what_is_left_undone_are_found(account_a, acco
     with account_context(account_a):
         # A chat debit naming an answer that does not exist, and a second charge of a real one.
         credits_debit(account=account_a, tokens=40, key="stray-1", kind=Kind.CHAT, reference=references.message(10**9))
-        credits_debit(account=account_a, tokens=7, key="stray-2", kind=Kind.CHAT, reference=references.message(answer.pk))
+        credits_debit(
+            account=account_a, tokens=7, key="stray-2", kind=Kind.CHAT, reference=references.message(answer.pk)
+        )
         credits_hold(account=account_a, amount=100, key="chat:never-settled")
-        document, _ = document_upload(account=account_a, actor=None, upload=SimpleUploadedFile(
-            "notes.md", b"# Notes\n\nSome text.", content_type="text/markdown"))
+        document, _ = document_upload(
+            account=account_a,
+            actor=None,
+            upload=SimpleUploadedFile("notes.md", b"# Notes\n\nSome text.", content_type="text/markdown"),
+        )
     result = reconcile([account_a.pk, account_b.pk], searches={account_b.pk: 1})
     assert not result["ok"]
     failures = "\n".join(result["failures"])

@@ -7,76 +7,127 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('accounts', '0002_row_level_security'),
+        ("accounts", "0002_row_level_security"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AccountBalance',
+            name="AccountBalance",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('balance', models.BigIntegerField(default=0)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('account', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='credit_balance', to='accounts.account')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("balance", models.BigIntegerField(default=0)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "account",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="credit_balance",
+                        to="accounts.account",
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.CheckConstraint(condition=models.Q(('balance__gte', 0)), name='balance_never_negative')],
+                "constraints": [
+                    models.CheckConstraint(condition=models.Q(("balance__gte", 0)), name="balance_never_negative")
+                ],
             },
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         migrations.CreateModel(
-            name='CreditHold',
+            name="CreditHold",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=200)),
-                ('amount', models.BigIntegerField()),
-                ('status', models.CharField(choices=[('open', 'Open'), ('settled', 'Settled'), ('released', 'Released')], default='open', max_length=10)),
-                ('reference', models.CharField(blank=True, max_length=200)),
-                ('used_tokens', models.BigIntegerField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('closed_at', models.DateTimeField(blank=True, null=True)),
-                ('account', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='accounts.account')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=200)),
+                ("amount", models.BigIntegerField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("open", "Open"), ("settled", "Settled"), ("released", "Released")],
+                        default="open",
+                        max_length=10,
+                    ),
+                ),
+                ("reference", models.CharField(blank=True, max_length=200)),
+                ("used_tokens", models.BigIntegerField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("closed_at", models.DateTimeField(blank=True, null=True)),
+                ("account", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="accounts.account")),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('account', 'key'), name='hold_key_unique_per_account'), models.CheckConstraint(condition=models.Q(('amount__gt', 0)), name='hold_amount_positive')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("account", "key"), name="hold_key_unique_per_account"),
+                    models.CheckConstraint(condition=models.Q(("amount__gt", 0)), name="hold_amount_positive"),
+                ],
             },
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         migrations.CreateModel(
-            name='CreditLedgerEntry',
+            name="CreditLedgerEntry",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('delta', models.BigIntegerField(help_text='Signed change to the balance')),
-                ('balance_after', models.BigIntegerField()),
-                ('kind', models.CharField(choices=[('grant', 'Grant'), ('signup', 'Sign-up credits'), ('embedding', 'Embedding'), ('chat', 'Chat'), ('hold', 'Hold'), ('hold_release', 'Hold released'), ('refund', 'Refund'), ('adjustment', 'Adjustment')], max_length=16)),
-                ('tokens', models.BigIntegerField(default=0, help_text='Provider-reported tokens behind this entry')),
-                ('shortfall', models.BigIntegerField(default=0, help_text='Tokens used that the balance could not cover')),
-                ('model', models.CharField(blank=True, max_length=200)),
-                ('provider', models.CharField(blank=True, max_length=200)),
-                ('reference', models.CharField(blank=True, help_text='e.g. document:12:rev3, message:88', max_length=200)),
-                ('idempotency_key', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True, db_index=True)),
-                ('metadata', models.JSONField(blank=True, default=dict)),
-                ('account', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, to='accounts.account')),
-                ('created_by', models.ForeignKey(blank=True, help_text='Staff user; empty for the system', null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("delta", models.BigIntegerField(help_text="Signed change to the balance")),
+                ("balance_after", models.BigIntegerField()),
+                (
+                    "kind",
+                    models.CharField(
+                        choices=[
+                            ("grant", "Grant"),
+                            ("signup", "Sign-up credits"),
+                            ("embedding", "Embedding"),
+                            ("chat", "Chat"),
+                            ("hold", "Hold"),
+                            ("hold_release", "Hold released"),
+                            ("refund", "Refund"),
+                            ("adjustment", "Adjustment"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("tokens", models.BigIntegerField(default=0, help_text="Provider-reported tokens behind this entry")),
+                (
+                    "shortfall",
+                    models.BigIntegerField(default=0, help_text="Tokens used that the balance could not cover"),
+                ),
+                ("model", models.CharField(blank=True, max_length=200)),
+                ("provider", models.CharField(blank=True, max_length=200)),
+                (
+                    "reference",
+                    models.CharField(blank=True, help_text="e.g. document:12:rev3, message:88", max_length=200),
+                ),
+                ("idempotency_key", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True, db_index=True)),
+                ("metadata", models.JSONField(blank=True, default=dict)),
+                ("account", models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, to="accounts.account")),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="Staff user; empty for the system",
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'credit ledger entry',
-                'verbose_name_plural': 'credit ledger',
-                'indexes': [models.Index(fields=['account', '-created_at'], name='ledger_account_recent')],
-                'constraints': [models.UniqueConstraint(fields=('account', 'idempotency_key'), name='ledger_key_unique_per_account')],
+                "verbose_name": "credit ledger entry",
+                "verbose_name_plural": "credit ledger",
+                "indexes": [models.Index(fields=["account", "-created_at"], name="ledger_account_recent")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("account", "idempotency_key"), name="ledger_key_unique_per_account")
+                ],
             },
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
     ]

@@ -10,6 +10,10 @@ class Migration(migrations.Migration):
         enable_rls("billing_accountbalance"),
         enable_rls("billing_creditledgerentry"),
         enable_rls("billing_credithold"),
-        append_only("billing_creditledgerentry", trigger="ledger_append_only",
-                    function="billing_ledger_append_only", what="the credit ledger"),
+        append_only(
+            "billing_creditledgerentry",
+            trigger="ledger_append_only",
+            function="billing_ledger_append_only",
+            what="the credit ledger",
+        ),
     ]

@@ -4,14 +4,17 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('billing', '0002_rls_and_append_only_ledger'),
+        ("billing", "0002_rls_and_append_only_ledger"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='creditledgerentry',
-            options={'permissions': [('grant_credits', 'Can grant credits to accounts')], 'verbose_name': 'credit ledger entry', 'verbose_name_plural': 'credit ledger'},
+            name="creditledgerentry",
+            options={
+                "permissions": [("grant_credits", "Can grant credits to accounts")],
+                "verbose_name": "credit ledger entry",
+                "verbose_name_plural": "credit ledger",
+            },
         ),
     ]

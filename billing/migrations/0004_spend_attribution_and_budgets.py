@@ -9,94 +9,160 @@ from core.rls import enable_rls
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0003_invitations_verified_email'),
-        ('billing', '0003_grant_credits_permission'),
+        ("accounts", "0003_invitations_verified_email"),
+        ("billing", "0003_grant_credits_permission"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Budget',
+            name="Budget",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('period', models.CharField(choices=[('day', 'Daily'), ('month', 'Monthly')], max_length=5)),
-                ('limit', models.BigIntegerField(help_text='Credits per period')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("period", models.CharField(choices=[("day", "Daily"), ("month", "Monthly")], max_length=5)),
+                ("limit", models.BigIntegerField(help_text="Credits per period")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         migrations.AddField(
-            model_name='credithold',
-            name='spent_by_api_key',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='accounts.apikey'),
+            model_name="credithold",
+            name="spent_by_api_key",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="accounts.apikey",
+            ),
         ),
         migrations.AddField(
-            model_name='credithold',
-            name='spent_by_user',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="credithold",
+            name="spent_by_user",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='creditledgerentry',
-            name='spent_by_api_key',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='accounts.apikey'),
+            model_name="creditledgerentry",
+            name="spent_by_api_key",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to="accounts.apikey",
+            ),
         ),
         migrations.AddField(
-            model_name='creditledgerentry',
-            name='spent_by_user',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="creditledgerentry",
+            name="spent_by_user",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.PROTECT,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddIndex(
-            model_name='credithold',
-            index=models.Index(condition=models.Q(('status', 'open')), fields=['account', 'status'], name='hold_account_open'),
+            model_name="credithold",
+            index=models.Index(
+                condition=models.Q(("status", "open")), fields=["account", "status"], name="hold_account_open"
+            ),
         ),
         migrations.AddIndex(
-            model_name='creditledgerentry',
-            index=models.Index(condition=models.Q(('spent_by_user__isnull', False)), fields=['account', 'spent_by_user', 'created_at'], name='ledger_user_spend'),
+            model_name="creditledgerentry",
+            index=models.Index(
+                condition=models.Q(("spent_by_user__isnull", False)),
+                fields=["account", "spent_by_user", "created_at"],
+                name="ledger_user_spend",
+            ),
         ),
         migrations.AddIndex(
-            model_name='creditledgerentry',
-            index=models.Index(condition=models.Q(('spent_by_api_key__isnull', False)), fields=['account', 'spent_by_api_key', 'created_at'], name='ledger_key_spend'),
+            model_name="creditledgerentry",
+            index=models.Index(
+                condition=models.Q(("spent_by_api_key__isnull", False)),
+                fields=["account", "spent_by_api_key", "created_at"],
+                name="ledger_key_spend",
+            ),
         ),
         migrations.AddField(
-            model_name='budget',
-            name='account',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='accounts.account'),
+            model_name="budget",
+            name="account",
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="accounts.account"),
         ),
         migrations.AddField(
-            model_name='budget',
-            name='api_key',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='budgets', to='accounts.apikey'),
+            model_name="budget",
+            name="api_key",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="budgets",
+                to="accounts.apikey",
+            ),
         ),
         migrations.AddField(
-            model_name='budget',
-            name='created_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="budget",
+            name="created_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='budget',
-            name='user',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="budget",
+            name="user",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='budget',
-            constraint=models.CheckConstraint(condition=models.Q(('limit__gt', 0)), name='budget_limit_positive'),
+            model_name="budget",
+            constraint=models.CheckConstraint(condition=models.Q(("limit__gt", 0)), name="budget_limit_positive"),
         ),
         migrations.AddConstraint(
-            model_name='budget',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('api_key__isnull', True), ('user__isnull', False)), models.Q(('api_key__isnull', False), ('user__isnull', True)), _connector='OR'), name='budget_one_target'),
+            model_name="budget",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("api_key__isnull", True), ("user__isnull", False)),
+                    models.Q(("api_key__isnull", False), ("user__isnull", True)),
+                    _connector="OR",
+                ),
+                name="budget_one_target",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='budget',
-            constraint=models.UniqueConstraint(condition=models.Q(('user__isnull', False)), fields=('account', 'user', 'period'), name='budget_user_period_unique'),
+            model_name="budget",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("user__isnull", False)),
+                fields=("account", "user", "period"),
+                name="budget_user_period_unique",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='budget',
-            constraint=models.UniqueConstraint(condition=models.Q(('api_key__isnull', False)), fields=('account', 'api_key', 'period'), name='budget_key_period_unique'),
+            model_name="budget",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("api_key__isnull", False)),
+                fields=("account", "api_key", "period"),
+                name="budget_key_period_unique",
+            ),
         ),
         enable_rls("billing_budget"),
     ]

@@ -9,34 +9,71 @@ from core.rls import enable_rls
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0005_account_deleted_at'),
-        ('billing', '0004_spend_attribution_and_budgets'),
+        ("accounts", "0005_account_deleted_at"),
+        ("billing", "0004_spend_attribution_and_budgets"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='BillingSettings',
+            name="BillingSettings",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('contact_email', models.EmailField(blank=True, help_text='Who receives billing email, such as low-balance alerts', max_length=254)),
-                ('low_balance_threshold', models.BigIntegerField(blank=True, help_text='Email the billing contact when a charge takes the balance below this many credits; empty: no alert', null=True)),
-                ('alert_armed', models.BooleanField(default=True, help_text='False from an alert until the balance is back')),
-                ('last_alert_at', models.DateTimeField(blank=True, null=True)),
-                ('last_alert_balance', models.BigIntegerField(blank=True, null=True)),
-                ('last_alert_to', models.EmailField(blank=True, max_length=254)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('account', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='billing_settings', to='accounts.account')),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "contact_email",
+                    models.EmailField(
+                        blank=True, help_text="Who receives billing email, such as low-balance alerts", max_length=254
+                    ),
+                ),
+                (
+                    "low_balance_threshold",
+                    models.BigIntegerField(
+                        blank=True,
+                        help_text="Email the billing contact when a charge takes the balance below this many credits; empty: no alert",
+                        null=True,
+                    ),
+                ),
+                (
+                    "alert_armed",
+                    models.BooleanField(default=True, help_text="False from an alert until the balance is back"),
+                ),
+                ("last_alert_at", models.DateTimeField(blank=True, null=True)),
+                ("last_alert_balance", models.BigIntegerField(blank=True, null=True)),
+                ("last_alert_to", models.EmailField(blank=True, max_length=254)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "account",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="billing_settings",
+                        to="accounts.account",
+                    ),
+                ),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'billing settings',
-                'constraints': [models.CheckConstraint(condition=models.Q(('low_balance_threshold__isnull', True), ('low_balance_threshold__gte', 0), _connector='OR'), name='billing_threshold_not_negative')],
+                "verbose_name_plural": "billing settings",
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(
+                            ("low_balance_threshold__isnull", True), ("low_balance_threshold__gte", 0), _connector="OR"
+                        ),
+                        name="billing_threshold_not_negative",
+                    )
+                ],
             },
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         enable_rls("billing_billingsettings"),

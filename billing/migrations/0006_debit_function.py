@@ -24,6 +24,7 @@ budget: billing.services checks it in Python under the row lock this call alread
 then calls again with p_budget_checked). `alert_due` says the low-balance alert must fire
 (billing.alerts.low_balance_check, still under the lock, sends it once).
 """
+
 from django.db import migrations
 
 DEBIT_FUNCTION = """

@@ -30,6 +30,7 @@ unless the outcome says it did; billing.services turns the others into errors.
 Budgets are checked in Python (billing.budgets) under the lock the first call took: a call
 answers 'budgeted' and is made again with p_budget_checked once the budget allowed it.
 """
+
 from django.db import migrations, models
 
 HELPERS = """
@@ -394,9 +395,13 @@ class Migration(migrations.Migration):
         migrations.RunPython(migrations.RunPython.noop, _old_debit),
         migrations.RunSQL(HELPERS + DEBIT + HOLD + CLOSE + GRANT, reverse_sql=DROP),
         migrations.AlterField(
-            model_name="creditledgerentry", name="shortfall",
-            field=models.BigIntegerField(default=0, help_text="Credits used that the balance could not cover")),
+            model_name="creditledgerentry",
+            name="shortfall",
+            field=models.BigIntegerField(default=0, help_text="Credits used that the balance could not cover"),
+        ),
         migrations.AlterField(
-            model_name="creditledgerentry", name="delta",
-            field=models.BigIntegerField(help_text="Signed change to the balance, in credits (billing.pricing)")),
+            model_name="creditledgerentry",
+            name="delta",
+            field=models.BigIntegerField(help_text="Signed change to the balance, in credits (billing.pricing)"),
+        ),
     ]

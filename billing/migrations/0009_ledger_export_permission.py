@@ -4,14 +4,20 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('billing', '0008_stripe_purchases'),
+        ("billing", "0008_stripe_purchases"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='creditledgerentry',
-            options={'permissions': [('grant_credits', 'Can grant credits to accounts'), ('export_ledger', "Can export an account's ledger (CSV)")], 'verbose_name': 'credit ledger entry', 'verbose_name_plural': 'credit ledger'},
+            name="creditledgerentry",
+            options={
+                "permissions": [
+                    ("grant_credits", "Can grant credits to accounts"),
+                    ("export_ledger", "Can export an account's ledger (CSV)"),
+                ],
+                "verbose_name": "credit ledger entry",
+                "verbose_name_plural": "credit ledger",
+            },
         ),
     ]

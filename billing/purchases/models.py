@@ -1,4 +1,5 @@
 """A purchase of credits through Stripe Checkout: one row per Checkout Session."""
+
 from __future__ import annotations
 
 import uuid
@@ -25,8 +26,9 @@ class Purchase(TenantModel):
     Session's id, which only Stripe and this row know; `event_ids` are the Stripe events
     already applied to it (each changes it, and the ledger, once)."""
 
-    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False,
-                                 help_text="Sent to Stripe as client_reference_id and metadata")
+    public_id = models.UUIDField(
+        default=uuid.uuid4, unique=True, editable=False, help_text="Sent to Stripe as client_reference_id and metadata"
+    )
     stripe_session_id = models.CharField(max_length=255, unique=True)
     payment_intent_id = models.CharField(max_length=255, blank=True, db_index=True)
     credits = models.BigIntegerField()
@@ -40,8 +42,9 @@ class Purchase(TenantModel):
     refunded_cents = models.BigIntegerField(default=0, help_text="What Stripe says was refunded so far")
     credits_taken_back = models.BigIntegerField(default=0)
     event_ids = ArrayField(models.CharField(max_length=255), default=list, blank=True)
-    created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
-                                   related_name="+")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     paid_at = models.DateTimeField(null=True, blank=True)
 

@@ -1,4 +1,5 @@
 """Reads of purchases. Every selector takes the account explicitly."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet

@@ -12,6 +12,7 @@ Guarantees:
 - A refund takes back the purchase's granted credits in proportion to what was refunded so far,
   at most the balance (billing.services.credits_take_back): the balance never goes negative.
 """
+
 from __future__ import annotations
 
 import logging
@@ -24,18 +25,19 @@ from django.utils import timezone
 
 from accounts.models import Account
 from audit.services import audit_record
-from billing.error_codes import BillingErrorCode
 from billing import references
+from billing.error_codes import BillingErrorCode
 from billing.errors import BillingError
 from billing.money import Money, purchase_amount_minor
 from billing.purchases import stripe_api
 from billing.purchases.models import Purchase, PurchaseStatus
 from billing.services import credits_grant, credits_take_back
 from core.error_codes import CoreErrorCode
-from core.text import whole_number
 from core.tenancy import account_context, dangerously_bypass_tenancy
+from core.text import whole_number
 
 logger = logging.getLogger("groundwork.billing.stripe")
+
 
 def credits_parse(value) -> int:
     """The number of credits to buy: a whole number (the page also takes "50,000"; core.text's
@@ -44,8 +46,11 @@ def credits_parse(value) -> int:
     low, high = settings.CREDITS_PURCHASE_MIN, settings.CREDITS_PURCHASE_MAX
     number = whole_number(value, minimum=low, maximum=high)
     if number is None:
-        raise BillingError(CoreErrorCode.INVALID_AMOUNT,
-                           f"Credits to buy must be a whole number from {low:,} to {high:,}.", field="credits")
+        raise BillingError(
+            CoreErrorCode.INVALID_AMOUNT,
+            f"Credits to buy must be a whole number from {low:,} to {high:,}.",
+            field="credits",
+        )
     return number
 
 
@@ -62,34 +67,60 @@ def purchase_checkout_start(*, account: Account, actor, credits, success_url: st
     stripe_api.require_configured()
     credits = credits_parse(credits)
     amount, currency = purchase_amount_minor(credits), settings.STRIPE_CURRENCY
-    purchase = Purchase(account=account, credits=credits, amount_cents=amount, currency=currency,
-                        created_by=actor if getattr(actor, "pk", None) else None)
+    purchase = Purchase(
+        account=account,
+        credits=credits,
+        amount_cents=amount,
+        currency=currency,
+        created_by=actor if getattr(actor, "pk", None) else None,
+    )
     reference = str(purchase.public_id)
-    session = stripe_api.checkout_session_create(idempotency_key=f"groundwork-purchase-{reference}", params={
-        "mode": "payment",
-        "line_items": [{"quantity": 1, "price_data": {
-            "currency": currency, "unit_amount": amount,
-            "product_data": {"name": f"{credits:,} Groundwork credits",
-                             "description": f"Credits for {account.name}"}}}],
-        "client_reference_id": reference,
-        "metadata": {"account_id": str(account.pk), "credits": str(credits), "purchase": reference},
-        "payment_intent_data": {"metadata": {"account_id": str(account.pk), "purchase": reference}},
-        "success_url": success_url,
-        "cancel_url": cancel_url,
-        **({"customer_email": actor.email} if getattr(actor, "email", "") else {}),
-    })
+    session = stripe_api.checkout_session_create(
+        idempotency_key=f"groundwork-purchase-{reference}",
+        params={
+            "mode": "payment",
+            "line_items": [
+                {
+                    "quantity": 1,
+                    "price_data": {
+                        "currency": currency,
+                        "unit_amount": amount,
+                        "product_data": {
+                            "name": f"{credits:,} Groundwork credits",
+                            "description": f"Credits for {account.name}",
+                        },
+                    },
+                }
+            ],
+            "client_reference_id": reference,
+            "metadata": {"account_id": str(account.pk), "credits": str(credits), "purchase": reference},
+            "payment_intent_data": {"metadata": {"account_id": str(account.pk), "purchase": reference}},
+            "success_url": success_url,
+            "cancel_url": cancel_url,
+            **({"customer_email": actor.email} if getattr(actor, "email", "") else {}),
+        },
+    )
     if not session.id or not session.url:
-        raise BillingError(BillingErrorCode.STRIPE_UNAVAILABLE,
-                           "Stripe answered without a checkout address. Nothing was charged; try again.", status=502)
+        raise BillingError(
+            BillingErrorCode.STRIPE_UNAVAILABLE,
+            "Stripe answered without a checkout address. Nothing was charged; try again.",
+            status=502,
+        )
     with transaction.atomic():
         purchase.stripe_session_id = session.id
         purchase.save()
-        audit_record(account=account, action="credits.checkout", actor=actor, target=f"{credits:,} credits",
-                     detail={"amount": str(purchase.amount), "session": session.id})
+        audit_record(
+            account=account,
+            action="credits.checkout",
+            actor=actor,
+            target=f"{credits:,} credits",
+            detail={"amount": str(purchase.amount), "session": session.id},
+        )
     return Checkout(purchase=purchase, url=session.url)
 
 
 # --- the webhook -------------------------------------------------------------------------
+
 
 class WebhookRefused(Exception):
     """The request is not an event Stripe signed for us: 400, and nothing is written."""
@@ -148,8 +179,9 @@ def _session_paid(event_id: str, session: dict) -> str:
     claimed = metadata.get("account_id") if isinstance(metadata, dict) else None
     if claimed not in (None, "", str(account_id)):
         # The session is bound to the account that opened it; metadata cannot move it.
-        logger.warning("stripe event %s: metadata names account %r, the session is account %s's",
-                       event_id, claimed, account_id)
+        logger.warning(
+            "stripe event %s: metadata names account %r, the session is account %s's", event_id, claimed, account_id
+        )
     account = Account.objects.get(pk=account_id)
     with account_context(account_id=account_id):
         purchase = _locked(purchase_id, account_id)
@@ -169,12 +201,23 @@ def _grant_if_due(purchase: Purchase, *, account: Account, event_id: str, sessio
     if purchase.status != PurchaseStatus.PENDING:
         return f"already_{purchase.status}"
     if session.get("amount_total") != purchase.amount_cents or (session.get("currency") or "") != purchase.currency:
-        logger.error("stripe event %s: session %s paid %r %r, the purchase is %s %s: not granted", event_id,
-                     purchase.stripe_session_id, session.get("amount_total"), session.get("currency"),
-                     purchase.amount_cents, purchase.currency)
+        logger.error(
+            "stripe event %s: session %s paid %r %r, the purchase is %s %s: not granted",
+            event_id,
+            purchase.stripe_session_id,
+            session.get("amount_total"),
+            session.get("currency"),
+            purchase.amount_cents,
+            purchase.currency,
+        )
         return "amount_mismatch"
-    credits_grant(account=account, amount=purchase.credits, key=event_id, reference=references.purchase(purchase.pk),
-                  reason=f"bought {purchase.credits:,} credits ({purchase.amount})")
+    credits_grant(
+        account=account,
+        amount=purchase.credits,
+        key=event_id,
+        reference=references.purchase(purchase.pk),
+        reason=f"bought {purchase.credits:,} credits ({purchase.amount})",
+    )
     purchase.status, purchase.paid_at, purchase.credits_granted = PurchaseStatus.PAID, timezone.now(), purchase.credits
     purchase.payment_intent_id = _id_of(session.get("payment_intent"))
     return "granted"
@@ -201,6 +244,7 @@ def _session_closed(status: str):
                 purchase.status = status
             purchase.save()
         return status if changed else "unchanged"
+
     return handle
 
 
@@ -217,22 +261,34 @@ def _charge_refunded(event_id: str, charge: dict) -> str:
             return "duplicate"
         purchase.event_ids.append(event_id)
         refunded = charge.get("amount_refunded")
-        refunded = (min(refunded, purchase.amount_cents)
-                    if isinstance(refunded, int) and not isinstance(refunded, bool) and refunded > 0 else 0)
+        refunded = (
+            min(refunded, purchase.amount_cents)
+            if isinstance(refunded, int) and not isinstance(refunded, bool) and refunded > 0
+            else 0
+        )
         outcome = "nothing_new"
         if refunded > purchase.refunded_cents:
             # Proportional to the total refunded so far, less what earlier refunds accounted
             # for: partial refunds add up to exactly the purchase's credits at a full refund.
             before = purchase.credits_granted * purchase.refunded_cents // purchase.amount_cents
             due = purchase.credits_granted * refunded // purchase.amount_cents - before
-            entry = credits_take_back(account=account, amount=due, key=event_id,
-                                      reference=references.purchase(purchase.pk),
-                                      reason=f"refund of {Money.of_minor(refunded, purchase.currency) - purchase.refunded}"
-                                             f" for {purchase.credits:,} bought credits") if due > 0 else None
+            entry = (
+                credits_take_back(
+                    account=account,
+                    amount=due,
+                    key=event_id,
+                    reference=references.purchase(purchase.pk),
+                    reason=f"refund of {Money.of_minor(refunded, purchase.currency) - purchase.refunded}"
+                    f" for {purchase.credits:,} bought credits",
+                )
+                if due > 0
+                else None
+            )
             purchase.credits_taken_back += -entry.delta if entry is not None else 0
             purchase.refunded_cents = refunded
-            purchase.status = (PurchaseStatus.REFUNDED if refunded >= purchase.amount_cents
-                               else PurchaseStatus.PARTIALLY_REFUNDED)
+            purchase.status = (
+                PurchaseStatus.REFUNDED if refunded >= purchase.amount_cents else PurchaseStatus.PARTIALLY_REFUNDED
+            )
             outcome = f"took_back_{-entry.delta if entry is not None else 0}"
         if not purchase.receipt_url and isinstance(charge.get("receipt_url"), str):
             purchase.receipt_url = charge["receipt_url"][:1000]

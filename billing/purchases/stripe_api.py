@@ -1,5 +1,6 @@
 """The Stripe API, through Stripe's own SDK: the client, a Checkout Session's creation and
 retrieval, and the webhook's signature check. Nothing else here speaks to Stripe."""
+
 from __future__ import annotations
 
 import json
@@ -21,21 +22,31 @@ def configured() -> bool:
 
 def require_configured() -> None:
     if not configured():
-        raise BillingError(BillingErrorCode.STRIPE_NOT_CONFIGURED,
-                           "Buying credits is not set up on this server (STRIPE_SECRET_KEY and "
-                           "STRIPE_WEBHOOK_SECRET). Ask support to add credits.", status=503)
+        raise BillingError(
+            BillingErrorCode.STRIPE_NOT_CONFIGURED,
+            "Buying credits is not set up on this server (STRIPE_SECRET_KEY and "
+            "STRIPE_WEBHOOK_SECRET). Ask support to add credits.",
+            status=503,
+        )
 
 
 def client() -> stripe.StripeClient:
     base = {"api": settings.STRIPE_API_BASE.rstrip("/")} if settings.STRIPE_API_BASE else None
-    return stripe.StripeClient(settings.STRIPE_SECRET_KEY, base_addresses=base, max_network_retries=1,
-                               http_client=stripe.new_default_http_client(timeout=TIMEOUT_SECONDS))
+    return stripe.StripeClient(
+        settings.STRIPE_SECRET_KEY,
+        base_addresses=base,
+        max_network_retries=1,
+        http_client=stripe.new_default_http_client(timeout=TIMEOUT_SECONDS),
+    )
 
 
 def _unavailable(exc: stripe.StripeError) -> BillingError:
-    return BillingError(BillingErrorCode.STRIPE_UNAVAILABLE,
-                        f"Stripe did not open the checkout ({exc.user_message or type(exc).__name__}). "
-                        "Nothing was charged; try again in a minute.", status=502)
+    return BillingError(
+        BillingErrorCode.STRIPE_UNAVAILABLE,
+        f"Stripe did not open the checkout ({exc.user_message or type(exc).__name__}). "
+        "Nothing was charged; try again in a minute.",
+        status=502,
+    )
 
 
 def checkout_session_create(*, params: dict, idempotency_key: str) -> stripe.checkout.Session:
@@ -64,9 +75,12 @@ def event_verified(*, payload: bytes, signature: str | None) -> dict:
     The library checks the signature (the same check its construct_event makes, with its
     five-minute tolerance); the body is then read as plain JSON, because construct_event
     fails with an AttributeError on a signed body that is JSON but not an object."""
-    stripe.WebhookSignature.verify_header(payload.decode("utf-8") if isinstance(payload, bytes) else payload,
-                                          signature, settings.STRIPE_WEBHOOK_SECRET,
-                                          stripe.Webhook.DEFAULT_TOLERANCE)
+    stripe.WebhookSignature.verify_header(
+        payload.decode("utf-8") if isinstance(payload, bytes) else payload,
+        signature,
+        settings.STRIPE_WEBHOOK_SECRET,
+        stripe.Webhook.DEFAULT_TOLERANCE,
+    )
     event = json.loads(payload)
     if not isinstance(event, dict):
         raise ValueError("the event is not a JSON object")

@@ -1,5 +1,6 @@
 """What the Credits page shows of buying (billing.views renders it and takes the Buy form),
 and Stripe's webhook."""
+
 from __future__ import annotations
 
 import logging
@@ -13,13 +14,12 @@ from django.views.decorators.http import require_POST
 from accounts.models import Role
 from accounts.permissions import Action, principal_may
 from accounts.selectors import member_list
-from billing.purchases import stripe_api
-from billing.purchases.selectors import purchase_by_session, purchase_list
 from billing import pricing
 from billing.money import credits_price, purchase_price
+from billing.purchases import stripe_api
+from billing.purchases.selectors import purchase_by_session, purchase_list
 from billing.purchases.services import WebhookRefused, purchase_event_handle
 from core.errors import GroundworkError
-
 
 logger = logging.getLogger("groundwork.billing.stripe")
 PURCHASES_SHOWN = 20
@@ -39,22 +39,36 @@ def buy_context(request, *, form: dict | None = None, error: GroundworkError | N
     packs = [{"credits": credits, "price": purchase_price(credits)} for credits in settings.CREDIT_PACKS]
     purchases = list(purchase_list(account=account)[:PURCHASES_SHOWN])
     configured, may_buy = stripe_api.configured(), principal_may(request, Action.BILLING_MANAGE)
-    return {"buy": {
-        "configured": configured, "may_buy": may_buy, "operator": _runs_the_server(request),
-        "packs": packs, "min": settings.CREDITS_PURCHASE_MIN, "max": settings.CREDITS_PURCHASE_MAX,
-        "price_per_1k": credits_price(1000),
-        "form": form or {"credits": str(packs[0]["credits"]) if packs else "custom", "custom_credits": ""},
-        "error": error, "returned": _returned(request), "purchases": purchases,
-        "owners": [m.user.email for m in _owners(account)] if configured and not may_buy else [],
-    }}
+    return {
+        "buy": {
+            "configured": configured,
+            "may_buy": may_buy,
+            "operator": _runs_the_server(request),
+            "packs": packs,
+            "min": settings.CREDITS_PURCHASE_MIN,
+            "max": settings.CREDITS_PURCHASE_MAX,
+            "price_per_1k": credits_price(1000),
+            "form": form or {"credits": str(packs[0]["credits"]) if packs else "custom", "custom_credits": ""},
+            "error": error,
+            "returned": _returned(request),
+            "purchases": purchases,
+            "owners": [m.user.email for m in _owners(account)] if configured and not may_buy else [],
+        }
+    }
 
 
 def prices_shown(*, configured: bool) -> list[dict]:
     """The prices in effect (billing.pricing), each with what its 1,000 tokens cost in money
     when credits can be bought here (None otherwise: credits have no price on this server)."""
-    return [{"kind": p.kind, "model": p.model, "credits_per_1k": p.credits_per_1k,
-             "money_per_1k": credits_price(p.credits_per_1k) if configured else None}
-            for p in pricing.prices_in_effect()]
+    return [
+        {
+            "kind": p.kind,
+            "model": p.model,
+            "credits_per_1k": p.credits_per_1k,
+            "money_per_1k": credits_price(p.credits_per_1k) if configured else None,
+        }
+        for p in pricing.prices_in_effect()
+    ]
 
 
 def _runs_the_server(request) -> bool:
@@ -79,8 +93,11 @@ def _returned(request) -> dict | None:
         return None
     if purchase.credits_granted:
         return {"kind": "success", "text": f"Thank you: {purchase.credits:,} credits were added."}
-    return {"kind": "info", "text": f"Payment received: the {purchase.credits:,} credits appear here as soon as "
-                                    "Stripe confirms it (usually within seconds; reload the page)."}
+    return {
+        "kind": "info",
+        "text": f"Payment received: the {purchase.credits:,} credits appear here as soon as "
+        "Stripe confirms it (usually within seconds; reload the page).",
+    }
 
 
 @csrf_exempt

@@ -7,6 +7,7 @@ hosted checkout page at `/c/pay/{id}`, which a test "pays" with `pay()`. Events 
 here from Stripe's documented scheme, not with the library: `Stripe-Signature:
 t=<unix time>,v1=<hex HMAC-SHA256(secret, "<t>.<payload>")>`.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -55,7 +56,7 @@ class StripeStandIn:
         self.secret_key = secret_key
         self.sessions: dict[str, dict] = {}
         self.requests: list[dict] = []  # every API call: method, path, form, headers
-        self.fail_creates = False       # answer session creation with a 500 (Stripe down)
+        self.fail_creates = False  # answer session creation with a 500 (Stripe down)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
         self.base_url = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -76,10 +77,16 @@ class StripeStandIn:
             session = self.sessions[session_id]
             suffix = session_id.removeprefix("cs_test_")
             session.update(status="complete", payment_status="paid", payment_intent=f"pi_{suffix}")
-            session["_charge"] = {"id": f"ch_{suffix}", "object": "charge", "amount": session["amount_total"],
-                                  "amount_refunded": 0, "currency": session["currency"], "refunded": False,
-                                  "payment_intent": f"pi_{suffix}",
-                                  "receipt_url": f"{self.base_url}/receipts/{suffix}"}
+            session["_charge"] = {
+                "id": f"ch_{suffix}",
+                "object": "charge",
+                "amount": session["amount_total"],
+                "amount_refunded": 0,
+                "currency": session["currency"],
+                "refunded": False,
+                "payment_intent": f"pi_{suffix}",
+                "receipt_url": f"{self.base_url}/receipts/{suffix}",
+            }
             return self.public(session)
 
     def refund(self, session_id: str, amount: int) -> dict:
@@ -95,16 +102,31 @@ class StripeStandIn:
 
     @staticmethod
     def event(kind: str, obj: dict, event_id: str | None = None) -> bytes:
-        return json.dumps({"id": event_id or f"evt_{secrets.token_hex(12)}", "object": "event",
-                           "api_version": "2025-01-27.acacia", "created": int(time.time()), "livemode": False,
-                           "type": kind, "data": {"object": obj}}).encode()
+        return json.dumps(
+            {
+                "id": event_id or f"evt_{secrets.token_hex(12)}",
+                "object": "event",
+                "api_version": "2025-01-27.acacia",
+                "created": int(time.time()),
+                "livemode": False,
+                "type": kind,
+                "data": {"object": obj},
+            }
+        ).encode()
 
     @staticmethod
     def deliver(url: str, payload: bytes, secret: str, signature: str | None = None) -> tuple[int, str]:
         """POST a signed event to a webhook URL, as Stripe does; (status, body)."""
-        request = urllib.request.Request(url, data=payload, method="POST", headers={
-            "Content-Type": "application/json", "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
-            "Stripe-Signature": signature or stripe_signature(payload, secret)})
+        request = urllib.request.Request(
+            url,
+            data=payload,
+            method="POST",
+            headers={
+                "Content-Type": "application/json",
+                "User-Agent": "Stripe/1.0 (+https://stripe.com/docs/webhooks)",
+                "Stripe-Signature": signature or stripe_signature(payload, secret),
+            },
+        )
         try:
             with urllib.request.urlopen(request, timeout=15) as response:
                 return response.status, response.read().decode()
@@ -117,14 +139,24 @@ class StripeStandIn:
         item = form["line_items"][0]
         amount = int(item["price_data"]["unit_amount"]) * int(item.get("quantity", 1))
         session_id = f"cs_test_{secrets.token_hex(12)}"
-        session = {"id": session_id, "object": "checkout.session", "mode": form["mode"], "status": "open",
-                   "payment_status": "unpaid", "amount_total": amount, "currency": item["price_data"]["currency"],
-                   "client_reference_id": form.get("client_reference_id"), "metadata": form.get("metadata", {}),
-                   # Stripe fills in the session's id where the success URL asks for it.
-                   "success_url": form["success_url"].replace("{CHECKOUT_SESSION_ID}", session_id),
-                   "cancel_url": form["cancel_url"], "payment_intent": None,
-                   "customer_email": form.get("customer_email"), "livemode": False,
-                   "url": f"{self.base_url}/c/pay/{session_id}"}
+        session = {
+            "id": session_id,
+            "object": "checkout.session",
+            "mode": form["mode"],
+            "status": "open",
+            "payment_status": "unpaid",
+            "amount_total": amount,
+            "currency": item["price_data"]["currency"],
+            "client_reference_id": form.get("client_reference_id"),
+            "metadata": form.get("metadata", {}),
+            # Stripe fills in the session's id where the success URL asks for it.
+            "success_url": form["success_url"].replace("{CHECKOUT_SESSION_ID}", session_id),
+            "cancel_url": form["cancel_url"],
+            "payment_intent": None,
+            "customer_email": form.get("customer_email"),
+            "livemode": False,
+            "url": f"{self.base_url}/c/pay/{session_id}",
+        }
         with self._lock:
             self.sessions[session_id] = session
         return self.public(session)
@@ -136,8 +168,11 @@ class StripeStandIn:
                 return None
             shown = self.public(session)
             if "payment_intent.latest_charge" in expand and session.get("_charge"):
-                shown["payment_intent"] = {"id": session["payment_intent"], "object": "payment_intent",
-                                           "latest_charge": dict(session["_charge"])}
+                shown["payment_intent"] = {
+                    "id": session["payment_intent"],
+                    "object": "payment_intent",
+                    "latest_charge": dict(session["_charge"]),
+                }
             return shown
 
     def _handler(self):
@@ -165,8 +200,9 @@ class StripeStandIn:
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode()
                 form = form_decode(body)
-                standin.requests.append({"method": "POST", "path": self.path, "form": form,
-                                         "headers": dict(self.headers)})
+                standin.requests.append(
+                    {"method": "POST", "path": self.path, "form": form, "headers": dict(self.headers)}
+                )
                 if not self._authorized():
                     return
                 if self.path != "/v1/checkout/sessions":
@@ -182,10 +218,15 @@ class StripeStandIn:
                     session = standin.sessions.get(page.group(1))
                     if session is None:
                         return self._send(404, "no such checkout", "text/plain")
-                    return self._send(200, (
-                        "<!doctype html><title>Stripe Checkout (stand-in)</title><h1>Pay Groundwork</h1>"
-                        f"<p id='amount'>{session['amount_total']} {html.escape(session['currency'])}</p>"
-                        f"<a id='back' href='{html.escape(session['success_url'])}'>Back</a>"), "text/html")
+                    return self._send(
+                        200,
+                        (
+                            "<!doctype html><title>Stripe Checkout (stand-in)</title><h1>Pay Groundwork</h1>"
+                            f"<p id='amount'>{session['amount_total']} {html.escape(session['currency'])}</p>"
+                            f"<a id='back' href='{html.escape(session['success_url'])}'>Back</a>"
+                        ),
+                        "text/html",
+                    )
                 standin.requests.append({"method": "GET", "path": self.path, "headers": dict(self.headers)})
                 if not self._authorized():
                     return
@@ -193,8 +234,16 @@ class StripeStandIn:
                 expand = [value for key, value in parse_qsl(url.query) if key.startswith("expand")]
                 session = standin._retrieve(found.group(1), expand) if found else None
                 if session is None:
-                    return self._send(404, {"error": {"type": "invalid_request_error", "code": "resource_missing",
-                                                      "message": "No such checkout.session"}})
+                    return self._send(
+                        404,
+                        {
+                            "error": {
+                                "type": "invalid_request_error",
+                                "code": "resource_missing",
+                                "message": "No such checkout.session",
+                            }
+                        },
+                    )
                 self._send(200, session)
 
         return Handler

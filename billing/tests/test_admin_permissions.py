@@ -1,6 +1,7 @@
 """Every admin action needs its own permission and is recorded with the
 staff user who ran it. A staff user with view rights only used to mint credits with
 "Grant credits" (an action without `permissions=` is offered to anyone who may see the list)."""
+
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.contenttypes.models import ContentType
@@ -13,17 +14,17 @@ from core.tenancy import account_context
 pytestmark = pytest.mark.django_db
 
 
-
-
 def balance(account) -> int:
     with account_context(account):
         return AccountBalance.objects.for_account(account).get().balance
 
 
 def grant(client, account, amount=1_000_000, reason="goodwill"):
-    return client.post("/admin/accounts/account/", {
-        "action": "grant_credits", "_selected_action": [account.pk], "apply": "1",
-        "amount": amount, "reason": reason}, follow=True)
+    return client.post(
+        "/admin/accounts/account/",
+        {"action": "grant_credits", "_selected_action": [account.pk], "apply": "1", "amount": amount, "reason": reason},
+        follow=True,
+    )
 
 
 def test_view_only_staff_cannot_grant_credits(client, account_a):
@@ -61,8 +62,9 @@ def test_grant_permission_grants_and_records_the_staff_user(client, account_a):
 
 def test_grant_form_without_the_permission_is_not_shown_either(client, account_a):
     client.force_login(staff_with("accounts.view_account"))
-    response = client.post("/admin/accounts/account/", {"action": "grant_credits", "_selected_action": [account_a.pk]},
-                           follow=True)
+    response = client.post(
+        "/admin/accounts/account/", {"action": "grant_credits", "_selected_action": [account_a.pk]}, follow=True
+    )
     assert "Grant credits to:" not in response.content.decode()
 
 

@@ -1,6 +1,7 @@
 """Owners' billing (billing.manage): the billing contact and the low-balance alert on the
 Credits page and over REST, who may, the alert firing once per crossing and re-arming,
 account isolation and clear refusals of bad input."""
+
 import pytest
 from django.core import mail
 from django.test import Client
@@ -63,6 +64,7 @@ def _alerts(account):
 
 # --- who may ----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("role", [Role.ADMIN, Role.MEMBER, Role.VIEWER])
 def test_only_owners_see_and_change_billing_on_the_page_and_the_api(account_a, role):
     other = add_member(account_a, make_user(f"{role}@a.test"), role=role)
@@ -80,7 +82,10 @@ def test_only_owners_see_and_change_billing_on_the_page_and_the_api(account_a, r
         assert response.status_code == 403 and response.json()["error"]["code"] == "forbidden"
     body = owner.get(API).json()
     assert (body["contact_email"], body["low_balance_threshold"], body["alert"]["state"]) == (
-        "pay@a.test", 5000, "armed")
+        "pay@a.test",
+        5000,
+        "armed",
+    )
     with account_context(account_a):
         assert BillingSettings.objects.for_account(account_a).get().contact_email == "pay@a.test"
 
@@ -95,8 +100,12 @@ def test_api_keys_never_manage_billing(client, account_a, scope):
 def test_owner_sets_billing_over_rest_with_an_audit_entry(client_a, account_a):
     response = _put(client_a, {"contact_email": "pay@acme.test", "low_balance_threshold": 20_000})
     assert response.status_code == 200, response.content
-    assert response.json()["alert"] == {"state": "armed", "last_sent_at": None, "last_sent_to": None,
-                                        "last_sent_balance": None}
+    assert response.json()["alert"] == {
+        "state": "armed",
+        "last_sent_at": None,
+        "last_sent_to": None,
+        "last_sent_balance": None,
+    }
     # Only what is given changes.
     assert _put(client_a, {"low_balance_threshold": None}).json()["contact_email"] == "pay@acme.test"
     with account_context(account_a):
@@ -107,8 +116,10 @@ def test_owner_sets_billing_over_rest_with_an_audit_entry(client_a, account_a):
 
 # --- the alert ---------------------------------------------------------------------------------
 
-def test_the_alert_fires_once_on_crossing_and_rearms_after_a_grant(funded, account_a,
-                                                                   django_capture_on_commit_callbacks):
+
+def test_the_alert_fires_once_on_crossing_and_rearms_after_a_grant(
+    funded, account_a, django_capture_on_commit_callbacks
+):
     balance = _balance(account_a)
     _settings(account_a, contact_email="pay@acme.test", low_balance_threshold=balance - 100)
     mail.outbox.clear()
@@ -123,8 +134,11 @@ def test_the_alert_fires_once_on_crossing_and_rearms_after_a_grant(funded, accou
     assert f"below the low-balance alert of {balance - 100:,}" in message.body
     with account_context(account_a):
         current = BillingSettings.objects.for_account(account_a).get()
-    assert (current.alert_armed, current.last_alert_balance, current.last_alert_to) == (False, balance - 150,
-                                                                                         "pay@acme.test")
+    assert (current.alert_armed, current.last_alert_balance, current.last_alert_to) == (
+        False,
+        balance - 150,
+        "pay@acme.test",
+    )
     assert len(_alerts(account_a)) == 1
     # A grant that does not reach the threshold keeps it quiet; one that does arms it again.
     with django_capture_on_commit_callbacks(execute=True), account_context(account_a):
@@ -170,6 +184,7 @@ def test_the_page_shows_the_state_and_the_last_alert(funded, client_a, account_a
 
 # --- isolation -----------------------------------------------------------------------------------
 
+
 def test_account_b_never_reads_or_changes_account_as_billing(account_a, account_b, client):
     _settings(account_a, contact_email="secret@acme.test", low_balance_threshold=1000)
     owner_b = _client(account_b.test_owner)
@@ -190,14 +205,30 @@ def test_account_b_never_reads_or_changes_account_as_billing(account_a, account_
 
 # --- bad input -----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("body,code,field", [
-    ({"contact_email": "not an email"}, "invalid_email", "contact_email"),
-    ({"contact_email": "pay@acme.test", "low_balance_threshold": -5}, "invalid_threshold", "low_balance_threshold"),
-    ({"contact_email": "pay@acme.test", "low_balance_threshold": "lots"}, "invalid_threshold", "low_balance_threshold"),
-    ({"contact_email": "pay@acme.test", "low_balance_threshold": 10**13}, "invalid_threshold", "low_balance_threshold"),
-    ({"contact_email": "pay@acme.test", "low_balance_threshold": [1]}, "invalid_threshold", "low_balance_threshold"),
-    ({"contact_email": "", "low_balance_threshold": 100}, "contact_required", "contact_email"),
-])
+
+@pytest.mark.parametrize(
+    "body,code,field",
+    [
+        ({"contact_email": "not an email"}, "invalid_email", "contact_email"),
+        ({"contact_email": "pay@acme.test", "low_balance_threshold": -5}, "invalid_threshold", "low_balance_threshold"),
+        (
+            {"contact_email": "pay@acme.test", "low_balance_threshold": "lots"},
+            "invalid_threshold",
+            "low_balance_threshold",
+        ),
+        (
+            {"contact_email": "pay@acme.test", "low_balance_threshold": 10**13},
+            "invalid_threshold",
+            "low_balance_threshold",
+        ),
+        (
+            {"contact_email": "pay@acme.test", "low_balance_threshold": [1]},
+            "invalid_threshold",
+            "low_balance_threshold",
+        ),
+        ({"contact_email": "", "low_balance_threshold": 100}, "contact_required", "contact_email"),
+    ],
+)
 def test_bad_input_over_rest_is_a_clear_400_and_changes_nothing(client_a, account_a, body, code, field):
     response = _put(client_a, body)
     assert response.status_code == 400, response.content

@@ -1,6 +1,7 @@
 """Many concurrent spenders of one member or one key never pass its cap: the budget check
 runs under the account's balance row lock, in the same transaction as the hold or debit,
 with real transactions on separate connections."""
+
 import random
 import threading
 
@@ -10,11 +11,11 @@ from django.db.models import Sum
 from accounts.models import Role
 from accounts.services import account_create, api_key_create
 from accounts.tests.factories import add_member, make_user
+from billing.budgets import budget_set, budget_status_for
 from billing.errors import BudgetExceeded
 from billing.models import CreditHold, CreditLedgerEntry, HoldStatus
-from billing.budgets import budget_set, budget_status_for
-from billing.tests.threads import run_at_once
 from billing.services import credits_debit, credits_hold, hold_release, hold_settle
+from billing.tests.threads import run_at_once
 from core.tenancy import account_context
 
 SPENDERS = 12
@@ -74,10 +75,18 @@ def test_concurrent_holds_of_one_member_never_exceed_the_daily_cap():
     with account_context(account):
         credits_debit(account=account, tokens=5_000, key="bystander", kind="chat", user=bystander)
         status = budget_status_for(account=account, user=member)[0]
-        charged = -(CreditLedgerEntry.objects.for_account(account).filter(
-            spent_by_user=member, kind="chat").aggregate(s=Sum("delta"))["s"] or 0)
-        held = CreditHold.objects.for_account(account).filter(
-            spent_by_user=member, status=HoldStatus.OPEN).aggregate(s=Sum("amount"))["s"] or 0
+        charged = -(
+            CreditLedgerEntry.objects.for_account(account)
+            .filter(spent_by_user=member, kind="chat")
+            .aggregate(s=Sum("delta"))["s"]
+            or 0
+        )
+        held = (
+            CreditHold.objects.for_account(account)
+            .filter(spent_by_user=member, status=HoldStatus.OPEN)
+            .aggregate(s=Sum("amount"))["s"]
+            or 0
+        )
     assert results["refused"] > 0, "the race should drive the member to the cap"
     assert status.spent == charged + held == results["credits"]
     assert status.spent <= CAP

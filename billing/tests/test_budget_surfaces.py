@@ -9,13 +9,15 @@ from django.test import Client
 from accounts.models import Role
 from accounts.services import api_key_create
 from accounts.tests.factories import add_member, make_user
-from billing.models import Budget, CreditLedgerEntry
 from billing.budgets import budget_set
+from billing.models import Budget, CreditLedgerEntry
 from billing.services import credits_debit
 from core.tenancy import account_context
 
-HANDBOOK = ("# Holidays\n\nEveryone at Acme has twenty-eight days of paid holiday a year. Unused holiday "
-            "carries over until March.\n\n# Laptops\n\nNew starters receive a laptop and a badge on day one.")
+HANDBOOK = (
+    "# Holidays\n\nEveryone at Acme has twenty-eight days of paid holiday a year. Unused holiday "
+    "carries over until March.\n\n# Laptops\n\nNew starters receive a laptop and a badge on day one."
+)
 
 
 @pytest.fixture
@@ -44,26 +46,35 @@ def _refused(response, whose="Your"):
     assert response.status_code == 402, response.content
     error = response.json()["error"]
     assert error["code"] == "budget_exceeded"
-    assert error["message"].startswith(f"{whose} daily budget of 100 credits") and "resets at 00:00 UTC" in error["message"]
+    assert (
+        error["message"].startswith(f"{whose} daily budget of 100 credits")
+        and "resets at 00:00 UTC" in error["message"]
+    )
     return error
 
 
 # --- chat -----------------------------------------------------------------------------------
 
+
 def test_rest_chat_of_a_member_past_their_budget_is_402(client_a, account_a, owner_a, handbook, fake_llm):
     _budget(account_a, owner_a, 100, user_id=owner_a.pk)
     fake_llm.clear()
-    _refused(client_a.post("/api/v1/chat/", {"message": "How much holiday do we get?"},
-                           content_type="application/json"))
-    _refused(client_a.post("/api/v1/chat/?stream=1", {"message": "How much holiday do we get?"},
-                           content_type="application/json"))
+    _refused(
+        client_a.post("/api/v1/chat/", {"message": "How much holiday do we get?"}, content_type="application/json")
+    )
+    _refused(
+        client_a.post(
+            "/api/v1/chat/?stream=1", {"message": "How much holiday do we get?"}, content_type="application/json"
+        )
+    )
     assert fake_llm.requests == []
 
 
 def test_rest_chat_charges_the_member_and_shows_what_is_left(client_a, account_a, owner_a, handbook, fake_llm):
     _budget(account_a, owner_a, 1_000_000, user_id=owner_a.pk)
-    body = client_a.post("/api/v1/chat/", {"message": "How much holiday do we get?"},
-                         content_type="application/json").json()
+    body = client_a.post(
+        "/api/v1/chat/", {"message": "How much holiday do we get?"}, content_type="application/json"
+    ).json()
     with account_context(account_a):
         charge = CreditLedgerEntry.objects.for_account(account_a).get(reference=f"message:{body['message_id']}")
         search = CreditLedgerEntry.objects.for_account(account_a).filter(reference="search").get()
@@ -71,7 +82,8 @@ def test_rest_chat_charges_the_member_and_shows_what_is_left(client_a, account_a
     spent = -charge.delta - search.delta
     listing = client_a.get("/api/v1/budgets/").json()["results"]
     assert [(b["period"], b["limit"], b["spent"], b["remaining"]) for b in listing] == [
-        ("day", 1_000_000, spent, 1_000_000 - spent)]
+        ("day", 1_000_000, spent, 1_000_000 - spent)
+    ]
     credits = client_a.get("/credits/").content.decode()
     assert f"{1_000_000 - spent:,}" in credits and "of your daily 1,000,000 credits left" in credits
     assert 'id="header-budget"' in credits and "left today" in credits
@@ -79,13 +91,25 @@ def test_rest_chat_charges_the_member_and_shows_what_is_left(client_a, account_a
 
 def test_v1_chat_of_a_key_past_its_budget_is_402(client, account_a, owner_a, key_a, handbook, fake_llm):
     _budget(account_a, owner_a, 100, api_key_id=key_a.pk)
-    response = client.post("/v1/chat/completions", {"model": "groundwork", "messages": [
-        {"role": "user", "content": "How much holiday do we get?"}]}, content_type="application/json", **_auth(key_a))
+    response = client.post(
+        "/v1/chat/completions",
+        {"model": "groundwork", "messages": [{"role": "user", "content": "How much holiday do we get?"}]},
+        content_type="application/json",
+        **_auth(key_a),
+    )
     _refused(response, whose="This API key's")
     # The key's budget is the key's: the owner who made it still chats.
     _budget(account_a, owner_a, 100, user_id=owner_a.pk)
-    response = client.post("/v1/chat/completions", {"model": "groundwork", "stream": True, "messages": [
-        {"role": "user", "content": "How much holiday do we get?"}]}, content_type="application/json", **_auth(key_a))
+    response = client.post(
+        "/v1/chat/completions",
+        {
+            "model": "groundwork",
+            "stream": True,
+            "messages": [{"role": "user", "content": "How much holiday do we get?"}],
+        },
+        content_type="application/json",
+        **_auth(key_a),
+    )
     _refused(response, whose="This API key's")
 
 
@@ -105,6 +129,7 @@ def test_websocket_gets_chat_error_and_the_socket_stays_open(account_a, owner_a,
 
 
 # --- search and upload ----------------------------------------------------------------------
+
 
 def test_search_past_the_keys_budget_is_402(client, account_a, owner_a, key_a, handbook):
     _budget(account_a, owner_a, 100, api_key_id=key_a.pk)
@@ -126,19 +151,22 @@ def test_upload_needs_the_minimum_left_in_the_uploaders_budget(client_a, client,
 
 
 def test_ingestion_fails_when_the_uploaders_budget_cannot_cover_the_estimate(
-        account_a, owner_a, fake_llm, run_jobs, django_capture_on_commit_callbacks):
+    account_a, owner_a, fake_llm, run_jobs, django_capture_on_commit_callbacks
+):
     from documents.models import Document
     from documents.services import document_upload
 
     member = add_member(account_a, make_user("writer@a.test"), role=Role.MEMBER)
     _budget(account_a, owner_a, 150, user_id=member.pk)
-    long_text = " ".join(f"Paragraph {i} of the employee handbook covers travel, expenses and holidays."
-                         for i in range(80)).encode()
+    long_text = " ".join(
+        f"Paragraph {i} of the employee handbook covers travel, expenses and holidays." for i in range(80)
+    ).encode()
 
     def upload(name, data):
         with account_context(account_a, user=member), django_capture_on_commit_callbacks(execute=True):
-            document, _ = document_upload(account=account_a, actor=member,
-                                          upload=SimpleUploadedFile(name, data, content_type="text/plain"))
+            document, _ = document_upload(
+                account=account_a, actor=member, upload=SimpleUploadedFile(name, data, content_type="text/plain")
+            )
         run_jobs()
         with account_context(account_a):
             return Document.objects.for_account(account_a).get(pk=document.pk)
@@ -155,38 +183,57 @@ def test_ingestion_fails_when_the_uploaders_budget_cannot_cover_the_estimate(
 
 # --- the REST API of budgets ----------------------------------------------------------------
 
+
 def test_budgets_api_admins_manage_others_see_their_own(client, client_a, account_a, owner_a, key_a):
     member = add_member(account_a, make_user("m@a.test"), role=Role.MEMBER)
-    response = client_a.put("/api/v1/budgets/", {"user_id": member.pk, "period": "month", "limit": 25_000},
-                            content_type="application/json")
+    response = client_a.put(
+        "/api/v1/budgets/", {"user_id": member.pk, "period": "month", "limit": 25_000}, content_type="application/json"
+    )
     assert response.status_code == 200, response.content
     body = response.json()
     assert body["target"] == {"type": "member", "id": member.pk, "name": "m@a.test"}
     assert (body["period"], body["limit"], body["spent"], body["remaining"]) == ("month", 25_000, 0, 25_000)
-    key_budget = client_a.put("/api/v1/budgets/", {"api_key_id": key_a.pk, "period": "day", "limit": 500},
-                              content_type="application/json").json()
+    key_budget = client_a.put(
+        "/api/v1/budgets/", {"api_key_id": key_a.pk, "period": "day", "limit": 500}, content_type="application/json"
+    ).json()
     assert len(client_a.get("/api/v1/budgets/").json()["results"]) == 2
     # The key sees its own, and may not set any.
     mine = client.get("/api/v1/budgets/", **_auth(key_a)).json()["results"]
     assert [b["id"] for b in mine] == [key_budget["id"]]
-    refused = client.put("/api/v1/budgets/", {"api_key_id": key_a.pk, "period": "day", "limit": 10**6},
-                         content_type="application/json", **_auth(key_a))
+    refused = client.put(
+        "/api/v1/budgets/",
+        {"api_key_id": key_a.pk, "period": "day", "limit": 10**6},
+        content_type="application/json",
+        **_auth(key_a),
+    )
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
     # A member sees their own, and may neither set nor remove.
     client = Client()  # client_a is the owner's session on the `client` fixture
     client.force_login(member)
     assert [b["period"] for b in client.get("/api/v1/budgets/").json()["results"]] == ["month"]
-    assert client.put("/api/v1/budgets/", {"user_id": member.pk, "period": "month", "limit": 10**6},
-                      content_type="application/json").status_code == 403
+    assert (
+        client.put(
+            "/api/v1/budgets/",
+            {"user_id": member.pk, "period": "month", "limit": 10**6},
+            content_type="application/json",
+        ).status_code
+        == 403
+    )
     assert client.delete(f"/api/v1/budgets/{body['id']}/").status_code == 403
     assert client_a.delete(f"/api/v1/budgets/{body['id']}/").status_code == 204
     assert [b["id"] for b in client_a.get("/api/v1/budgets/").json()["results"]] == [key_budget["id"]]
 
 
-@pytest.mark.parametrize("payload", [{"period": "day", "limit": 10}, {"user_id": "x", "period": "day", "limit": 10},
-                                     {"api_key_id": 1, "period": "year", "limit": 10},
-                                     {"api_key_id": 1, "period": "day", "limit": 0},
-                                     {"api_key_id": 1, "period": "day", "limit": "lots"}])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {"period": "day", "limit": 10},
+        {"user_id": "x", "period": "day", "limit": 10},
+        {"api_key_id": 1, "period": "year", "limit": 10},
+        {"api_key_id": 1, "period": "day", "limit": 0},
+        {"api_key_id": 1, "period": "day", "limit": "lots"},
+    ],
+)
 def test_budgets_api_bad_input_is_400(client_a, payload):
     response = client_a.put("/api/v1/budgets/", payload, content_type="application/json")
     assert response.status_code == 400 and response.json()["error"]["code"] in ("invalid", "invalid_target")
@@ -197,8 +244,9 @@ def test_budgets_api_isolation(client, client_a, account_a, account_b, owner_a, 
     budget = _budget(account_a, owner_a, 500, user_id=member.pk)
     client.force_login(owner_b)
     assert client.get("/api/v1/budgets/").json()["results"] == []
-    response = client.put("/api/v1/budgets/", {"user_id": member.pk, "period": "day", "limit": 5},
-                          content_type="application/json")
+    response = client.put(
+        "/api/v1/budgets/", {"user_id": member.pk, "period": "day", "limit": 5}, content_type="application/json"
+    )
     assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
     assert client.delete(f"/api/v1/budgets/{budget.pk}/").status_code == 404
     with account_context(account_a):
@@ -207,19 +255,24 @@ def test_budgets_api_isolation(client, client_a, account_a, account_b, owner_a, 
 
 # --- the Team page ----------------------------------------------------------------------------
 
+
 def test_team_page_sets_and_removes_budgets(client_a, client, account_a, owner_a, key_a):
     member = add_member(account_a, make_user("team@a.test"), role=Role.MEMBER)
     page = client_a.get("/team/").content.decode()
     assert 'id="budgets-heading"' in page and f'value="user:{member.pk}"' in page and f'value="key:{key_a.pk}"' in page
-    done = client_a.post("/credits/budgets/", {"target": f"user:{member.pk}", "period": "day", "limit": "5,000"},
-                         follow=True).content.decode()
+    done = client_a.post(
+        "/credits/budgets/", {"target": f"user:{member.pk}", "period": "day", "limit": "5,000"}, follow=True
+    ).content.decode()
     assert "team@a.test may spend 5,000 credits per day (UTC)." in done
     assert 'id="budgets-table"' in done and "5,000" in done
-    bad = client_a.post("/credits/budgets/", {"target": f"user:{member.pk}", "period": "day", "limit": "five"},
-                        follow=True).content.decode()
+    bad = client_a.post(
+        "/credits/budgets/", {"target": f"user:{member.pk}", "period": "day", "limit": "five"}, follow=True
+    ).content.decode()
     assert "The limit must be a whole number of credits from 1 to 1,000,000,000,000" in bad
-    assert "Choose a member or an API key" in client_a.post("/credits/budgets/", {"period": "day", "limit": "5"},
-                                                            follow=True).content.decode()
+    assert (
+        "Choose a member or an API key"
+        in client_a.post("/credits/budgets/", {"period": "day", "limit": "5"}, follow=True).content.decode()
+    )
     with account_context(account_a):
         budget = Budget.objects.for_account(account_a).get()
     # The member sees their own budget on the Credits page and in the header.
@@ -228,8 +281,10 @@ def test_team_page_sets_and_removes_budgets(client_a, client, account_a, owner_a
     credits = client.get("/credits/").content.decode()
     assert "<strong>5,000</strong> of your daily 5,000 credits left (0 spent today); resets at 00:00 UTC." in credits
     assert "5,000</span> left today" in credits
-    assert client.post("/credits/budgets/", {"target": f"user:{member.pk}", "period": "day",
-                                             "limit": "9"}).status_code == 403
+    assert (
+        client.post("/credits/budgets/", {"target": f"user:{member.pk}", "period": "day", "limit": "9"}).status_code
+        == 403
+    )
     assert client.post(f"/credits/budgets/{budget.pk}/remove/").status_code == 403
     assert "Budget removed." in client_a.post(f"/credits/budgets/{budget.pk}/remove/", follow=True).content.decode()
     with account_context(account_a):
@@ -241,8 +296,10 @@ def test_team_page_budgets_are_isolated(client, account_a, account_b, owner_a, o
     budget = _budget(account_a, owner_a, 500, user_id=member.pk)
     client.force_login(owner_b)
     assert "iso@a.test" not in client.get("/team/").content.decode()
-    assert client.post("/credits/budgets/", {"target": f"user:{member.pk}", "period": "day",
-                                             "limit": "5"}).status_code == 404
+    assert (
+        client.post("/credits/budgets/", {"target": f"user:{member.pk}", "period": "day", "limit": "5"}).status_code
+        == 404
+    )
     assert client.post(f"/credits/budgets/{budget.pk}/remove/").status_code == 404
     with account_context(account_a):
         assert Budget.objects.for_account(account_a).get().limit == 500

@@ -1,6 +1,7 @@
 """Budgets: caps per member and per API key per UTC day or month, enforced in the same
 transaction as the hold or debit; who spent is on every hold and entry. Surfaces (chat,
 search, upload) are in test_budget_surfaces.py, the races in test_budget_races.py."""
+
 import datetime as dt
 import itertools
 
@@ -11,9 +12,9 @@ from accounts.models import Role
 from accounts.services import api_key_create
 from accounts.tests.factories import add_member, make_user
 from audit.models import AuditEntry
+from billing.budgets import Spender, budget_remove, budget_require, budget_set, budget_status_for
 from billing.errors import BudgetExceeded, InsufficientCredits
 from billing.models import Budget, CreditHold, CreditLedgerEntry
-from billing.budgets import Spender, budget_remove, budget_require, budget_set, budget_status_for
 from billing.services import credits_debit, credits_hold, hold_release, hold_settle
 from core.errors import GroundworkError
 from core.tenancy import account_context
@@ -40,6 +41,7 @@ def _set(account, actor, **kwargs):
 
 # --- setting budgets ------------------------------------------------------------------------
 
+
 def test_owner_sets_changes_and_removes_a_budget_with_audit(account_a, owner_a, member_a):
     budget = _set(account_a, owner_a, user_id=member_a.pk, period="day", limit="5,000")
     assert budget.limit == 5000 and budget.user == member_a and budget.api_key is None
@@ -50,20 +52,30 @@ def test_owner_sets_changes_and_removes_a_budget_with_audit(account_a, owner_a, 
         assert Budget.objects.for_account(account_a).count() == 2
         budget_remove(account=account_a, actor=owner_a, budget_id=budget.pk)
         assert list(Budget.objects.for_account(account_a).values_list("period", flat=True)) == ["month"]
-        actions = list(AuditEntry.objects.for_account(account_a).filter(action__startswith="budget.")
-                       .order_by("pk").values_list("action", "target"))
-    assert actions == [("budget.set", "daily budget of member@a.test"), ("budget.set", "daily budget of member@a.test"),
-                       ("budget.set", "monthly budget of member@a.test"),
-                       ("budget.remove", "daily budget of member@a.test")]
+        actions = list(
+            AuditEntry.objects.for_account(account_a)
+            .filter(action__startswith="budget.")
+            .order_by("pk")
+            .values_list("action", "target")
+        )
+    assert actions == [
+        ("budget.set", "daily budget of member@a.test"),
+        ("budget.set", "daily budget of member@a.test"),
+        ("budget.set", "monthly budget of member@a.test"),
+        ("budget.remove", "daily budget of member@a.test"),
+    ]
 
 
-@pytest.mark.parametrize("kwargs, code", [
-    ({"period": "day", "limit": "abc"}, "invalid_amount"),
-    ({"period": "day", "limit": 0}, "invalid_amount"),
-    ({"period": "day", "limit": -5}, "invalid_amount"),
-    ({"period": "day", "limit": 10**13}, "invalid_amount"),
-    ({"period": "week", "limit": 10}, "invalid_period"),
-])
+@pytest.mark.parametrize(
+    "kwargs, code",
+    [
+        ({"period": "day", "limit": "abc"}, "invalid_amount"),
+        ({"period": "day", "limit": 0}, "invalid_amount"),
+        ({"period": "day", "limit": -5}, "invalid_amount"),
+        ({"period": "day", "limit": 10**13}, "invalid_amount"),
+        ({"period": "week", "limit": 10}, "invalid_period"),
+    ],
+)
 def test_bad_budgets_are_refused_with_a_clear_error(account_a, owner_a, member_a, kwargs, code):
     with pytest.raises(GroundworkError) as refused:
         _set(account_a, owner_a, user_id=member_a.pk, **kwargs)
@@ -96,6 +108,7 @@ def test_another_accounts_member_key_or_budget_is_not_found(account_a, account_b
 
 # --- enforcement ----------------------------------------------------------------------------
 
+
 def test_a_hold_past_the_cap_is_refused_naming_it_and_writes_nothing(account_a, owner_a, member_a):
     _set(account_a, owner_a, user_id=member_a.pk, period="day", limit=5000)
     with account_context(account_a):
@@ -107,8 +120,10 @@ def test_a_hold_past_the_cap_is_refused_naming_it_and_writes_nothing(account_a, 
         assert not CreditHold.objects.for_account(account_a).filter(key="h2").exists()
     error = refused.value
     assert error.code == "budget_exceeded" and error.status == 402
-    assert error.message == ("Your daily budget of 5,000 credits has 20 left today and this needs about 100; "
-                             f"it resets at 00:00 UTC. Ask an admin of {account_a.name} to raise it.")
+    assert error.message == (
+        "Your daily budget of 5,000 credits has 20 left today and this needs about 100; "
+        f"it resets at 00:00 UTC. Ask an admin of {account_a.name} to raise it."
+    )
     # Someone else in the account is not limited by the member's cap.
     with account_context(account_a):
         credits_hold(account=account_a, amount=100, key="h3", user=owner_a)
@@ -125,8 +140,11 @@ def test_open_holds_count_at_their_amount_settled_at_what_was_charged(account_a,
         released = credits_hold(account=account_a, amount=800, key="h2", user=member_a)
         hold_release(hold=released)
         credits_debit(account=account_a, tokens=850, key="d1", kind="chat", user=member_a)
-        with pytest.raises(BudgetExceeded, match=r"monthly budget of 1,000 credits is used up \(1,000 spent this "
-                                                 r"month\); it resets on 1 \w+ at 00:00 UTC"):
+        with pytest.raises(
+            BudgetExceeded,
+            match=r"monthly budget of 1,000 credits is used up \(1,000 spent this "
+            r"month\); it resets on 1 \w+ at 00:00 UTC",
+        ):
             credits_debit(account=account_a, tokens=1, key="d2", kind="chat", user=member_a)
 
 
@@ -174,10 +192,10 @@ def test_every_hold_debit_release_and_charge_records_who_spent(account_a, owner_
         hold_settle(hold=hold, used_tokens=20)
         credits_debit(account=account_a, tokens=5, key="d", kind="embedding", api_key=key)
         credits_debit(account=account_a, tokens=5, key="sys", kind="embedding")
-        rows = dict(CreditLedgerEntry.objects.for_account(account_a).values_list(
-            "idempotency_key", "spent_by_user_id"))
-        keys = dict(CreditLedgerEntry.objects.for_account(account_a).values_list(
-            "idempotency_key", "spent_by_api_key_id"))
+        rows = dict(CreditLedgerEntry.objects.for_account(account_a).values_list("idempotency_key", "spent_by_user_id"))
+        keys = dict(
+            CreditLedgerEntry.objects.for_account(account_a).values_list("idempotency_key", "spent_by_api_key_id")
+        )
     assert rows["h"] == rows["h:release"] == rows["h:charge"] == member_a.pk
     assert keys["d"] == key.pk and rows["d"] is None
     assert rows["sys"] is None and keys["sys"] is None and rows["signup"] is None
@@ -197,7 +215,8 @@ def _spent_at(account, user, when: dt.datetime, credits: int):
             "INSERT INTO billing_creditledgerentry (account_id, delta, balance_after, kind, tokens, shortfall, model,"
             " provider, reference, idempotency_key, created_at, metadata, spent_by_user_id)"
             " VALUES (%s, %s, 0, 'chat', %s, 0, '', '', '', %s, %s, '{}', %s)",
-            [account.pk, -credits, credits, f"at-{n}", when, user.pk])
+            [account.pk, -credits, credits, f"at-{n}", when, user.pk],
+        )
 
 
 def test_daily_and_monthly_windows_are_utc_days_and_months(account_a, owner_a, member_a):
@@ -209,24 +228,36 @@ def test_daily_and_monthly_windows_are_utc_days_and_months(account_a, owner_a, m
 
     def status(when):
         with account_context(account_a):
-            return {s.period: (s.spent, s.remaining, s.resets_at)
-                    for s in budget_status_for(account=account_a, user=member_a, now=when)}
+            return {
+                s.period: (s.spent, s.remaining, s.resets_at)
+                for s in budget_status_for(account=account_a, user=member_a, now=when)
+            }
 
     assert status(dt.datetime(2026, 1, 31, 23, 59, tzinfo=UTC)) == {
-        "day": (100, 900, dt.datetime(2026, 2, 1, tzinfo=UTC)), "month": (100, 500, dt.datetime(2026, 2, 1, tzinfo=UTC))}
+        "day": (100, 900, dt.datetime(2026, 2, 1, tzinfo=UTC)),
+        "month": (100, 500, dt.datetime(2026, 2, 1, tzinfo=UTC)),
+    }
     assert status(dt.datetime(2026, 2, 1, 1, 0, tzinfo=UTC)) == {
-        "day": (200, 800, dt.datetime(2026, 2, 2, tzinfo=UTC)), "month": (500, 100, dt.datetime(2026, 3, 1, tzinfo=UTC))}
+        "day": (200, 800, dt.datetime(2026, 2, 2, tzinfo=UTC)),
+        "month": (500, 100, dt.datetime(2026, 3, 1, tzinfo=UTC)),
+    }
     noon = dt.datetime(2026, 2, 2, 12, 0, tzinfo=UTC)
     assert status(noon) == {
-        "day": (300, 700, dt.datetime(2026, 2, 3, tzinfo=UTC)), "month": (500, 100, dt.datetime(2026, 3, 1, tzinfo=UTC))}
+        "day": (300, 700, dt.datetime(2026, 2, 3, tzinfo=UTC)),
+        "month": (500, 100, dt.datetime(2026, 3, 1, tzinfo=UTC)),
+    }
     with account_context(account_a):
         budget_require(account=account_a, spender=Spender(user_id=member_a.pk), needed=100, now=noon)
         with pytest.raises(BudgetExceeded) as refused:
             budget_require(account=account_a, spender=Spender(user_id=member_a.pk), needed=101, now=noon)
-    assert refused.value.message.startswith("Your monthly budget of 600 credits has 100 left this month and this "
-                                            "needs about 101; it resets on 1 March at 00:00 UTC.")
+    assert refused.value.message.startswith(
+        "Your monthly budget of 600 credits has 100 left this month and this "
+        "needs about 101; it resets on 1 March at 00:00 UTC."
+    )
     with account_context(account_a):
         # December rolls over into January of the next year.
         december = budget_status_for(account=account_a, user=member_a, now=dt.datetime(2026, 12, 31, 20, tzinfo=UTC))
-    assert {s.period: s.resets_at for s in december} == {"day": dt.datetime(2027, 1, 1, tzinfo=UTC),
-                                                        "month": dt.datetime(2027, 1, 1, tzinfo=UTC)}
+    assert {s.period: s.resets_at for s in december} == {
+        "day": dt.datetime(2027, 1, 1, tzinfo=UTC),
+        "month": dt.datetime(2027, 1, 1, tzinfo=UTC),
+    }

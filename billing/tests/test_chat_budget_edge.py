@@ -2,18 +2,21 @@
 embedding (drawn from the hold), so a member at the edge of a cap gets `budget_exceeded`
 up front, never after the hold. And `chat.done` carries what the principal's budget has
 left, for the header's "N left today"."""
+
 import pytest
 from django.test import Client
 
 from accounts.models import Role
 from accounts.tests.factories import add_member, make_user
-from billing.models import CreditHold, CreditLedgerEntry
 from billing.budgets import budget_set, budget_status_for
+from billing.models import CreditHold, CreditLedgerEntry
 from billing.services import credits_debit, credits_hold
 from core.tenancy import account_context
 
-HANDBOOK = ("# Holidays\n\nEveryone at Acme has twenty-eight days of paid holiday a year. Unused holiday "
-            "carries over until March.\n\n# Laptops\n\nNew starters receive a laptop and a badge on day one.")
+HANDBOOK = (
+    "# Holidays\n\nEveryone at Acme has twenty-eight days of paid holiday a year. Unused holiday "
+    "carries over until March.\n\n# Laptops\n\nNew starters receive a laptop and a badge on day one."
+)
 QUESTION = "How much holiday do we get?"
 
 
@@ -49,7 +52,8 @@ def _ask(client):
 
 
 def test_the_turns_hold_covers_the_query_embedding_and_the_edge_never_passes_the_cap(
-        account_a, owner_a, handbook, fake_llm):
+    account_a, owner_a, handbook, fake_llm
+):
     # What one turn of this question holds (the worst case, query embedding included).
     first, first_client = _member(account_a, owner_a, "first@a.test", 10**6)
     assert _ask(first_client).status_code == 200
@@ -98,6 +102,7 @@ def test_a_draw_from_the_hold_changes_neither_balance_nor_budget_spend(account_a
         # A closed hold is not drawn from: the debit is checked like any other.
         from billing.errors import BudgetExceeded
         from billing.services import hold_release
+
         hold_release(hold=hold)
         assert budget_status_for(account=account_a, user=member)[0].spent == 40
         credits_debit(account=account_a, tokens=960, key="after", kind="embedding", user=member, hold=hold)

@@ -1,15 +1,16 @@
 """Concurrent spenders on one account are serialised on its balance row."""
+
 import threading
 
 import pytest
 from django.db.models import Sum
 
-from core.tenancy import account_context
 from billing.errors import InsufficientCredits
 from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get
-from billing.tests.threads import run_at_once
 from billing.services import credits_debit, credits_hold, hold_settle
+from billing.tests.threads import run_at_once
+from core.tenancy import account_context
 
 SPENDERS = 8
 OPS = 25

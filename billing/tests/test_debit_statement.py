@@ -1,6 +1,7 @@
 """A debit is one statement (billing_debit) and keeps every guarantee of the
 ledger: never below zero, once per key however many spenders retry it at the same time,
 only in the context's own account, and the entry it returns is the row that was written."""
+
 import threading
 
 import pytest
@@ -102,8 +103,17 @@ def test_account_b_cannot_debit_account_a(account_a, account_b):
 def test_a_debit_is_one_statement_and_returns_the_row_it_wrote(account_a, owner_a, django_assert_max_num_queries):
     with account_context(account_a):
         with django_assert_max_num_queries(1):
-            entry = credits_debit(account=account_a, tokens=42, key="chat:1", kind="chat", model="m", provider="p",
-                                  reference="message:1", metadata={"turn": 1}, user=owner_a)
+            entry = credits_debit(
+                account=account_a,
+                tokens=42,
+                key="chat:1",
+                kind="chat",
+                model="m",
+                provider="p",
+                reference="message:1",
+                metadata={"turn": 1},
+                user=owner_a,
+            )
         stored = CreditLedgerEntry.objects.for_account(account_a).get(idempotency_key="chat:1")
     fields = [f.attname for f in CreditLedgerEntry._meta.concrete_fields]
     assert [getattr(entry, f) for f in fields] == [getattr(stored, f) for f in fields]

@@ -2,6 +2,7 @@
 ORM twins used to answer are answered by it: a hold's draws when the hold was swept, a
 draw whose key names another operation, a hold retried with its key, a budget looked up by
 another account. Every entry the functions write keeps the ledger's sum equal to the balance."""
+
 import pytest
 from django.db import connection
 from django.db.models import Sum
@@ -73,8 +74,11 @@ def test_the_functions_run_under_the_callers_row_level_security(account_a, accou
         hold = credits_hold(account=account_a, amount=100, key="a-hold")
     with account_context(account_b):
         with connection.cursor() as cursor:
-            cursor.execute("SELECT outcome FROM public.billing_hold_close(%s, %s, 'released', 0, 0, 'chat', '', '',"
-                           " '', '{}'::jsonb, '[]'::jsonb)", [account_b.pk, hold.pk])
+            cursor.execute(
+                "SELECT outcome FROM public.billing_hold_close(%s, %s, 'released', 0, 0, 'chat', '', '',"
+                " '', '{}'::jsonb, '[]'::jsonb)",
+                [account_b.pk, hold.pk],
+            )
             assert cursor.fetchone()[0] == "missing"  # another account's hold is not there
     with account_context(account_a):
         assert CreditHold.objects.for_account(account_a).get(pk=hold.pk).status == HoldStatus.OPEN

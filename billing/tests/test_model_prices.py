@@ -2,6 +2,7 @@
 vision in CREDITS_PER_1K_TOKENS ("<kind>:<model>"), and every hold, debit and estimate shown
 to a person prices the model that serves the call. Each test would fail if a caller priced
 the model at its kind's 1:1 price instead of the model's 3:1."""
+
 from django.test import override_settings
 
 from accounts.tests.factories import make_api_key
@@ -13,8 +14,12 @@ from core.tenancy import account_context
 SERVING = "fake-chat-3x"
 PRICED = {"chat": 1000, f"chat:{SERVING}": 3000, "embedding": 500}
 FLAT = {"chat": 1000, "embedding": 500}
-TEXT = ("# Onboarding handbook\n\n" + "New starters get a laptop and a badge on day one. " * 40 +
-        "\n\n## Holidays\n\n" + "Everyone has twenty-eight days of paid holiday a year. " * 40).encode()
+TEXT = (
+    "# Onboarding handbook\n\n"
+    + "New starters get a laptop and a badge on day one. " * 40
+    + "\n\n## Holidays\n\n"
+    + "Everyone has twenty-eight days of paid holiday a year. " * 40
+).encode()
 
 
 def _entries(account, **filters):
@@ -38,15 +43,23 @@ def test_prices_in_effect(settings):
     settings.CHAT_MODEL, settings.CHAT_FALLBACK_MODEL = SERVING, "small-chat"
     settings.EMBEDDING_MODEL, settings.VISION_MODEL = "e5-small", "eye-1"
     rows = [(p.kind, p.model, p.credits_per_1k) for p in pricing.prices_in_effect()]
-    assert rows == [("chat", SERVING, 3000), ("chat", "small-chat", 1000), ("chat", "", 1000),
-                    ("embedding", "e5-small", 500), ("embedding", "e5-large", 700), ("embedding", "", 500),
-                    ("vision", "eye-1", 2500), ("vision", "", 2500)]
+    assert rows == [
+        ("chat", SERVING, 3000),
+        ("chat", "small-chat", 1000),
+        ("chat", "", 1000),
+        ("embedding", "e5-small", 500),
+        ("embedding", "e5-large", 700),
+        ("embedding", "", 500),
+        ("vision", "eye-1", 2500),
+        ("vision", "", 2500),
+    ]
     settings.VISION_MODEL = ""
     assert "vision" not in {p.kind for p in pricing.prices_in_effect()}
 
 
-def test_a_chat_turn_is_held_and_charged_at_the_serving_models_price(client, account_a, settings, fake_llm,
-                                                                      upload_and_ingest):
+def test_a_chat_turn_is_held_and_charged_at_the_serving_models_price(
+    client, account_a, settings, fake_llm, upload_and_ingest
+):
     settings.CHAT_MODEL = settings.CHAT_FALLBACK_MODEL = SERVING
     upload_and_ingest(account_a, "handbook.md", TEXT, "text/markdown")
     key = make_api_key(account_a)
@@ -56,8 +69,12 @@ def test_a_chat_turn_is_held_and_charged_at_the_serving_models_price(client, acc
     def turn(prices) -> dict:
         settings.CREDITS_PER_1K_TOKENS = prices
         before = _entries(account_a)[-1].pk
-        response = client.post("/api/v1/chat/", {"message": "How much holiday do we get?"},
-                               content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}")
+        response = client.post(
+            "/api/v1/chat/",
+            {"message": "How much holiday do we get?"},
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        )
         assert response.status_code == 200, response.content
         written = {e.kind: e for e in _entries(account_a, pk__gt=before) if e.kind in ("hold", "embedding", "chat")}
         return {"held": -written["hold"].delta, "query": written["embedding"], "answer": written["chat"]}
@@ -75,8 +92,10 @@ def test_a_chat_turn_is_held_and_charged_at_the_serving_models_price(client, acc
 
 
 def test_an_upload_and_the_retrieval_test_are_estimated_at_the_embedding_models_price(
-        client_a, account_a, settings, fake_llm, upload_and_ingest):
+    client_a, account_a, settings, fake_llm, upload_and_ingest
+):
     from retrieval.embedding_models import active_embedding_model
+
     with account_context(account_a):
         active = active_embedding_model(account_id=account_a.pk).model
     settings.CREDITS_PER_1K_TOKENS = FLAT
@@ -93,24 +112,29 @@ def test_an_upload_and_the_retrieval_test_are_estimated_at_the_embedding_models_
     assert charges[-1].model == active and -charges[-1].delta == dear.credits_charged
     page = client_a.get("/documents/retrieval-test/")
     assert page.context["credits_estimate"] == 3 * flat_page
-    assert f"<strong data-testid=\"search-estimate\">{3 * flat_page}</strong>" in page.content.decode()
+    assert f'<strong data-testid="search-estimate">{3 * flat_page}</strong>' in page.content.decode()
 
 
 def test_the_credits_page_shows_the_prices_and_why_credits_differ(client_a, account_a, settings):
     settings.CHAT_MODEL = settings.CHAT_FALLBACK_MODEL = SERVING
     settings.CREDITS_PER_1K_TOKENS = PRICED
     from billing.services import credits_debit
+
     with account_context(account_a):
         credits_debit(account=account_a, tokens=1559, key="turn", kind="chat", model=SERVING)
     with override_settings(VISION_MODEL=""):
         page = client_a.get("/credits/").content.decode()
-    assert '<tr data-price-kind="chat" data-model="fake-chat-3x"><td>fake-chat-3x</td><td>Chat</td><td class="num">3,000</td>' in page
+    assert (
+        '<tr data-price-kind="chat" data-model="fake-chat-3x"><td>fake-chat-3x</td><td>Chat</td><td class="num">3,000</td>'
+        in page
+    )
     assert "any other embedding model" in page
     assert "1,559 tokens · 4,677 credits: fake-chat-3x is priced at 3,000 credits per 1,000 tokens." in page
 
 
-def test_an_image_description_is_charged_at_the_vision_models_price(account_a, owner_a, fake_llm, run_jobs,
-                                                                     django_capture_on_commit_callbacks, settings):
+def test_an_image_description_is_charged_at_the_vision_models_price(
+    account_a, owner_a, fake_llm, run_jobs, django_capture_on_commit_callbacks, settings
+):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from documents.services import document_upload
@@ -120,8 +144,11 @@ def test_an_image_description_is_charged_at_the_vision_models_price(account_a, o
     settings.VISION_MODEL = "fake-vision"
     settings.CREDITS_PER_1K_TOKENS = {**FLAT, "vision:fake-vision": 3000}  # vision otherwise priced as chat, 1:1
     with account_context(account_a, user=owner_a), django_capture_on_commit_callbacks(execute=True):
-        document, _ = document_upload(account=account_a, actor=owner_a, upload=SimpleUploadedFile(
-            "invoice.png", image_file(IMAGE_LINES, "png"), content_type="image/png"))
+        document, _ = document_upload(
+            account=account_a,
+            actor=owner_a,
+            upload=SimpleUploadedFile("invoice.png", image_file(IMAGE_LINES, "png"), content_type="image/png"),
+        )
     run_jobs()
     [entry] = _entries(account_a, idempotency_key__startswith=f"vision:{document.pk}:")
     assert entry.model == "fake-vision" and entry.tokens > 0

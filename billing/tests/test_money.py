@@ -1,6 +1,7 @@
 """Money is one type with its currency's precision (billing/money.py): a purchase's amounts
 read as Money, and the admin's changelist, the account page's purchases and the Credits page
 show 2 decimals for USD, none for JPY and 3 for KWD."""
+
 import re
 from decimal import Decimal
 
@@ -20,8 +21,15 @@ def _purchases(account):
     with account_context(account):
         for n, (minor, currency, refunded, _) in enumerate(PAID):
             Purchase.objects.for_account(account).create(
-                account=account, stripe_session_id=f"cs_test_{n}", credits=10_000, amount_cents=minor,
-                currency=currency, refunded_cents=refunded, status=PurchaseStatus.PAID, credits_granted=10_000)
+                account=account,
+                stripe_session_id=f"cs_test_{n}",
+                credits=10_000,
+                amount_cents=minor,
+                currency=currency,
+                refunded_cents=refunded,
+                status=PurchaseStatus.PAID,
+                credits_granted=10_000,
+            )
 
 
 def _cells(html: str, row_start: str) -> list[list[str]]:
@@ -38,9 +46,15 @@ def test_amounts_in_the_currencys_decimals():
         Money.of_minor(1, "usd") - Money.of_minor(1, "jpy")
 
 
-@pytest.mark.parametrize("currency, price, minor, shown", [
-    ("usd", 10, 100, "1.00 USD"), ("jpy", 15, 150, "150 JPY"), ("kwd", 35, 350, "0.350 KWD"),
-    ("usd", 1, 1, "0.01 USD")])  # 0.001 USD for 1,000 credits, rounded up to a whole cent
+@pytest.mark.parametrize(
+    "currency, price, minor, shown",
+    [
+        ("usd", 10, 100, "1.00 USD"),
+        ("jpy", 15, 150, "150 JPY"),
+        ("kwd", 35, 350, "0.350 KWD"),
+        ("usd", 1, 1, "0.01 USD"),
+    ],
+)  # 0.001 USD for 1,000 credits, rounded up to a whole cent
 def test_a_purchase_charges_its_exact_price_rounded_up(settings, currency, price, minor, shown):
     settings.STRIPE_CURRENCY, settings.CREDITS_PRICE_CENTS_PER_1K = currency, price
     credits = 10_000 if price != 1 else 1_000

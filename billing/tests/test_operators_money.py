@@ -2,6 +2,7 @@
 account's grants (and purchases), its spend per day and per model; one month of its ledger is
 exported as CSV from the admin or `manage.py export_ledger`, audited; the account id is shown
 where support needs it."""
+
 import csv
 import datetime as dt
 import io
@@ -41,7 +42,9 @@ def test_spend_per_model_and_day_and_credits_in(account_a, account_b, settings):
         days = operators.spend_per_day(account=account_a)
         credits_in = operators.credits_in_list(account=account_a)
     assert [(m.label, m.tokens, m.credits, m.calls) for m in models] == [
-        ("big-chat (chat)", 300, 900, 2), ("e5-small (embedding)", 50, 50, 1)]
+        ("big-chat (chat)", 300, 900, 2),
+        ("e5-small (embedding)", 50, 50, 1),
+    ]
     assert [(d.label, d.credits) for d in days] == [(f"{dt.datetime.now(dt.UTC):%Y-%m-%d}", 950)]
     assert [e.kind for e in credits_in] == ["grant", "signup"]
     with account_context(account_b):  # isolation: B sees nothing of A's
@@ -51,8 +54,7 @@ def test_spend_per_model_and_day_and_credits_in(account_a, account_b, settings):
 
 def test_the_admin_account_page_shows_id_grants_and_spend(client, account_a, settings):
     _spend(account_a, settings)
-    client.force_login(staff_with("accounts.view_account", "billing.view_creditledgerentry",
-                                  "billing.export_ledger"))
+    client.force_login(staff_with("accounts.view_account", "billing.view_creditledgerentry", "billing.export_ledger"))
     page = client.get(f"/admin/accounts/account/{account_a.pk}/change/").content.decode()
     assert "Grants and purchases" in page and "annual plan =renewal" in page and "+7,000" in page
     assert "Spend, last 30 days" in page and "big-chat (chat)" in page and "<td>900</td>" in page
@@ -67,8 +69,10 @@ def test_the_admin_account_page_shows_id_grants_and_spend(client, account_a, set
 
 
 def _export(client, account, month):
-    return client.post("/admin/accounts/account/", {"action": "export_ledger", "_selected_action": [account.pk],
-                                                    "apply": "1", "month": month})
+    return client.post(
+        "/admin/accounts/account/",
+        {"action": "export_ledger", "_selected_action": [account.pk], "apply": "1", "month": month},
+    )
 
 
 def test_the_admin_exports_a_month_as_csv_audited(client, account_a, account_b, settings):
@@ -95,8 +99,11 @@ def test_the_admin_exports_a_month_as_csv_audited(client, account_a, account_b, 
     assert audit.actor_id == staff.pk and audit.detail == {"month": month, "rows": 5}
     assert _audits(account_b, "ledger.export") == []
     # Two accounts at once: refused, nothing exported.
-    both = client.post("/admin/accounts/account/", {"action": "export_ledger", "apply": "1", "month": month,
-                                                    "_selected_action": [account_a.pk, account_b.pk]}, follow=True)
+    both = client.post(
+        "/admin/accounts/account/",
+        {"action": "export_ledger", "apply": "1", "month": month, "_selected_action": [account_a.pk, account_b.pk]},
+        follow=True,
+    )
     assert "Select one account" in both.content.decode()
     # View rights, even on the ledger, are not the export's: refused.
     client.force_login(staff_with("accounts.view_account", "billing.view_creditledgerentry"))
@@ -113,8 +120,16 @@ def test_export_ledger_command(account_a, settings, tmp_path):
     rows = list(csv.reader(io.StringIO(out.getvalue())))
     assert rows[0] == list(operators.EXPORT_COLUMNS) and len(rows) == 6
     target = tmp_path / "ledger.csv"
-    call_command("export_ledger", "--account", str(account_a.pk), "--month", "2020-01", "--output", str(target),
-                 stderr=io.StringIO())
+    call_command(
+        "export_ledger",
+        "--account",
+        str(account_a.pk),
+        "--month",
+        "2020-01",
+        "--output",
+        str(target),
+        stderr=io.StringIO(),
+    )
     assert target.read_text().splitlines() == [",".join(operators.EXPORT_COLUMNS)]  # an empty month
     audits = _audits(account_a, "ledger.export")
     assert len(audits) == 2 and {a.actor_kind for a in audits} == {"system"}
@@ -136,13 +151,14 @@ def test_the_team_page_shows_the_account_id_to_admins_only(client, account_a):
 
 def test_grant_credits_help_names_the_account_id():
     from billing.management.commands.grant_credits import Command
+
     assert "Team page" in Command.help and "Account id" in Command.help
 
 
 def test_a_cell_that_a_spreadsheet_would_run_is_quoted(account_a):
     with account_context(account_a):
-        credits_grant(account=account_a, amount=5, reason="=HYPERLINK(\"http://x\")", key="f")
+        credits_grant(account=account_a, amount=5, reason='=HYPERLINK("http://x")', key="f")
         out = io.StringIO()
         operators.ledger_export_csv(account=account_a, month=f"{dt.datetime.now(dt.UTC):%Y-%m}", out=out)
     [*_, row] = csv.reader(io.StringIO(out.getvalue()))
-    assert row[6] == "'=HYPERLINK(\"http://x\")"
+    assert row[6] == '\'=HYPERLINK("http://x")'

@@ -1,24 +1,30 @@
 """The credits page: balance, the daily usage chart (SVG with a table fallback), the
 ledger with filters and pages, and nothing of another account's."""
+
 import datetime as dt
+import re
 
 from django.utils import timezone
 
-from core.tenancy import account_context
 from accounts.tests.factories import add_member
 from billing.dashboard import usage_chart
-import re
-
 from billing.selectors import balance_get
 from billing.services import credits_debit, credits_grant, credits_hold, hold_settle
+from core.tenancy import account_context
 
 
 def _spend(account, *, embedding=0, chat=0, key="k"):
     with account_context(account):
         credits_grant(account=account, amount=100_000, reason="tests", key=f"grant:{key}")
         if embedding:
-            credits_debit(account=account, tokens=embedding, key=f"emb:{key}", kind="embedding",
-                          reference="document:7:rev1", model="all-minilm-l6-v2")
+            credits_debit(
+                account=account,
+                tokens=embedding,
+                key=f"emb:{key}",
+                kind="embedding",
+                reference="document:7:rev1",
+                model="all-minilm-l6-v2",
+            )
         if chat:
             credits_debit(account=account, tokens=chat, key=f"chat:{key}", kind="chat", reference="message:3")
 
@@ -36,7 +42,7 @@ def test_credits_page_shows_balance_chart_and_ledger(client_a, account_a, django
     with django_assert_max_num_queries(18):
         html = client_a.get("/credits/").content.decode()
     assert '<svg class="chart"' in html and 'role="img"' in html
-    assert "<title id=\"chart-title\">" in html and "1290 credits spent" in html.replace(",", "")
+    assert '<title id="chart-title">' in html and "1290 credits spent" in html.replace(",", "")
     assert 'class="bar-embedding"' in html and 'class="bar-chat"' in html
     assert 'id="usage-table"' in html  # the accessible fallback
     assert ">-1,234<" in html and ">-56<" in html
@@ -88,7 +94,9 @@ def test_usage_chart_has_every_day_and_totals(account_a):
 
 # A ledger a person can read.
 
-ROW = re.compile(r'<tr data-kind="(?P<kind>[a-z_]+)".*?data-delta="(?P<delta>-?\d+)".*?data-balance="(?P<balance>-?\d+)"', re.S)
+ROW = re.compile(
+    r'<tr data-kind="(?P<kind>[a-z_]+)".*?data-delta="(?P<delta>-?\d+)".*?data-balance="(?P<balance>-?\d+)"', re.S
+)
 HELD_ROW = re.compile(r'<tr data-kind="held".*?data-balance="(?P<balance>-?\d+)"', re.S)
 
 

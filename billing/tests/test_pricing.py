@@ -3,6 +3,7 @@ and a price other than 1:1, set in CREDITS_PER_1K_TOKENS and nowhere else, chang
 surface's charge, hold, estimate and preflight. Each surface is run at the default price and
 again at another, against the fake provider on loopback; the provider-reported tokens stay
 what they were, the credits follow the price."""
+
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -18,8 +19,12 @@ from documents.models import Document
 ONE_TO_ONE = {"embedding": 1000, "chat": 1000}
 EMBEDDING_TWICE = {"embedding": 2000, "chat": 1000}
 PRICIER = {"embedding": 2000, "chat": 3000}
-TEXT = ("# Onboarding handbook\n\n" + "New starters get a laptop and a badge on day one. " * 40 +
-        "\n\n## Holidays\n\n" + "Everyone has twenty-eight days of paid holiday a year. " * 40).encode()
+TEXT = (
+    "# Onboarding handbook\n\n"
+    + "New starters get a laptop and a badge on day one. " * 40
+    + "\n\n## Holidays\n\n"
+    + "Everyone has twenty-eight days of paid holiday a year. " * 40
+).encode()
 
 
 def _balance(account) -> int:
@@ -65,15 +70,19 @@ def test_a_debit_records_tokens_and_credits_apart(account_a, settings):
 def upload(client, queue, run_jobs, django_capture_on_commit_callbacks):
     """Upload TEXT over REST with an API key of `account` (the key's member pays), fire the
     request's on-commit hooks (the queueing), run the queue, return the document."""
+
     def go(account, name="handbook.md"):
         key = make_api_key(account)
         with django_capture_on_commit_callbacks(execute=True):
-            response = client.post("/api/v1/documents/",
-                                   {"file": SimpleUploadedFile(name, TEXT, content_type="text/markdown")},
-                                   HTTP_AUTHORIZATION=f"Bearer {key}")
+            response = client.post(
+                "/api/v1/documents/",
+                {"file": SimpleUploadedFile(name, TEXT, content_type="text/markdown")},
+                HTTP_AUTHORIZATION=f"Bearer {key}",
+            )
         assert response.status_code == 202, response.content
         run_jobs()
         return _document(account, response.json()["id"])
+
     return go
 
 
@@ -98,8 +107,9 @@ def test_an_upload_is_estimated_checked_and_charged_at_the_price(upload, account
     # The preflight: enough for the document at 1:1, not at the price: refused before embedding.
     short = make_account("Short")
     with account_context(short):
-        credits_debit(account=short, tokens=balance_get(account=short) - (dear.credits_estimate - 1),
-                      key="drain", kind="chat")
+        credits_debit(
+            account=short, tokens=balance_get(account=short) - (dear.credits_estimate - 1), key="drain", kind="chat"
+        )
     assert cheap.credits_estimate <= _balance(short) < dear.credits_estimate
     fake_llm.clear()
     refused = upload(short)
@@ -112,8 +122,12 @@ def test_a_search_is_charged_at_the_price(client, account_a, settings, fake_llm)
     key = make_api_key(account_a)
 
     def search():
-        response = client.post("/api/v1/search/", {"query": "how many holiday days"}, content_type="application/json",
-                               HTTP_AUTHORIZATION=f"Bearer {key}")
+        response = client.post(
+            "/api/v1/search/",
+            {"query": "how many holiday days"},
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        )
         assert response.status_code == 200, response.content
         return _entries(account_a, kind="embedding")[-1]
 
@@ -133,8 +147,12 @@ def test_a_chat_turn_holds_and_settles_at_the_price(client, account_a, settings,
     def turn(prices) -> dict:
         settings.CREDITS_PER_1K_TOKENS = prices
         before = _entries(account_a)[-1].pk
-        response = client.post("/api/v1/chat/", {"message": "How much holiday do we get?"},
-                               content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}")
+        response = client.post(
+            "/api/v1/chat/",
+            {"message": "How much holiday do we get?"},
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        )
         assert response.status_code == 200, response.content
         written = {e.kind: e for e in _entries(account_a, pk__gt=before) if e.kind in ("hold", "embedding", "chat")}
         assert response.json()["credits_remaining"] == _balance(account_a)
@@ -152,13 +170,14 @@ def test_a_chat_turn_holds_and_settles_at_the_price(client, account_a, settings,
     assert dear["answer"].delta == 3 * cheap["answer"].delta
     with account_context(account_a):
         from chat.models import Message
+
         answer = Message.objects.for_account(account_a).filter(role="assistant").order_by("pk").last()
     assert answer.credits_charged == -dear["answer"].delta
 
 
-def test_the_embedding_migration_is_estimated_and_charged_at_the_price(account_a, owner_a, settings, fake_llm,
-                                                                        upload_and_ingest,
-                                                                        django_capture_on_commit_callbacks):
+def test_the_embedding_migration_is_estimated_and_charged_at_the_price(
+    account_a, owner_a, settings, fake_llm, upload_and_ingest, django_capture_on_commit_callbacks
+):
     from retrieval import services as retrieval_services
     from retrieval.embedding_models import migration_step, model_change
 

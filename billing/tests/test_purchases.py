@@ -3,6 +3,7 @@ webhook's signature check, credits granted once per event and once per purchase,
 taken back in proportion and never below zero, and one account's session never crediting
 another. Stripe is the loopback stand-in (stripe_standin.py); events are signed there from
 Stripe's documented scheme, so the library's check is what is tested."""
+
 from __future__ import annotations
 
 import json
@@ -74,6 +75,7 @@ def _paid(client, stripe_server, credits=10_000) -> tuple[dict, dict]:
 
 # --- checkout ------------------------------------------------------------------------------
 
+
 def test_owner_checkout_opens_a_stripe_session_and_records_a_pending_purchase(client_a, account_a, stripe_server):
     answer = _checkout(client_a, 50_000)
     assert answer["url"].startswith(f"{stripe_server.base_url}/c/pay/cs_test_")
@@ -84,8 +86,7 @@ def test_owner_checkout_opens_a_stripe_session_and_records_a_pending_purchase(cl
     form = call["form"]
     assert form["mode"] == "payment"
     assert form["line_items"][0]["price_data"]["unit_amount"] == "500"
-    assert form["metadata"] == {"account_id": str(account_a.pk), "credits": "50000",
-                                "purchase": answer["purchase_id"]}
+    assert form["metadata"] == {"account_id": str(account_a.pk), "credits": "50000", "purchase": answer["purchase_id"]}
     assert form["client_reference_id"] == answer["purchase_id"]
     assert form["success_url"] == ("http://testserver/credits/?checkout=done&session={CHECKOUT_SESSION_ID}#buy")
     assert form["cancel_url"] == "http://testserver/credits/?checkout=cancelled#buy"
@@ -105,8 +106,9 @@ def test_only_owners_may_check_out(client, account_a, stripe_server, role):
 def test_an_api_key_may_not_check_out(client, account_a, stripe_server):
     # Decided: a key never spends the team's money (accounts.permissions: billing.manage).
     raw = make_api_key(account_a)
-    response = client.post(CHECKOUT, {"credits": 10_000}, content_type="application/json",
-                           HTTP_AUTHORIZATION=f"Bearer {raw}")
+    response = client.post(
+        CHECKOUT, {"credits": 10_000}, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {raw}"
+    )
     assert response.status_code == 403 and _purchases(account_a) == [] and stripe_server.requests == []
 
 
@@ -143,6 +145,7 @@ def test_stripe_down_records_nothing(client_a, account_a, stripe_server):
 
 # --- the webhook: granting -------------------------------------------------------------------
 
+
 def test_a_paid_session_grants_its_credits_once_and_a_replay_grants_nothing(client_a, account_a, stripe_server):
     before = _balance(account_a)
     answer, session = _paid(client_a, stripe_server, 10_000)
@@ -151,7 +154,9 @@ def test_a_paid_session_grants_its_credits_once_and_a_replay_grants_nothing(clie
     assert first.status_code == 200 and first.json()["outcome"] == "granted"
     assert _balance(account_a) == before + 10_000
     [entry] = _entries(account_a, idempotency_key="evt_paid_1")
-    assert entry.delta == 10_000 and entry.kind == "grant" and entry.reference == f"purchase:{_purchases(account_a)[0].pk}"
+    assert (
+        entry.delta == 10_000 and entry.kind == "grant" and entry.reference == f"purchase:{_purchases(account_a)[0].pk}"
+    )
     [purchase] = _purchases(account_a)
     assert purchase.status == PurchaseStatus.PAID and purchase.credits_granted == 10_000
     assert purchase.payment_intent_id == session["payment_intent"] and purchase.event_ids == ["evt_paid_1"]
@@ -160,8 +165,12 @@ def test_a_paid_session_grants_its_credits_once_and_a_replay_grants_nothing(clie
     replay = _post_event(client_a, payload)  # Stripe retries with the same event
     assert replay.status_code == 200 and replay.json()["outcome"] == "duplicate"
     # Another event for the same session (here async_payment_succeeded) grants nothing either.
-    other = _post_event(client_a, stripe_server.event("checkout.session.async_payment_succeeded",
-                                                      dict(session, metadata="not a map"), event_id="evt_paid_2"))
+    other = _post_event(
+        client_a,
+        stripe_server.event(
+            "checkout.session.async_payment_succeeded", dict(session, metadata="not a map"), event_id="evt_paid_2"
+        ),
+    )
     assert other.status_code == 200 and other.json()["outcome"] == "already_paid"
     assert _balance(account_a) == before + 10_000
     assert len(_entries(account_a, reference=f"purchase:{_purchases(account_a)[0].pk}")) == 1
@@ -173,20 +182,23 @@ def test_an_unpaid_completion_waits_for_the_async_payment(client_a, account_a, s
     answer = _checkout(client_a, 20_000)
     session_id = answer["url"].rsplit("/", 1)[1]
     unpaid = dict(stripe_server.public(stripe_server.sessions[session_id]), status="complete")
-    assert _post_event(client_a, stripe_server.event("checkout.session.completed", unpaid)).json()["outcome"] \
+    assert (
+        _post_event(client_a, stripe_server.event("checkout.session.completed", unpaid)).json()["outcome"]
         == "not_paid_yet"
+    )
     assert _balance(account_a) == before
     paid = stripe_server.pay(session_id)
-    assert _post_event(client_a, stripe_server.event("checkout.session.async_payment_succeeded", paid)).json()[
-        "outcome"] == "granted"
+    assert (
+        _post_event(client_a, stripe_server.event("checkout.session.async_payment_succeeded", paid)).json()["outcome"]
+        == "granted"
+    )
     assert _balance(account_a) == before + 20_000
 
 
 def test_a_session_paid_for_another_amount_grants_nothing(client_a, account_a, stripe_server):
     before = _balance(account_a)
     _, session = _paid(client_a, stripe_server)
-    response = _post_event(client_a, stripe_server.event("checkout.session.completed",
-                                                         dict(session, amount_total=1)))
+    response = _post_event(client_a, stripe_server.event("checkout.session.completed", dict(session, amount_total=1)))
     assert response.json()["outcome"] == "amount_mismatch" and _balance(account_a) == before
     assert _purchases(account_a)[0].status == PurchaseStatus.PENDING
 
@@ -207,6 +219,7 @@ def test_other_event_types_are_acknowledged_and_ignored(client_a, account_a, str
 
 # --- the webhook: refusing -------------------------------------------------------------------
 
+
 def _refused(client, account, payload: bytes, signature: str | None, caplog) -> None:
     before = _balance(account)
     caplog.clear()
@@ -218,8 +231,9 @@ def _refused(client, account, payload: bytes, signature: str | None, caplog) -> 
     assert all(purchase.event_ids == [] for purchase in _purchases(account))
 
 
-def test_bad_signatures_stale_timestamps_and_bad_json_are_refused_and_write_nothing(client_a, account_a,
-                                                                                  stripe_server, caplog):
+def test_bad_signatures_stale_timestamps_and_bad_json_are_refused_and_write_nothing(
+    client_a, account_a, stripe_server, caplog
+):
     _, session = _paid(client_a, stripe_server)
     payload = stripe_server.event("checkout.session.completed", session)
     _refused(client_a, account_a, payload, stripe_signature(payload, "whsec_someone_else"), caplog)
@@ -229,12 +243,18 @@ def test_bad_signatures_stale_timestamps_and_bad_json_are_refused_and_write_noth
     _refused(client_a, account_a, payload, "t=1,v1=nothex", caplog)
     not_json = b"{not json"
     _refused(client_a, account_a, not_json, stripe_signature(not_json, SECRET), caplog)
-    for signed_but_not_an_event in (b"[1]", b"null", b'"evt"', b"\xff\xfe", json.dumps(
-            {"id": "evt_x", "type": "checkout.session.completed"}).encode(), json.dumps(
-            {"id": 5, "type": "checkout.session.completed", "data": {"object": session}}).encode(), json.dumps(
-            {"id": "evt_y", "type": "checkout.session.completed", "data": {"object": [session]}}).encode()):
-        _refused(client_a, account_a, signed_but_not_an_event, stripe_signature(signed_but_not_an_event, SECRET),
-                 caplog)
+    for signed_but_not_an_event in (
+        b"[1]",
+        b"null",
+        b'"evt"',
+        b"\xff\xfe",
+        json.dumps({"id": "evt_x", "type": "checkout.session.completed"}).encode(),
+        json.dumps({"id": 5, "type": "checkout.session.completed", "data": {"object": session}}).encode(),
+        json.dumps({"id": "evt_y", "type": "checkout.session.completed", "data": {"object": [session]}}).encode(),
+    ):
+        _refused(
+            client_a, account_a, signed_but_not_an_event, stripe_signature(signed_but_not_an_event, SECRET), caplog
+        )
     assert _purchases(account_a)[0].status == PurchaseStatus.PENDING
 
 
@@ -243,13 +263,15 @@ def test_the_webhook_needs_no_session_or_csrf_token(account_a, stripe_server, se
 
     strict = Client(enforce_csrf_checks=True)
     payload = stripe_server.event("customer.created", {"id": "cus_1"})
-    response = strict.post(WEBHOOK, data=payload, content_type="application/json",
-                           HTTP_STRIPE_SIGNATURE=stripe_signature(payload, SECRET))
+    response = strict.post(
+        WEBHOOK, data=payload, content_type="application/json", HTTP_STRIPE_SIGNATURE=stripe_signature(payload, SECRET)
+    )
     assert response.status_code == 200
     assert strict.get(WEBHOOK).status_code == 405
 
 
 # --- refunds ---------------------------------------------------------------------------------
+
 
 def test_refunds_take_back_credits_in_proportion_once_per_event(client_a, account_a, stripe_server):
     before = _balance(account_a)
@@ -288,20 +310,27 @@ def test_a_refund_never_takes_the_balance_below_zero(client_a, account_a, stripe
 
 # --- isolation -------------------------------------------------------------------------------
 
+
 def test_a_session_credits_only_the_account_that_opened_it(client_a, account_a, account_b, stripe_server):
     a_before, b_before = _balance(account_a), _balance(account_b)
     _, session = _paid(client_a, stripe_server, 10_000)
     forged = dict(session, metadata={"account_id": str(account_b.pk), "credits": "10000"})
-    assert _post_event(client_a, stripe_server.event("checkout.session.completed", forged)).json()["outcome"] \
-        == "granted"
+    assert (
+        _post_event(client_a, stripe_server.event("checkout.session.completed", forged)).json()["outcome"] == "granted"
+    )
     assert (_balance(account_a), _balance(account_b)) == (a_before + 10_000, b_before)
 
 
 def test_a_session_that_is_none_of_ours_credits_nobody(client, account_a, account_b, stripe_server):
     b_before = _balance(account_b)
-    stranger = {"id": "cs_test_forged", "object": "checkout.session", "payment_status": "paid",
-                "amount_total": 100, "currency": "usd", "metadata": {"account_id": str(account_b.pk),
-                                                                     "credits": "1000000"}}
+    stranger = {
+        "id": "cs_test_forged",
+        "object": "checkout.session",
+        "payment_status": "paid",
+        "amount_total": 100,
+        "currency": "usd",
+        "metadata": {"account_id": str(account_b.pk), "credits": "1000000"},
+    }
     response = _post_event(client, stripe_server.event("checkout.session.completed", stranger))
     assert response.status_code == 200 and response.json()["outcome"] == "unknown_session"
     assert _balance(account_b) == b_before
@@ -319,6 +348,7 @@ def test_another_accounts_purchases_and_return_are_not_shown(client, client_a, a
 
 
 # --- the Credits page ------------------------------------------------------------------------
+
 
 def test_owner_buys_a_pack_from_the_credits_page(client_a, account_a, stripe_server):
     html = client_a.get("/credits/").content.decode()
@@ -361,6 +391,7 @@ def test_back_from_stripe_the_page_says_how_it_went(client_a, account_a, stripe_
 
 # --- deliveries at the same instant ----------------------------------------------------------
 
+
 @pytest.mark.django_db(transaction=True)
 def test_concurrent_deliveries_grant_once(stripe_server, settings):
     """Stripe may deliver one event twice at once, and completed/async_payment_succeeded
@@ -372,12 +403,19 @@ def test_concurrent_deliveries_grant_once(stripe_server, settings):
     account = make_account("Racing", owner_email="owner@racing.test")
     before = _balance(account)
     with account_context(account):
-        checkout = purchase_checkout_start(account=account, actor=account.test_owner, credits=30_000,
-                                           success_url="http://x/ok", cancel_url="http://x/no")
+        checkout = purchase_checkout_start(
+            account=account,
+            actor=account.test_owner,
+            credits=30_000,
+            success_url="http://x/ok",
+            cancel_url="http://x/no",
+        )
     session = stripe_server.pay(checkout.purchase.stripe_session_id)
-    payloads = [stripe_server.event("checkout.session.completed", session, event_id="evt_race_1"),
-                stripe_server.event("checkout.session.completed", session, event_id="evt_race_2"),
-                stripe_server.event("checkout.session.async_payment_succeeded", session, event_id="evt_race_3")]
+    payloads = [
+        stripe_server.event("checkout.session.completed", session, event_id="evt_race_1"),
+        stripe_server.event("checkout.session.completed", session, event_id="evt_race_2"),
+        stripe_server.event("checkout.session.async_payment_succeeded", session, event_id="evt_race_3"),
+    ]
     outcomes = []
 
     def deliver(n):
@@ -404,15 +442,15 @@ def test_support_sees_purchases_read_only_in_the_admin(client, client_a, account
     assert client.get("/admin/billing/purchase/add/").status_code == 403
 
 
-def test_the_admin_account_page_shows_its_purchases_and_their_grants(client, client_a, account_a, account_b,
-                                                                      stripe_server):
+def test_the_admin_account_page_shows_its_purchases_and_their_grants(
+    client, client_a, account_a, account_b, stripe_server
+):
     from accounts.tests.factories import staff_with
 
     _, session = _paid(client_a, stripe_server, 10_000)
     payload = stripe_server.event("checkout.session.completed", session, event_id="evt_admin_1")
     assert _post_event(client_a, payload).json()["outcome"] == "granted"
-    client.force_login(staff_with("accounts.view_account", "billing.view_purchase",
-                                  "billing.view_creditledgerentry"))
+    client.force_login(staff_with("accounts.view_account", "billing.view_purchase", "billing.view_creditledgerentry"))
     page = client.get(f"/admin/accounts/account/{account_a.pk}/change/").content.decode()
     assert "Purchases (Stripe)" in page and session["id"] in page and "Paid" in page
     # The paid purchase's grant is among the account's grants, with its purchase reference.
@@ -439,23 +477,24 @@ def test_a_huge_amount_over_the_api_is_a_400(client_a, account_a, stripe_server)
     # A JSON number of 5,000 digits is refused by the JSON parser (Python's int limit), as a 400.
     response = client_a.post(CHECKOUT, '{"credits": ' + "9" * 5000 + "}", content_type="application/json")
     assert response.status_code == 400 and response.json()["error"]["code"] == "malformed_request"
-    response = client_a.post(CHECKOUT, {"credits": 10 ** 400}, content_type="application/json")
+    response = client_a.post(CHECKOUT, {"credits": 10**400}, content_type="application/json")
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_amount"
     assert _purchases(account_a) == []
 
 
 # --- prices in money, and what an operator is told --------------------------------------------
 
+
 def _prices_rows(html: str) -> list[str]:
     import re
-    table = html[html.index('id="prices-table"'):]
-    table = table[:table.index("</table>")]
+
+    table = html[html.index('id="prices-table"') :]
+    table = table[: table.index("</table>")]
     return [re.sub(r"<[^>]+>", " ", row).split() for row in re.findall(r"<tr data-price-kind.*?</tr>", table, re.S)]
 
 
 def test_with_stripe_the_credits_page_shows_prices_in_money(client_a, account_a, stripe_server, settings):
-    settings.CREDITS_PER_1K_TOKENS = {"chat": 1000, "chat:big-chat": 3000, "embedding": 1000,
-                                      "embedding:tiny": 13}
+    settings.CREDITS_PER_1K_TOKENS = {"chat": 1000, "chat:big-chat": 3000, "embedding": 1000, "embedding:tiny": 13}
     settings.CHAT_MODEL = "big-chat"
     settings.CREDITS_PRICE_CENTS_PER_1K = 10
     html = client_a.get("/credits/").content.decode()
@@ -489,7 +528,7 @@ def test_without_stripe_an_owner_who_runs_the_server_is_told_what_to_set(client,
     owner_a.save()
     client.force_login(owner_a)
     html = client.get("/credits/").content.decode()
-    unavailable = html[html.index('id="buy-unavailable"'):].split("</p>")[0]
+    unavailable = html[html.index('id="buy-unavailable"') :].split("</p>")[0]
     assert "STRIPE_SECRET_KEY" in unavailable and "STRIPE_WEBHOOK_SECRET" in unavailable
     assert f"manage.py grant_credits {account_a.pk}" in unavailable
     assert "ask support" not in html.lower()
@@ -504,6 +543,6 @@ def test_without_stripe_on_a_local_install_the_owner_is_told_what_to_set(client_
 def test_without_stripe_an_owner_of_a_hosted_server_asks_support(client_a, account_a, settings):
     settings.STRIPE_SECRET_KEY, settings.DEBUG, settings.LOCAL_RUN = "", False, False
     html = client_a.get("/credits/").content.decode()
-    unavailable = html[html.index('id="buy-unavailable"'):].split("</p>")[0]
+    unavailable = html[html.index('id="buy-unavailable"') :].split("</p>")[0]
     assert "ask support" in unavailable.lower()
     assert "STRIPE_SECRET_KEY" not in html and "grant_credits" not in html

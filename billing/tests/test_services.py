@@ -1,16 +1,17 @@
 """The ledger's rules, each enforced by the database or a service."""
+
 import random
 
 import pytest
 from django.db import IntegrityError, ProgrammingError, connection, transaction
 from django.db.models import Sum
 
-from core.tenancy import account_context
+from billing import references
 from billing.errors import BillingError, IdempotencyConflict, InsufficientCredits
 from billing.models import AccountBalance, CreditHold, CreditLedgerEntry, HoldStatus
-from billing import references
 from billing.selectors import balance_get, ingest_credits_require
 from billing.services import credits_debit, credits_grant, credits_hold, hold_release, hold_settle
+from core.tenancy import account_context
 
 
 @pytest.fixture
@@ -30,8 +31,15 @@ def test_new_account_gets_signup_credits(acct, settings):
 
 
 def test_debit_is_one_credit_per_token_and_idempotent(acct):
-    first = credits_debit(account=acct, tokens=120, key="ingest:1:1", kind="embedding", model="m", provider="p",
-                          reference="document:1:rev1")
+    first = credits_debit(
+        account=acct,
+        tokens=120,
+        key="ingest:1:1",
+        kind="embedding",
+        model="m",
+        provider="p",
+        reference="document:1:rev1",
+    )
     again = credits_debit(account=acct, tokens=120, key="ingest:1:1", kind="embedding")
     assert again.pk == first.pk and first.delta == -120 and first.tokens == 120
     assert balance_get(account=acct) == 10000 - 120

@@ -1,4 +1,5 @@
 """The API, commands, admin and sweeper of billing."""
+
 import datetime as dt
 import json
 from io import StringIO
@@ -7,12 +8,12 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.utils import timezone
 
-from core.tenancy import account_context
 from accounts.tests.factories import make_api_key, make_user
 from billing.jobs import release_stale_holds
 from billing.models import CreditHold, CreditLedgerEntry, HoldStatus
 from billing.selectors import balance_get
 from billing.services import credits_debit, credits_hold
+from core.tenancy import account_context
 
 
 def _bearer(key):
@@ -50,13 +51,17 @@ def test_credits_api_is_isolated(client, account_a, account_b):
 
 
 def test_insufficient_credits_maps_to_402(account_a):
-    from core.api import exception_handler
     from billing.errors import InsufficientCredits
+    from core.api import exception_handler
 
     response = exception_handler(InsufficientCredits(needed=50, balance=3), {})
     assert response.status_code == 402
-    assert response.data == {"error": {"code": "insufficient_credits",
-                                       "message": "This needs about 50 credits; the account has 3. An owner can add credits."}}
+    assert response.data == {
+        "error": {
+            "code": "insufficient_credits",
+            "message": "This needs about 50 credits; the account has 3. An owner can add credits.",
+        }
+    }
 
 
 def test_create_account_with_credits(db):
@@ -76,12 +81,15 @@ def test_grant_credits_command(account_a):
     assert entry.metadata["reason"] == "annual plan"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["999999", "10", "--reason", "x"], "No account"),
-    (["{a}", "0", "--reason", "x"], "greater than zero"),
-    (["{a}", "-3", "--reason", "x"], "greater than zero"),
-    (["{a}", "10", "--reason", " "], "needs a reason"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["999999", "10", "--reason", "x"], "No account"),
+        (["{a}", "0", "--reason", "x"], "greater than zero"),
+        (["{a}", "-3", "--reason", "x"], "greater than zero"),
+        (["{a}", "10", "--reason", " "], "needs a reason"),
+    ],
+)
 def test_grant_credits_bad_input(account_a, args, message):
     args = [a.format(a=account_a.pk) for a in args]
     with pytest.raises(CommandError, match=message):
@@ -96,8 +104,17 @@ def test_admin_grant_action_records_the_staff_user(client, account_a):
     url = "/admin/accounts/account/"
     page = client.post(url, {"action": "grant_credits", "_selected_action": [account_a.pk]})
     assert page.status_code == 200 and b"Grant credits" in page.content
-    done = client.post(url, {"action": "grant_credits", "_selected_action": [account_a.pk], "apply": "1",
-                             "amount": "1234", "reason": "goodwill"}, follow=True)
+    done = client.post(
+        url,
+        {
+            "action": "grant_credits",
+            "_selected_action": [account_a.pk],
+            "apply": "1",
+            "amount": "1234",
+            "reason": "goodwill",
+        },
+        follow=True,
+    )
     assert "Granted 1,234 credits" in done.content.decode()
     with account_context(account_a):
         entry = CreditLedgerEntry.objects.for_account(account_a).get(kind="grant")
@@ -110,8 +127,10 @@ def test_admin_grant_action_records_the_staff_user(client, account_a):
 
 def test_admin_grant_action_needs_a_reason(client, account_a):
     client.force_login(make_user("staff2@groundwork.test", is_staff=True, is_superuser=True))
-    page = client.post("/admin/accounts/account/", {"action": "grant_credits", "_selected_action": [account_a.pk],
-                                                    "apply": "1", "amount": "10", "reason": ""})
+    page = client.post(
+        "/admin/accounts/account/",
+        {"action": "grant_credits", "_selected_action": [account_a.pk], "apply": "1", "amount": "10", "reason": ""},
+    )
     assert "This field is required" in page.content.decode()
     with account_context(account_a):
         assert balance_get(account=account_a) == 10000
@@ -122,7 +141,8 @@ def test_stale_holds_are_released_by_the_sweep(account_a, account_b, settings):
     with account_context(account_a):
         stale = credits_hold(account=account_a, amount=400, key="crashed-chat")
         CreditHold.objects.for_account(account_a).filter(pk=stale.pk).update(
-            created_at=timezone.now() - dt.timedelta(minutes=5))
+            created_at=timezone.now() - dt.timedelta(minutes=5)
+        )
     with account_context(account_b):
         credits_hold(account=account_b, amount=300, key="live-chat")
     assert release_stale_holds() == 1

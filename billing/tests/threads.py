@@ -1,5 +1,6 @@
 """Spenders at the same instant: the ledger's race tests run work(n) in n threads that a
 barrier releases together, each on its own database connection (closed when it ends)."""
+
 from __future__ import annotations
 
 import threading

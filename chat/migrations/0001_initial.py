@@ -7,63 +7,97 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('accounts', '0002_row_level_security'),
+        ("accounts", "0002_row_level_security"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Conversation',
+            name="Conversation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('title', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True, db_index=True)),
-                ('account', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='accounts.account')),
-                ('api_key', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='accounts.apikey')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("title", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True, db_index=True)),
+                ("account", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="accounts.account")),
+                (
+                    "api_key",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="accounts.apikey",
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         migrations.CreateModel(
-            name='Message',
+            name="Message",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('user', 'User'), ('assistant', 'Assistant')], max_length=10)),
-                ('content', models.TextField()),
-                ('status', models.CharField(choices=[('complete', 'Complete'), ('cancelled', 'Cancelled'), ('failed', 'Failed')], default='complete', max_length=10)),
-                ('route', models.CharField(blank=True, help_text='general, lookup or summary', max_length=10)),
-                ('sources', models.JSONField(blank=True, default=list, help_text='What was retrieved: n → document, chunks, pages')),
-                ('citations', models.JSONField(blank=True, default=list, help_text='The sources the answer cites')),
-                ('prompt_tokens', models.PositiveIntegerField(default=0)),
-                ('completion_tokens', models.PositiveIntegerField(default=0)),
-                ('total_tokens', models.PositiveIntegerField(default=0)),
-                ('credits_charged', models.PositiveIntegerField(default=0)),
-                ('model', models.CharField(blank=True, max_length=200)),
-                ('provider', models.CharField(blank=True, max_length=200)),
-                ('latency_ms', models.PositiveIntegerField(blank=True, null=True)),
-                ('first_token_ms', models.PositiveIntegerField(blank=True, null=True)),
-                ('error_code', models.CharField(blank=True, max_length=40)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('account', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='accounts.account')),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='messages', to='chat.conversation')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("role", models.CharField(choices=[("user", "User"), ("assistant", "Assistant")], max_length=10)),
+                ("content", models.TextField()),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("complete", "Complete"), ("cancelled", "Cancelled"), ("failed", "Failed")],
+                        default="complete",
+                        max_length=10,
+                    ),
+                ),
+                ("route", models.CharField(blank=True, help_text="general, lookup or summary", max_length=10)),
+                (
+                    "sources",
+                    models.JSONField(
+                        blank=True, default=list, help_text="What was retrieved: n → document, chunks, pages"
+                    ),
+                ),
+                ("citations", models.JSONField(blank=True, default=list, help_text="The sources the answer cites")),
+                ("prompt_tokens", models.PositiveIntegerField(default=0)),
+                ("completion_tokens", models.PositiveIntegerField(default=0)),
+                ("total_tokens", models.PositiveIntegerField(default=0)),
+                ("credits_charged", models.PositiveIntegerField(default=0)),
+                ("model", models.CharField(blank=True, max_length=200)),
+                ("provider", models.CharField(blank=True, max_length=200)),
+                ("latency_ms", models.PositiveIntegerField(blank=True, null=True)),
+                ("first_token_ms", models.PositiveIntegerField(blank=True, null=True)),
+                ("error_code", models.CharField(blank=True, max_length=40)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("account", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="accounts.account")),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="messages", to="chat.conversation"
+                    ),
+                ),
             ],
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         migrations.AddIndex(
-            model_name='conversation',
-            index=models.Index(fields=['account', '-updated_at'], name='conversation_recent'),
+            model_name="conversation",
+            index=models.Index(fields=["account", "-updated_at"], name="conversation_recent"),
         ),
         migrations.AddIndex(
-            model_name='message',
-            index=models.Index(fields=['conversation', 'created_at'], name='message_conversation_order'),
+            model_name="message",
+            index=models.Index(fields=["conversation", "created_at"], name="message_conversation_order"),
         ),
     ]

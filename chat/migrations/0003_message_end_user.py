@@ -4,15 +4,16 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('chat', '0002_row_level_security'),
+        ("chat", "0002_row_level_security"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='message',
-            name='end_user',
-            field=models.CharField(blank=True, help_text="The API caller's end-user id (OpenAI `user`), on questions", max_length=256),
+            model_name="message",
+            name="end_user",
+            field=models.CharField(
+                blank=True, help_text="The API caller's end-user id (OpenAI `user`), on questions", max_length=256
+            ),
         ),
     ]

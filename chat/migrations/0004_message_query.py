@@ -4,15 +4,17 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('chat', '0003_message_end_user'),
+        ("chat", "0003_message_end_user"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='message',
-            name='query',
-            field=models.TextField(blank=True, help_text='What was searched for this question (a follow-up is searched with the question before it)'),
+            model_name="message",
+            name="query",
+            field=models.TextField(
+                blank=True,
+                help_text="What was searched for this question (a follow-up is searched with the question before it)",
+            ),
         ),
     ]

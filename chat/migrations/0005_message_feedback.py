@@ -9,33 +9,69 @@ from core.rls import enable_rls
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0008_names_without_control_characters'),
-        ('chat', '0004_message_query'),
+        ("accounts", "0008_names_without_control_characters"),
+        ("chat", "0004_message_query"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='MessageFeedback',
+            name="MessageFeedback",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('rating', models.CharField(choices=[('up', 'Helpful'), ('down', 'Not helpful')], max_length=4)),
-                ('comment', models.TextField(blank=True, max_length=2000)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('account', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='accounts.account')),
-                ('api_key', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='accounts.apikey')),
-                ('message', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='feedback', to='chat.message')),
-                ('user', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("rating", models.CharField(choices=[("up", "Helpful"), ("down", "Not helpful")], max_length=4)),
+                ("comment", models.TextField(blank=True, max_length=2000)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("account", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="accounts.account")),
+                (
+                    "api_key",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="accounts.apikey",
+                    ),
+                ),
+                (
+                    "message",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="feedback", to="chat.message"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['account', '-created_at'], name='feedback_recent')],
-                'constraints': [models.UniqueConstraint(condition=models.Q(('api_key__isnull', True)), fields=('message', 'user'), name='feedback_one_per_person'), models.UniqueConstraint(condition=models.Q(('api_key__isnull', False)), fields=('message', 'api_key'), name='feedback_one_per_key'), models.CheckConstraint(condition=models.Q(('rating__in', ['up', 'down'])), name='feedback_rating_valid')],
+                "indexes": [models.Index(fields=["account", "-created_at"], name="feedback_recent")],
+                "constraints": [
+                    models.UniqueConstraint(
+                        condition=models.Q(("api_key__isnull", True)),
+                        fields=("message", "user"),
+                        name="feedback_one_per_person",
+                    ),
+                    models.UniqueConstraint(
+                        condition=models.Q(("api_key__isnull", False)),
+                        fields=("message", "api_key"),
+                        name="feedback_one_per_key",
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("rating__in", ["up", "down"])), name="feedback_rating_valid"
+                    ),
+                ],
             },
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         enable_rls("chat_messagefeedback"),

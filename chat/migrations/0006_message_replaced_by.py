@@ -5,15 +5,16 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('chat', '0005_message_feedback'),
+        ("chat", "0005_message_feedback"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='message',
-            name='replaced_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='chat.message'),
+            model_name="message",
+            name="replaced_by",
+            field=models.ForeignKey(
+                blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name="+", to="chat.message"
+            ),
         ),
     ]

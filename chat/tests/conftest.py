@@ -1,7 +1,9 @@
 import pytest
 
-HANDBOOK = ("# Holidays\n\nEveryone at Acme has twenty-eight days of paid holiday a year. Unused holiday "
-            "carries over until March.\n\n# Laptops\n\nNew starters receive a laptop and a badge on day one.")
+HANDBOOK = (
+    "# Holidays\n\nEveryone at Acme has twenty-eight days of paid holiday a year. Unused holiday "
+    "carries over until March.\n\n# Laptops\n\nNew starters receive a laptop and a badge on day one."
+)
 
 
 @pytest.fixture
@@ -22,4 +24,3 @@ def _sockets_closed():
     from chat.tests.test_websocket import Socket
 
     Socket.close_all()
-

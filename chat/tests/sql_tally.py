@@ -8,6 +8,7 @@ statement-budget test and by bench/chat_open_loop.py.
 A statement run in autocommit mode (outside any transaction) is a transaction of its own
 and is counted as one in `transactions`, besides the explicit commits.
 """
+
 from __future__ import annotations
 
 import threading
@@ -31,10 +32,14 @@ class Tally:
 
     def snapshot(self) -> dict:
         with self.lock:
-            return {"statements": len(self.statements), "commits": self.commits,
-                    "autocommit_statements": self.autocommit_statements, "rollbacks": self.rollbacks,
-                    "health_checks": self.health_checks,
-                    "sql": list(self.statements)}
+            return {
+                "statements": len(self.statements),
+                "commits": self.commits,
+                "autocommit_statements": self.autocommit_statements,
+                "rollbacks": self.rollbacks,
+                "health_checks": self.health_checks,
+                "sql": list(self.statements),
+            }
 
 
 class sql_tally:
@@ -43,8 +48,12 @@ class sql_tally:
 
     def __enter__(self) -> Tally:
         self.tally = tally = Tally()
-        self.saved = (psycopg.Cursor.execute, psycopg.Cursor.executemany, psycopg.Connection.commit,
-                      psycopg.Connection.rollback)
+        self.saved = (
+            psycopg.Cursor.execute,
+            psycopg.Cursor.executemany,
+            psycopg.Connection.commit,
+            psycopg.Connection.rollback,
+        )
         execute, executemany, commit, rollback = self.saved
 
         def note(cursor, query):
@@ -82,5 +91,6 @@ class sql_tally:
         return tally
 
     def __exit__(self, *exc) -> None:
-        (psycopg.Cursor.execute, psycopg.Cursor.executemany, psycopg.Connection.commit,
-         psycopg.Connection.rollback) = self.saved
+        (psycopg.Cursor.execute, psycopg.Cursor.executemany, psycopg.Connection.commit, psycopg.Connection.rollback) = (
+            self.saved
+        )

@@ -1,6 +1,7 @@
 """Deleting an account closes every open websocket of it: its keys' and
 its members' sockets get 4401 within a second, and a new handshake is refused; another
 account's sockets stay open."""
+
 import pytest
 
 from accounts import services
@@ -11,8 +12,9 @@ from chat.tests.test_websocket import Socket, _key_socket, _session_headers
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def test_deleting_an_account_closes_its_keys_and_members_sockets(client, account_a, owner_a, account_b, handbook,
-                                                                 fake_llm):
+def test_deleting_an_account_closes_its_keys_and_members_sockets(
+    client, account_a, owner_a, account_b, handbook, fake_llm
+):
     raw = make_api_key(account_a)
     key_socket = Socket([(b"authorization", f"Bearer {raw}".encode())])
     assert key_socket.connect()[0]

@@ -2,6 +2,7 @@
 small model strays, "not in your documents" when nothing retrieved is near enough, and
 follow-ups searched with the question they follow. Unit tests of chat.answering, then real
 turns (REST, the real database, an OpenAI-compatible server on loopback)."""
+
 import time
 from types import SimpleNamespace
 
@@ -33,28 +34,36 @@ Only the ``x++`` statement is executed if the condition is true."""
 
 # --- chat.answering ---------------------------------------------------------------------------
 
+
 def _stream(guard, text, size=7):
-    return "".join(guard.feed(text[i:i + size]) for i in range(0, len(text), size)) + guard.flush()
+    return "".join(guard.feed(text[i : i + size]) for i in range(0, len(text), size)) + guard.flush()
 
 
 def test_guard_stops_a_looping_stream_before_a_run_of_words_appears_three_times():
     guard = answering.Guard([])
     out = _stream(guard, "Refunds are possible. " + "The Python logo is trademarked and protected. " * 20)
     words = out.lower().split()
-    runs = [tuple(words[i:i + 8]) for i in range(len(words) - 7)]
+    runs = [tuple(words[i : i + 8]) for i in range(len(words) - 7)]
     assert guard.stopped == "repeat" and max(runs.count(r) for r in runs) <= 2
     assert out.startswith("Refunds are possible. The Python logo")
     strict = answering.Guard([P(text="The Python logo is trademarked and protected.")], strict=True)
     out = _stream(strict, "The Python logo is trademarked. The Python logo is protected. The Python logo is nice.")
     words = out.lower().split()
     assert strict.stopped == "repeat" and "The Python logo is nice" not in out
-    assert max([tuple(words[i:i + 4]) for i in range(len(words) - 3)].count(r) for r in [("the", "python", "logo", "is")]) == 2
+    assert (
+        max(
+            [tuple(words[i : i + 4]) for i in range(len(words) - 3)].count(r) for r in [("the", "python", "logo", "is")]
+        )
+        == 2
+    )
 
 
 def test_loose_guard_lets_a_turn_of_phrase_and_repetitive_code_through():
     guard = answering.Guard([])
-    text = ("It is in the case of refunds. It is in the case of returns. It is in the case of gifts. "
-            "```python\nrule = '" + "carry-over-" * 40 + "'\n```\nDone.")
+    text = (
+        "It is in the case of refunds. It is in the case of returns. It is in the case of gifts. "
+        "```python\nrule = '" + "carry-over-" * 40 + "'\n```\nDone."
+    )
     assert _stream(guard, text) == text and not guard.stopped
 
 
@@ -72,8 +81,11 @@ def test_loose_guard_releases_words_as_they_come():
 def test_strict_guard_releases_supported_sentences_cited_by_overlap_and_stops_at_an_unsupported_one():
     passages = [P(text="Laptops are given on day one."), P(text="Everyone has twenty-eight days of paid holiday.")]
     guard = answering.Guard(passages, strict=True)
-    out = _stream(guard, "Staff get twenty-eight days of paid holiday [Document 7]. "
-                         "Bananas grow on enormous tropical plantations everywhere. More text.")
+    out = _stream(
+        guard,
+        "Staff get twenty-eight days of paid holiday [Document 7]. "
+        "Bananas grow on enormous tropical plantations everywhere. More text.",
+    )
     assert out == "Staff get twenty-eight days of paid holiday [Document 2]. "
     assert guard.stopped == "unsupported"
 
@@ -83,8 +95,10 @@ def test_strict_guard_holds_short_pieces_for_a_sentence_and_refuses_recombined_w
     guard = answering.Guard(passages, strict=True)
     assert _stream(guard, "The answer: Yes.") == "" and not guard.answered
     guard = answering.Guard(passages, strict=True)
-    assert (_stream(guard, "The answer:\nEveryone at Acme has twenty-eight days of paid holiday.")
-            == "The answer:\nEveryone at Acme has twenty-eight days of paid holiday [Document 1].")
+    assert (
+        _stream(guard, "The answer:\nEveryone at Acme has twenty-eight days of paid holiday.")
+        == "The answer:\nEveryone at Acme has twenty-eight days of paid holiday [Document 1]."
+    )
     assert guard.answered
     guard = answering.Guard(passages, strict=True)  # every word is in the passage, the claim is not
     assert _stream(guard, "Laptops have twenty-eight holiday days at Acme.") == ""
@@ -104,9 +118,11 @@ def test_strict_guard_stops_a_number_the_passages_do_not_have():
     must be in the passages (or the question)."""
     passages = [P(text="Meals are reimbursed up to 45 euros a day. The limit was 12,500 euros in 2024.")]
     guard = answering.Guard(passages, strict=True, question="How much are meals reimbursed?")
-    assert (_stream(guard, "Meals are reimbursed up to 45 euros a day. The limit was 12,500 euros in 2024.")
-            == "Meals are reimbursed up to 45 euros a day [Document 1]. "
-               "The limit was 12,500 euros in 2024 [Document 1].")
+    assert (
+        _stream(guard, "Meals are reimbursed up to 45 euros a day. The limit was 12,500 euros in 2024.")
+        == "Meals are reimbursed up to 45 euros a day [Document 1]. "
+        "The limit was 12,500 euros in 2024 [Document 1]."
+    )
     guard = answering.Guard(passages, strict=True, question="How much are meals reimbursed?")
     out = _stream(guard, "Meals are reimbursed up to 45 euros a day. The limit was 13,500 euros in 2024.")
     assert out == "Meals are reimbursed up to 45 euros a day [Document 1]. " and guard.stopped == "unsupported"
@@ -132,9 +148,11 @@ def test_strict_guard_does_not_answer_with_a_question():
     guard = answering.Guard(faq, strict=True, question="How do I go over a sequence backwards?")
     assert _stream(guard, "\n\n::\n\nHow do I iterate over a sequence in reverse order?") == ""
     guard = answering.Guard(faq, strict=True, question="Which function goes over a sequence backwards?")
-    assert (_stream(guard, "\n\nUse the reversed() built-in function.\n\nIt iterates over a sequence in reverse order.")
-            == "Use the reversed() built-in function [Document 1].\n\n"
-               "It iterates over a sequence in reverse order [Document 1].")
+    assert (
+        _stream(guard, "\n\nUse the reversed() built-in function.\n\nIt iterates over a sequence in reverse order.")
+        == "Use the reversed() built-in function [Document 1].\n\n"
+        "It iterates over a sequence in reverse order [Document 1]."
+    )
 
 
 def test_strict_guard_stops_a_repeated_sentence():
@@ -146,26 +164,38 @@ def test_strict_guard_stops_a_repeated_sentence():
 def test_extractive_answer_quotes_the_sentences_after_the_matching_heading_each_cited():
     passages = [P(text="Unrelated text about installing Python on Windows machines."), P(text=RST)]
     answer = answering.extractive_answer("What is the reason Python uses indentation?", passages)
-    assert answer.startswith("Guido van Rossum believes that using indentation for grouping is extremely elegant "
-                             "and contributes a lot to the clarity of the average Python program [Document 2].")
+    assert answer.startswith(
+        "Guido van Rossum believes that using indentation for grouping is extremely elegant "
+        "and contributes a lot to the clarity of the average Python program [Document 2]."
+    )
     assert "Why does Python" not in answer and "[Document 1]" not in answer
     assert "```\nif (x <= y)\n        x++;\n```" in answer  # code stays code
     assert "`x++`" in answer and "``" not in answer.replace("```", "")
 
 
 def test_extractive_answer_leaves_out_what_was_already_said():
-    passages = [P(text="Everyone has twenty-eight days of paid holiday a year. Unused holiday carries over "
-                       "until March.")]
+    passages = [
+        P(text="Everyone has twenty-eight days of paid holiday a year. Unused holiday carries over until March.")
+    ]
     full = answering.extractive_answer("How much paid holiday do we get?", passages)
     assert full.startswith("Everyone has twenty-eight days") and "carries over" in full
-    rest = answering.extractive_answer("How much paid holiday do we get?", passages,
-                                       said="Everyone has twenty-eight days of paid holiday [Document 1].")
+    rest = answering.extractive_answer(
+        "How much paid holiday do we get?",
+        passages,
+        said="Everyone has twenty-eight days of paid holiday [Document 1].",
+    )
     assert rest == "Unused holiday carries over until March [Document 1]."
     other = [P(text="Paid holiday for contractors is agreed per contract.")] + passages
     assert "contract" in answering.extractive_answer("How much paid holiday do we get?", other)
-    assert answering.extractive_answer("How much paid holiday do we get?", other, within=2,
-                                       said="Everyone has twenty-eight days of paid holiday [Document 2].") == \
-        "Unused holiday carries over until March [Document 2]."
+    assert (
+        answering.extractive_answer(
+            "How much paid holiday do we get?",
+            other,
+            within=2,
+            said="Everyone has twenty-eight days of paid holiday [Document 2].",
+        )
+        == "Unused holiday carries over until March [Document 2]."
+    )
 
 
 def test_relevance_adds_similarity_and_topic_coverage():
@@ -176,6 +206,7 @@ def test_relevance_adds_similarity_and_topic_coverage():
 
 
 # --- real turns -------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def api(account_a):
@@ -204,13 +235,14 @@ def test_citations_list_only_valid_cited_sources_and_none_when_nothing_is_cited(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_degenerating_answer_is_stopped_at_once_and_only_what_was_generated_is_charged(api, account_a, handbook,
-                                                                                       fake_llm):
+def test_a_degenerating_answer_is_stopped_at_once_and_only_what_was_generated_is_charged(
+    api, account_a, handbook, fake_llm
+):
     fake_llm.backend.chunk_delay = 0.01
     fake_llm.answer = "Holiday is twenty-eight days [Document 1]. " + "The holiday policy is generous. " * 60
     body = _ask(api, "How many days of holiday do we get?")
     words = body["answer"].lower().split()
-    runs = [tuple(words[i:i + 8]) for i in range(len(words) - 7)]
+    runs = [tuple(words[i : i + 8]) for i in range(len(words) - 7)]
     assert max(runs.count(r) for r in runs) <= 2
     for _ in range(50):  # the provider saw the client leave: generation stopped early
         if fake_llm.streams and fake_llm.streams[-1]["client_left"]:
@@ -249,8 +281,7 @@ def test_small_profile_keeps_a_supported_model_answer_and_cites_it(api, account_
 
 
 @pytest.mark.django_db(transaction=True)
-def test_small_profile_completes_a_one_sentence_answer_with_the_passages(api, account_a, handbook, fake_llm,
-                                                                         settings):
+def test_small_profile_completes_a_one_sentence_answer_with_the_passages(api, account_a, handbook, fake_llm, settings):
     """The model's first sentence holds, its second strays: the answer keeps the first and
     the passages' own sentences say the rest, without repeating it."""
     settings.CHAT_PROFILE = "small"
@@ -303,9 +334,11 @@ def test_a_capable_model_rewrites_the_followup_and_the_rewrite_is_paid_for(api, 
 
 # --- never made up: abstention when the model is not marked capable --------------------------
 
+
 @pytest.mark.django_db(transaction=True)
-def test_a_small_model_abstains_with_the_closest_passages_and_no_model_call(api, account_a, handbook, fake_llm,
-                                                                            settings):
+def test_a_small_model_abstains_with_the_closest_passages_and_no_model_call(
+    api, account_a, handbook, fake_llm, settings
+):
     """The bundled small models are not trusted with general knowledge: a question the
     documents do not answer gets "Your documents don't cover this." and the nearest passages
     as sources, the model is not called, and only the query embedding is charged."""

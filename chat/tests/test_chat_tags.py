@@ -3,6 +3,7 @@
 /v1 (the OpenAI SDK's `extra_body`), the summary route and TurnRun's own keywords (MCP's
 ask). Real pipeline, real database and Redis, the fake model server on loopback recording
 what the model was sent."""
+
 import json
 
 import openai
@@ -23,9 +24,11 @@ QUESTION = "What is the paid holiday policy?"
 
 @pytest.fixture
 def shelf(account_a, ingest_text):
-    documents = {"hr.md": ingest_text(account_a, "hr.md", HOLIDAYS),
-                 "secret.md": ingest_text(account_a, "secret.md", SECRET),
-                 "plain.md": ingest_text(account_a, "plain.md", PLAIN)}
+    documents = {
+        "hr.md": ingest_text(account_a, "hr.md", HOLIDAYS),
+        "secret.md": ingest_text(account_a, "secret.md", SECRET),
+        "plain.md": ingest_text(account_a, "plain.md", PLAIN),
+    }
     with account_context(account_a):
         document_tags_set(account=account_a, actor=None, document=documents["hr.md"], tags=["HR"])
         document_tags_set(account=account_a, actor=None, document=documents["secret.md"], tags=["Confidential"])
@@ -50,12 +53,14 @@ def _read_by_model(fake_llm) -> set[str]:
 
 # --- POST search/ ---------------------------------------------------------------------------
 
+
 def test_search_api_tags_and_exclude_tags(client, account_a, shelf, fake_llm):
     headers = _auth(make_api_key(account_a))
 
     def names(**body):
-        response = client.post("/api/v1/search/", {"query": QUESTION, "top_k": 10, **body},
-                               content_type="application/json", **headers)
+        response = client.post(
+            "/api/v1/search/", {"query": QUESTION, "top_k": 10, **body}, content_type="application/json", **headers
+        )
         assert response.status_code == 200, response.content
         return {r["document_name"] for r in response.json()["results"]}
 
@@ -69,11 +74,23 @@ def test_search_api_tags_and_exclude_tags(client, account_a, shelf, fake_llm):
     assert names(explain=True) == {"hr.md", "plain.md"}
 
 
-@pytest.mark.parametrize("body", [{"tags": "hr"}, {"tags": [""]}, {"exclude_tags": ["x" * 41]}, {"tags": [1]},
-                                  {"exclude_tags": [f"t{i}" for i in range(21)]}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"tags": "hr"},
+        {"tags": [""]},
+        {"exclude_tags": ["x" * 41]},
+        {"tags": [1]},
+        {"exclude_tags": [f"t{i}" for i in range(21)]},
+    ],
+)
 def test_search_api_refuses_bad_tags_before_charging(client, account_a, fake_llm, body):
-    response = client.post("/api/v1/search/", {"query": QUESTION, **body}, content_type="application/json",
-                           **_auth(make_api_key(account_a)))
+    response = client.post(
+        "/api/v1/search/",
+        {"query": QUESTION, **body},
+        content_type="application/json",
+        **_auth(make_api_key(account_a)),
+    )
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_tags"
     with account_context(account_a):
         assert not CreditLedgerEntry.objects.for_account(account_a).filter(reference="search").exists()
@@ -81,12 +98,14 @@ def test_search_api_refuses_bad_tags_before_charging(client, account_a, fake_llm
 
 # --- REST chat ------------------------------------------------------------------------------
 
+
 def test_rest_chat_tags_exclude_tags_and_the_account_setting(client, account_a, shelf, fake_llm):
     headers = _auth(make_api_key(account_a))
 
     def ask(**body):
-        response = client.post("/api/v1/chat/", {"message": QUESTION, **body}, content_type="application/json",
-                               **headers)
+        response = client.post(
+            "/api/v1/chat/", {"message": QUESTION, **body}, content_type="application/json", **headers
+        )
         assert response.status_code == 200, response.content
         return _read_by_model(fake_llm)
 
@@ -99,8 +118,12 @@ def test_rest_chat_tags_exclude_tags_and_the_account_setting(client, account_a, 
 
 
 def test_rest_chat_refuses_bad_tags_with_nothing_held(client, account_a, shelf, fake_llm):
-    response = client.post("/api/v1/chat/", {"message": QUESTION, "tags": ["a,b"]}, content_type="application/json",
-                           **_auth(make_api_key(account_a)))
+    response = client.post(
+        "/api/v1/chat/",
+        {"message": QUESTION, "tags": ["a,b"]},
+        content_type="application/json",
+        **_auth(make_api_key(account_a)),
+    )
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_tags"
     with account_context(account_a):
         assert not CreditLedgerEntry.objects.for_account(account_a).filter(reference__startswith="conv").exists()
@@ -109,14 +132,19 @@ def test_rest_chat_refuses_bad_tags_with_nothing_held(client, account_a, shelf, 
 @pytest.mark.django_db(transaction=True)  # the turn streams from a worker thread with its own connection
 def test_rest_chat_stream_sources_respect_the_tags(client, account_a, shelf, fake_llm):
     _exclude(account_a, ["hr"])
-    response = client.post("/api/v1/chat/?stream=1", {"message": QUESTION, "exclude_tags": ["confidential"]},
-                           content_type="application/json", **_auth(make_api_key(account_a)))
+    response = client.post(
+        "/api/v1/chat/?stream=1",
+        {"message": QUESTION, "exclude_tags": ["confidential"]},
+        content_type="application/json",
+        **_auth(make_api_key(account_a)),
+    )
     events = [json.loads(line[6:]) for line in b"".join(response.streaming_content).decode().split("\n\n") if line]
     assert events[0]["type"] == "chat.sources" and events[-1]["type"] == "chat.done"
     assert {s["document_name"] for s in events[0]["sources"]} == {"plain.md"}
 
 
 # --- the websocket ----------------------------------------------------------------------------
+
 
 def _socket(account):
     socket = Socket([(b"authorization", f"Bearer {make_api_key(account)}".encode())])
@@ -143,6 +171,7 @@ def test_websocket_chat_message_tags_and_the_account_setting(account_a, shelf, f
 
 # --- /v1 ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.django_db(transaction=True)
 def test_openai_endpoint_takes_tags_in_the_body(live_server, account_a, shelf, fake_llm):
     sdk = openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=make_api_key(account_a), max_retries=0)
@@ -160,9 +189,11 @@ def test_openai_endpoint_takes_tags_in_the_body(live_server, account_a, shelf, f
 
 # --- TurnRun's keywords (MCP's ask) and summaries --------------------------------------------------
 
+
 def test_turn_run_takes_tags_and_exclude_tags(account_a, shelf, fake_llm):
-    done = TurnRun(account=account_a, question=QUESTION, tags=["hr", "confidential"],
-                   exclude_tags=["confidential"]).run()
+    done = TurnRun(
+        account=account_a, question=QUESTION, tags=["hr", "confidential"], exclude_tags=["confidential"]
+    ).run()
     assert done["message_id"] and _read_by_model(fake_llm) == {"hr.md"}
 
 

@@ -1,6 +1,7 @@
 """chat.selectors.conversation_access_by_id: the principal's own conversation, or one
 not-found (ConversationNotFound, a core.errors.NotFound) for a missing id, another
 account's, another person's or key's in the same account, and a malformed id."""
+
 import pytest
 
 from accounts.models import ApiKey

@@ -2,6 +2,7 @@
 `DELETE conversations/{id}/`, `GET conversations/?q=` (search by title or message text), who
 may do it (the principal's own conversations only), and the chat page's search box, rename
 and delete controls and the truthful "who can see this" line."""
+
 from __future__ import annotations
 
 import time
@@ -19,16 +20,20 @@ from core.tenancy import account_context
 pytestmark = pytest.mark.django_db
 
 
-def _conversation(account, *, user=None, api_key=None, title="Holidays",
-                  turns=(("How much holiday?", "Twenty-eight days."),)) -> Conversation:
+def _conversation(
+    account, *, user=None, api_key=None, title="Holidays", turns=(("How much holiday?", "Twenty-eight days."),)
+) -> Conversation:
     with account_context(account):
-        conversation = Conversation.objects.for_account(account).create(account=account, user=user, api_key=api_key,
-                                                                        title=title)
+        conversation = Conversation.objects.for_account(account).create(
+            account=account, user=user, api_key=api_key, title=title
+        )
         for question, answer in turns:
-            Message.objects.for_account(account).create(account=account, conversation=conversation, role="user",
-                                                        content=question)
-            Message.objects.for_account(account).create(account=account, conversation=conversation,
-                                                        role="assistant", content=answer)
+            Message.objects.for_account(account).create(
+                account=account, conversation=conversation, role="user", content=question
+            )
+            Message.objects.for_account(account).create(
+                account=account, conversation=conversation, role="assistant", content=answer
+            )
     return conversation
 
 
@@ -47,6 +52,7 @@ def _title(account, conversation) -> str:
 
 # --- rename ----------------------------------------------------------------------------------
 
+
 def test_rename_answers_the_conversation_with_its_new_title(client, account_a, owner_a):
     conversation = _conversation(account_a, user=owner_a)
     client.force_login(owner_a)
@@ -60,13 +66,22 @@ def test_rename_answers_the_conversation_with_its_new_title(client, account_a, o
     assert _patch(client, conversation.pk, {"title": "x" * 200}).status_code == 200
 
 
-@pytest.mark.parametrize("body, words", [
-    ({"title": ""}, "cannot be empty"), ({"title": "   "}, "cannot be empty"), ({}, "must be text"),
-    ({"title": None}, "must be text"), ({"title": 7}, "must be text"), ({"title": ["a"]}, "must be text"),
-    ({"title": "x" * 300}, "300 characters"), ({"title": "two\nlines"}, "control characters"),
-    ({"title": "tab\there"}, "control characters"), ({"title": "bell\x07"}, "control characters"),
-    ({"title": "a\u202eb"}, "control characters"),
-])
+@pytest.mark.parametrize(
+    "body, words",
+    [
+        ({"title": ""}, "cannot be empty"),
+        ({"title": "   "}, "cannot be empty"),
+        ({}, "must be text"),
+        ({"title": None}, "must be text"),
+        ({"title": 7}, "must be text"),
+        ({"title": ["a"]}, "must be text"),
+        ({"title": "x" * 300}, "300 characters"),
+        ({"title": "two\nlines"}, "control characters"),
+        ({"title": "tab\there"}, "control characters"),
+        ({"title": "bell\x07"}, "control characters"),
+        ({"title": "a\u202eb"}, "control characters"),
+    ],
+)
 def test_a_bad_title_is_a_400_saying_what_is_wrong(client, account_a, owner_a, body, words):
     conversation = _conversation(account_a, user=owner_a)
     client.force_login(owner_a)
@@ -82,7 +97,10 @@ def test_a_nul_in_the_body_is_refused_before_the_title_is_read(client, account_a
     client.force_login(owner_a)
     for body in ('{"title": "nul\\u0000"}', '{"title": "a\\u202eb"}'):
         response = _patch(client, conversation.pk, body)
-        assert response.status_code == 400 and response.json()["error"]["code"] in ("malformed_request", "invalid_title")
+        assert response.status_code == 400 and response.json()["error"]["code"] in (
+            "malformed_request",
+            "invalid_title",
+        )
     assert _title(account_a, conversation) == "Holidays"
 
 
@@ -93,11 +111,11 @@ def test_a_bad_title_is_a_400_whatever_the_id(client, account_a, owner_a):
 
 # --- who may: isolation and roles ------------------------------------------------------------
 
+
 def test_no_one_else_may_rename_delete_or_regenerate_it(client, account_a, account_b, owner_a, owner_b):
     conversation = _conversation(account_a, user=owner_a)
     teammate = add_member(account_a, role=Role.ADMIN)
-    others = [{"user": owner_b}, {"user": teammate}, {"key": make_api_key(account_a)},
-              {"key": make_api_key(account_b)}]
+    others = [{"user": owner_b}, {"user": teammate}, {"key": make_api_key(account_a)}, {"key": make_api_key(account_b)}]
     for other in others:
         client.logout()
         extra = {}
@@ -106,10 +124,12 @@ def test_no_one_else_may_rename_delete_or_regenerate_it(client, account_a, accou
         else:
             extra = _auth(other["key"])
         url = f"/api/v1/conversations/{conversation.pk}/"
-        answers = [_patch(client, conversation.pk, {"title": "Mine now"}, **extra),
-                   client.delete(url, **extra),
-                   client.post(url + "regenerate/", {}, content_type="application/json", **extra),
-                   client.get(url, **extra)]
+        answers = [
+            _patch(client, conversation.pk, {"title": "Mine now"}, **extra),
+            client.delete(url, **extra),
+            client.post(url + "regenerate/", {}, content_type="application/json", **extra),
+            client.get(url, **extra),
+        ]
         for response in answers:
             assert response.status_code == 404, (other, response.content)
             assert response.json()["error"]["code"] == "not_found"
@@ -145,13 +165,15 @@ def test_every_role_manages_its_own_conversations(client, account_a, role):
 
 # --- delete ----------------------------------------------------------------------------------
 
+
 def test_delete_removes_messages_and_feedback_keeps_the_ledger_and_is_audited(client, account_a, owner_a):
     conversation = _conversation(account_a, user=owner_a, turns=[("Q1?", "A1."), ("Q2?", "A2.")])
     kept = _conversation(account_a, user=owner_a, title="Another")
     with account_context(account_a):
         answer = Message.objects.for_account(account_a).filter(conversation=conversation, role="assistant").first()
-        MessageFeedback.objects.for_account(account_a).create(account=account_a, message=answer, user=owner_a,
-                                                              rating="down")
+        MessageFeedback.objects.for_account(account_a).create(
+            account=account_a, message=answer, user=owner_a, rating="down"
+        )
         credits_debit(account=account_a, tokens=10, key="turn", kind="chat", reference=f"message:{answer.pk}")
         ledger = list(CreditLedgerEntry.objects.for_account(account_a).values_list("pk", "delta", "reference"))
     client.force_login(owner_a)
@@ -174,11 +196,15 @@ def test_delete_removes_messages_and_feedback_keeps_the_ledger_and_is_audited(cl
 
 # --- search ----------------------------------------------------------------------------------
 
+
 def test_search_finds_by_title_or_message_text_case_insensitively(client, account_a, account_b, owner_a, owner_b):
     by_title = _conversation(account_a, user=owner_a, title="Parental LEAVE", turns=[("Hi", "Hello.")])
-    by_question = _conversation(account_a, user=owner_a, title="Misc", turns=[("How long is parental leave?", "Ask HR.")])
-    by_answer = _conversation(account_a, user=owner_a, title="Other",
-                              turns=[("And fathers?", "Sixteen weeks of Leave [Document 1].")])
+    by_question = _conversation(
+        account_a, user=owner_a, title="Misc", turns=[("How long is parental leave?", "Ask HR.")]
+    )
+    by_answer = _conversation(
+        account_a, user=owner_a, title="Other", turns=[("And fathers?", "Sixteen weeks of Leave [Document 1].")]
+    )
     _conversation(account_a, user=owner_a, title="Laptops", turns=[("Which laptop?", "A ThinkPad.")])
     # Another person's and another account's conversations say "leave" too.
     _conversation(account_a, user=add_member(account_a, role=Role.ADMIN), title="Leave for the admin")
@@ -193,7 +219,9 @@ def test_search_finds_by_title_or_message_text_case_insensitively(client, accoun
     # No q, or only spaces: every one of the person's own.
     assert len(client.get("/api/v1/conversations/?q=%20%20").json()["results"]) == 4
     client.force_login(owner_b)
-    assert [c["title"] for c in client.get("/api/v1/conversations/?q=leave").json()["results"]] == ["Leave in account B"]
+    assert [c["title"] for c in client.get("/api/v1/conversations/?q=leave").json()["results"]] == [
+        "Leave in account B"
+    ]
 
 
 def test_a_keys_search_is_its_own_conversations(client, account_a, owner_a):
@@ -206,37 +234,50 @@ def test_a_keys_search_is_its_own_conversations(client, account_a, owner_a):
     assert [c["id"] for c in body["results"]] == [keys.pk]
 
 
-@pytest.mark.parametrize("q, words", [("x" * 201, "at most 200"), ("a\x00b", "control characters"),
-                                      ("two\nlines", "control characters")])
+@pytest.mark.parametrize(
+    "q, words", [("x" * 201, "at most 200"), ("a\x00b", "control characters"), ("two\nlines", "control characters")]
+)
 def test_a_bad_search_is_a_400(client, owner_a, q, words):
     client.force_login(owner_a)
     response = client.get("/api/v1/conversations/", {"q": q})
     assert response.status_code == 400
     error = response.json()["error"]
     # (A NUL is refused before any view reads the query string.)
-    assert error["code"] == "bad_request" if "\x00" in q else (
-        error["code"] == "invalid_query" and error["field"] == "q" and words in error["message"])
+    assert (
+        error["code"] == "bad_request"
+        if "\x00" in q
+        else (error["code"] == "invalid_query" and error["field"] == "q" and words in error["message"])
+    )
     assert client.get("/api/v1/conversations/", {"q": "x" * 200}).status_code == 200
 
 
-def test_search_over_thousands_of_messages_pages_in_few_queries(client, account_a, account_b, owner_a, owner_b,
-                                                                django_assert_max_num_queries):
+def test_search_over_thousands_of_messages_pages_in_few_queries(
+    client, account_a, account_b, owner_a, owner_b, django_assert_max_num_queries
+):
     """Measured: 3,000 of the person's messages (and 3,000 of another account's), searched
     for a word in 1 of their 60 conversations and for one in every conversation, paged."""
     rows = []
     with account_context(account_a):
         for i in range(60):
-            conversation = Conversation.objects.for_account(account_a).create(account=account_a, user=owner_a,
-                                                                              title=f"Conversation {i}")
+            conversation = Conversation.objects.for_account(account_a).create(
+                account=account_a, user=owner_a, title=f"Conversation {i}"
+            )
             for j in range(50):
                 word = "zanzibar" if (i, j) == (17, 33) else "holiday"
-                rows.append(Message(account=account_a, conversation=conversation, role="user" if j % 2 else "assistant",
-                                    content=f"Message {j} about the {word} policy, with some more words to read."))
+                rows.append(
+                    Message(
+                        account=account_a,
+                        conversation=conversation,
+                        role="user" if j % 2 else "assistant",
+                        content=f"Message {j} about the {word} policy, with some more words to read.",
+                    )
+                )
         Message.objects.for_account(account_a).bulk_create(rows)
     with account_context(account_b):
         conversation = Conversation.objects.for_account(account_b).create(account=account_b, user=owner_b)
         Message.objects.for_account(account_b).bulk_create(
-            [Message(account=account_b, conversation=conversation, role="user", content="zanzibar " * 10)] * 3000)
+            [Message(account=account_b, conversation=conversation, role="user", content="zanzibar " * 10)] * 3000
+        )
     client.force_login(owner_a)
     started = time.monotonic()
     with django_assert_max_num_queries(12):
@@ -255,9 +296,14 @@ def test_search_over_thousands_of_messages_pages_in_few_queries(client, account_
 
 # --- the chat page ---------------------------------------------------------------------------
 
+
 def test_page_searches_with_the_same_selector_and_escapes(client, account_a, owner_a):
-    mine = _conversation(account_a, user=owner_a, title="<img src=x onerror=alert(1)> leave",
-                         turns=[("<script>alert(2)</script>", "Fine.")])
+    mine = _conversation(
+        account_a,
+        user=owner_a,
+        title="<img src=x onerror=alert(1)> leave",
+        turns=[("<script>alert(2)</script>", "Fine.")],
+    )
     _conversation(account_a, user=owner_a, title="Laptops")
     _conversation(account_a, user=add_member(account_a), title="A teammate's leave")
     client.force_login(owner_a)
@@ -296,13 +342,15 @@ def test_the_benchs_previous_turn_skips_an_answers_earlier_versions(account_a, o
         Message.objects.for_account(account_a).filter(pk=old.pk).update(replaced_by=new)
         make(account=account_a, conversation=conversation, role="user", content="Q2?")
         answer = make(account=account_a, conversation=conversation, role="assistant", content="A2.")
-        MessageFeedback.objects.for_account(account_a).create(account=account_a, message=answer, user=owner_a,
-                                                              rating="down")
+        MessageFeedback.objects.for_account(account_a).create(
+            account=account_a, message=answer, user=owner_a, rating="down"
+        )
         [case] = feedback_regression_cases(account=account_a)
     assert (case["question"], case["previous_question"], case["previous_answer"]) == ("Q2?", "Q1?", "A1, regenerated.")
 
 
 # --- default titles ----------------------------------------------------------------------------
+
 
 def _ask(client, message, conversation_id=None, **extra):
     body = {"message": message, **({"conversation_id": conversation_id} if conversation_id else {})}
@@ -316,8 +364,7 @@ def _titles(client) -> dict[int, str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_small_talk_does_not_name_a_conversation_the_first_real_question_does(client_a, account_a, handbook,
-                                                                               fake_llm):
+def test_small_talk_does_not_name_a_conversation_the_first_real_question_does(client_a, account_a, handbook, fake_llm):
     conversation_id = _ask(client_a, "hi")
     assert _titles(client_a)[conversation_id] == ""
     page = client_a.get(f"/chat/{conversation_id}/").content.decode()
@@ -332,8 +379,10 @@ def test_small_talk_does_not_name_a_conversation_the_first_real_question_does(cl
 
 @pytest.mark.django_db(transaction=True)
 def test_a_long_first_question_is_trimmed_at_a_word_boundary(client_a, account_a, handbook, fake_llm):
-    question = ("Could you please tell me how much paid holiday everyone at Acme gets every year, and whether "
-                "unused days carry over until March?")
+    question = (
+        "Could you please tell me how much paid holiday everyone at Acme gets every year, and whether "
+        "unused days carry over until March?"
+    )
     conversation_id = _ask(client_a, question)
     title = _titles(client_a)[conversation_id]
     assert title == "Could you please tell me how much paid holiday everyone at…"

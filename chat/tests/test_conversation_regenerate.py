@@ -4,6 +4,7 @@ driver, over the real consumer and the fake OpenAI-style server on loopback: a n
 held and charged like any; the old answer stays as a previous version and leaves the history;
 a failure releases the hold and keeps the old answer current. Deleting a conversation tells
 the principal's open sockets."""
+
 import pytest
 
 from accounts.models import ApiKey
@@ -28,8 +29,9 @@ def _key_socket(key):
 
 def _messages(account, conversation_id):
     with account_context(account):
-        return list(Message.objects.for_account(account).filter(conversation_id=conversation_id)
-                    .order_by("created_at", "pk"))
+        return list(
+            Message.objects.for_account(account).filter(conversation_id=conversation_id).order_by("created_at", "pk")
+        )
 
 
 def _open_holds(account) -> bool:
@@ -89,8 +91,10 @@ def test_a_failed_regenerate_releases_its_hold_and_keeps_the_answer(account_a, h
     assert not _open_holds(account_a)
     with account_context(account_a):
         # Only the question's embedding was paid for; no answer was.
-        query_cost = sum(-e.delta for e in CreditLedgerEntry.objects.for_account(account_a)
-                         .filter(kind="embedding").order_by("pk")[searches:])
+        query_cost = sum(
+            -e.delta
+            for e in CreditLedgerEntry.objects.for_account(account_a).filter(kind="embedding").order_by("pk")[searches:]
+        )
         assert balance_get(account=account_a) == before - query_cost
     question, answer = _messages(account_a, conversation_id)
     assert answer.pk == first[-1]["message_id"] and answer.replaced_by_id is None
@@ -104,8 +108,9 @@ def test_regenerate_refusals_over_the_socket(account_a, account_b, owner_a, hand
         api_key = ApiKey.objects.for_account(account_a).get()
         empty = Conversation.objects.for_account(account_a).create(account=account_a, api_key=api_key, title="Empty")
         owners = Conversation.objects.for_account(account_a).create(account=account_a, user=owner_a, title="Owner's")
-        Message.objects.for_account(account_a).create(account=account_a, conversation=owners, role="user",
-                                                      content=QUESTION)
+        Message.objects.for_account(account_a).create(
+            account=account_a, conversation=owners, role="user", content=QUESTION
+        )
     fake_llm.clear()
     socket.send({"type": "chat.regenerate"})
     assert socket.until_final()[-1]["code"] == "bad_request"
@@ -137,10 +142,14 @@ def test_rest_regenerate_answers_like_post_chat(client, account_a, owner_a, hand
     assert body["answer"] == "Twenty-eight days [Document 1]." and body["conversation_id"] == first["conversation_id"]
     detail = client.get(f"/api/v1/conversations/{first['conversation_id']}/").json()
     assert [(m["role"], m["replaced_by"]) for m in detail["messages"]] == [
-        ("user", None), ("assistant", body["message_id"]), ("assistant", None)]
+        ("user", None),
+        ("assistant", body["message_id"]),
+        ("assistant", None),
+    ]
     assert detail["messages"][-1]["id"] == body["message_id"]
     # Streamed, as server-sent events, like POST chat/?stream=1.
     import json
+
     streamed = client.post(url + "?stream=1", {}, content_type="application/json")
     assert streamed["Content-Type"] == "text/event-stream"
     events = [json.loads(chunk[6:]) for chunk in b"".join(streamed.streaming_content).decode().split("\n\n") if chunk]
@@ -166,8 +175,9 @@ def test_deleting_a_conversation_tells_the_principals_open_sockets(client, accou
     socket.close()
 
 
-def test_a_turn_whose_conversation_is_deleted_meanwhile_stores_nothing_and_settles(account_a, owner_a, handbook,
-                                                                                   fake_llm):
+def test_a_turn_whose_conversation_is_deleted_meanwhile_stores_nothing_and_settles(
+    account_a, owner_a, handbook, fake_llm
+):
     from chat.driver import TurnRun
     from chat.services import conversation_delete
 
@@ -182,7 +192,8 @@ def test_a_turn_whose_conversation_is_deleted_meanwhile_stores_nothing_and_settl
     assert _messages(account_a, first["conversation_id"]) == [] and not _open_holds(account_a)
     with account_context(account_a):
         charge = CreditLedgerEntry.objects.for_account(account_a).get(
-            reference=f"conversation:{first['conversation_id']}", kind="chat")
+            reference=f"conversation:{first['conversation_id']}", kind="chat"
+        )
     assert charge.delta < 0  # what the model wrote is paid for, though there is nowhere to keep it
 
 

@@ -2,6 +2,7 @@
 account's 50,000, with the statistics PostgreSQL keeps in production (ANALYZE as the owner).
 The search reads only the person's own messages, by the conversation index: no text index
 is needed (measured here: about 20 ms on two shared cores)."""
+
 import time
 
 import pytest
@@ -20,11 +21,18 @@ def test_a_search_reads_the_persons_messages_not_the_accounts(account_a, owner_a
     with account_context(account_a):
         for person, count in ((owner_a, 100), (teammate, 900)):
             for i in range(count):
-                conversation = Conversation.objects.for_account(account_a).create(account=account_a, user=person,
-                                                                                  title=f"Conversation {i}")
-                rows += [Message(account=account_a, conversation=conversation, role="user",
-                                 content=("zanzibar " if (i, j) == (17, 3) else "") + "holiday policy words " * 20)
-                         for j in range(50)]
+                conversation = Conversation.objects.for_account(account_a).create(
+                    account=account_a, user=person, title=f"Conversation {i}"
+                )
+                rows += [
+                    Message(
+                        account=account_a,
+                        conversation=conversation,
+                        role="user",
+                        content=("zanzibar " if (i, j) == (17, 3) else "") + "holiday policy words " * 20,
+                    )
+                    for j in range(50)
+                ]
         Message.objects.for_account(account_a).bulk_create(rows, batch_size=5000)
     with owner_connection() as conn:
         conn.execute("ANALYZE chat_message")

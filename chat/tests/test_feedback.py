@@ -1,6 +1,7 @@
 """Feedback on answers: `POST messages/{id}/feedback/` (one per
 person or key and message, a second replaces the first), `GET feedback/` for owners and
 admins, the regression cases the bench replays, and who may see which answer."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,19 +15,34 @@ from core.tenancy import account_context
 CITATION = {"n": 1, "document_id": 1, "document_name": "handbook.md", "chunk_index": 0, "pages": None}
 
 
-def _turns(account, *, user=None, api_key=None, turns=(("How much holiday?", "Twenty-eight days [Document 1]."),),
-           citation=CITATION):
+def _turns(
+    account,
+    *,
+    user=None,
+    api_key=None,
+    turns=(("How much holiday?", "Twenty-eight days [Document 1]."),),
+    citation=CITATION,
+):
     """A conversation of `turns` (question, answer), stored as a turn stores them; its answers."""
     with account_context(account):
-        conversation = Conversation.objects.for_account(account).create(account=account, user=user,
-                                                                        api_key=api_key, title=turns[0][0])
+        conversation = Conversation.objects.for_account(account).create(
+            account=account, user=user, api_key=api_key, title=turns[0][0]
+        )
         answers = []
         for question, answer in turns:
-            Message.objects.for_account(account).create(account=account, conversation=conversation, role="user",
-                                                        content=question)
-            answers.append(Message.objects.for_account(account).create(
-                account=account, conversation=conversation, role="assistant", content=answer,
-                citations=[citation], sources=[citation]))
+            Message.objects.for_account(account).create(
+                account=account, conversation=conversation, role="user", content=question
+            )
+            answers.append(
+                Message.objects.for_account(account).create(
+                    account=account,
+                    conversation=conversation,
+                    role="assistant",
+                    content=answer,
+                    citations=[citation],
+                    sources=[citation],
+                )
+            )
     return answers
 
 
@@ -51,11 +67,19 @@ def test_feedback_is_stored_and_a_second_replaces_the_first(client, account_a, o
     assert _count(account_a) == 1
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"rating": "meh"}, "rating"), ({}, "rating"), ({"rating": ["up"]}, "rating"), ({"rating": True}, "rating"),
-    ({"rating": "down", "comment": "x" * 2001}, "comment"), ({"rating": "down", "comment": 5}, "comment"),
-    ({"rating": "down", "comment": "red \x1b[31mtext"}, "comment"), ({"rating": "down", "comment": "a\u202eb"}, "comment"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"rating": "meh"}, "rating"),
+        ({}, "rating"),
+        ({"rating": ["up"]}, "rating"),
+        ({"rating": True}, "rating"),
+        ({"rating": "down", "comment": "x" * 2001}, "comment"),
+        ({"rating": "down", "comment": 5}, "comment"),
+        ({"rating": "down", "comment": "red \x1b[31mtext"}, "comment"),
+        ({"rating": "down", "comment": "a\u202eb"}, "comment"),
+    ],
+)
 def test_bad_feedback_is_a_400_naming_the_field(client, account_a, owner_a, body, field):
     answer = _turns(account_a, user=owner_a)[0]
     client.force_login(owner_a)
@@ -103,8 +127,7 @@ def test_a_key_rates_its_own_conversations_answers_not_the_persons(client, accou
     assert client.get("/api/v1/feedback/", **auth).status_code == 403
 
 
-@pytest.mark.parametrize("role, status", [(Role.OWNER, 200), (Role.ADMIN, 200), (Role.MEMBER, 403),
-                                          (Role.VIEWER, 403)])
+@pytest.mark.parametrize("role, status", [(Role.OWNER, 200), (Role.ADMIN, 200), (Role.MEMBER, 403), (Role.VIEWER, 403)])
 def test_feedback_list_is_for_owners_and_admins(client, account_a, owner_a, handbook, role, status):
     person = owner_a if role == Role.OWNER else add_member(account_a, role=role)
     citation = {**CITATION, "document_id": handbook.pk}
@@ -115,9 +138,15 @@ def test_feedback_list_is_for_owners_and_admins(client, account_a, owner_a, hand
     assert response.status_code == status, response.content
     if status == 200:
         [row] = response.json()["results"]
-        assert row == {"message_id": answer.pk, "rating": "down", "comment": "Too short",
-                       "question": "How much holiday?", "answer": "Twenty-eight days [Document 1].",
-                       "citations": [citation], "created_at": row["created_at"]}
+        assert row == {
+            "message_id": answer.pk,
+            "rating": "down",
+            "comment": "Too short",
+            "question": "How much holiday?",
+            "answer": "Twenty-eight days [Document 1].",
+            "citations": [citation],
+            "created_at": row["created_at"],
+        }
     else:
         assert response.json()["error"]["code"] == "forbidden"
 
@@ -140,10 +169,14 @@ def test_feedback_list_pages_newest_first(client, account_a, owner_a, django_ass
     assert client.get("/api/v1/feedback/?cursor=%%%").status_code == 400
 
 
-def test_regression_cases_are_the_down_voted_questions_with_their_previous_turn(client, account_a, account_b,
-                                                                                 owner_a, owner_b):
-    first, second = _turns(account_a, user=owner_a, turns=[("What is Groundwork?", "A tool [Document 1]."),
-                                                          ("And its price?", "Sydney is the capital.")])
+def test_regression_cases_are_the_down_voted_questions_with_their_previous_turn(
+    client, account_a, account_b, owner_a, owner_b
+):
+    first, second = _turns(
+        account_a,
+        user=owner_a,
+        turns=[("What is Groundwork?", "A tool [Document 1]."), ("And its price?", "Sydney is the capital.")],
+    )
     other = _turns(account_b, user=owner_b, turns=[("Beta question?", "Beta answer.")])[0]
     client.force_login(owner_a)
     assert _post(client, first.pk, {"rating": "up"}).status_code == 201
@@ -153,10 +186,17 @@ def test_regression_cases_are_the_down_voted_questions_with_their_previous_turn(
 
     with account_context(account_a):
         [case] = selectors.feedback_regression_cases(account=account_a)
-    assert case == {"account_id": account_a.pk, "conversation_id": second.conversation_id, "message_id": second.pk,
-                    "question": "And its price?", "previous_question": "What is Groundwork?",
-                    "previous_answer": "A tool [Document 1].", "answer": "Sydney is the capital.",
-                    "citations": [CITATION], "comment": "Made up"}
+    assert case == {
+        "account_id": account_a.pk,
+        "conversation_id": second.conversation_id,
+        "message_id": second.pk,
+        "question": "And its price?",
+        "previous_question": "What is Groundwork?",
+        "previous_answer": "A tool [Document 1].",
+        "answer": "Sydney is the capital.",
+        "citations": [CITATION],
+        "comment": "Made up",
+    }
     with account_context(account_b):
         [b_case] = selectors.feedback_regression_cases(account=account_b)
     assert b_case["question"] == "Beta question?" and b_case["previous_question"] == ""
@@ -167,8 +207,9 @@ def test_regression_cases_are_the_down_voted_questions_with_their_previous_turn(
 def test_feedback_selectors_are_per_account(account_a, account_b, owner_a, owner_b):
     answer = _turns(account_a, user=owner_a)[0]
     with account_context(account_a):
-        MessageFeedback.objects.for_account(account_a).create(account=account_a, message=answer, user=owner_a,
-                                                              rating="down")
+        MessageFeedback.objects.for_account(account_a).create(
+            account=account_a, message=answer, user=owner_a, rating="down"
+        )
     with account_context(account_b):
         assert list(selectors.feedback_list(account=account_b)) == []
         assert selectors.feedback_regression_cases(account=account_b) == []

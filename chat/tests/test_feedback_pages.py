@@ -1,5 +1,6 @@
 """The Feedback page (owners and admins) and the chat page's thumbs: what is shown, escaped,
 to whom, and another account's feedback never."""
+
 from __future__ import annotations
 
 import pytest
@@ -13,8 +14,9 @@ from core.tenancy import account_context
 
 def _feedback(account, answer, user, rating="down", comment=""):
     with account_context(account):
-        return MessageFeedback.objects.for_account(account).create(account=account, message=answer, user=user,
-                                                                   rating=rating, comment=comment)
+        return MessageFeedback.objects.for_account(account).create(
+            account=account, message=answer, user=user, rating=rating, comment=comment
+        )
 
 
 def test_the_owner_sees_feedback_with_question_answer_and_comment_escaped(client, account_a, owner_a):
@@ -51,8 +53,10 @@ def test_a_reopened_conversation_shows_ones_own_rating(client, account_a, owner_
     _feedback(account_a, answer, owner_a, rating="up", comment='Good "one"')
     client.force_login(owner_a)
     html = client.get(f"/chat/{answer.conversation_id}/").content.decode()
-    assert (f'data-feedback-url="/api/v1/messages/{answer.pk}/feedback/" data-rating="up" '
-            'data-comment="Good &quot;one&quot;"') in html
+    assert (
+        f'data-feedback-url="/api/v1/messages/{answer.pk}/feedback/" data-rating="up" '
+        'data-comment="Good &quot;one&quot;"'
+    ) in html
 
 
 def test_support_staff_read_every_accounts_feedback_and_change_none(client, account_a, account_b, owner_a, owner_b):

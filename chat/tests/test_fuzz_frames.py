@@ -2,31 +2,51 @@
 sends (any JSON, any text, frames of the wrong type or shape, odd ids, tags and numbers),
 the socket answers with a `chat.error` of the contract's shape or a normal turn, never a
 server error, and stays open for the next frame."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from chat.tests.test_websocket import _key_socket
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
-                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-                    max_leaves=10)
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=30),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=10,
+)
 FRAME = st.one_of(
-    st.fixed_dictionaries({"type": st.just("chat.message"), "message": st.one_of(st.text(max_size=300), JSON)},
-                          optional={"conversation_id": JSON, "collection": JSON, "tags": JSON}),
-    st.fixed_dictionaries({"type": st.just("chat.regenerate")},
-                          optional={"conversation_id": st.one_of(st.integers(), JSON), "message": JSON}),
-    st.fixed_dictionaries({"type": st.sampled_from(["chat.cancel", "chat.x", "", "chat.message "])},
-                          optional={"message": JSON}),
+    st.fixed_dictionaries(
+        {"type": st.just("chat.message"), "message": st.one_of(st.text(max_size=300), JSON)},
+        optional={"conversation_id": JSON, "collection": JSON, "tags": JSON},
+    ),
+    st.fixed_dictionaries(
+        {"type": st.just("chat.regenerate")},
+        optional={"conversation_id": st.one_of(st.integers(), JSON), "message": JSON},
+    ),
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["chat.cancel", "chat.x", "", "chat.message "])}, optional={"message": JSON}
+    ),
     st.dictionaries(st.text(max_size=10), JSON, max_size=4),
-    JSON)
-CODES = {"bad_request", "rate_limited", "too_large", "insufficient_credits", "budget_exceeded", "not_found",
-         "provider_unavailable", "forbidden", "invalid_tags", "nothing_to_regenerate"}
+    JSON,
+)
+CODES = {
+    "bad_request",
+    "rate_limited",
+    "too_large",
+    "insufficient_credits",
+    "budget_exceeded",
+    "not_found",
+    "provider_unavailable",
+    "forbidden",
+    "invalid_tags",
+    "nothing_to_regenerate",
+}
 
 
 def test_any_frame_gets_an_answer_of_the_contracts_shape(account_a, handbook, fake_llm, settings_override):
@@ -44,6 +64,7 @@ def test_any_frame_gets_an_answer_of_the_contracts_shape(account_a, handbook, fa
         if final["type"] == "chat.error":
             assert set(final) == {"type", "code", "message"} and final["code"] in CODES, final
             assert final["code"] != "server_error"
+
     check()
     # Still open and answering.
     frames = socket.ask("How much holiday do we get?")

@@ -10,6 +10,7 @@ The fake model here counts a prompt's UTF-8 bytes as its tokens (`prompt_countin
 as many as any byte-level tokenizer can make of a text, the costliest model a provider could
 run. Every turn must then be charged at most its hold, on every surface, with no shortfall.
 """
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,9 @@ import random
 import string
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hypothesis_settings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 
 from accounts.tests.factories import make_api_key
 from billing.budgets import budget_set
@@ -25,6 +28,7 @@ from billing.models import CreditHold, CreditLedgerEntry
 from billing.selectors import balance_get
 from billing.services import credits_grant
 from core.tenancy import account_context
+
 
 def _review_words(seed: int = 22) -> str:
     rng = random.Random(seed)
@@ -62,20 +66,27 @@ def assert_no_turn_passed_its_hold(account):
     with account_context(account):
         assert not CreditLedgerEntry.objects.for_account(account).filter(shortfall__gt=0).exists()
         for hold in CreditHold.objects.for_account(account).filter(key__startswith="chat:"):
-            charged = -sum(e.delta for e in CreditLedgerEntry.objects.for_account(account).filter(
-                idempotency_key__startswith=hold.key, kind__in=("chat", "embedding")))
+            charged = -sum(
+                e.delta
+                for e in CreditLedgerEntry.objects.for_account(account).filter(
+                    idempotency_key__startswith=hold.key, kind__in=("chat", "embedding")
+                )
+            )
             assert charged <= hold.amount, (hold.key, charged, hold.amount)
         assert balance_get(account=account) >= 0
 
 
 def _v1(client, key, system, question="How much holiday do we get?"):
-    body = {"model": "groundwork", "messages": [{"role": "system", "content": system},
-                                                 {"role": "user", "content": question}]}
+    body = {
+        "model": "groundwork",
+        "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}],
+    }
     return client.post("/v1/chat/completions", json.dumps(body), content_type="application/json", **_auth(key))
 
 
-def test_the_reviews_request_is_refused_or_paid_in_full_never_written_off(client, account_a, key_a, handbook,
-                                                                          costly_model):
+def test_the_reviews_request_is_refused_or_paid_in_full_never_written_off(
+    client, account_a, key_a, handbook, costly_model
+):
     """On a 10,000-credit team the review's second call was charged 3,325 of 6,665 and the rest
     written off. Now each call is answered and paid in full within its hold, or refused
     before the model is called (402, nothing charged)."""
@@ -107,34 +118,38 @@ def test_a_day_budget_is_never_passed(client, account_a, key_a, handbook, costly
     for _ in range(3):  # ordinary questions until the budget is used up: each within it
         _v1(client, key_a, "Be brief.")
     with account_context(account_a):
-        spent = -sum(e.delta for e in CreditLedgerEntry.objects.for_account(account_a).filter(
-            spent_by_api_key=key, kind__in=("chat", "embedding")))
+        spent = -sum(
+            e.delta
+            for e in CreditLedgerEntry.objects.for_account(account_a).filter(
+                spent_by_api_key=key, kind__in=("chat", "embedding")
+            )
+        )
     assert 0 < spent <= 2_500
     assert_no_turn_passed_its_hold(account_a)
 
 
 @pytest.mark.parametrize("name", list(TEXTS))
-def test_long_costly_questions_stay_within_their_holds_on_rest_and_v1(client, account_a, key_a, handbook,
-                                                                      costly_model, name):
+def test_long_costly_questions_stay_within_their_holds_on_rest_and_v1(
+    client, account_a, key_a, handbook, costly_model, name
+):
     with account_context(account_a):
         credits_grant(account=account_a, amount=200_000, reason="test", key="more")
     text = TEXTS[name][:3_900]  # a REST question is at most 4,000 characters
     rest = client.post("/api/v1/chat/", {"message": text}, content_type="application/json", **_auth(key_a))
     assert rest.status_code == 200, rest.content
     assert _v1(client, key_a, TEXTS[name], question=text).status_code == 200
-    stream = client.post("/api/v1/chat/?stream=1", {"message": text}, content_type="application/json",
-                         **_auth(key_a))
+    stream = client.post("/api/v1/chat/?stream=1", {"message": text}, content_type="application/json", **_auth(key_a))
     assert stream.status_code == 200 and b"chat.done" in b"".join(stream.streaming_content)
     assert_no_turn_passed_its_hold(account_a)
 
 
-def test_a_small_balance_gets_a_shorter_answer_not_a_written_off_one(client, account_a, key_a, handbook,
-                                                                     costly_model):
+def test_a_small_balance_gets_a_shorter_answer_not_a_written_off_one(client, account_a, key_a, handbook, costly_model):
     """A balance that covers the question but not the worst case holds what it has: the turn
     reads fewer passages and its answer may stop at the hold (finish_reason "length")."""
     with account_context(account_a):
         left = balance_get(account=account_a)
         from billing.services import credits_debit
+
         credits_debit(account=account_a, tokens=left - 1_500, key="drain", kind="chat")
     costly_model.answer = " ".join(f"word{i}" for i in range(3_000))
     response = _v1(client, key_a, "Be brief.")
@@ -159,7 +174,8 @@ def test_the_hold_is_never_below_the_charge(client, account_a, key_a, handbook, 
 
 
 def test_a_balance_that_cannot_pay_for_one_passage_is_refused_not_answered_without_it(
-        client, account_a, key_a, ingest_text, costly_model):
+    client, account_a, key_a, ingest_text, costly_model
+):
     """Held down to the least a turn needs, a turn whose best passage does not fit is refused
     (402, what it needs said), not answered as if the documents had nothing."""
     from billing.services import credits_debit
@@ -170,8 +186,9 @@ def test_a_balance_that_cannot_pay_for_one_passage_is_refused_not_answered_witho
         # Enough for the question's prompt and a short answer, not for an ~800-byte passage.
         credits_debit(account=account_a, tokens=left - 1_100, key="drain", kind="chat")
         before = balance_get(account=account_a)
-    response = client.post("/api/v1/chat/", {"message": "How much holiday do we get?"},
-                           content_type="application/json", **_auth(key_a))
+    response = client.post(
+        "/api/v1/chat/", {"message": "How much holiday do we get?"}, content_type="application/json", **_auth(key_a)
+    )
     assert response.status_code == 402, response.content
     assert response.json()["error"]["code"] == "insufficient_credits"
     with account_context(account_a):
@@ -198,7 +215,8 @@ def test_the_query_embedding_is_held_as_the_accounts_embedding_model_counts_it(s
 
 
 def test_a_turn_refused_once_its_passages_are_known_charges_nothing_and_says_the_balance(
-        client, account_a, key_a, ingest_text, costly_model):
+    client, account_a, key_a, ingest_text, costly_model
+):
     """Held at the least a turn needs (40 words of a passage), a passage whose 40 words are
     longer than that allowance does not fit: the turn is refused after its query was embedded,
     and that embedding is not charged; the message says the account's balance, not the hold's."""

@@ -3,6 +3,7 @@ and /v1 with `stream: true`, served by the real ASGI app under daphne (pytest-dj
 live_server is WSGI), with a deliberately slow fake model server in this process. The model
 server records when it sent each chunk, so "arrived before the model finished" is a
 comparison of two monotonic clocks in one process, not a wall-clock guess."""
+
 from __future__ import annotations
 
 import json
@@ -59,10 +60,14 @@ def _stream_request(how: str, daphne: str, key: str) -> dict:
     if how == "rest ?stream=1":
         return dict(url=f"{daphne}/api/v1/chat/?stream=1", json={"message": QUESTION}, headers=auth)
     if how == "rest Accept":
-        return dict(url=f"{daphne}/api/v1/chat/", json={"message": QUESTION},
-                    headers={**auth, "Accept": "text/event-stream"})
-    return dict(url=f"{daphne}/v1/chat/completions", headers=auth,
-                json={"model": "groundwork", "stream": True, "messages": [{"role": "user", "content": QUESTION}]})
+        return dict(
+            url=f"{daphne}/api/v1/chat/", json={"message": QUESTION}, headers={**auth, "Accept": "text/event-stream"}
+        )
+    return dict(
+        url=f"{daphne}/v1/chat/completions",
+        headers=auth,
+        json={"model": "groundwork", "stream": True, "messages": [{"role": "user", "content": QUESTION}]},
+    )
 
 
 def _token_text(how: str, event) -> str:
@@ -91,8 +96,12 @@ def test_v1_stream_sends_each_chunk_while_the_model_is_still_writing(daphne, acc
     fake_llm.answer, fake_llm.backend.chunk_delay = SLOW_ANSWER, CHUNK_DELAY
     sdk = openai.OpenAI(base_url=f"{daphne}/v1", api_key=key_a, max_retries=0)
     arrivals = []
-    for chunk in sdk.chat.completions.create(model="groundwork", stream=True, stream_options={"include_usage": True},
-                                             messages=[{"role": "user", "content": QUESTION}]):
+    for chunk in sdk.chat.completions.create(
+        model="groundwork",
+        stream=True,
+        stream_options={"include_usage": True},
+        messages=[{"role": "user", "content": QUESTION}],
+    ):
         if chunk.choices and chunk.choices[0].delta.content:
             arrivals.append((time.monotonic(), chunk.choices[0].delta.content))
         last = chunk
@@ -105,8 +114,9 @@ def test_v1_stream_sends_each_chunk_while_the_model_is_still_writing(daphne, acc
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("how", ["rest ?stream=1", "v1"])
-def test_a_client_that_hangs_up_stops_the_answer_and_settles_its_credits(daphne, account_a, key_a, handbook,
-                                                                         fake_llm, how):
+def test_a_client_that_hangs_up_stops_the_answer_and_settles_its_credits(
+    daphne, account_a, key_a, handbook, fake_llm, how
+):
     fake_llm.answer, fake_llm.backend.chunk_delay = LONG_ANSWER, CHUNK_DELAY
     with httpx2.Client(timeout=30) as http, http.stream("POST", **_stream_request(how, daphne, key_a)) as response:
         assert response.status_code == 200
@@ -127,4 +137,4 @@ def test_a_client_that_hangs_up_stops_the_answer_and_settles_its_credits(daphne,
     assert stream["client_left"] and len(stream["sent_at"]) < stream["words"] // 2, "the model kept writing"
     with account_context(account_a):
         charge = CreditLedgerEntry.objects.for_account(account_a).get(reference=references.message(answer.pk))
-    assert charge.tokens == answer.total_tokens > 0 and answer.content == LONG_ANSWER[:len(answer.content)]
+    assert charge.tokens == answer.total_tokens > 0 and answer.content == LONG_ANSWER[: len(answer.content)]

@@ -1,14 +1,15 @@
 """The chat page: empty states, a conversation's history rendered on the server (escaped,
 with what its citations open), and another account's conversation as a 404."""
+
 import json
 import re
 
 import pytest
 
-from core.tenancy import account_context
 from accounts.tests.factories import add_member
 from chat.driver import TurnRun
 from chat.models import Conversation, Message
+from core.tenancy import account_context
 
 
 def _cited_documents(account, sources) -> None:
@@ -19,21 +20,43 @@ def _cited_documents(account, sources) -> None:
 
     general = collection_default_ensure(account=account)
     for source in sources:
-        Document.objects.for_account(account).get_or_create(pk=source["document_id"], defaults=dict(
-            account=account, collection=general, name=source["document_name"], kind="txt",
-            content_type="text/plain", size=1, sha256=f"{source['document_id']:064d}", status="ready"))
+        Document.objects.for_account(account).get_or_create(
+            pk=source["document_id"],
+            defaults=dict(
+                account=account,
+                collection=general,
+                name=source["document_name"],
+                kind="txt",
+                content_type="text/plain",
+                size=1,
+                sha256=f"{source['document_id']:064d}",
+                status="ready",
+            ),
+        )
 
 
 def _conversation(account, *, answer, citations=(), sources=()):
     with account_context(account):
         _cited_documents(account, [*citations, *sources])
-        conversation = Conversation.objects.for_account(account).create(account=account, user=account.test_owner,
-                                                                        title="Holiday <b>policy</b>")
-        Message.objects.for_account(account).create(account=account, conversation=conversation, role="user",
-                                                    content="How many days? <img src=x onerror=alert(1)>")
-        Message.objects.for_account(account).create(account=account, conversation=conversation, role="assistant",
-                                                    content=answer, citations=list(citations), sources=list(sources),
-                                                    credits_charged=42, model="fake-model")
+        conversation = Conversation.objects.for_account(account).create(
+            account=account, user=account.test_owner, title="Holiday <b>policy</b>"
+        )
+        Message.objects.for_account(account).create(
+            account=account,
+            conversation=conversation,
+            role="user",
+            content="How many days? <img src=x onerror=alert(1)>",
+        )
+        Message.objects.for_account(account).create(
+            account=account,
+            conversation=conversation,
+            role="assistant",
+            content=answer,
+            citations=list(citations),
+            sources=list(sources),
+            credits_charged=42,
+            model="fake-model",
+        )
     return conversation
 
 
@@ -52,12 +75,20 @@ def test_chat_with_ready_documents_invites_a_first_question(client_a, handbook):
 
 
 def test_conversation_history_is_escaped_and_links_citations(client_a, account_a, django_assert_max_num_queries):
-    source = {"n": 1, "document_id": 9, "document_name": "<script>x</script>.pdf", "chunk_index": 3,
-              "pages": [2, 2], "score": 0.5}
-    conversation = _conversation(account_a, answer="Twenty-eight **days** [Document 1] <script>alert(1)</script>",
-                                 citations=[{k: source[k] for k in ("n", "document_id", "document_name",
-                                                                    "chunk_index", "pages")}],
-                                 sources=[source])
+    source = {
+        "n": 1,
+        "document_id": 9,
+        "document_name": "<script>x</script>.pdf",
+        "chunk_index": 3,
+        "pages": [2, 2],
+        "score": 0.5,
+    }
+    conversation = _conversation(
+        account_a,
+        answer="Twenty-eight **days** [Document 1] <script>alert(1)</script>",
+        citations=[{k: source[k] for k in ("n", "document_id", "document_name", "chunk_index", "pages")}],
+        sources=[source],
+    )
     with django_assert_max_num_queries(20):
         html = client_a.get(f"/chat/{conversation.pk}/").content.decode()
     assert "<script>alert(1)" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
@@ -65,8 +96,9 @@ def test_conversation_history_is_escaped_and_links_citations(client_a, account_a
     assert "<script>x</script>" not in html
     # The sources panel opens the cited chunk in its document.
     assert 'href="/documents/9/?chunk=3#chunk-3"' in html
-    data = json.loads(re.search(r'<script id="chat-citations" type="application/json">(.*?)</script>', html,
-                                re.S).group(1))
+    data = json.loads(
+        re.search(r'<script id="chat-citations" type="application/json">(.*?)</script>', html, re.S).group(1)
+    )
     (cited,) = data.values()
     assert cited[0]["document_id"] == 9 and cited[0]["chunk_index"] == 3
     assert f'data-conversation-id="{conversation.pk}"' in html and "42 credits" in html
@@ -90,8 +122,9 @@ def _answer_sources(html):
 
 def test_history_shows_cited_sources_apart_from_retrieved(client_a, account_a):
     sources = [_source(1, "handbook <b>v2</b>.pdf", 3), _source(2, "report.docx", 0), _source(3, "faq.md", 7)]
-    conversation = _conversation(account_a, answer="Twenty-eight days [Document 1].",
-                                 citations=[_cited(sources[0])], sources=sources)
+    conversation = _conversation(
+        account_a, answer="Twenty-eight days [Document 1].", citations=[_cited(sources[0])], sources=sources
+    )
     html = client_a.get(f"/chat/{conversation.pk}/").content.decode()
     block, cited, also = _answer_sources(html)
     assert ">Cited<" in block and "No sources cited" not in block
@@ -122,7 +155,8 @@ def test_history_keeps_a_stopped_answer_marked_and_long_titles_whole_in_title(cl
     conversation = _conversation(account_a, answer="Twenty")
     with account_context(account_a):
         Message.objects.for_account(account_a).filter(conversation=conversation, role="assistant").update(
-            status="cancelled")
+            status="cancelled"
+        )
     html = client_a.get(f"/chat/{conversation.pk}/").content.decode()
     assert '<p class="turn-state" data-state="stopped">Stopped</p>' in html
     # Titles are cut with an ellipsis by CSS; the full (escaped) title stays in the title attribute.
@@ -133,22 +167,26 @@ def test_history_keeps_a_stopped_answer_marked_and_long_titles_whole_in_title(cl
 def test_history_shows_what_was_searched_when_it_differs_from_the_question(client_a, account_a):
     if "query" not in {f.name for f in Message._meta.get_fields()}:
         pytest.skip("messages do not keep the searched query in this build")
-    conversation = _conversation(account_a, answer="It carries over [Document 1].",
-                                 sources=[_source(1, "handbook.pdf", 3)])
+    conversation = _conversation(
+        account_a, answer="It carries over [Document 1].", sources=[_source(1, "handbook.pdf", 3)]
+    )
     with account_context(account_a):
         Message.objects.for_account(account_a).filter(conversation=conversation).update(
-            query="holiday carry over <i>March</i>")
+            query="holiday carry over <i>March</i>"
+        )
     html = client_a.get(f"/chat/{conversation.pk}/").content.decode()
     assert '<p class="searched-for">Searched for: <q>holiday carry over &lt;i&gt;March&lt;/i&gt;</q></p>' in html
     with account_context(account_a):
         Message.objects.for_account(account_a).filter(conversation=conversation).update(
-            query="  how many DAYS?  <img src=x onerror=alert(1)>")
+            query="  how many DAYS?  <img src=x onerror=alert(1)>"
+        )
     assert "Searched for" not in client_a.get(f"/chat/{conversation.pk}/").content.decode()  # as typed
 
 
 def test_real_turn_shows_in_history(client_a, account_a, handbook):
-    result = TurnRun(account=account_a, user=account_a.test_owner,
-                     question="How much holiday do we get according to the handbook?").run()
+    result = TurnRun(
+        account=account_a, user=account_a.test_owner, question="How much holiday do we get according to the handbook?"
+    ).run()
     html = client_a.get(f"/chat/{result['conversation_id']}/").content.decode()
     assert "How much holiday do we get" in html and "Fake answer" in html
     # Whatever the turn retrieved opens its passage (whether retrieval finds the handbook for

@@ -1,6 +1,7 @@
 """A person's ended sessions lose their open websockets too (accounts/profile/): "Sign out
 other sessions" and a new password close the sockets of the other sessions (4401) and keep
 those of the session that made the change. Real ASGI app, channel layer and database."""
+
 import pytest
 from django.test import Client
 
@@ -35,9 +36,10 @@ def test_sign_out_other_sessions_closes_their_sockets_and_keeps_this_ones(accoun
 
 def test_a_new_password_closes_the_other_sessions_sockets(account_a):
     this, this_socket, other_socket, _ = _two_sessions(account_a)
-    response = this.post("/settings/password/", {"current_password": PASSWORD, "new_password": "fresh-long-passphrase-2"})
+    response = this.post(
+        "/settings/password/", {"current_password": PASSWORD, "new_password": "fresh-long-passphrase-2"}
+    )
     assert response.status_code == 302
     assert _close_code(other_socket, within=1.5) == 4401
     assert _close_code(this_socket, within=0.5) is None
     this_socket.close()
-

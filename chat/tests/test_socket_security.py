@@ -1,6 +1,7 @@
 """The websocket's security: revocation and removal reach open sockets, the socket's
 limits hold and bad frames are refused. Through the real ASGI application,
 channel layer (Redis), database and a fake model server on loopback."""
+
 import asyncio
 import json
 import time
@@ -24,6 +25,7 @@ ORIGIN = "http://localhost:8000"
 def _close_code(socket: Socket, within: float = 1.0):
     """The close code the server sends within `within` seconds (frames before it are skipped),
     or None when the socket is still open then."""
+
     async def wait():
         # Polls the output queue: a timed-out receive_output would cancel the application.
         queue = socket.communicator.output_queue
@@ -35,6 +37,7 @@ def _close_code(socket: Socket, within: float = 1.0):
                     return output.get("code")
             await asyncio.sleep(0.01)
         return None
+
     return socket._run(wait(), timeout=within + 5)
 
 
@@ -59,6 +62,7 @@ def _member_socket(client, account, role="member"):
 
 
 # --- finding 3: revocation and removal reach open sockets -----------------------------------
+
 
 def test_a_revoked_keys_open_socket_is_closed_within_a_second(account_a, handbook, fake_llm):
     raw = make_api_key(account_a)
@@ -168,9 +172,16 @@ def test_other_principals_sockets_stay_open(client, account_a, owner_a, handbook
 
 # --- finding 8: the socket's limits ---------------------------------------------------------
 
+
 def test_the_origin_check_compares_scheme_host_and_port(client, account_a, owner_a, handbook, fake_llm):
-    for origin in ("http://localhost:9999", "https://localhost:8000", "http://localhost", "ws://localhost:8000",
-                   "http://localhost:8000.evil.example", "null"):
+    for origin in (
+        "http://localhost:9999",
+        "https://localhost:8000",
+        "http://localhost",
+        "ws://localhost:8000",
+        "http://localhost:8000.evil.example",
+        "null",
+    ):
         headers = _session_headers(client, owner_a, origin) + [(b"host", b"localhost:8000")]
         socket = Socket(headers)
         socket.connect()
@@ -235,6 +246,7 @@ def test_frames_per_second_are_capped_with_4429(account_a, settings, fake_llm):
                     return output.get("code")
                 frames.append(json.loads(output["text"]))
             await asyncio.sleep(0.01)
+
     code = socket._run(drain())
     assert code == 4429
     assert frames and frames[-1]["code"] == "rate_limited"
@@ -256,6 +268,7 @@ def test_a_cancel_during_preparation_cancels_the_turn_and_the_answer_is_not_char
     def slow_embeddings(body, texts):  # retrieval takes a while: the cancel arrives during it
         time.sleep(0.5)
         return embeddings(body, texts)
+
     fake_llm.backend.embeddings = slow_embeddings
     fake_llm.answer = " ".join(f"word{i}" for i in range(200))
     fake_llm.clear()
@@ -272,8 +285,11 @@ def test_a_cancel_during_preparation_cancels_the_turn_and_the_answer_is_not_char
     with account_context(account_a):
         answer = Message.objects.for_account(account_a).get(pk=done["message_id"])
         assert answer.status == "cancelled" and answer.credits_charged == 0
-        assert not CreditLedgerEntry.objects.for_account(account_a).filter(
-            reference=f"message:{answer.pk}", delta__lt=0).exists()
+        assert (
+            not CreditLedgerEntry.objects.for_account(account_a)
+            .filter(reference=f"message:{answer.pk}", delta__lt=0)
+            .exists()
+        )
         assert not CreditHold.objects.for_account(account_a).filter(status="open").exists()
     # The socket is ready for the next question.
     fake_llm.backend.embeddings = embeddings
@@ -283,28 +299,32 @@ def test_a_cancel_during_preparation_cancels_the_turn_and_the_answer_is_not_char
 
 # --- finding 7: bad frames are a chat.error, and the socket stays open ----------------------
 
-@pytest.mark.parametrize("text, code", [
-    ("[" * 100_000 + "]" * 100_000, "too_large"),
-    ("[" * 20_000 + "]" * 20_000, "bad_request"),
-    ('{"type": "chat.message", "message": ' + "[" * 5000 + "]" * 5000 + "}", "bad_request"),
-    ('{"type": "chat.message", "message": "hi", "conversation_id": 1e400}', "bad_request"),
-    ('{"type": "chat.message", "message": "hi", "conversation_id": -1e400}', "bad_request"),
-    ('{"type": "chat.message", "message": "hi", "conversation_id": NaN}', "bad_request"),
-    ('{"type": "chat.message", "message": "hi", "conversation_id": 1.5}', "bad_request"),
-    ('{"type": "chat.message", "message": "hi", "conversation_id": true}', "bad_request"),
-    ('{"type": "chat.message", "message": "hi", "conversation_id": 99999999999999999999999}', "bad_request"),
-    ('{"type": "chat.message", "message": "hi", "conversation_id": {"a": 1}}', "bad_request"),
-    ('{"type": "chat.message", "message": "what is\\u0000 our policy?"}', "bad_request"),
-    ('{"type": "chat.message", "message": ["not", "text"]}', "bad_request"),
-    ('{"type": "chat.message", "message": "x", "conversation_id": "1\\u0000"}', "bad_request"),
-    ('{"type": "chat.message", "message": "' + "x" * 2_800_000 + '"}', "too_large"),
-    ('[1, 2, 3]', "bad_request"),
-    ('"chat.message"', "bad_request"),
-    ('null', "bad_request"),
-    ('42', "bad_request"),
-    ('{"type": ["chat.message"]}', "bad_request"),
-    ('\u0000', "bad_request"),
-])
+
+@pytest.mark.parametrize(
+    "text, code",
+    [
+        ("[" * 100_000 + "]" * 100_000, "too_large"),
+        ("[" * 20_000 + "]" * 20_000, "bad_request"),
+        ('{"type": "chat.message", "message": ' + "[" * 5000 + "]" * 5000 + "}", "bad_request"),
+        ('{"type": "chat.message", "message": "hi", "conversation_id": 1e400}', "bad_request"),
+        ('{"type": "chat.message", "message": "hi", "conversation_id": -1e400}', "bad_request"),
+        ('{"type": "chat.message", "message": "hi", "conversation_id": NaN}', "bad_request"),
+        ('{"type": "chat.message", "message": "hi", "conversation_id": 1.5}', "bad_request"),
+        ('{"type": "chat.message", "message": "hi", "conversation_id": true}', "bad_request"),
+        ('{"type": "chat.message", "message": "hi", "conversation_id": 99999999999999999999999}', "bad_request"),
+        ('{"type": "chat.message", "message": "hi", "conversation_id": {"a": 1}}', "bad_request"),
+        ('{"type": "chat.message", "message": "what is\\u0000 our policy?"}', "bad_request"),
+        ('{"type": "chat.message", "message": ["not", "text"]}', "bad_request"),
+        ('{"type": "chat.message", "message": "x", "conversation_id": "1\\u0000"}', "bad_request"),
+        ('{"type": "chat.message", "message": "' + "x" * 2_800_000 + '"}', "too_large"),
+        ("[1, 2, 3]", "bad_request"),
+        ('"chat.message"', "bad_request"),
+        ("null", "bad_request"),
+        ("42", "bad_request"),
+        ('{"type": ["chat.message"]}', "bad_request"),
+        ("\u0000", "bad_request"),
+    ],
+)
 def test_bad_frames_are_a_chat_error_and_the_socket_stays_open(account_a, handbook, fake_llm, text, code):
     socket = _key_socket(account_a)
     socket.send_text(text)
@@ -336,8 +356,9 @@ def test_an_accounts_notice_closes_every_socket_of_the_account(client, account_a
     elsewhere.close()
 
 
-def test_a_role_lowered_to_one_that_may_not_chat_closes_the_socket_with_4403(client, account_a, owner_a, handbook,
-                                                                              fake_llm, monkeypatch):
+def test_a_role_lowered_to_one_that_may_not_chat_closes_the_socket_with_4403(
+    client, account_a, owner_a, handbook, fake_llm, monkeypatch
+):
     # Every role chats today; a role that may not would say so in the table (accounts/permissions.py).
     from accounts.permissions import RULES, Action, Grant
 

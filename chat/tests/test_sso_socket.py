@@ -1,6 +1,7 @@
 """/ws/chat/ and the owner's switch "Members must sign in with SSO" (accounts/sso/): a
 password session is refused (4401, as no access); a session signed in through the provider
 (a real one on loopback, accounts/tests/oidc_provider.py) chats; an API key is unaffected."""
+
 import pytest
 from django.conf import settings as django_settings
 from django.test import Client
@@ -8,7 +9,8 @@ from django.test import Client
 from accounts.models import Account
 from accounts.sso.services import account_sso_required_set
 from accounts.tests.factories import make_api_key
-from accounts.tests.oidc_provider import sso_provider as provider, sso_sign_in  # noqa: F401 (a fixture)
+from accounts.tests.oidc_provider import sso_provider as provider  # noqa: F401 (a fixture)
+from accounts.tests.oidc_provider import sso_sign_in
 from chat.tests.test_socket_security import _close_code
 from chat.tests.test_websocket import Socket
 from core.tenancy import account_context
@@ -59,27 +61,33 @@ def test_turning_it_on_closes_the_open_password_sockets_only(provider, account_a
     assert by_key.ask("What is our holiday policy?")[-1]["type"] == "chat.done"
 
 
-def test_a_password_session_on_another_team_cannot_reach_the_sso_teams_conversation(account_a, owner_a, handbook,
-                                                                                     fake_llm):
+def test_a_password_session_on_another_team_cannot_reach_the_sso_teams_conversation(
+    account_a, owner_a, handbook, fake_llm
+):
     """The socket acts for the session's current team; a conversation of the team that requires
     SSO is another account's there: not found, and nothing of it is read."""
     from chat.models import Conversation, Message
 
     with account_context(account_a):
-        conversation = Conversation.objects.for_account(account_a).create(account=account_a, user=owner_a,
-                                                                           title="Acme's holidays")
-        Message.objects.for_account(account_a).create(account=account_a, conversation=conversation, role="user",
-                                                      content="What is our holiday policy?")
-        Message.objects.for_account(account_a).create(account=account_a, conversation=conversation,
-                                                      role="assistant", content="Twenty-eight days [Document 1].")
+        conversation = Conversation.objects.for_account(account_a).create(
+            account=account_a, user=owner_a, title="Acme's holidays"
+        )
+        Message.objects.for_account(account_a).create(
+            account=account_a, conversation=conversation, role="user", content="What is our holiday policy?"
+        )
+        Message.objects.for_account(account_a).create(
+            account=account_a, conversation=conversation, role="assistant", content="Twenty-eight days [Document 1]."
+        )
     Account.objects.filter(pk=account_a.pk).update(sso_required=True)
     password = Client()
     password.force_login(owner_a)
     assert password.post("/accounts/new/", {"name": "Side team"}).status_code == 302
     socket = Socket(_headers(password))
     assert socket.connect()[0]
-    for frame in ({"type": "chat.message", "message": "And in March?", "conversation_id": conversation.pk},
-                  {"type": "chat.regenerate", "conversation_id": conversation.pk}):
+    for frame in (
+        {"type": "chat.message", "message": "And in March?", "conversation_id": conversation.pk},
+        {"type": "chat.regenerate", "conversation_id": conversation.pk},
+    ):
         socket.send(frame)
         frames = socket.until_final()
         assert frames[-1]["type"] == "chat.error" and frames[-1]["code"] == "not_found", frames

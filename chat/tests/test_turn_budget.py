@@ -7,8 +7,10 @@ before anything after it (settling, storing the answer) can have run.
 And the ledger a turn writes through the one-statement hold and settle: the same entries,
 in the same order, as the ORM path wrote, with what the turn drew from its hold (the query
 embedding) recorded at settle, and nothing crossing accounts."""
+
 import pytest
 from django.db import ProgrammingError
+
 from accounts.models import Role
 from accounts.tests.factories import add_member, make_user
 from billing.errors import InsufficientCredits
@@ -66,8 +68,9 @@ def test_an_api_key_turn_before_its_first_token(account_a, handbook, slow_words)
     # Settling and storing the answer add one transaction after the answer.
     assert whole["commits"] == before["commits"] + 1
     # The next question in the same conversation reads its history too.
-    frames, before, _ = _turn(socket, "How many holiday days do we get in March?",
-                              conversation_id=frames[0]["conversation_id"])
+    frames, before, _ = _turn(
+        socket, "How many holiday days do we get in March?", conversation_id=frames[0]["conversation_id"]
+    )
     assert frames[0]["sources"]
     _within_budget(before)
     socket.close()
@@ -83,9 +86,12 @@ def test_a_members_turn_before_its_first_token(client, account_a, handbook, slow
 
 # --- the ledger through the one-statement hold and settle ---------------------------------
 
+
 def _ledger(account):
-    return [(e.kind, e.delta, e.balance_after, e.idempotency_key, e.tokens, e.spent_by_user_id)
-            for e in CreditLedgerEntry.objects.for_account(account).order_by("pk")]
+    return [
+        (e.kind, e.delta, e.balance_after, e.idempotency_key, e.tokens, e.spent_by_user_id)
+        for e in CreditLedgerEntry.objects.for_account(account).order_by("pk")
+    ]
 
 
 def test_hold_and_settle_with_a_draw_write_what_the_orm_path_wrote(account_a):
@@ -98,8 +104,9 @@ def test_hold_and_settle_with_a_draw_write_what_the_orm_path_wrote(account_a):
         assert tally.snapshot()["statements"] == 1  # no budget, a new key, enough credits
         draw = HoldDraw(key="turn:query", kind="embedding", tokens=7, model="m", provider="p", reference="search")
         with sql_tally() as tally:
-            entry = hold_settle(hold=hold, used_tokens=300, model="chat-m", provider="p", reference="message:9",
-                                draws=(draw,))
+            entry = hold_settle(
+                hold=hold, used_tokens=300, model="chat-m", provider="p", reference="message:9", draws=(draw,)
+            )
         assert tally.snapshot()["statements"] == 1
         assert entry.balance_after == balance_get(account=account_a) == start - 7 - 300
         assert entry.delta == -300 and entry.tokens == 300 and entry.reference == "message:9"

@@ -6,6 +6,7 @@ off mid-stream (`GatedBackend`). Everything is driven from outside, as a person 
 integration would: REST with an API key, the websocket, the login page; what is stored is
 checked with bench.soak's reconciliation, run by `manage.py shell` in the stack's environment.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -84,14 +85,26 @@ class Stack:
 
     def __init__(self, data_dir: Path, model: FakeOpenAIServer, **env_extra):
         self.data_dir, self.model, self.port = data_dir, model, free_port()
-        self.env = installation_env(data_dir, PORT=self.port, DEMO_PASSWORD=PASSWORD, WEB_PROCESSES=1,
-                                    WORKER_PROCESSES=1, LLM_BASE_URL=model.base_url, **env_extra)
+        self.env = installation_env(
+            data_dir,
+            PORT=self.port,
+            DEMO_PASSWORD=PASSWORD,
+            WEB_PROCESSES=1,
+            WORKER_PROCESSES=1,
+            LLM_BASE_URL=model.base_url,
+            **env_extra,
+        )
         self.log_path = data_dir.parent / "run.log"
         if not data_dir.exists():
             migrated_data_folder(data_dir)
-        self.process = subprocess.Popen([sys.executable, "-m", "config.run"], cwd=BASE_DIR, env=self.env,
-                                        stdout=self.log_path.open("w"), stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "config.run"],
+            cwd=BASE_DIR,
+            env=self.env,
+            stdout=self.log_path.open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.key = ""
         self.account_id = 0
 
@@ -124,21 +137,43 @@ class Stack:
                 pass
 
     def manage(self, *args: str, timeout: float = 120) -> str:
-        result = subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=self.env,
-                                capture_output=True, text=True, timeout=timeout)
+        result = subprocess.run(
+            [sys.executable, "manage.py", *args],
+            cwd=BASE_DIR,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
         assert result.returncode == 0, result.stdout + result.stderr
         return result.stdout
 
     def create_account(self, credits: int = 1_000_000) -> None:
-        result = json.loads(self.manage("create_account", "Faults", "--owner", OWNER, "--password", PASSWORD,
-                                        "--credits", str(credits), "--api-key", "--json").strip().splitlines()[-1])
+        result = json.loads(
+            self.manage(
+                "create_account",
+                "Faults",
+                "--owner",
+                OWNER,
+                "--password",
+                PASSWORD,
+                "--credits",
+                str(credits),
+                "--api-key",
+                "--json",
+            )
+            .strip()
+            .splitlines()[-1]
+        )
         self.key, self.account_id = result["api_key"], result["account_id"]
 
     def reconcile(self) -> dict:
         """bench.soak's reconciliation of this account: every debit matched to its usage, no
         hold left open, every document ready or failed with a reason, balance = ledger."""
-        code = (f"import json; from bench.soak import reconcile; "
-                f"print('RECONCILED ' + json.dumps(reconcile([{self.account_id}])))")
+        code = (
+            f"import json; from bench.soak import reconcile; "
+            f"print('RECONCILED ' + json.dumps(reconcile([{self.account_id}])))"
+        )
         out = self.manage("shell", "-c", code)
         return json.loads(out.split("RECONCILED ", 1)[1].strip().splitlines()[0])
 
@@ -184,8 +219,9 @@ class Stack:
         return argv
 
     def redis_start(self, argv: list[str]) -> None:
-        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True)
+        subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.monotonic() + 20
         while not self.healthy_redis():
             assert time.monotonic() < deadline, "Redis did not start again"
@@ -200,8 +236,16 @@ class Stack:
     def url(self, path: str) -> str:
         return f"http://127.0.0.1:{self.port}{path}"
 
-    def request(self, method: str, path: str, *, body: bytes | None = None, headers: dict | None = None,
-                key: bool = True, timeout: float = 30):
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | None = None,
+        headers: dict | None = None,
+        key: bool = True,
+        timeout: float = 30,
+    ):
         headers = dict(headers or {})
         if key:
             headers["Authorization"] = f"Bearer {self.key}"
@@ -220,15 +264,27 @@ class Stack:
         return self.request("GET", path, **options)
 
     def post_json(self, path: str, body: dict, **options):
-        return self.request("POST", path, body=json.dumps(body).encode(),
-                            headers={"Content-Type": "application/json"}, **options)
+        return self.request(
+            "POST", path, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, **options
+        )
 
     def upload(self, name: str, data: bytes, content_type: str = "text/markdown"):
         boundary = "----groundwork-faults"
-        body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
-                f"Content-Type: {content_type}\r\n\r\n").encode() + data + f"\r\n--{boundary}--\r\n".encode()
-        return self.request("POST", "/api/v1/documents/", body=body,
-                            headers={"Content-Type": f"multipart/form-data; boundary={boundary}"}, timeout=60)
+        body = (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+                f"Content-Type: {content_type}\r\n\r\n"
+            ).encode()
+            + data
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
+        return self.request(
+            "POST",
+            "/api/v1/documents/",
+            body=body,
+            headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+            timeout=60,
+        )
 
     def document(self, document_id: int) -> dict:
         status, body = self.get(f"/api/v1/documents/{document_id}/")

@@ -1,5 +1,6 @@
 """Backups and restore (config/backup.py) on the tests' own embedded PostgreSQL: a second,
 empty database made by the owner role is the restore target, a second folder its media."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -51,12 +52,14 @@ def restore_target():
 @pytest.fixture
 def media(settings, tmp_path):
     """Each test's own media folder; `media.switch()` moves the storage to a second, empty one."""
+
     class Media:
         first = tmp_path / "media1"
         second = tmp_path / "media2"
 
         def switch(self):
             settings.MEDIA_ROOT = str(self.second)
+
     Media.first.mkdir()
     settings.MEDIA_ROOT = str(Media.first)
     return Media()
@@ -66,11 +69,14 @@ def snapshot(target: Target) -> dict[str, list[str]]:
     """Every row of every table (public and the private schema), as PostgreSQL's text of
     the row, sorted: vectors, ledger entries and balances compared exactly."""
     with target.connect(bypass=True) as conn:
-        tables = [r[0] for r in conn.execute(
-            "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables"
-            " WHERE schemaname IN ('public', 'groundwork_private') ORDER BY 1").fetchall()]
-        return {t: [r[0] for r in conn.execute(f"SELECT x::text FROM {t} AS x ORDER BY 1").fetchall()]
-                for t in tables}
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT quote_ident(schemaname) || '.' || quote_ident(tablename) FROM pg_tables"
+                " WHERE schemaname IN ('public', 'groundwork_private') ORDER BY 1"
+            ).fetchall()
+        ]
+        return {t: [r[0] for r in conn.execute(f"SELECT x::text FROM {t} AS x ORDER BY 1").fetchall()] for t in tables}
 
 
 @pytest.fixture
@@ -95,6 +101,7 @@ def on_database():
         finally:
             close()
             conn.settings_dict["NAME"] = saved
+
     return go
 
 
@@ -108,16 +115,20 @@ def _search(account, query):
 
 def _chat(client, key, message, conversation_id=None):
     body = {"message": message, **({"conversation_id": conversation_id} if conversation_id else {})}
-    response = client.post("/api/v1/chat/", body, content_type="application/json",
-                           HTTP_AUTHORIZATION=f"Bearer {key}")
+    response = client.post("/api/v1/chat/", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}")
     assert response.status_code == 200, response.content
     return response.json()["conversation_id"]
 
 
-def test_round_trip_restores_every_account_exactly(client, account_a, account_b, fake_llm, upload_and_ingest,
-                                                   media, restore_target, on_database, tmp_path):
-    upload_and_ingest(account_a, "handbook.md", b"# Holidays\n\nEveryone has twenty-eight days of paid "
-                      b"holiday a year.\n\n# Laptops\n\nNew starters receive a laptop on day one.")
+def test_round_trip_restores_every_account_exactly(
+    client, account_a, account_b, fake_llm, upload_and_ingest, media, restore_target, on_database, tmp_path
+):
+    upload_and_ingest(
+        account_a,
+        "handbook.md",
+        b"# Holidays\n\nEveryone has twenty-eight days of paid "
+        b"holiday a year.\n\n# Laptops\n\nNew starters receive a laptop on day one.",
+    )
     upload_and_ingest(account_a, "travel.txt", b"Trains are booked through the office. " * 40)
     upload_and_ingest(account_b, "beta.md", b"# Beta\n\nBeta's own secret roadmap: ship the rocket in May.")
     with account_context(account_a):
@@ -171,8 +182,10 @@ def test_round_trip_restores_every_account_exactly(client, account_a, account_b,
         assert forced >= 15
     s = connections["default"].settings_dict
     with psycopg.connect(dbname=restore_target.name, host=s["HOST"], port=s["PORT"], user=s["USER"]) as app:
-        assert app.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
-                           ).fetchone() == (False, False)
+        assert app.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user").fetchone() == (
+            False,
+            False,
+        )
         assert app.execute("SELECT count(*) FROM documents_document").fetchone()[0] == 0
         assert app.execute("SELECT count(*) FROM documents_chunk").fetchone()[0] == 0
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -183,12 +196,14 @@ def test_round_trip_restores_every_account_exactly(client, account_a, account_b,
         with account_context(account_a):
             assert balance_get(account=account_a) == balance_a
         from documents.models import Document
+
         with account_context(account_b):
             assert sorted(Document.objects.for_account(account_b).values_list("name", flat=True)) == ["beta.md"]
         # (Sorted: passages of equal score may come in either order from another heap.)
         assert sorted(_search(account_a, "holiday days")) == sorted(before_hits)
         with account_context(account_a):
             from documents.models import Document as D
+
             doc = D.objects.for_account(account_a).get(name="handbook.md")
             assert doc.file.read().startswith(b"# Holidays")  # read from the second folder
 
@@ -205,8 +220,7 @@ def _nothing_written(target: Target, folder: Path) -> None:
     assert not folder.exists() or not any(p.is_file() for p in folder.rglob("*"))
 
 
-def test_a_corrupted_archive_restores_nothing(account_a, fake_llm, upload_and_ingest, media, restore_target,
-                                              tmp_path):
+def test_a_corrupted_archive_restores_nothing(account_a, fake_llm, upload_and_ingest, media, restore_target, tmp_path):
     archive = _small_backup(account_a, upload_and_ingest, tmp_path / "good.tar.gz")
     media.switch()
 
@@ -324,26 +338,40 @@ def s3_server():
 def _bucket_storage(settings, endpoint: str, bucket: str):
     import boto3
 
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
-                 aws_secret_access_key="test").create_bucket(Bucket=bucket)
+    boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
+    ).create_bucket(Bucket=bucket)
     settings.STORAGE_BUCKET = bucket
-    settings.STORAGES = {**settings.STORAGES, "default": {
-        "BACKEND": "storages.backends.s3.S3Storage",
-        "OPTIONS": {"bucket_name": bucket, "endpoint_url": endpoint, "region_name": "us-east-1",
-                    "access_key": "test", "secret_key": "test", "default_acl": None, "file_overwrite": False}}}
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "default": {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": bucket,
+                "endpoint_url": endpoint,
+                "region_name": "us-east-1",
+                "access_key": "test",
+                "secret_key": "test",
+                "default_acl": None,
+                "file_overwrite": False,
+            },
+        },
+    }
 
 
 def _objects(endpoint: str, bucket: str) -> dict[str, bytes]:
     import boto3
 
-    s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
-                      aws_secret_access_key="test")
+    s3 = boto3.client(
+        "s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test", aws_secret_access_key="test"
+    )
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket).get("Contents", [])]
     return {key: s3.get_object(Bucket=bucket, Key=key)["Body"].read() for key in keys}
 
 
-def test_files_in_a_bucket_are_backed_up_and_restored_into_another(account_a, fake_llm, upload_and_ingest, settings,
-                                                                  s3_server, restore_target, tmp_path):
+def test_files_in_a_bucket_are_backed_up_and_restored_into_another(
+    account_a, fake_llm, upload_and_ingest, settings, s3_server, restore_target, tmp_path
+):
     _bucket_storage(settings, s3_server, "groundwork-live")
     upload_and_ingest(account_a, "bucket.txt", b"Stored in the bucket: the quarterly plan.")
     upload_and_ingest(account_a, "second.txt", b"Another object in the bucket.")
@@ -365,6 +393,7 @@ def test_files_in_a_bucket_are_backed_up_and_restored_into_another(account_a, fa
 
 
 # --- what an archive holds, and who may read it ---------------------------------------------
+
 
 class WatchingStorage(FileSystemStorage):
     """Django's file storage, noting the mode of everything in `folder` (where the backup
@@ -388,21 +417,25 @@ def umask():
 
     def set_to(value):
         os.umask(value)
+
     yield set_to
     os.umask(saved)
 
 
 @pytest.mark.parametrize("mask", [0o022, 0o000])
 def test_the_archive_and_its_staging_folder_are_private_whatever_the_umask(
-        account_a, fake_llm, upload_and_ingest, media, settings, tmp_path, umask, mask):
+    account_a, fake_llm, upload_and_ingest, media, settings, tmp_path, umask, mask
+):
     import stat
 
     upload_and_ingest(account_a, "notes.txt", b"Release notes: version two ships on Friday.")
     out = tmp_path / "out"
     out.mkdir()
     WatchingStorage.seen, WatchingStorage.folder = [], out
-    settings.STORAGES = {**settings.STORAGES, "default": {"BACKEND": f"{__name__}.WatchingStorage",
-                                                          "OPTIONS": {"location": str(media.first)}}}
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "default": {"BACKEND": f"{__name__}.WatchingStorage", "OPTIONS": {"location": str(media.first)}},
+    }
     umask(mask)
     call_command("backup", output=str(out / "b.tar.gz"))
     archive = out / "b.tar.gz"
@@ -421,12 +454,14 @@ def _dump_entries(archive: Path, tmp_path: Path) -> list[str]:
 
     with tarfile.open(archive) as tar:
         (tmp_path / "toc.dump").write_bytes(tar.extractfile("database.dump").read())
-    return subprocess.run([_binary("pg_restore"), "--list", str(tmp_path / "toc.dump")], capture_output=True,
-                          text=True, check=True).stdout.splitlines()
+    return subprocess.run(
+        [_binary("pg_restore"), "--list", str(tmp_path / "toc.dump")], capture_output=True, text=True, check=True
+    ).stdout.splitlines()
 
 
 def test_sessions_and_the_signing_key_are_left_out_and_restore_signs_everyone_out(
-        client_a, owner_a, account_a, fake_llm, upload_and_ingest, media, restore_target, on_database, tmp_path):
+    client_a, owner_a, account_a, fake_llm, upload_and_ingest, media, restore_target, on_database, tmp_path
+):
     from django.contrib.sessions.models import Session
 
     upload_and_ingest(account_a, "notes.txt", b"Release notes: version two ships on Friday.")
@@ -454,6 +489,7 @@ def test_sessions_and_the_signing_key_are_left_out_and_restore_signs_everyone_ou
 
 # --- encrypted archives ---------------------------------------------------------------------
 
+
 @pytest.fixture
 def key_file(tmp_path):
     path = tmp_path / "backup.key"
@@ -462,7 +498,8 @@ def key_file(tmp_path):
 
 
 def test_an_encrypted_archive_round_trips_and_holds_nothing_readable(
-        account_a, fake_llm, upload_and_ingest, media, restore_target, on_database, key_file, tmp_path):
+    account_a, fake_llm, upload_and_ingest, media, restore_target, on_database, key_file, tmp_path
+):
     import stat
 
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
@@ -491,7 +528,8 @@ def test_an_encrypted_archive_round_trips_and_holds_nothing_readable(
 
 
 def test_a_wrong_key_or_a_tampered_encrypted_archive_restores_nothing(
-        account_a, fake_llm, upload_and_ingest, media, restore_target, key_file, tmp_path):
+    account_a, fake_llm, upload_and_ingest, media, restore_target, key_file, tmp_path
+):
     from config.backup_crypto import key_read
 
     upload_and_ingest(account_a, "notes.txt", b"Release notes: version two ships on Friday.")
@@ -516,10 +554,12 @@ def test_a_wrong_key_or_a_tampered_encrypted_archive_restores_nothing(
     flipped = bytearray(raw)
     flipped[len(raw) // 2] ^= 0x01
     header = len(b"groundwork-backup-aes256gcm-v1\n") + 32 + 16 + 4
-    for path in (variant("flipped.enc", bytes(flipped)),
-                 variant("cut.enc", raw[:-100]),  # the last chunk cut short
-                 variant("no-end.enc", raw[:header]),  # the header alone
-                 variant("longer.enc", raw + b"\x00" * 16)):  # something added after the end
+    for path in (
+        variant("flipped.enc", bytes(flipped)),
+        variant("cut.enc", raw[:-100]),  # the last chunk cut short
+        variant("no-end.enc", raw[:header]),  # the header alone
+        variant("longer.enc", raw + b"\x00" * 16),
+    ):  # something added after the end
         with pytest.raises(BackupError, match="damaged or was tampered with"):
             backup_restore(archive=path, target=restore_target, key=key)
         _nothing_written(restore_target, media.second)

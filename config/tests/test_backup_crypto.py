@@ -1,5 +1,6 @@
 """The encrypted archive's format (config/backup_crypto.py) over many chunks: small chunks
 here, so chunk boundaries, the last chunk and chunks moved around are all exercised."""
+
 import io
 import os
 
@@ -15,7 +16,7 @@ def _seal(data: bytes, key: bytes, writes: int = 7) -> bytes:
     sink = io.BytesIO()
     writer = EncryptingWriter(sink, key, chunk_bytes=CHUNK)
     for start in range(0, len(data), writes):
-        writer.write(data[start:start + writes])
+        writer.write(data[start : start + writes])
     writer.finish()
     return sink.getvalue()
 
@@ -47,7 +48,7 @@ def test_moved_dropped_or_cut_chunks_are_refused():
     sealed = _seal(data, key)
     body = sealed[HEADER:]
     size = CHUNK + TAG_BYTES
-    chunks = [body[i:i + size] for i in range(0, len(body), size)]
+    chunks = [body[i : i + size] for i in range(0, len(body), size)]
     assert len(chunks) == 5
     header = sealed[:HEADER]
     variants = {

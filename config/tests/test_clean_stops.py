@@ -10,6 +10,7 @@ serves, delivers the signal(s) and then checks that no process of its data folde
 stops cleanly too. No model server is started (LLM_BASE_URL is set): config/tests/
 test_make_run.py stops the bundled one.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,15 +39,23 @@ pytestmark = [pytest.mark.system, pytest.mark.slow]
 # inherited across exec, and a runner that starts the suite with SIGHUP ignored (as CI does,
 # like nohup) would make the shell outlive the hang-up, leaving its job running (correctly:
 # that is what nohup asks for), so the test would time out.
-IN_TERMINAL = ("import fcntl, os, signal, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
-               "[signal.signal(s, signal.SIG_DFL) for s in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, "
-               "signal.SIGTERM, signal.SIGPIPE)]; "
-               "os.execvp('bash', ['bash', '-c', sys.argv[1]])")
+IN_TERMINAL = (
+    "import fcntl, os, signal, sys, termios; fcntl.ioctl(0, termios.TIOCSCTTY, 0); "
+    "[signal.signal(s, signal.SIG_DFL) for s in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT, "
+    "signal.SIGTERM, signal.SIGPIPE)]; "
+    "os.execvp('bash', ['bash', '-c', sys.argv[1]])"
+)
 
 
 def _env(data_dir: Path, port: int) -> dict:
-    return installation_env(data_dir, PORT=port, DEMO_PASSWORD="Demo-pass-for-tests-1", WEB_PROCESSES=1,
-                            WORKER_PROCESSES=1, LLM_BASE_URL="http://127.0.0.1:9/v1")
+    return installation_env(
+        data_dir,
+        PORT=port,
+        DEMO_PASSWORD="Demo-pass-for-tests-1",
+        WEB_PROCESSES=1,
+        WORKER_PROCESSES=1,
+        LLM_BASE_URL="http://127.0.0.1:9/v1",
+    )
 
 
 def _make_run(tmp_path: Path) -> str:
@@ -63,8 +72,9 @@ def ours(data_dir: Path) -> list[psutil.Process]:
         if process.pid == os.getpid():
             continue
         try:
-            if (str(data_dir) in " ".join(process.info["cmdline"] or [])
-                    or process.environ().get("GROUNDWORK_DATA_DIR") == str(data_dir)):
+            if str(data_dir) in " ".join(process.info["cmdline"] or []) or process.environ().get(
+                "GROUNDWORK_DATA_DIR"
+            ) == str(data_dir):
                 found.append(process)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             pass
@@ -82,7 +92,8 @@ def assert_nothing_left(data_dir: Path, timeout: float = 20, output: str = "") -
     assert not left, f"left running: {left}\n{output}"
     log = data_dir / "postgres" / "log"
     assert not (data_dir / "postgres" / "postmaster.pid").exists(), (
-        f"embedded PostgreSQL not stopped:\n{output}\n{log.read_text()[-2000:] if log.exists() else ''}")
+        f"embedded PostgreSQL not stopped:\n{output}\n{log.read_text()[-2000:] if log.exists() else ''}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -115,8 +126,15 @@ class Terminal:
 
     def __init__(self, command: str, env: dict):
         self.master, slave = os.openpty()
-        self.process = subprocess.Popen([sys.executable, "-c", IN_TERMINAL, command], cwd=BASE_DIR, env=env,
-                                        stdin=slave, stdout=slave, stderr=slave, start_new_session=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", IN_TERMINAL, command],
+            cwd=BASE_DIR,
+            env=env,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+        )
         os.close(slave)
         self.chunks: list[bytes] = []
         self.reading = True
@@ -197,8 +215,14 @@ def test_crashed_start_is_adopted_and_a_second_ctrl_c_hurries_but_stops_everythi
     port = _free_port()
     # Its output into a file: a pipe nobody reads would fill and block its children's writes.
     crashed_log = open(tmp_path / "crashed.log", "w")
-    crashed = subprocess.Popen([sys.executable, "-m", "config.run"], cwd=BASE_DIR, env=_env(data_dir, port),
-                               stdout=crashed_log, stderr=subprocess.STDOUT, start_new_session=True)
+    crashed = subprocess.Popen(
+        [sys.executable, "-m", "config.run"],
+        cwd=BASE_DIR,
+        env=_env(data_dir, port),
+        stdout=crashed_log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 180
         while not _serving(port):
@@ -214,8 +238,9 @@ def test_crashed_start_is_adopted_and_a_second_ctrl_c_hurries_but_stops_everythi
     finally:
         crashed_log.close()
 
-    terminal = Terminal(f"{_make_run(tmp_path)} 2>&1 | tee {shlex.quote(str(tmp_path / 'run.log'))}",
-                        _env(data_dir, port))
+    terminal = Terminal(
+        f"{_make_run(tmp_path)} 2>&1 | tee {shlex.quote(str(tmp_path / 'run.log'))}", _env(data_dir, port)
+    )
     try:
         terminal.wait_for(f"running at http://127.0.0.1:{port}/")
         assert "adopting" in terminal.output and "starting embedded PostgreSQL" not in terminal.output
@@ -253,13 +278,16 @@ def test_backgrounded_make_run_kill_percent_one_and_manage_py_meanwhile(tmp_path
     python = shlex.quote(sys.executable)
     for attempt, kill in ((1, "kill %1"), (2, "kill $!")):
         log_file = tmp_path / f"run{attempt}.log"
-        script = (f"set -m; {_make_run(tmp_path)} > {shlex.quote(str(log_file))} 2>&1 &\n"
-                  f"until grep -q 'running at' {shlex.quote(str(log_file))}; do kill -0 %1 || exit 3; sleep 0.3; done\n"
-                  f"{python} manage.py check > {shlex.quote(str(tmp_path / 'check.log'))} 2>&1 || exit 4\n"
-                  f"curl -fsS http://127.0.0.1:{port}/healthz > /dev/null || exit 5\n"
-                  f"{kill}; wait")
-        result = subprocess.run(["bash", "-c", script], cwd=BASE_DIR, env=_env(data_dir, port), timeout=240,
-                                capture_output=True, text=True)
+        script = (
+            f"set -m; {_make_run(tmp_path)} > {shlex.quote(str(log_file))} 2>&1 &\n"
+            f"until grep -q 'running at' {shlex.quote(str(log_file))}; do kill -0 %1 || exit 3; sleep 0.3; done\n"
+            f"{python} manage.py check > {shlex.quote(str(tmp_path / 'check.log'))} 2>&1 || exit 4\n"
+            f"curl -fsS http://127.0.0.1:{port}/healthz > /dev/null || exit 5\n"
+            f"{kill}; wait"
+        )
+        result = subprocess.run(
+            ["bash", "-c", script], cwd=BASE_DIR, env=_env(data_dir, port), timeout=240, capture_output=True, text=True
+        )
         output = log_file.read_text()
         assert result.returncode in (0, 143), f"{kill}: {result.returncode}: {result.stderr}\n{output}"
         assert "System check identified no issues" in (tmp_path / "check.log").read_text()
@@ -271,16 +299,22 @@ def test_manage_py_and_bench_stop_what_they_started(data_dir):
     """With nothing running, a command starts the embedded PostgreSQL and Redis and stops
     them when it ends: normally, on SIGTERM, and when its output is a closed pipe."""
     env = _env(data_dir, _free_port())
-    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=BASE_DIR, env=env, capture_output=True,
-                            text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert "starting embedded PostgreSQL" in result.stderr and "stopped embedded PostgreSQL" in result.stderr
     assert_nothing_left(data_dir)
 
     # A long command stopped with SIGTERM (kill, a service manager, a timeout).
-    shell = subprocess.Popen([sys.executable, "manage.py", "shell", "-c", "print('ready', flush=True); "
-                              "import time; time.sleep(120)"], cwd=BASE_DIR, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True)
+    shell = subprocess.Popen(
+        [sys.executable, "manage.py", "shell", "-c", "print('ready', flush=True); import time; time.sleep(120)"],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     while shell.stdout.readline().strip() != "ready":
         assert shell.poll() is None
     shell.send_signal(signal.SIGTERM)
@@ -289,14 +323,27 @@ def test_manage_py_and_bench_stop_what_they_started(data_dir):
     assert_nothing_left(data_dir)
 
     # Output into a pipe that closes early (`manage.py showmigrations | head -1`).
-    piped = subprocess.run(f"{shlex.quote(sys.executable)} manage.py showmigrations | head -1", shell=True,
-                           cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=120)
+    piped = subprocess.run(
+        f"{shlex.quote(sys.executable)} manage.py showmigrations | head -1",
+        shell=True,
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert piped.stdout.strip()
     assert_nothing_left(data_dir)
 
     # A benchmark, interrupted with Ctrl-C (SIGINT) while it runs.
-    bench = subprocess.Popen([sys.executable, "-m", "bench", "rls_context"], cwd=BASE_DIR, env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "bench", "rls_context"],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     assert bench.stdout.readline().startswith("# machine")
     bench.send_signal(signal.SIGINT)
     bench.wait(60)

@@ -1,6 +1,7 @@
 """config/cron.py: each periodic job runs at most once per its interval, however many cron
 processes enqueue it (the lease in Redis); config/tests/test_two_nodes.py proves it with two
 real cron processes."""
+
 import django_rq
 import pytest
 

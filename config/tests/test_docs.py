@@ -2,6 +2,7 @@
 "The documentation"): the README stays short, every link in it leads to a file that exists,
 and the site builds with --strict, so a broken link or a link to a missing heading fails here
 as it fails `make docs` and CI."""
+
 import re
 import subprocess
 import sys
@@ -29,7 +30,10 @@ def test_the_manual_builds_strict_and_offline(tmp_path):
     site = tmp_path / "site"
     result = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(site)],
-        cwd=BASE_DIR, capture_output=True, text=True, timeout=120,
+        cwd=BASE_DIR,
+        capture_output=True,
+        text=True,
+        timeout=120,
         env={"PATH": "/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1", "HOME": str(tmp_path)},
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -13,6 +13,7 @@ After each, nothing is lost: bench.soak's reconciliation (every debit matched to
 no hold open, every document ready or failed with a reason, balance = ledger) passes.
 docs/operations/reliability.md says, fault by fault, what a person sees and how it recovers.
 """
+
 from __future__ import annotations
 
 import os
@@ -31,15 +32,18 @@ MEDIA_MB = 4  # the media folder's disk: a tmpfs this small, where mounting one 
 
 
 def _prose(topic: str, paragraphs: int) -> bytes:
-    return "\n\n".join(f"# {topic} {i}\n\nThe {topic} policy, part {i}, says that requests about {topic} go to the "
-                       f"team lead, who answers within {i + 2} days; exceptions are written down. " * 3
-                       for i in range(paragraphs)).encode()
+    return "\n\n".join(
+        f"# {topic} {i}\n\nThe {topic} policy, part {i}, says that requests about {topic} go to the "
+        f"team lead, who answers within {i + 2} days; exceptions are written down. " * 3
+        for i in range(paragraphs)
+    ).encode()
 
 
 def _mount_small_disk(path) -> bool:
     path.mkdir(parents=True, exist_ok=True)
-    result = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={MEDIA_MB}m", "tmpfs", str(path)],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={MEDIA_MB}m", "tmpfs", str(path)], capture_output=True, text=True
+    )
     return result.returncode == 0
 
 
@@ -56,8 +60,9 @@ def stack(model, tmp_path_factory):
     base = tmp_path_factory.mktemp("faults")
     media = base / "media"
     small_disk = _mount_small_disk(media)
-    running = Stack(base / "data", model[0], MEDIA_ROOT=media, DOCUMENT_STALE_SECONDS=20,
-                    EMBEDDING_CONCURRENCY=1, LOG_LEVEL="INFO")
+    running = Stack(
+        base / "data", model[0], MEDIA_ROOT=media, DOCUMENT_STALE_SECONDS=20, EMBEDDING_CONCURRENCY=1, LOG_LEVEL="INFO"
+    )
     running.small_disk = small_disk
     try:
         running.wait_running()
@@ -201,7 +206,9 @@ def test_redis_killed_and_started_again(stack, backend):
     status, health = stack.get("/healthz", key=False)
     assert status == 200 and health["workers"] >= 1, health
     status, page = _login(stack)  # the wrong password again: now refused as wrong, not as unavailable
-    assert status == 200 and "cannot check sign-in attempts" not in page and "do not match an account" in page, page[:3000]
+    assert status == 200 and "cannot check sign-in attempts" not in page and "do not match an account" in page, page[
+        :3000
+    ]
     _reconciled(stack)
 
 
@@ -240,10 +247,12 @@ def _login(stack: Stack) -> tuple[int, str]:
     with opener.open(stack.url("/login/"), timeout=30) as response:
         response.read()
     token = next(c.value for c in jar if c.name == "csrftoken")
-    body = urllib.parse.urlencode({"username": "faults-owner@example.com", "password": "wrong-" + PASSWORD,
-                                   "csrfmiddlewaretoken": token}).encode()
-    request = urllib.request.Request(stack.url("/login/"), data=body, method="POST",
-                                     headers={"Referer": stack.url("/login/")})
+    body = urllib.parse.urlencode(
+        {"username": "faults-owner@example.com", "password": "wrong-" + PASSWORD, "csrfmiddlewaretoken": token}
+    ).encode()
+    request = urllib.request.Request(
+        stack.url("/login/"), data=body, method="POST", headers={"Referer": stack.url("/login/")}
+    )
     try:
         with opener.open(request, timeout=30) as response:
             return response.status, response.read().decode()

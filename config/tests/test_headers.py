@@ -1,5 +1,6 @@
 """Security headers on every response, a Content-Security-Policy the
 dashboard passes (no inline script, event handler or style), and API docs served offline."""
+
 from __future__ import annotations
 
 import re
@@ -67,7 +68,7 @@ def test_templates_have_nothing_inline_the_policy_would_block(template: Path):
     text = template.read_text()
     for pattern, what in INLINE:
         match = pattern.search(text)
-        assert match is None, f"{what} in {template.name}: {text[max(0, match.start() - 60):match.end() + 60]!r}"
+        assert match is None, f"{what} in {template.name}: {text[max(0, match.start() - 60) : match.end() + 60]!r}"
 
 
 def test_static_js_sets_no_style_attribute():
@@ -78,6 +79,7 @@ def test_static_js_sets_no_style_attribute():
 
 
 # --- API docs, offline ----------------------------------------------------------------------------
+
 
 def test_api_docs_reference_no_external_host_and_their_assets_are_served(client, db):
     response = client.get("/api/docs/")

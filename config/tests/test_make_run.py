@@ -3,6 +3,7 @@
 It starts its own embedded PostgreSQL (in a temporary .data), migrates, ensures the demo
 account, serves HTTP with a worker, and on Ctrl-C stops every process it started.
 """
+
 import re
 import signal
 import socket
@@ -66,12 +67,20 @@ class Supervisor:
 def _start(data_dir: Path, port: int, local_models: bool = False) -> subprocess.Popen:
     """`make run` on `data_dir`; with `local_models`, LLM_BASE_URL is unset, so it starts the
     bundled local model server (on a free port it chooses)."""
-    env = installation_env(data_dir, PORT=port, DEMO_PASSWORD="Demo-pass-for-tests-1", WEB_PROCESSES=2,
-                           WORKER_PROCESSES=2)
+    env = installation_env(
+        data_dir, PORT=port, DEMO_PASSWORD="Demo-pass-for-tests-1", WEB_PROCESSES=2, WORKER_PROCESSES=2
+    )
     if not local_models:
         env["LLM_BASE_URL"] = "http://127.0.0.1:9/v1"
-    return subprocess.Popen([sys.executable, "-m", "config.run"], cwd=BASE_DIR, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "config.run"],
+        cwd=BASE_DIR,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
 
 
 def _health(port) -> dict:
@@ -103,8 +112,9 @@ def _child(run: Supervisor, *words: str) -> psutil.Process:
 
 
 def _workers(run: Supervisor) -> set[int]:
-    return {child.pid for child in psutil.Process(run.process.pid).children()
-            if "rqworker" in " ".join(child.cmdline())}
+    return {
+        child.pid for child in psutil.Process(run.process.pid).children() if "rqworker" in " ".join(child.cmdline())
+    }
 
 
 def _killed_processes_are_started_again(run: Supervisor, port: int, models_port: int) -> None:

@@ -6,6 +6,7 @@ listening socket it is handed); here each has a port of its own so that a test c
 one process and then the other, as a load balancer might send it. The model server is the
 deterministic fake, in this process.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -32,8 +33,10 @@ from documents.models import Chunk
 
 pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
-HANDBOOK = ("# Holidays\n\nEveryone has twenty-eight days of paid holiday a year; unused days carry "
-            "over until March.\n\n# Laptops\n\nNew starters get a laptop on day one.")
+HANDBOOK = (
+    "# Holidays\n\nEveryone has twenty-eight days of paid holiday a year; unused days carry "
+    "over until March.\n\n# Laptops\n\nNew starters get a laptop on day one."
+)
 
 
 class Cluster:
@@ -44,8 +47,9 @@ class Cluster:
         return f"http://127.0.0.1:{self.ports[web]}{path}"
 
     def output(self) -> str:
-        return "\n".join(f"--- {name} ---\n{path.read_text(errors='replace')[-3000:]}"
-                         for name, path in self.logs.items())
+        return "\n".join(
+            f"--- {name} ---\n{path.read_text(errors='replace')[-3000:]}" for name, path in self.logs.items()
+        )
 
 
 def _get_json(url: str, key: str | None = None):
@@ -55,18 +59,28 @@ def _get_json(url: str, key: str | None = None):
 
 
 def _post_json(url: str, key: str, body: dict):
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
-        "Authorization": f"Bearer {key}", "Content-Type": "application/json"})
+    request = urllib.request.Request(
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         return response.status, json.loads(response.read())
 
 
 def _upload(url: str, key: str, name: str, text: str) -> dict:
     boundary = "----groundwork-test"
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\n"
-            f"Content-Type: text/markdown\r\n\r\n{text}\r\n--{boundary}--\r\n").encode()
-    request = urllib.request.Request(url, data=body, method="POST", headers={
-        "Authorization": f"Bearer {key}", "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+        f"Content-Type: text/markdown\r\n\r\n{text}\r\n--{boundary}--\r\n"
+    ).encode()
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={"Authorization": f"Bearer {key}", "Content-Type": f"multipart/form-data; boundary={boundary}"},
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.status == 202
         return json.loads(response.read())
@@ -109,23 +123,33 @@ def model():
 def cluster(django_db_setup, model, tmp_path_factory):
     logs_dir = tmp_path_factory.mktemp("cluster-logs")
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    env.update(DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"],
-               GROUNDWORK_TESTING="1", ALLOWED_HOSTS="127.0.0.1,localhost", LLM_BASE_URL=model.base_url,
-               PYTHONUNBUFFERED="1")
+    env.update(
+        DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"],
+        GROUNDWORK_TESTING="1",
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        LLM_BASE_URL=model.base_url,
+        PYTHONUNBUFFERED="1",
+    )
     ports = [free_port(), free_port()]
     processes, logs = {}, {}
     try:
         for index, port in enumerate(ports):
             sock = listening_socket("127.0.0.1", port)
             logs[f"web {index + 1}"] = logs_dir / f"web{index + 1}.log"
-            processes[f"web {index + 1}"] = spawn_web(sock, env, index + 1, stdout=logs[f"web {index + 1}"].open("w"),
-                                                      stderr=subprocess.STDOUT)
+            processes[f"web {index + 1}"] = spawn_web(
+                sock, env, index + 1, stdout=logs[f"web {index + 1}"].open("w"), stderr=subprocess.STDOUT
+            )
             sock.close()
         for index in range(2):
             logs[f"worker {index + 1}"] = logs_dir / f"worker{index + 1}.log"
             processes[f"worker {index + 1}"] = subprocess.Popen(
-                worker_argv(), cwd=BASE_DIR, env=env, start_new_session=True,
-                stdout=logs[f"worker {index + 1}"].open("w"), stderr=subprocess.STDOUT)
+                worker_argv(),
+                cwd=BASE_DIR,
+                env=env,
+                start_new_session=True,
+                stdout=logs[f"worker {index + 1}"].open("w"),
+                stderr=subprocess.STDOUT,
+            )
         result = Cluster(ports, processes, logs)
         _wait_healthy(result)
         yield result
@@ -171,8 +195,7 @@ async def _ask_over_websocket(url: str, key: str, question: str) -> dict:
     return {"conversation_id": frames[0]["conversation_id"], "done": frames[-1]}
 
 
-def test_a_websocket_on_one_process_and_rest_on_the_other_see_one_conversation_and_balance(
-        cluster, account_a, model):
+def test_a_websocket_on_one_process_and_rest_on_the_other_see_one_conversation_and_balance(cluster, account_a, model):
     key = make_api_key(account_a)
     document = _upload(cluster.url(1, "/api/v1/documents/"), key, "handbook.md", HANDBOOK)
     _wait_ready(cluster, key, [document["id"]])
@@ -188,8 +211,9 @@ def test_a_websocket_on_one_process_and_rest_on_the_other_see_one_conversation_a
     assert _get_json(cluster.url(1, "/api/v1/credits/"), key)["balance"] == asked["done"]["credits_remaining"]
 
     # It continues there, and process 1 sees the continuation and the new balance.
-    status, answer = _post_json(cluster.url(1, "/api/v1/chat/"), key,
-                                {"message": "And what about laptops?", "conversation_id": conversation_id})
+    status, answer = _post_json(
+        cluster.url(1, "/api/v1/chat/"), key, {"message": "And what about laptops?", "conversation_id": conversation_id}
+    )
     assert status == 200 and answer["conversation_id"] == conversation_id
     seen = _get_json(cluster.url(0, f"/api/v1/conversations/{conversation_id}/"), key)
     assert [m["role"] for m in seen["messages"]] == ["user", "assistant", "user", "assistant"]
@@ -197,9 +221,8 @@ def test_a_websocket_on_one_process_and_rest_on_the_other_see_one_conversation_a
 
 
 def test_each_job_is_taken_by_one_of_two_workers_exactly_once(cluster, account_a):
-    from rq import Worker
-
     import django_rq
+    from rq import Worker
 
     key = make_api_key(account_a)
     redis = django_rq.get_connection("default")
@@ -207,17 +230,26 @@ def test_each_job_is_taken_by_one_of_two_workers_exactly_once(cluster, account_a
     texts = [f"# Note {i}\n\nMeeting room {i} is on floor {i % 4} and seats {i + 3} people." for i in range(12)]
     # Uploaded at once, half through each web process, so both workers are busy at the same time.
     with ThreadPoolExecutor(6) as pool:
-        documents = list(pool.map(lambda i: _upload(cluster.url(i % 2, "/api/v1/documents/"), key,
-                                                    f"note-{i}.md", texts[i]), range(len(texts))))
+        documents = list(
+            pool.map(
+                lambda i: _upload(cluster.url(i % 2, "/api/v1/documents/"), key, f"note-{i}.md", texts[i]),
+                range(len(texts)),
+            )
+        )
     ids = [d["id"] for d in documents]
     _wait_ready(cluster, key, ids)
 
     with account_context(account_a):
         for document_id in ids:
             charges = CreditLedgerEntry.objects.for_account(account_a).filter(
-                reference__startswith=references.document_prefix(document_id))
+                reference__startswith=references.document_prefix(document_id)
+            )
             assert charges.count() == 1, f"document {document_id} charged {charges.count()} times"
-            indexes = list(Chunk.objects.for_account(account_a).filter(document_id=document_id).values_list("chunk_index", flat=True))
+            indexes = list(
+                Chunk.objects.for_account(account_a)
+                .filter(document_id=document_id)
+                .values_list("chunk_index", flat=True)
+            )
             assert indexes and len(indexes) == len(set(indexes)), f"document {document_id} chunked twice"
     workers = Worker.all(connection=redis)
     assert len(workers) == 2
@@ -232,13 +264,26 @@ def test_the_procfiles_web_line_runs_web_processes_on_one_port_and_stops_them(cl
     import psutil
 
     port = free_port()
-    env = dict(os.environ, HOST="127.0.0.1", PORT=str(port), WEB_PROCESSES="2",
-               DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"],
-               GROUNDWORK_TESTING="1", ALLOWED_HOSTS="127.0.0.1,localhost", PYTHONUNBUFFERED="1")
+    env = dict(
+        os.environ,
+        HOST="127.0.0.1",
+        PORT=str(port),
+        WEB_PROCESSES="2",
+        DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"],
+        GROUNDWORK_TESTING="1",
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        PYTHONUNBUFFERED="1",
+    )
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     log = tmp_path / "serve.log"
-    serve = subprocess.Popen([sys.executable, "-m", "config.serve", "web"], cwd=BASE_DIR, env=env,
-                             start_new_session=True, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    serve = subprocess.Popen(
+        [sys.executable, "-m", "config.serve", "web"],
+        cwd=BASE_DIR,
+        env=env,
+        start_new_session=True,
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 60
         while True:

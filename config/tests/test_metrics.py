@@ -1,6 +1,7 @@
 """GET /metrics (docs/operations/metrics.md): who may read it, and that a request, a chat turn over
 the fake model server, an ingestion and a debit each move their series. In one process
 (no PROMETHEUS_MULTIPROC_DIR); several processes: test_metrics_processes.py."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from accounts.tests.factories import make_api_key
 from core.tenancy import account_context
 
-HANDBOOK = ("# Holidays\n\nEveryone has twenty-eight days of paid holiday a year; unused days carry "
-            "over until March.\n\n# Laptops\n\nNew starters get a laptop on day one.")
+HANDBOOK = (
+    "# Holidays\n\nEveryone has twenty-eight days of paid holiday a year; unused days carry "
+    "over until March.\n\n# Laptops\n\nNew starters get a laptop on day one."
+)
 
 
 def scrape(client, **extra) -> dict[tuple, float]:
@@ -38,6 +41,7 @@ def value(found: dict, name: str, **labels) -> float:
 
 # --- who may read it ----------------------------------------------------------------------------
 
+
 @pytest.mark.django_db
 def test_loopback_reads_the_page_without_a_token(client):
     assert ("groundwork_metrics_scrape_errors", ()) in scrape(client, REMOTE_ADDR="127.0.0.1")
@@ -57,9 +61,20 @@ def test_another_address_is_refused_and_the_token_lets_it_in(client, settings):
     assert scrape(client, REMOTE_ADDR="203.0.113.9", HTTP_AUTHORIZATION="Bearer scrape-secret")
 
 
-PROXY_HEADERS = ("X-Forwarded-For", "Forwarded", "X-Real-IP", "X-Client-IP", "True-Client-IP", "CF-Connecting-IP",
-                 "Fastly-Client-IP", "X-Cluster-Client-IP", "X-Forwarded-Host", "X-Forwarded-Proto",
-                 "X-Original-Forwarded-For", "Via")
+PROXY_HEADERS = (
+    "X-Forwarded-For",
+    "Forwarded",
+    "X-Real-IP",
+    "X-Client-IP",
+    "True-Client-IP",
+    "CF-Connecting-IP",
+    "Fastly-Client-IP",
+    "X-Cluster-Client-IP",
+    "X-Forwarded-Host",
+    "X-Forwarded-Proto",
+    "X-Original-Forwarded-For",
+    "Via",
+)
 
 
 @pytest.mark.django_db
@@ -85,6 +100,7 @@ def test_without_a_configured_token_no_bearer_is_accepted(client, settings):
 
 # --- what moves the series ------------------------------------------------------------------------
 
+
 @pytest.mark.django_db
 def test_a_request_counts_by_url_name_not_path(client, account_a):
     key = make_api_key(account_a)
@@ -96,33 +112,46 @@ def test_a_request_counts_by_url_name_not_path(client, account_a):
 
     def moved(name, **labels):
         return value(after, name, **labels) - value(before, name, **labels)
+
     assert moved("groundwork_http_requests_total", view="api-documents", method="GET", status="200") == 1
     assert moved("groundwork_http_request_duration_seconds_count", view="api-documents") == 1
     assert moved("groundwork_http_requests_total", view="<unresolved>", method="GET", status="404") == 1
-    detail = [k for k in after if k[0] == "groundwork_http_requests_total" and dict(k[1])["status"] == "404"
-              and dict(k[1])["view"] != "<unresolved>"]
+    detail = [
+        k
+        for k in after
+        if k[0] == "groundwork_http_requests_total"
+        and dict(k[1])["status"] == "404"
+        and dict(k[1])["view"] != "<unresolved>"
+    ]
     assert detail, "the document detail's 404 was not counted under its URL name"
     assert not any("123456" in str(k) or "/api/" in str(k) for k in after)  # no raw path, no id, anywhere
 
 
 @pytest.mark.django_db
-def test_ingestion_and_its_debit_move_documents_pages_tokens_and_credits(client, account_a, fake_llm,
-                                                                         upload_and_ingest):
+def test_ingestion_and_its_debit_move_documents_pages_tokens_and_credits(
+    client, account_a, fake_llm, upload_and_ingest
+):
     from documents.models import Document
 
     before = scrape(client)
     document = upload_and_ingest(account_a, "handbook.md", HANDBOOK.encode())
     assert document.status == "ready"
     after = scrape(client)
-    assert value(after, "groundwork_documents_ingested_total", outcome="ready") == \
-        value(before, "groundwork_documents_ingested_total", outcome="ready") + 1
-    embedding_credits = [k for k in after if k[0] == "groundwork_credits_debited_total"
-                         and dict(k[1])["kind"] == "embedding"]
+    assert (
+        value(after, "groundwork_documents_ingested_total", outcome="ready")
+        == value(before, "groundwork_documents_ingested_total", outcome="ready") + 1
+    )
+    embedding_credits = [
+        k for k in after if k[0] == "groundwork_credits_debited_total" and dict(k[1])["kind"] == "embedding"
+    ]
     assert embedding_credits
     moved = sum(after[k] - before.get(k, 0) for k in embedding_credits)
     assert moved == document.credits_charged
-    tokens = sum(after[k] - before.get(k, 0) for k in after if k[0] == "groundwork_tokens_total"
-                 and dict(k[1])["kind"] == "embedding")
+    tokens = sum(
+        after[k] - before.get(k, 0)
+        for k in after
+        if k[0] == "groundwork_tokens_total" and dict(k[1])["kind"] == "embedding"
+    )
     assert tokens == document.embedding_tokens
     with account_context(account_a):
         ready = Document.objects.for_account(account_a).filter(status="ready").count()
@@ -146,27 +175,38 @@ def test_a_pending_document_is_the_ingestion_queue(client, account_a, queue, dja
 
 
 @pytest.mark.django_db
-def test_a_chat_turn_counts_its_outcome_first_token_and_credits(client, account_a, fake_llm, upload_and_ingest,
-                                                                 django_capture_on_commit_callbacks):
+def test_a_chat_turn_counts_its_outcome_first_token_and_credits(
+    client, account_a, fake_llm, upload_and_ingest, django_capture_on_commit_callbacks
+):
     upload_and_ingest(account_a, "handbook.md", HANDBOOK.encode())
     fake_llm.answer = "Twenty-eight days [Document 1]."
     key = make_api_key(account_a)
     before = scrape(client)
     with django_capture_on_commit_callbacks(execute=True):
-        response = client.post("/api/v1/chat/", {"message": "How much holiday do we get?"},
-                               content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}")
+        response = client.post(
+            "/api/v1/chat/",
+            {"message": "How much holiday do we get?"},
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {key}",
+        )
     assert response.status_code == 200, response.content
     usage = response.json()["usage"]
     after = scrape(client)
-    assert value(after, "groundwork_chat_turns_total", surface="api", outcome="done") == \
-        value(before, "groundwork_chat_turns_total", surface="api", outcome="done") + 1
+    assert (
+        value(after, "groundwork_chat_turns_total", surface="api", outcome="done")
+        == value(before, "groundwork_chat_turns_total", surface="api", outcome="done") + 1
+    )
     for name in ("groundwork_chat_time_to_first_token_seconds_count", "groundwork_chat_turn_duration_seconds_count"):
         assert value(after, name, surface="api") == value(before, name, surface="api") + 1
-    chat_tokens = sum(after[k] - before.get(k, 0) for k in after
-                      if k[0] == "groundwork_tokens_total" and dict(k[1])["kind"] == "chat")
+    chat_tokens = sum(
+        after[k] - before.get(k, 0) for k in after if k[0] == "groundwork_tokens_total" and dict(k[1])["kind"] == "chat"
+    )
     assert chat_tokens == usage["prompt_tokens"] + usage["completion_tokens"]
-    chat_credits = sum(after[k] - before.get(k, 0) for k in after
-                       if k[0] == "groundwork_credits_debited_total" and dict(k[1])["kind"] == "chat")
+    chat_credits = sum(
+        after[k] - before.get(k, 0)
+        for k in after
+        if k[0] == "groundwork_credits_debited_total" and dict(k[1])["kind"] == "chat"
+    )
     assert chat_credits > 0
 
 
@@ -179,13 +219,19 @@ def test_a_refused_turn_counts_its_error_code(client, account_a, fake_llm):
     with account_context(account_a):
         credits_debit(account=account_a, tokens=balance_get(account=account_a), key="drain", kind="chat")
     before = scrape(client)
-    response = client.post("/api/v1/chat/", {"message": "What is our policy?"}, content_type="application/json",
-                           HTTP_AUTHORIZATION=f"Bearer {key}")
+    response = client.post(
+        "/api/v1/chat/",
+        {"message": "What is our policy?"},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {key}",
+    )
     assert response.status_code == 402
     code = response.json()["error"]["code"]
     after = scrape(client)
-    assert value(after, "groundwork_chat_turns_total", surface="api", outcome=code) == \
-        value(before, "groundwork_chat_turns_total", surface="api", outcome=code) + 1
+    assert (
+        value(after, "groundwork_chat_turns_total", surface="api", outcome=code)
+        == value(before, "groundwork_chat_turns_total", surface="api", outcome=code) + 1
+    )
 
 
 @pytest.mark.django_db
@@ -200,26 +246,30 @@ def test_the_page_names_no_account(client, account_a, account_b, fake_llm, uploa
 
 # --- request ids ---------------------------------------------------------------------------------
 
+
 @pytest.mark.django_db
 def test_the_request_id_comes_back_and_is_made_when_missing_or_unsafe(client):
     assert client.get("/healthz", HTTP_X_REQUEST_ID="abc-123").headers["X-Request-ID"] == "abc-123"
     made = client.get("/healthz").headers["X-Request-ID"]
     assert len(made) == 32
-    unsafe = client.get("/healthz", HTTP_X_REQUEST_ID="x\" injected=1").headers["X-Request-ID"]
-    assert unsafe != "x\" injected=1" and len(unsafe) == 32
+    unsafe = client.get("/healthz", HTTP_X_REQUEST_ID='x" injected=1').headers["X-Request-ID"]
+    assert unsafe != 'x" injected=1' and len(unsafe) == 32
 
 
 @pytest.mark.django_db(transaction=True)  # the upload's on-commit enqueue runs inside the request, as served
-def test_a_job_enqueued_during_a_request_keeps_its_id_and_logs_it_as_json(client, account_a, queue, run_jobs,
-                                                                          fake_llm):
+def test_a_job_enqueued_during_a_request_keeps_its_id_and_logs_it_as_json(client, account_a, queue, run_jobs, fake_llm):
     import io
 
     from config.logs import JsonFormatter
     from core.request_id import RequestIdFilter
 
     key = make_api_key(account_a)
-    response = client.post("/api/v1/documents/", {"file": _file("notes.txt", b"Quarterly notes.")},
-                           HTTP_AUTHORIZATION=f"Bearer {key}", HTTP_X_REQUEST_ID="upload-42")
+    response = client.post(
+        "/api/v1/documents/",
+        {"file": _file("notes.txt", b"Quarterly notes.")},
+        HTTP_AUTHORIZATION=f"Bearer {key}",
+        HTTP_X_REQUEST_ID="upload-42",
+    )
     assert response.status_code == 202, response.content
     [job] = queue.get_jobs()
     assert job.meta["request_id"] == "upload-42"

@@ -4,6 +4,7 @@ and one scrape of the web process counts what both did: its requests and websock
 worker's ingestion and embedding charge. With LOG_FORMAT=json the worker's lines are JSON and
 the ingestion job's carry the upload request's X-Request-ID. Processes are started the way
 config/run.py starts them, with test_many_processes.py's helpers, and all stopped at the end."""
+
 from __future__ import annotations
 
 import asyncio
@@ -28,20 +29,32 @@ pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.django_db(transa
 
 def _upload(url: str, key: str, request_id: str) -> dict:
     boundary = "----groundwork-test"
-    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"handbook.md\"\r\n"
-            f"Content-Type: text/markdown\r\n\r\n{HANDBOOK}\r\n--{boundary}--\r\n").encode()
-    request = urllib.request.Request(url, data=body, method="POST", headers={
-        "Authorization": f"Bearer {key}", "Content-Type": f"multipart/form-data; boundary={boundary}",
-        "X-Request-ID": request_id})
+    body = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="handbook.md"\r\n'
+        f"Content-Type: text/markdown\r\n\r\n{HANDBOOK}\r\n--{boundary}--\r\n"
+    ).encode()
+    request = urllib.request.Request(
+        url,
+        data=body,
+        method="POST",
+        headers={
+            "Authorization": f"Bearer {key}",
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "X-Request-ID": request_id,
+        },
+    )
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.status == 202 and response.headers["X-Request-ID"] == request_id
         return json.loads(response.read())
 
 
 def _chat_streamed(url: str, key: str, request_id: str) -> str:
-    request = urllib.request.Request(url, data=json.dumps({"message": "And laptops?"}).encode(), method="POST",
-                                     headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json",
-                                              "X-Request-ID": request_id})
+    request = urllib.request.Request(
+        url,
+        data=json.dumps({"message": "And laptops?"}).encode(),
+        method="POST",
+        headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json", "X-Request-ID": request_id},
+    )
     with urllib.request.urlopen(request, timeout=60) as response:
         assert response.headers["X-Request-ID"] == request_id
         return response.read().decode()
@@ -62,21 +75,26 @@ def _wait(condition, what: str, output, timeout: float = 90):
 async def _scrape_with_a_socket_open(port: int, key: str) -> dict:
     import websockets
 
-    async with websockets.connect(f"ws://127.0.0.1:{port}/ws/chat/", additional_headers={
-            "Authorization": f"Bearer {key}"}):
+    async with websockets.connect(
+        f"ws://127.0.0.1:{port}/ws/chat/", additional_headers={"Authorization": f"Bearer {key}"}
+    ):
         return await asyncio.to_thread(_scrape, port)
 
 
-def test_one_scrape_counts_a_web_process_and_a_worker_and_the_worker_logs_json_with_the_request_id(
-        account_a, tmp_path):
+def test_one_scrape_counts_a_web_process_and_a_worker_and_the_worker_logs_json_with_the_request_id(account_a, tmp_path):
     from llm.fake_server import FakeOpenAIServer
 
     metrics_dir = tmp_path / "prometheus"
     metrics_dir.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    env.update(DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"],
-               GROUNDWORK_TESTING="1", ALLOWED_HOSTS="127.0.0.1,localhost", PYTHONUNBUFFERED="1",
-               PROMETHEUS_MULTIPROC_DIR=str(metrics_dir), LOG_FORMAT="json")
+    env.update(
+        DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"],
+        GROUNDWORK_TESTING="1",
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        PYTHONUNBUFFERED="1",
+        PROMETHEUS_MULTIPROC_DIR=str(metrics_dir),
+        LOG_FORMAT="json",
+    )
     logs = {"web": tmp_path / "web.log", "worker": tmp_path / "worker.log"}
     processes: dict[str, subprocess.Popen] = {}
 
@@ -90,8 +108,14 @@ def test_one_scrape_counts_a_web_process_and_a_worker_and_the_worker_logs_json_w
             sock = listening_socket("127.0.0.1", port)
             processes["web"] = spawn_web(sock, env, 1, stdout=logs["web"].open("w"), stderr=subprocess.STDOUT)
             sock.close()
-            processes["worker"] = subprocess.Popen(worker_argv(), cwd=BASE_DIR, env=env, start_new_session=True,
-                                                   stdout=logs["worker"].open("w"), stderr=subprocess.STDOUT)
+            processes["worker"] = subprocess.Popen(
+                worker_argv(),
+                cwd=BASE_DIR,
+                env=env,
+                start_new_session=True,
+                stdout=logs["worker"].open("w"),
+                stderr=subprocess.STDOUT,
+            )
 
             def healthy() -> bool:
                 assert all(p.poll() is None for p in processes.values()), output()
@@ -99,6 +123,7 @@ def test_one_scrape_counts_a_web_process_and_a_worker_and_the_worker_logs_json_w
                     return _get_json(f"http://127.0.0.1:{port}/healthz").get("workers") == 1
                 except OSError:
                     return False
+
             _wait(healthy, "the web process or the worker did not come up", output)
 
             key = make_api_key(account_a)
@@ -129,8 +154,9 @@ def test_one_scrape_counts_a_web_process_and_a_worker_and_the_worker_logs_json_w
     assert value(found, "groundwork_open_websockets") >= 1
     # ...and the worker's, in the same scrape.
     assert value(found, "groundwork_documents_ingested_total", outcome="ready") == 1
-    embedding = sum(v for k, v in found.items() if k[0] == "groundwork_credits_debited_total"
-                    and dict(k[1])["kind"] == "embedding")
+    embedding = sum(
+        v for k, v in found.items() if k[0] == "groundwork_credits_debited_total" and dict(k[1])["kind"] == "embedding"
+    )
     assert embedding > 0
     assert value(found, "groundwork_documents", status="ready") == 1
     # Each process wrote files of its own (the worker's job horses share one set).

@@ -6,6 +6,7 @@ up and one schema, not with a node dead of `tuple concurrently updated`.
 context and its key, Django's migrations, the app role's grants), so concurrent runs wait for
 each other and the later ones find nothing left to do.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,13 +48,26 @@ def empty_database():
 
 def test_three_nodes_migrating_at_once_all_succeed(empty_database, tmp_path):
     owner = (owner_credentials() or {"USER": settings.DATABASE_APP_USER})["USER"]
-    env = {**os.environ, "DATABASE_URL": _url(settings.DATABASE_APP_USER, empty_database),
-           "DATABASE_OWNER_URL": _url(owner, empty_database), "SECRET_KEY": settings.SECRET_KEY,
-           "DJANGO_SETTINGS_MODULE": "config.settings", "PYTHONUNBUFFERED": "1"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": _url(settings.DATABASE_APP_USER, empty_database),
+        "DATABASE_OWNER_URL": _url(owner, empty_database),
+        "SECRET_KEY": settings.SECRET_KEY,
+        "DJANGO_SETTINGS_MODULE": "config.settings",
+        "PYTHONUNBUFFERED": "1",
+    }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     logs = [tmp_path / f"node{i}.log" for i in range(NODES)]
-    nodes = [subprocess.Popen([sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"], cwd=REPO, env=env,
-                              stdout=log.open("w"), stderr=subprocess.STDOUT) for log in logs]
+    nodes = [
+        subprocess.Popen(
+            [sys.executable, "manage.py", "migrate", "--no-input", "-v", "0"],
+            cwd=REPO,
+            env=env,
+            stdout=log.open("w"),
+            stderr=subprocess.STDOUT,
+        )
+        for log in logs
+    ]
     try:
         codes = [node.wait(300) for node in nodes]
     finally:
@@ -61,17 +75,30 @@ def test_three_nodes_migrating_at_once_all_succeed(empty_database, tmp_path):
             if node.poll() is None:
                 node.kill()
     outputs = [log.read_text() for log in logs]
-    assert codes == [0] * NODES, "\n\n".join(f"node {i}: exit {c}\n{o[-3000:]}" for i, (c, o)
-                                             in enumerate(zip(codes, outputs)))
+    assert codes == [0] * NODES, "\n\n".join(
+        f"node {i}: exit {c}\n{o[-3000:]}" for i, (c, o) in enumerate(zip(codes, outputs))
+    )
 
     # One schema, fully migrated, and the app role can use it (as after a single migrate).
-    check = subprocess.run([sys.executable, "manage.py", "migrate", "--check", "--no-input"], cwd=REPO, env=env,
-                           capture_output=True, text=True, timeout=300)
+    check = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--check", "--no-input"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert check.returncode == 0, check.stdout + check.stderr
     s = connections["default"].settings_dict
-    with psycopg.connect(dbname=empty_database, host=s["HOST"], port=s["PORT"], user=settings.DATABASE_APP_USER,
-                         password=s["PASSWORD"] or None) as app:
+    with psycopg.connect(
+        dbname=empty_database,
+        host=s["HOST"],
+        port=s["PORT"],
+        user=settings.DATABASE_APP_USER,
+        password=s["PASSWORD"] or None,
+    ) as app:
         assert app.execute("SELECT count(*) FROM accounts_account").fetchone() == (0,)
-        applied = app.execute("SELECT app, name, count(*) FROM django_migrations GROUP BY 1, 2 HAVING count(*) > 1"
-                              ).fetchall()
+        applied = app.execute(
+            "SELECT app, name, count(*) FROM django_migrations GROUP BY 1, 2 HAVING count(*) > 1"
+        ).fetchall()
         assert applied == [], f"migrations applied twice: {applied}"

@@ -1,6 +1,7 @@
 """The suite on several xdist workers (docs/testing.md, "Parallel"): each worker keeps to its
 own Redis database, prefixes, media folder and test database, and the scheduler hands out
 the costliest modules first, the browser tests as one unit."""
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,11 @@ def test_this_worker_keeps_to_its_own_redis_database_prefixes_media_and_test_dat
     database = 15 - worker_number(worker)
     url = settings.REDIS_URL
     assert url.endswith(f"/{database}") or f"db={database}" in url, url
-    for location in (settings.RQ_QUEUES["default"]["URL"], settings.CACHES["default"]["LOCATION"],
-                     settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"]):
+    for location in (
+        settings.RQ_QUEUES["default"]["URL"],
+        settings.CACHES["default"]["LOCATION"],
+        settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0]["address"],
+    ):
         assert location == url
     suffix = f"-{worker}" if worker else ""
     assert settings.CACHES["default"]["KEY_PREFIX"] == "groundwork-test" + suffix
@@ -58,11 +62,16 @@ def test_a_units_cost_is_its_modules_measured_time():
 
 def test_durations_are_read_per_module_from_a_junit_report(tmp_path):
     report = tmp_path / "report.xml"
-    report.write_text('<testsuites><testsuite name="pytest">'
-                      '<testcase classname="core.tests.test_rows" name="test_a" time="1.25"/>'
-                      '<testcase classname="core.tests.test_rows" name="test_b" time="0.75"/>'
-                      '<testcase classname="e2e.test_sso" name="test_c" time="12.0"/>'
-                      '<testcase classname="accounts.tests.test_role_matrix.TestMatrix" name="test_d" time="3"/>'
-                      '</testsuite></testsuites>')
-    assert durations_from_junit(report) == {"accounts/tests/test_role_matrix.py": 3.0, "core/tests/test_rows.py": 2.0,
-                                            "e2e/test_sso.py": 12.0}
+    report.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="core.tests.test_rows" name="test_a" time="1.25"/>'
+        '<testcase classname="core.tests.test_rows" name="test_b" time="0.75"/>'
+        '<testcase classname="e2e.test_sso" name="test_c" time="12.0"/>'
+        '<testcase classname="accounts.tests.test_role_matrix.TestMatrix" name="test_d" time="3"/>'
+        "</testsuite></testsuites>"
+    )
+    assert durations_from_junit(report) == {
+        "accounts/tests/test_role_matrix.py": 3.0,
+        "core/tests/test_rows.py": 2.0,
+        "e2e/test_sso.py": 12.0,
+    }

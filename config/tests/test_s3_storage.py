@@ -8,6 +8,7 @@ serves the original from the bucket (streamed through the app, to its readers on
 data export is written to the bucket and its signed link downloads it -> delete removes the
 object, and the export cleanup removes the expired zip.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -46,12 +47,14 @@ def _local_files(tmp_path) -> list:
     return [p for p in (tmp_path / "media").rglob("*") if p.is_file()]
 
 
-def test_upload_ingest_page_and_delete_go_through_the_bucket(on_s3, client_a, account_a, fake_llm, run_jobs,
-                                                              django_capture_on_commit_callbacks, tmp_path):
+def test_upload_ingest_page_and_delete_go_through_the_bucket(
+    on_s3, client_a, account_a, fake_llm, run_jobs, django_capture_on_commit_callbacks, tmp_path
+):
     text = b"# Travel\n\nTrains are booked through the office; flights need the director's approval."
     with django_capture_on_commit_callbacks(execute=True):
-        response = client_a.post("/api/v1/documents/", {"file": SimpleUploadedFile("travel.md", text,
-                                                                                     content_type="text/markdown")})
+        response = client_a.post(
+            "/api/v1/documents/", {"file": SimpleUploadedFile("travel.md", text, content_type="text/markdown")}
+        )
     assert response.status_code == 202, response.content
     document_id = response.json()["id"]
     with account_context(account_a):
@@ -63,8 +66,9 @@ def test_upload_ingest_page_and_delete_go_through_the_bucket(on_s3, client_a, ac
     with account_context(account_a):
         document = Document.objects.for_account(account_a).get(pk=document_id)
         assert document.status == Status.READY, document.error
-        assert "director's approval" in " ".join(Chunk.objects.for_account(account_a).filter(
-            document=document).values_list("content", flat=True))
+        assert "director's approval" in " ".join(
+            Chunk.objects.for_account(account_a).filter(document=document).values_list("content", flat=True)
+        )
     assert client_a.get(f"/documents/{document_id}/").status_code == 200
     assert _local_files(tmp_path) == []
 
@@ -84,8 +88,9 @@ def test_upload_ingest_page_and_delete_go_through_the_bucket(on_s3, client_a, ac
         assert not Document.objects.for_account(account_a).filter(pk=document_id).exists()
 
 
-def test_an_image_original_is_served_from_the_bucket_to_its_readers_only(on_s3, client, account_a, owner_a, owner_b,
-                                                                         fake_llm, upload_and_ingest):
+def test_an_image_original_is_served_from_the_bucket_to_its_readers_only(
+    on_s3, client, account_a, owner_a, owner_b, fake_llm, upload_and_ingest
+):
     picture = image_file(["Invoice 7", "Total 12 EUR"], "png")
     document = upload_and_ingest(account_a, "invoice.png", picture, "image/png")
     assert document.status == Status.READY, document.error
@@ -99,14 +104,16 @@ def test_an_image_original_is_served_from_the_bucket_to_its_readers_only(on_s3, 
 
 
 def test_an_export_is_written_to_the_bucket_and_its_signed_link_downloads_it(
-        on_s3, client_a, account_a, owner_a, fake_llm, run_jobs, django_capture_on_commit_callbacks,
-        tmp_path):
+    on_s3, client_a, account_a, owner_a, fake_llm, run_jobs, django_capture_on_commit_callbacks, tmp_path
+):
     from exports.jobs import cleanup_exports
     from exports.models import DataExport
 
     with django_capture_on_commit_callbacks(execute=True):
-        uploaded = client_a.post("/api/v1/documents/", {"file": SimpleUploadedFile(
-            "notes.txt", b"EXPORTMARKER the roadmap.", content_type="text/plain")})
+        uploaded = client_a.post(
+            "/api/v1/documents/",
+            {"file": SimpleUploadedFile("notes.txt", b"EXPORTMARKER the roadmap.", content_type="text/plain")},
+        )
     assert uploaded.status_code == 202
     run_jobs()
     with django_capture_on_commit_callbacks(execute=True):
@@ -126,7 +133,8 @@ def test_an_export_is_written_to_the_bucket_and_its_signed_link_downloads_it(
 
     with user_context(owner_a):
         DataExport.objects.for_user(owner_a).filter(pk=created.json()["id"]).update(
-            expires_at=timezone.now() - dt.timedelta(minutes=1))
+            expires_at=timezone.now() - dt.timedelta(minutes=1)
+        )
     with django_capture_on_commit_callbacks(execute=True):
         cleanup_exports()
     assert s3_keys(on_s3, "exports/") == []
@@ -134,7 +142,8 @@ def test_an_export_is_written_to_the_bucket_and_its_signed_link_downloads_it(
 
 
 def test_a_deleted_accounts_files_leave_the_bucket_and_another_accounts_stay(
-        on_s3, account_a, account_b, fake_llm, upload_and_ingest, run_jobs, django_capture_on_commit_callbacks):
+    on_s3, account_a, account_b, fake_llm, upload_and_ingest, run_jobs, django_capture_on_commit_callbacks
+):
     from accounts.services import account_delete
 
     for name in ("one.txt", "two.txt"):
@@ -160,7 +169,16 @@ def test_these_tests_store_through_exactly_what_settings_builds_from_the_bucket_
 
     env = dict(os.environ, **bucket)
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    built = subprocess.run([sys.executable, "-c", "import json; from config import settings; "
-                            "print(json.dumps(settings.STORAGES['default']))"],
-                           cwd=BASE_DIR, env=env, capture_output=True, text=True, check=True)
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import json; from config import settings; print(json.dumps(settings.STORAGES['default']))",
+        ],
+        cwd=BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert json.loads(built.stdout.strip().splitlines()[-1]) == s3_storages(bucket)["default"]

@@ -1,5 +1,6 @@
 """Property-based fuzzing of every operation in the OpenAPI schema: never a 5xx, always
 the contract's JSON error shape for 4xx."""
+
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
@@ -44,18 +45,23 @@ def _operations(schema):
 def test_schema_fuzzing_never_gives_a_server_error(schema, account_a, fake_llm):
     headers = {"Authorization": f"Bearer {make_api_key(account_a)}"}
     for operation in _operations(schema):
+
         @settings(max_examples=30, deadline=None, database=None, suppress_health_check=list(HealthCheck))
         @given(case=operation.as_strategy())
         def check(case):
             response = case.call(headers=headers)
-            assert response.status_code < 500, f"{case.method} {case.formatted_path}: {response.status_code} {response.text[:300]}"
+            assert response.status_code < 500, (
+                f"{case.method} {case.formatted_path}: {response.status_code} {response.text[:300]}"
+            )
             if response.status_code >= 400:
                 assert set(response.json()) == _error_keys(case)
+
         check()
 
 
 def test_unauthenticated_fuzzing_gets_json_401s(schema, db):
     for operation in _operations(schema):
+
         @settings(max_examples=5, deadline=None, database=None, suppress_health_check=list(HealthCheck))
         @given(case=operation.as_strategy())
         def check(case):
@@ -71,4 +77,5 @@ def test_unauthenticated_fuzzing_gets_json_401s(schema, db):
             assert response.json()["error"]["code"] == expected
             if response.status_code == 400:
                 assert "NUL character" in response.json()["error"]["message"]
+
         check()

@@ -1,4 +1,5 @@
 """Production settings are safe by default: no secret default, secure cookies, HSTS."""
+
 import json
 import os
 import subprocess
@@ -15,8 +16,11 @@ PROBE = (
 
 
 def _settings(**overrides):
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("GROUNDWORK_TESTING", "GROUNDWORK_LOCAL", "SECRET_KEY", "DEBUG", "SIGNUP_CREDITS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("GROUNDWORK_TESTING", "GROUNDWORK_LOCAL", "SECRET_KEY", "DEBUG", "SIGNUP_CREDITS")
+    }
     env.update(DJANGO_SETTINGS_MODULE="config.settings", **overrides)
     return subprocess.run([sys.executable, "-c", PROBE], cwd=BASE_DIR, env=env, capture_output=True, text=True)
 
@@ -49,8 +53,9 @@ def test_os_environment_wins_over_dotenv(tmp_path):
 def test_uploads_go_to_a_bucket_when_one_is_configured():
     local = json.loads(_settings(DEBUG="1").stdout)
     assert local["storage"] == "django.core.files.storage.FileSystemStorage"
-    bucket = json.loads(_settings(DEBUG="1", STORAGE_BUCKET="groundwork-docs",
-                                  STORAGE_ENDPOINT_URL="http://127.0.0.1:9000").stdout)
+    bucket = json.loads(
+        _settings(DEBUG="1", STORAGE_BUCKET="groundwork-docs", STORAGE_ENDPOINT_URL="http://127.0.0.1:9000").stdout
+    )
     assert bucket["storage"] == "storages.backends.s3.S3Storage"
 
 
@@ -70,8 +75,11 @@ def test_settings_are_composed_once():
                 patched.append(f"line {node.lineno}: {func.value.id}.{func.attr}(...)")
         if isinstance(node, ast.Assign):
             for target in node.targets:
-                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
-                        and target.value.id.isupper():
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id.isupper()
+                ):
                     patched.append(f"line {node.lineno}: {target.value.id}[...] = ...")
                 if isinstance(target, ast.Name) and target.id.isupper():
                     assigned.setdefault(target.id, []).append(node.lineno)

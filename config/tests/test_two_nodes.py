@@ -12,6 +12,7 @@ Then the same as two `make run` supervisors (config/run.py) on two ports: one in
 and Ctrl-C on each stops what it started. Every process a test starts is stopped at the
 end, also on failure.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -72,16 +73,23 @@ def nodes(transactional_db, model, bucket, tmp_path, queue):
 
     _clean_cron_state(django_rq.get_connection("default"))
     base = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
-    base.update(DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"],
-                REDIS_URL=settings.REDIS_URL, GROUNDWORK_TESTING="1", ALLOWED_HOSTS="127.0.0.1,localhost",
-                LLM_BASE_URL=model.base_url, PYTHONUNBUFFERED="1", **bucket)
+    base.update(
+        DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + connection.settings_dict["NAME"],
+        REDIS_URL=settings.REDIS_URL,
+        GROUNDWORK_TESTING="1",
+        ALLOWED_HOSTS="127.0.0.1,localhost",
+        LLM_BASE_URL=model.base_url,
+        PYTHONUNBUFFERED="1",
+        **bucket,
+    )
     ports = [free_port(), free_port()]
     processes, logs = {}, {}
 
     def start(name, argv, env):
         logs[name] = tmp_path / f"{name.replace(' ', '')}.log"
-        processes[name] = subprocess.Popen(argv, cwd=BASE_DIR, env=env, start_new_session=True,
-                                           stdout=logs[name].open("w"), stderr=subprocess.STDOUT)
+        processes[name] = subprocess.Popen(
+            argv, cwd=BASE_DIR, env=env, start_new_session=True, stdout=logs[name].open("w"), stderr=subprocess.STDOUT
+        )
 
     try:
         for index, port in enumerate(ports, start=1):
@@ -90,8 +98,9 @@ def nodes(transactional_db, model, bucket, tmp_path, queue):
             env = dict(base, MEDIA_ROOT=str(media))
             sock = listening_socket("127.0.0.1", port)
             logs[f"web {index}"] = tmp_path / f"web{index}.log"
-            processes[f"web {index}"] = spawn_web(sock, env, index, stdout=logs[f"web {index}"].open("w"),
-                                                  stderr=subprocess.STDOUT)
+            processes[f"web {index}"] = spawn_web(
+                sock, env, index, stdout=logs[f"web {index}"].open("w"), stderr=subprocess.STDOUT
+            )
             sock.close()
             start(f"worker {index}", worker_argv(), env)
             start(f"cron {index}", [PYTHON, "manage.py", "rqcron", "config.cron"], env)
@@ -113,20 +122,26 @@ def _cron_runs(redis) -> dict[str, list]:
     from rq.cron import get_cron_job_ids
     from rq.job import Job
 
-    return {name: [job for job in Job.fetch_many(get_cron_job_ids(name, redis), connection=redis) if job]
-            for _, _, name in PERIODIC_JOBS}
+    return {
+        name: [job for job in Job.fetch_many(get_cron_job_ids(name, redis), connection=redis) if job]
+        for _, _, name in PERIODIC_JOBS
+    }
 
 
 def _revoke_on_node(cluster: Cluster, node: int, client, owner, key_id: int) -> int:
     """POST the team page's revoke form to one node, as the owner's browser would."""
     client.force_login(owner)
     csrf = secrets.token_hex(16)
-    cookies = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}; " \
-              f"{settings.CSRF_COOKIE_NAME}={csrf}"
+    cookies = (
+        f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}; "
+        f"{settings.CSRF_COOKIE_NAME}={csrf}"
+    )
     request = urllib.request.Request(
-        cluster.url(node, f"/team/api-keys/{key_id}/revoke/"), method="POST",
+        cluster.url(node, f"/team/api-keys/{key_id}/revoke/"),
+        method="POST",
         data=urllib.parse.urlencode({"csrfmiddlewaretoken": csrf}).encode(),
-        headers={"Cookie": cookies, "Content-Type": "application/x-www-form-urlencoded"})
+        headers={"Cookie": cookies, "Content-Type": "application/x-www-form-urlencoded"},
+    )
 
     class NoRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(self, *args, **kwargs):
@@ -159,7 +174,8 @@ async def _socket_closed_by_revocation(url: str, key: str, revoke) -> int:
 
 
 def test_two_nodes_share_one_database_redis_and_bucket_and_nothing_on_disk(
-        nodes, account_a, owner_a, client, bucket, tmp_path):
+    nodes, account_a, owner_a, client, bucket, tmp_path
+):
     import django_rq
     from rq.cron import CronScheduler
 
@@ -173,8 +189,10 @@ def test_two_nodes_share_one_database_redis_and_bucket_and_nothing_on_disk(
         runs = _cron_runs(redis)
         if all(len(jobs) >= 2 and all(job.is_finished for job in jobs) for jobs in runs.values()):
             break
-        assert time.monotonic() < deadline, ({n: [(j.id, j.get_status()) for j in jobs] for n, jobs in runs.items()},
-                                             nodes.output())
+        assert time.monotonic() < deadline, (
+            {n: [(j.id, j.get_status()) for j in jobs] for n, jobs in runs.items()},
+            nodes.output(),
+        )
         time.sleep(0.5)
     for _job, interval, name in PERIODIC_JOBS:
         results = sorted(((run.started_at, run.return_value()) for run in runs[name]), key=lambda r: r[0])
@@ -189,9 +207,13 @@ def test_two_nodes_share_one_database_redis_and_bucket_and_nothing_on_disk(
     with account_context(account_a):
         key_id = ApiKey.objects.for_account(account_a).get(prefix=key[:10]).pk
     revoked = []
-    code = asyncio.run(_socket_closed_by_revocation(
-        f"ws://127.0.0.1:{nodes.ports[1]}/ws/chat/", key,
-        lambda: revoked.append(_revoke_on_node(nodes, 0, client, owner_a, key_id))))
+    code = asyncio.run(
+        _socket_closed_by_revocation(
+            f"ws://127.0.0.1:{nodes.ports[1]}/ws/chat/",
+            key,
+            lambda: revoked.append(_revoke_on_node(nodes, 0, client, owner_a, key_id)),
+        )
+    )
     assert revoked == [302], (revoked, nodes.output())
     assert code == 4401, nodes.output()
     with account_context(account_a):
@@ -219,8 +241,9 @@ def test_two_nodes_share_one_database_redis_and_bucket_and_nothing_on_disk(
     assert _media_files(tmp_path) == [], "a node wrote an uploaded file to its own disk"
 
 
-def test_two_make_run_supervisors_on_two_ports_are_one_installation(transactional_db, model, bucket, tmp_path,
-                                                                    account_a, queue):
+def test_two_make_run_supervisors_on_two_ports_are_one_installation(
+    transactional_db, model, bucket, tmp_path, account_a, queue
+):
     """`make run` on two nodes (config/run.py, one web + one worker + cron each, the same
     SECRET_KEY, database, Redis and bucket; media and data folders of their own): each sees
     the other's processes, an upload on one is ready on the other, and Ctrl-C on each stops
@@ -235,25 +258,43 @@ def test_two_make_run_supervisors_on_two_ports_are_one_installation(transactiona
 
     name = connection.settings_dict["NAME"]
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_ALLOW_ASYNC_UNSAFE", "LOCAL_LLM_PORT")}
-    env.update(DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + name,
-               DATABASE_OWNER_URL=os.environ["DATABASE_OWNER_URL"].rsplit("/", 1)[0] + "/" + name,
-               REDIS_URL=settings.REDIS_URL, LLM_BASE_URL=model.base_url, SECRET_KEY=settings.SECRET_KEY,
-               WEB_PROCESSES="1", WORKER_PROCESSES="1", DEMO_PASSWORD="Demo-pass-for-tests-1", **bucket)
+    env.update(
+        DATABASE_URL=os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + name,
+        DATABASE_OWNER_URL=os.environ["DATABASE_OWNER_URL"].rsplit("/", 1)[0] + "/" + name,
+        REDIS_URL=settings.REDIS_URL,
+        LLM_BASE_URL=model.base_url,
+        SECRET_KEY=settings.SECRET_KEY,
+        WEB_PROCESSES="1",
+        WORKER_PROCESSES="1",
+        DEMO_PASSWORD="Demo-pass-for-tests-1",
+        **bucket,
+    )
     ports = [free_port(), free_port()]
     supervisors, logs = [], []
     try:
         for index, port in enumerate(ports, start=1):
             (tmp_path / f"node{index}-media").mkdir()
             logs.append(tmp_path / f"supervisor{index}.log")
-            supervisors.append(subprocess.Popen(
-                [PYTHON, "-m", "config.run"], cwd=BASE_DIR, start_new_session=True,
-                env=dict(env, PORT=str(port), MEDIA_ROOT=str(tmp_path / f"node{index}-media"),
-                         GROUNDWORK_DATA_DIR=str(tmp_path / f"node{index}-data")),
-                stdout=logs[-1].open("w"), stderr=subprocess.STDOUT))
+            supervisors.append(
+                subprocess.Popen(
+                    [PYTHON, "-m", "config.run"],
+                    cwd=BASE_DIR,
+                    start_new_session=True,
+                    env=dict(
+                        env,
+                        PORT=str(port),
+                        MEDIA_ROOT=str(tmp_path / f"node{index}-media"),
+                        GROUNDWORK_DATA_DIR=str(tmp_path / f"node{index}-data"),
+                    ),
+                    stdout=logs[-1].open("w"),
+                    stderr=subprocess.STDOUT,
+                )
+            )
 
         def output() -> str:
-            return "\n".join(f"--- supervisor {i + 1} ---\n{log.read_text(errors='replace')[-3000:]}"
-                             for i, log in enumerate(logs))
+            return "\n".join(
+                f"--- supervisor {i + 1} ---\n{log.read_text(errors='replace')[-3000:]}" for i, log in enumerate(logs)
+            )
 
         deadline = time.monotonic() + 120
         while not all("Groundwork is running" in log.read_text(errors="replace") for log in logs):
@@ -268,7 +309,8 @@ def test_two_make_run_supervisors_on_two_ports_are_one_installation(transactiona
         document = _upload(f"http://127.0.0.1:{ports[0]}/api/v1/documents/", key, "parking.md", NOTE)
         deadline = time.monotonic() + 60
         while (seen := _get_json(f"http://127.0.0.1:{ports[1]}/api/v1/documents/{document['id']}/", key))[
-                "status"] != "ready":
+            "status"
+        ] != "ready":
             assert seen["status"] in ("pending", "processing") and time.monotonic() < deadline, (seen, output())
             time.sleep(0.3)
         assert s3_keys(bucket, f"accounts/{account_a.pk}/documents/") != []

@@ -9,6 +9,7 @@ the full-text function replaced), 0016 (tags, replaced again), chat 0005 (feedba
 sources 0001 (a new tenant app). It runs with this checkout's venv (same Django, same
 drivers); `git archive` writes its tree into a temp folder, the repository is untouched.
 """
+
 from __future__ import annotations
 
 import json
@@ -80,16 +81,23 @@ def _url(role: str, name: str) -> str:
 # The earlier commit runs on its own code only: an editable install of this checkout puts a
 # finder on sys.meta_path that would answer for a package the earlier tree lacks (a new
 # `accounts/templatetags/` module, say) with this checkout's copy. Taken off first.
-WITHOUT_THIS_CHECKOUT = ("import sys; sys.meta_path[:] = [f for f in sys.meta_path "
-                         "if not str(getattr(f, '__module__', '')).startswith('__editable__')]\n")
+WITHOUT_THIS_CHECKOUT = (
+    "import sys; sys.meta_path[:] = [f for f in sys.meta_path "
+    "if not str(getattr(f, '__module__', '')).startswith('__editable__')]\n"
+)
 
 
 def _earlier(args: list[str]) -> list[str]:
     """`python manage.py …` or `python -c CODE` as the earlier commit's own code."""
     if args[1] == "-c":
         return [args[0], "-c", WITHOUT_THIS_CHECKOUT + args[2], *args[3:]]
-    return [args[0], "-c", WITHOUT_THIS_CHECKOUT + "import runpy; sys.argv = sys.argv[1:]; "
-            "runpy.run_path(sys.argv[0], run_name='__main__')", *args[1:]]
+    return [
+        args[0],
+        "-c",
+        WITHOUT_THIS_CHECKOUT + "import runpy; sys.argv = sys.argv[1:]; "
+        "runpy.run_path(sys.argv[0], run_name='__main__')",
+        *args[1:],
+    ]
 
 
 def _run(args: list[str], cwd: Path, env: dict) -> str:
@@ -105,13 +113,20 @@ def _rows(target: Target, columns: dict[str, list[str]] | None = None) -> tuple[
         if columns is None:
             columns = {}
             for table, column in conn.execute(
-                    "SELECT table_name, column_name FROM information_schema.columns"
-                    " WHERE table_schema = 'public' AND table_name <> 'django_migrations'"
-                    " ORDER BY table_name, ordinal_position").fetchall():
+                "SELECT table_name, column_name FROM information_schema.columns"
+                " WHERE table_schema = 'public' AND table_name <> 'django_migrations'"
+                " ORDER BY table_name, ordinal_position"
+            ).fetchall():
                 columns.setdefault(table, []).append(column)
-        rows = {table: [r[0] for r in conn.execute(
+        rows = {
+            table: [
+                r[0]
+                for r in conn.execute(
                     f'SELECT ROW({", ".join(f"{chr(34)}{c}{chr(34)}" for c in cols)})::text FROM "{table}" ORDER BY 1'
-                ).fetchall()] for table, cols in columns.items()}
+                ).fetchall()
+            ]
+            for table, cols in columns.items()
+        }
     return rows, columns
 
 
@@ -136,6 +151,7 @@ def on_database():
         finally:
             close()
             conn.settings_dict["NAME"] = saved
+
     return go
 
 
@@ -155,12 +171,20 @@ def test_a_database_of_an_earlier_commit_migrates_to_now(tmp_path, fake_llm, on_
     try:
         owner = (owner_credentials() or {"USER": settings.DATABASE_APP_USER})["USER"]
         redis = os.environ["REDIS_URL"].replace("db=15", "db=14")  # its own queue, away from the tests'
-        env = {**os.environ, "DATABASE_URL": _url(settings.DATABASE_APP_USER, name),
-               "DATABASE_OWNER_URL": _url(owner, name), "REDIS_URL": redis,
-               "SECRET_KEY": settings.SECRET_KEY, "MEDIA_ROOT": str(tmp_path / "media"),
-               "LLM_BASE_URL": fake_llm.base_url, "GROUNDWORK_BUNDLED_MODELS": "0",
-               "DJANGO_SETTINGS_MODULE": "config.settings", "PYTHONPATH": str(earlier),
-               "CACHE_PREFIX": f"groundwork-upgrade-{name}", "CHANNELS_PREFIX": f"groundwork-upgrade-{name}"}
+        env = {
+            **os.environ,
+            "DATABASE_URL": _url(settings.DATABASE_APP_USER, name),
+            "DATABASE_OWNER_URL": _url(owner, name),
+            "REDIS_URL": redis,
+            "SECRET_KEY": settings.SECRET_KEY,
+            "MEDIA_ROOT": str(tmp_path / "media"),
+            "LLM_BASE_URL": fake_llm.base_url,
+            "GROUNDWORK_BUNDLED_MODELS": "0",
+            "DJANGO_SETTINGS_MODULE": "config.settings",
+            "PYTHONPATH": str(earlier),
+            "CACHE_PREFIX": f"groundwork-upgrade-{name}",
+            "CHANNELS_PREFIX": f"groundwork-upgrade-{name}",
+        }
         # The earlier commit: its migrations, then its services fill two accounts.
         _run(_earlier([sys.executable, "manage.py", "migrate", "--noinput"]), earlier, env)
         filled = _run(_earlier([sys.executable, "-c", FILL]), earlier, env)
@@ -185,17 +209,21 @@ def test_a_database_of_an_earlier_commit_migrates_to_now(tmp_path, fake_llm, on_
             assert {"sources_source", "chat_messagefeedback", "documents_chunk", "billing_creditledgerentry"} <= forced
         s = connections["default"].settings_dict
         with psycopg.connect(dbname=name, host=s["HOST"], port=s["PORT"], user=s["USER"]) as app:
-            assert app.execute("SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
-                               ).fetchone() == (False, False)
+            assert app.execute(
+                "SELECT rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user"
+            ).fetchone() == (False, False)
             assert app.execute("SELECT count(*) FROM documents_chunk").fetchone()[0] == 0  # no context: no rows
 
         # Search works on the upgraded database, through this checkout's services.
         from accounts.models import Account
         from core.tenancy import account_context
         from retrieval.search.query import search_for_query
+
         with on_database(name):
-            for account_name, query, document in [("Acme", "paid holiday days", "acme.md"),
-                                                  ("Beta", "rocket launch site", "beta.md")]:
+            for account_name, query, document in [
+                ("Acme", "paid holiday days", "acme.md"),
+                ("Beta", "rocket launch site", "beta.md"),
+            ]:
                 account = Account.objects.get(pk=accounts[account_name])
                 with account_context(account):
                     hits = search_for_query(account=account, query=query, key=f"upgrade:{uuid.uuid4().hex}")

@@ -5,14 +5,23 @@ functions, and the full-text search function with them; a database migrated befo
 one had policies that trusted `app.*` settings any role can change. A fresh database gets
 the signed policies from `core.rls.enable_rls` already; re-creating them is harmless.
 """
+
 from django.db import migrations
 
 from core.rls import CONTEXT_SQL, CTX_API_KEY_HASH, CTX_USER_ID, enable_rls
 
 TENANT_TABLES = [
-    "accounts_invitation", "billing_accountbalance", "billing_creditledgerentry", "billing_credithold",
-    "chat_conversation", "chat_message", "documents_document", "documents_chunk",
-    "documents_embeddingbatch", "documents_reindexrun", "audit_auditentry",
+    "accounts_invitation",
+    "billing_accountbalance",
+    "billing_creditledgerentry",
+    "billing_credithold",
+    "chat_conversation",
+    "chat_message",
+    "documents_document",
+    "documents_chunk",
+    "documents_embeddingbatch",
+    "documents_reindexrun",
+    "audit_auditentry",
 ]
 
 INVITEE_READ = f"""
@@ -31,7 +40,7 @@ def _fulltext_function_sql() -> str:
     from importlib import import_module
 
     search = import_module("documents.migrations.0003_search")
-    body = (f"DROP FUNCTION IF EXISTS {search.SIGNATURE};\n" + search.CREATE_FUNCTION)
+    body = f"DROP FUNCTION IF EXISTS {search.SIGNATURE};\n" + search.CREATE_FUNCTION
     return f"""
 DO $outer$
 BEGIN
@@ -61,12 +70,24 @@ class Migration(migrations.Migration):
     operations = [
         migrations.RunSQL(CONTEXT_SQL, reverse_sql=migrations.RunSQL.noop),
         # Re-created in place: undoing this migration must not take RLS off a table.
-        migrations.RunSQL(enable_rls("accounts_membership", extra_policies={
-            "membership_self_read": ("SELECT", f"user_id = {CTX_USER_ID}"),
-        }).sql, reverse_sql=migrations.RunSQL.noop),
-        migrations.RunSQL(enable_rls("accounts_apikey", extra_policies={
-            "apikey_by_hash": ("SELECT", f"key_hash = {CTX_API_KEY_HASH}"),
-        }).sql, reverse_sql=migrations.RunSQL.noop),
+        migrations.RunSQL(
+            enable_rls(
+                "accounts_membership",
+                extra_policies={
+                    "membership_self_read": ("SELECT", f"user_id = {CTX_USER_ID}"),
+                },
+            ).sql,
+            reverse_sql=migrations.RunSQL.noop,
+        ),
+        migrations.RunSQL(
+            enable_rls(
+                "accounts_apikey",
+                extra_policies={
+                    "apikey_by_hash": ("SELECT", f"key_hash = {CTX_API_KEY_HASH}"),
+                },
+            ).sql,
+            reverse_sql=migrations.RunSQL.noop,
+        ),
         *[migrations.RunSQL(enable_rls(table).sql, reverse_sql=migrations.RunSQL.noop) for table in TENANT_TABLES],
         migrations.RunSQL(INVITEE_READ, reverse_sql=migrations.RunSQL.noop),
         migrations.RunSQL(_fulltext_function_sql(), reverse_sql=migrations.RunSQL.noop),

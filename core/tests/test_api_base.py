@@ -1,5 +1,6 @@
 """core.views.AccountAPIView is the base of every API view, and the request's transaction is
 the view's choice (`account_transaction`), read from the view the middleware is about to call."""
+
 import re
 
 import pytest
@@ -14,9 +15,10 @@ from audit.models import AuditEntry
 from audit.services import audit_record
 from billing.selectors import balance_get
 from billing.services import credits_grant
-from config.urls import handler404, handler500, urlpatterns as real_urlpatterns  # noqa: F401
-from core.views import AccountAPIView
+from config.urls import handler404, handler500  # noqa: F401
+from config.urls import urlpatterns as real_urlpatterns
 from core.tenancy import account_context, current_context
+from core.views import AccountAPIView
 
 pytestmark = pytest.mark.django_db
 
@@ -34,13 +36,16 @@ def _api_views(patterns, prefix=""):
 def test_every_api_view_in_the_urlconf_inherits_the_base():
     views = list(_api_views(get_resolver().url_patterns))
     assert len(views) > 20  # the walk found the API
-    outside = [f"{route} ({getattr(callback, '__name__', callback)})" for route, callback in views
-               if not issubclass(getattr(callback, "cls", None) or getattr(callback, "view_class", object),
-                                 AccountAPIView)]
+    outside = [
+        f"{route} ({getattr(callback, '__name__', callback)})"
+        for route, callback in views
+        if not issubclass(getattr(callback, "cls", None) or getattr(callback, "view_class", object), AccountAPIView)
+    ]
     assert not outside, "inherit core.views.AccountAPIView: " + ", ".join(outside)
 
 
 # --- the transaction choice, probed -----------------------------------------------------------
+
 
 def _where() -> dict:
     """Where a view runs: how deep in atomic blocks, and in which account's context."""
@@ -131,8 +136,9 @@ def test_the_key_is_touched_with_or_without_a_transaction(client, account_a):
 
 def _entries(account) -> list[str]:
     with account_context(account):
-        return list(AuditEntry.objects.for_account(account).filter(action="member.add")
-                    .values_list("target", flat=True))
+        return list(
+            AuditEntry.objects.for_account(account).filter(action="member.add").values_list("target", flat=True)
+        )
 
 
 @pytest.fixture

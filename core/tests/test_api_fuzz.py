@@ -11,6 +11,7 @@ accounts' API keys:
 
 The WSGI walk of the schema in process (config/tests/test_schemathesis.py) checks the error
 shape; this one checks the served stack and tenant isolation."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,16 +32,22 @@ from documents.services import collection_create, document_upload
 from exports.models import DataExport, ExportStatus
 from sources.models import Source
 
-pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.django_db(transaction=True)]  # daphne reads what the test writes
+pytestmark = [
+    pytest.mark.system,
+    pytest.mark.slow,
+    pytest.mark.django_db(transaction=True),
+]  # daphne reads what the test writes
 
 # In every object of account A: a word no answer to account B may hold.
 MARKER = "Quetzalcoatlus"
 EXAMPLES = 3  # an operation, a mode, a key: bounded, so the whole module runs in about a minute
 # A body the service accepts, for operations that check the body before they look the id up (a
 # bad title is a 400 whatever the id): with it, one example of each surely reaches the lookup.
-ACCEPTED_BODIES = {"PATCH /api/v1/conversations/{conversation_id}/": {"title": "Renamed"},
-                   "PATCH /api/v1/documents/{document_id}/": {"tags": ["renamed"]},
-                   "POST /api/v1/messages/{message_id}/feedback/": {"rating": "up"}}
+ACCEPTED_BODIES = {
+    "PATCH /api/v1/conversations/{conversation_id}/": {"title": "Renamed"},
+    "PATCH /api/v1/documents/{document_id}/": {"tags": ["renamed"]},
+    "POST /api/v1/messages/{message_id}/feedback/": {"rating": "up"},
+}
 
 
 @pytest.fixture
@@ -54,9 +61,13 @@ def fake_llm(model_server, settings):
 @pytest.fixture(scope="module")
 def server(django_db_setup, model_server, tmp_path_factory):
     # Rate limits high enough for a fuzz (their own tests are elsewhere).
-    with daphne_on_test_database(tmp_path_factory.mktemp("daphne"), LLM_BASE_URL=model_server.base_url,
-                                 API_RATE_LIMIT="100000/min", CHAT_RATE_PER_USER="100000/min",
-                                 CHAT_RATE_PER_ACCOUNT="100000/min") as (_, port):
+    with daphne_on_test_database(
+        tmp_path_factory.mktemp("daphne"),
+        LLM_BASE_URL=model_server.base_url,
+        API_RATE_LIMIT="100000/min",
+        CHAT_RATE_PER_USER="100000/min",
+        CHAT_RATE_PER_ACCOUNT="100000/min",
+    ) as (_, port):
         yield f"http://127.0.0.1:{port}"
 
 
@@ -71,24 +82,42 @@ def seeded(account_a, fake_llm, run_jobs, django_capture_on_commit_callbacks) ->
     owner, raw_key = account_a.test_owner, make_api_key(account_a, "a-fuzz")
     with account_context(account_a, user=owner), django_capture_on_commit_callbacks(execute=True):
         collection = collection_create(account=account_a, actor=owner, name=f"{MARKER} board")
-        document, _ = document_upload(account=account_a, actor=owner, upload=SimpleUploadedFile(
-            f"{MARKER}.txt", f"The {MARKER} plan: forty-two million euros.".encode(), content_type="text/plain"))
+        document, _ = document_upload(
+            account=account_a,
+            actor=owner,
+            upload=SimpleUploadedFile(
+                f"{MARKER}.txt", f"The {MARKER} plan: forty-two million euros.".encode(), content_type="text/plain"
+            ),
+        )
     run_jobs()
     with account_context(account_a):
         key = ApiKey.objects.for_account(account_a).get(key_hash=hash_key(raw_key))
-    answer = _turns(account_a, api_key=key, turns=((f"What is the {MARKER} plan?", f"The {MARKER} plan [Document 1]."),))[0]
+    answer = _turns(
+        account_a, api_key=key, turns=((f"What is the {MARKER} plan?", f"The {MARKER} plan [Document 1]."),)
+    )[0]
     conversation = answer.conversation
     with account_context(account_a):
-        MessageFeedback.objects.for_account(account_a).create(account=account_a, message=answer, api_key=key,
-                                                              rating="down", comment=f"{MARKER} feedback")
-        source = Source.objects.for_account(account_a).create(account=account_a, kind="web",
-                                                              url=f"https://{MARKER.lower()}.example/docs/")
+        MessageFeedback.objects.for_account(account_a).create(
+            account=account_a, message=answer, api_key=key, rating="down", comment=f"{MARKER} feedback"
+        )
+        source = Source.objects.for_account(account_a).create(
+            account=account_a, kind="web", url=f"https://{MARKER.lower()}.example/docs/"
+        )
     with user_context(owner):
-        export = DataExport.objects.for_user(owner).create(user=owner, status=ExportStatus.READY,
-                                                           account_ids=[account_a.pk], left_out=[])
-    return {"key": raw_key, "ids": {
-        "document_id": document.pk, "collection_id": collection.pk, "conversation_id": conversation.pk,
-        "message_id": answer.pk, "source_id": source.pk, "export_id": export.pk}}
+        export = DataExport.objects.for_user(owner).create(
+            user=owner, status=ExportStatus.READY, account_ids=[account_a.pk], left_out=[]
+        )
+    return {
+        "key": raw_key,
+        "ids": {
+            "document_id": document.pk,
+            "collection_id": collection.pk,
+            "conversation_id": conversation.pk,
+            "message_id": answer.pk,
+            "source_id": source.pk,
+            "export_id": export.pk,
+        },
+    }
 
 
 def _operations(schema):
@@ -102,11 +131,17 @@ def _path_parameters(operation) -> list[str]:
 
 
 def _examples(strategy, check) -> None:
-    @settings(max_examples=EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck),
-              phases=[Phase.explicit, Phase.generate])  # no shrinking: every failure is recorded, not raised
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+        phases=[Phase.explicit, Phase.generate],
+    )  # no shrinking: every failure is recorded, not raised
     @given(case=strategy)
     def run(case):
         check(case)
+
     run()
 
 
@@ -121,8 +156,10 @@ def _strategies(operation, **fixed):
 
 
 def _request(case, response) -> str:
-    return f"{case.method} {case.formatted_path} query={case.query!r} body={case.body!r} -> " \
-           f"{response.status_code} {response.text[:200]!r}"
+    return (
+        f"{case.method} {case.formatted_path} query={case.query!r} body={case.body!r} -> "
+        f"{response.status_code} {response.text[:200]!r}"
+    )
 
 
 def test_no_operation_answers_a_server_error_and_b_never_reads_as_objects(server, schema, seeded, account_b):
@@ -162,6 +199,7 @@ def test_no_operation_answers_a_server_error_and_b_never_reads_as_objects(server
             answers.append(response.status_code)
             if 200 <= response.status_code < 300:
                 leaks.append(_request(case, response))
+
         if name in ACCEPTED_BODIES:
             check(operation.Case(path_parameters=fixed, body=ACCEPTED_BODIES[name], media_type="application/json"))
         _examples(operation.as_strategy(GenerationMode.POSITIVE, path_parameters=fixed), check)

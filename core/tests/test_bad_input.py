@@ -3,6 +3,7 @@
 Every case answers a clear 4xx in the contract's error shape on REST search and chat and on
 /v1/chat/completions (413 for size), and full-text search copes with any text.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,25 @@ HANDBOOK = "# Holidays\n\nEveryone has twenty-eight days of paid holiday. Unused
 
 # Texts PostgreSQL's websearch_to_tsquery chokes on, or that look like tsquery syntax.
 NASTY_TEXTS = [
-    "-" * 33, "-" * 5000, "- " * 200, "-holiday " * 100, "!" * 100, "a & b | !c <-> d", "((((((", "holiday:*",
-    "'holiday'", '"""', '"unterminated phrase', "\\", "or or or", "Привет, мир — 日本語の休日？", "😀" * 50,
-    "holiday -" + "-" * 64 + " March", "<-> <2> <-> :* & | !", "a" * 3000, " ".join(["x"] * 2000),
+    "-" * 33,
+    "-" * 5000,
+    "- " * 200,
+    "-holiday " * 100,
+    "!" * 100,
+    "a & b | !c <-> d",
+    "((((((",
+    "holiday:*",
+    "'holiday'",
+    '"""',
+    '"unterminated phrase',
+    "\\",
+    "or or or",
+    "Привет, мир — 日本語の休日？",
+    "😀" * 50,
+    "holiday -" + "-" * 64 + " March",
+    "<-> <2> <-> :* & | !",
+    "a" * 3000,
+    " ".join(["x"] * 2000),
 ]
 
 
@@ -48,6 +65,7 @@ def _assert_error(response, status: int, code: str | None = None):
 
 # --- full text: any text ---------------------------------------------------------------------
 
+
 def test_full_text_search_accepts_any_text(account_a, handbook):
     with account_context(account_a):
         for text in NASTY_TEXTS:
@@ -68,15 +86,27 @@ def test_dashes_and_operators_search_and_chat_on_every_surface(client, account_a
     assert response.status_code == 200, response.content[:300]
     response = client.post("/api/v1/chat/", {"message": text}, content_type="application/json", **_auth(key_a))
     assert response.status_code == 200, response.content[:300]
-    response = client.post("/v1/chat/completions", {"model": "groundwork", "messages": [
-        {"role": "user", "content": text}]}, content_type="application/json", **_auth(key_a))
+    response = client.post(
+        "/v1/chat/completions",
+        {"model": "groundwork", "messages": [{"role": "user", "content": text}]},
+        content_type="application/json",
+        **_auth(key_a),
+    )
     assert response.status_code == 200, response.content[:300]
 
 
 # --- NUL bytes ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", ["/api/v1/documents/?q=a%00b", "/api/v1/documents/?status=%00",
-                                  "/api/v1/conversations/?cursor=%00", "/api/v1/credits/?x=%00"])
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/documents/?q=a%00b",
+        "/api/v1/documents/?status=%00",
+        "/api/v1/conversations/?cursor=%00",
+        "/api/v1/credits/?x=%00",
+    ],
+)
 def test_nul_in_query_parameters_is_400_on_the_api(client, key_a, path):
     _assert_error(client.get(path, **_auth(key_a)), 400, "bad_request")
 
@@ -87,19 +117,25 @@ def test_nul_in_the_dashboard_search_is_400(client_a):
     assert response["Content-Type"].startswith("text/html")
 
 
-@pytest.mark.parametrize("path, body", [
-    ("/api/v1/search/", {"query": "holiday\u0000policy"}),
-    ("/api/v1/chat/", {"message": "holiday\u0000policy"}),
-    ("/v1/chat/completions", {"model": "groundwork", "messages": [{"role": "user", "content": "a\u0000b"}]}),
-    ("/v1/chat/completions", {"model": "groundwork", "user": "\u0000",
-                              "messages": [{"role": "user", "content": "hello"}]}),
-])
+@pytest.mark.parametrize(
+    "path, body",
+    [
+        ("/api/v1/search/", {"query": "holiday\u0000policy"}),
+        ("/api/v1/chat/", {"message": "holiday\u0000policy"}),
+        ("/v1/chat/completions", {"model": "groundwork", "messages": [{"role": "user", "content": "a\u0000b"}]}),
+        (
+            "/v1/chat/completions",
+            {"model": "groundwork", "user": "\u0000", "messages": [{"role": "user", "content": "hello"}]},
+        ),
+    ],
+)
 def test_nul_in_json_strings_is_400(client, key_a, path, body):
     response = client.post(path, json.dumps(body), content_type="application/json", **_auth(key_a))
     _assert_error(response, 400)
 
 
 # --- deeply nested JSON ------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("path", ["/api/v1/search/", "/api/v1/chat/", "/v1/chat/completions"])
 @pytest.mark.parametrize("depth", [10_000, 200])
@@ -112,24 +148,51 @@ def test_deeply_nested_json_is_a_clear_400(client, key_a, path, depth):
 
 # --- ids that are not ids ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw", ["1e400", "-1e400", "1e20", "1.5", "true", '"1e400"', "99999999999999999999999",
-                                 "9223372036854775808", '"abc"', "[1]", "{}"])
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        "1e400",
+        "-1e400",
+        "1e20",
+        "1.5",
+        "true",
+        '"1e400"',
+        "99999999999999999999999",
+        "9223372036854775808",
+        '"abc"',
+        "[1]",
+        "{}",
+    ],
+)
 def test_conversation_id_that_is_not_an_id_is_400(client, key_a, raw):
     body = '{"message": "What about holidays?", "conversation_id": ' + raw + "}"
     response = client.post("/api/v1/chat/", body, content_type="application/json", **_auth(key_a))
     _assert_error(response, 400, "invalid")
 
 
-@pytest.mark.parametrize("path", ["/api/v1/documents/99999999999999999999999/",
-                                  "/api/v1/conversations/9223372036854775808/",
-                                  "/api/v1/documents/9223372036854775808/reindex/"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/v1/documents/99999999999999999999999/",
+        "/api/v1/conversations/9223372036854775808/",
+        "/api/v1/documents/9223372036854775808/reindex/",
+    ],
+)
 def test_ids_in_the_path_past_bigint_are_404(client, key_a, path):
     method = client.post if path.endswith("reindex/") else client.get
     _assert_error(method(path, **_auth(key_a)), 404, "not_found")
 
 
-@pytest.mark.parametrize("field, raw", [("max_tokens", "1e400"), ("max_tokens", "99999999999999999999999"),
-                                        ("temperature", "1e400"), ("temperature", "-1e400")])
+@pytest.mark.parametrize(
+    "field, raw",
+    [
+        ("max_tokens", "1e400"),
+        ("max_tokens", "99999999999999999999999"),
+        ("temperature", "1e400"),
+        ("temperature", "-1e400"),
+    ],
+)
 def test_v1_numbers_out_of_range_are_400(client, key_a, field, raw):
     body = '{"model": "groundwork", "messages": [{"role": "user", "content": "hi"}], "' + field + '": ' + raw + "}"
     response = client.post("/v1/chat/completions", body, content_type="application/json", **_auth(key_a))
@@ -138,10 +201,17 @@ def test_v1_numbers_out_of_range_are_400(client, key_a, field, raw):
 
 # --- size ----------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path", ["/api/v1/search/", "/api/v1/chat/", "/v1/chat/completions"])
 def test_a_2_8_mb_json_body_is_413(client, key_a, path):
-    body = json.dumps({"model": "groundwork", "query": "x", "message": "x" * 2_800_000,
-                       "messages": [{"role": "user", "content": "hi"}]})
+    body = json.dumps(
+        {
+            "model": "groundwork",
+            "query": "x",
+            "message": "x" * 2_800_000,
+            "messages": [{"role": "user", "content": "hi"}],
+        }
+    )
     _assert_error(client.post(path, body, content_type="application/json", **_auth(key_a)), 413, "too_large")
 
 

@@ -9,6 +9,7 @@ The fast tests drive the Django middleware (WSGI, the test client) and the ASGI 
 the slow ones start the real ASGI app under daphne and send 200 MB from a raw socket,
 watching the daphne process's resident memory.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -30,6 +31,7 @@ MB = 1024 * 1024
 
 # --- which limit where ---------------------------------------------------------------------
 
+
 def test_upload_endpoints_allow_an_upload_and_everything_else_a_small_body(settings):
     settings.MAX_UPLOAD_BYTES, settings.REQUEST_MAX_BYTES = 25 * MB, 1 * MB
     for path in ("/api/v1/documents/", "/documents/upload/"):
@@ -39,6 +41,7 @@ def test_upload_endpoints_allow_an_upload_and_everything_else_a_small_body(setti
 
 
 # --- Django middleware (WSGI and the test client) -----------------------------------------
+
 
 def test_a_2_8_mb_json_body_is_413_on_the_api_before_authentication(client, db):
     body = json.dumps({"message": "x" * (2_800_000)})
@@ -50,8 +53,13 @@ def test_a_2_8_mb_json_body_is_413_on_the_api_before_authentication(client, db):
 
 def test_an_oversized_declared_upload_is_413_without_credentials(client, db):
     # The test client sends the real (small) body; the declared length alone must decide.
-    response = client.generic("POST", "/api/v1/documents/", b"x" * 10, content_type="multipart/form-data; boundary=b",
-                              CONTENT_LENGTH=str(300 * MB))
+    response = client.generic(
+        "POST",
+        "/api/v1/documents/",
+        b"x" * 10,
+        content_type="multipart/form-data; boundary=b",
+        CONTENT_LENGTH=str(300 * MB),
+    )
     assert response.status_code == 413 and response.json()["error"]["code"] == "too_large"
 
 
@@ -71,6 +79,7 @@ def test_an_upload_over_the_small_limit_but_within_max_upload_bytes_is_accepted(
 
 
 # --- the ASGI wrapper (any ASGI server) ---------------------------------------------------
+
 
 def _run_asgi(path: str, chunks: list[bytes], headers: list[tuple[bytes, bytes]]):
     """Drive BodySizeLimit around an app that reads the whole body; returns (sent messages,
@@ -127,6 +136,7 @@ def test_asgi_wrapper_passes_a_body_within_the_limit(settings):
 
 # --- the real thing: daphne, a raw socket, 200 MB -----------------------------------------
 
+
 def _rss_kb(pid: int) -> int:
     with open(f"/proc/{pid}/status") as status:
         return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
@@ -176,8 +186,9 @@ def test_daphne_refuses_200_mb_with_flat_memory(daphne, path, chunked):
     started = time.monotonic()
     response, sent = _send_huge(port, path, 200 * MB, chunked=chunked)
     grown_mb = (_rss_kb(pid) - before) / 1024
-    print(f"{path} chunked={chunked}: sent {sent / MB:.1f} MB, RSS +{grown_mb:.1f} MB, "
-          f"{time.monotonic() - started:.2f} s")
+    print(
+        f"{path} chunked={chunked}: sent {sent / MB:.1f} MB, RSS +{grown_mb:.1f} MB, {time.monotonic() - started:.2f} s"
+    )
     assert response.startswith(b"HTTP/1.1 413"), response[:300]
     assert grown_mb < 100, f"daphne grew by {grown_mb:.0f} MB"
     limit_mb = body_limit_for(path) / MB

@@ -2,6 +2,7 @@
 floor above its own, and no two modules import each other, directly or through a chain,
 function-local imports included. The rule and the walk are config/checks.py's (`make lint`
 runs it too); these tests keep it in the suite and check that the walk sees what it should."""
+
 from __future__ import annotations
 
 from config import checks
@@ -36,7 +37,11 @@ def test_the_walk_follows_package_inits():
 def test_an_upward_import_and_a_loop_are_found():
     """The checks fail on what they are for: a graph with core importing chat, and two
     modules of billing importing each other."""
-    graph = {"core.tenancy": {"chat.models"}, "chat.models": set(),
-             "billing.a": {"billing.b"}, "billing.b": {"billing.a"}}
+    graph = {
+        "core.tenancy": {"chat.models"},
+        "chat.models": set(),
+        "billing.a": {"billing.b"},
+        "billing.b": {"billing.a"},
+    }
     assert checks.upward_imports(graph) == ["core.tenancy -> chat.models"]
     assert checks.import_loops(graph) == ["billing.a -> billing.b -> billing.a"]

@@ -1,5 +1,6 @@
 """Odd input is never a 500. Found from outside: 500s on odd input again. Each is a 400 with the
 contract's JSON error (or, on a page, the form again with the reason), never a 500."""
+
 from __future__ import annotations
 
 import base64
@@ -55,8 +56,9 @@ def test_an_odd_low_balance_threshold_is_400(client_a, value):
 
 @pytest.mark.parametrize("value", ODD_NUMBERS)
 def test_an_odd_budget_limit_is_400(client_a, owner_a, value):
-    response = client_a.put("/api/v1/budgets/", {"user_id": owner_a.pk, "period": "day", "limit": value},
-                            content_type="application/json")
+    response = client_a.put(
+        "/api/v1/budgets/", {"user_id": owner_a.pk, "period": "day", "limit": value}, content_type="application/json"
+    )
     _assert_error(response)
 
 
@@ -64,8 +66,9 @@ def test_an_odd_budget_limit_is_400(client_a, owner_a, value):
 def test_odd_numbers_on_the_billing_and_budget_forms_say_what_is_wrong(client_a, owner_a, value):
     page = client_a.post("/credits/billing/", {"contact_email": "", "low_balance_threshold": value})
     assert page.status_code == 400 and "whole number" in page.content.decode()
-    page = client_a.post("/credits/budgets/", {"target": f"user:{owner_a.pk}", "period": "day", "limit": value},
-                         follow=True)
+    page = client_a.post(
+        "/credits/budgets/", {"target": f"user:{owner_a.pk}", "period": "day", "limit": value}, follow=True
+    )
     assert page.status_code == 200 and "whole number" in page.content.decode()
 
 

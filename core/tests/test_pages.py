@@ -1,6 +1,7 @@
 """The page-view base (core.pages), through real requests: a page of the session's account
 refuses a member without the right (the 403 page, saying why), answers 404 without an
 account and for another account's thing, and its form round trip keeps the input on a 400."""
+
 import pytest
 from django import forms
 from django.contrib.messages import get_messages
@@ -44,9 +45,14 @@ def collection_page(request, collection_id: int):
 
 @account_page(methods=("POST",))
 def form_page(request):
-    return form_round_trip(request, NameForm(request.POST), act=_save, to="/elsewhere/",
-                           success=lambda saved: f"Saved as {saved}.",
-                           rerender=lambda form, status: HttpResponse(form.as_p(), status=status))
+    return form_round_trip(
+        request,
+        NameForm(request.POST),
+        act=_save,
+        to="/elsewhere/",
+        success=lambda saved: f"Saved as {saved}.",
+        rerender=lambda form, status: HttpResponse(form.as_p(), status=status),
+    )
 
 
 @account_page(methods=("POST",))
@@ -55,8 +61,8 @@ def button_page(request):
         if request.POST.get("missing"):
             raise GroundworkError(CoreErrorCode.NOT_FOUND, "Not here.", status=404)
         raise GroundworkError("busy", "Try again later.")
-    return page_post(request, act, to="/elsewhere/", success="Done.",
-                     refusal_pages=request.POST.get("pages") == "1")
+
+    return page_post(request, act, to="/elsewhere/", success="Done.", refusal_pages=request.POST.get("pages") == "1")
 
 
 urlpatterns = [

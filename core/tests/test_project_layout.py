@@ -1,6 +1,7 @@
 """Everything the project has runs and ships: every folder with tests is in pytest's
 testpaths (exports' 22 tests once ran nowhere), and every app of ours is a package that
 `pip install` installs (core, audit and exports were once missing from packages.find)."""
+
 from __future__ import annotations
 
 import fnmatch

@@ -4,6 +4,7 @@ Each test connects with psycopg as the app role, exactly as the app does (the te
 database, the same user), and plays an attacker who can run any SQL through an injection
 while the app serves account A: whatever setting it changes, account B's rows stay unread.
 """
+
 from __future__ import annotations
 
 import psycopg
@@ -19,8 +20,9 @@ TENANT_TABLES = ["accounts_membership", "accounts_apikey", "billing_accountbalan
 
 def _app_role_connection() -> psycopg.Connection:
     s = connection.settings_dict
-    return psycopg.connect(dbname=s["NAME"], user=s["USER"], host=s["HOST"] or None,
-                           port=s["PORT"] or None, password=s["PASSWORD"] or None)
+    return psycopg.connect(
+        dbname=s["NAME"], user=s["USER"], host=s["HOST"] or None, port=s["PORT"] or None, password=s["PASSWORD"] or None
+    )
 
 
 def _rows_of(cursor, account_id: int) -> dict[str, int]:
@@ -42,10 +44,12 @@ def _as_app_serving(cursor, account) -> None:
     from core.tenancy import _settings_values, _sign
 
     values = _settings_values(account_id=account.pk)
-    cursor.execute("SELECT set_config('app.account_id', %s, true), set_config('app.user_id', %s, true),"
-                   " set_config('app.api_key_id', %s, true), set_config('app.api_key_hash', %s, true),"
-                   " set_config('app.bypass_rls', %s, true), set_config('app.context_sig', %s, true)",
-                   [*values, _sign(values)])
+    cursor.execute(
+        "SELECT set_config('app.account_id', %s, true), set_config('app.user_id', %s, true),"
+        " set_config('app.api_key_id', %s, true), set_config('app.api_key_hash', %s, true),"
+        " set_config('app.bypass_rls', %s, true), set_config('app.context_sig', %s, true)",
+        [*values, _sign(values)],
+    )
 
 
 def test_the_app_role_is_plain(tenants):
@@ -71,7 +75,9 @@ def _b_key_hash(account_b) -> str:
 
 
 @pytest.mark.parametrize("local", [False, True], ids=["session", "transaction"])
-@pytest.mark.parametrize("trick", ["bypass", "account_id", "user_id", "api_key_hash", "everything", "replayed_signature"])
+@pytest.mark.parametrize(
+    "trick", ["bypass", "account_id", "user_id", "api_key_hash", "everything", "replayed_signature"]
+)
 def test_no_setting_the_app_role_can_change_reads_another_account(tenants, trick, local):
     account_a, account_b = tenants
     guc = {
@@ -79,8 +85,13 @@ def test_no_setting_the_app_role_can_change_reads_another_account(tenants, trick
         "account_id": {"app.account_id": str(account_b.pk)},
         "user_id": {"app.user_id": str(account_b.test_owner.pk)},
         "api_key_hash": {"app.api_key_hash": _b_key_hash(account_b)},
-        "everything": {"app.bypass_rls": "on", "app.account_id": str(account_b.pk), "app.api_key_id": "1",
-                       "app.user_id": str(account_b.test_owner.pk), "app.api_key_hash": _b_key_hash(account_b)},
+        "everything": {
+            "app.bypass_rls": "on",
+            "app.account_id": str(account_b.pk),
+            "app.api_key_id": "1",
+            "app.user_id": str(account_b.test_owner.pk),
+            "app.api_key_hash": _b_key_hash(account_b),
+        },
         "replayed_signature": {"app.account_id": str(account_b.pk)},
     }[trick]
     with _app_role_connection() as conn, conn.cursor() as cursor:
@@ -114,25 +125,32 @@ def test_the_signature_is_not_in_other_sessions_activity(tenants):
     account_a, _ = tenants
     with account_context(account_a):
         with _app_role_connection() as spy:
-            texts = [row[0] for row in spy.execute(
-                "SELECT query FROM pg_stat_activity WHERE pid = %s", [connection.connection.info.backend_pid])]
+            texts = [
+                row[0]
+                for row in spy.execute(
+                    "SELECT query FROM pg_stat_activity WHERE pid = %s", [connection.connection.info.backend_pid]
+                )
+            ]
     assert texts and all("context_sig" not in text or "$" in text for text in texts)
 
 
-@pytest.mark.parametrize("statement", [
-    "SET ROLE groundwork_search",
-    "SELECT set_config('role', 'groundwork_search', false)",
-    "SET ROLE groundwork_owner",
-    "SELECT secret FROM groundwork_private.context_key",
-    "UPDATE groundwork_private.context_key SET secret = decode(repeat('00', 32), 'hex')",
-    "CREATE OR REPLACE FUNCTION groundwork_private.ctx_signed() RETURNS boolean LANGUAGE sql AS 'SELECT true'",
-    "CREATE FUNCTION public.sha256(bytea) RETURNS bytea LANGUAGE sql AS 'SELECT $1'",
-    "ALTER TABLE documents_chunk OWNER TO groundwork",
-    "CREATE INDEX evil ON documents_chunk (id)",
-    "ALTER TABLE accounts_membership NO FORCE ROW LEVEL SECURITY",
-    "ALTER TABLE accounts_membership DISABLE ROW LEVEL SECURITY",
-    "DROP POLICY tenant_isolation ON accounts_membership",
-])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "SET ROLE groundwork_search",
+        "SELECT set_config('role', 'groundwork_search', false)",
+        "SET ROLE groundwork_owner",
+        "SELECT secret FROM groundwork_private.context_key",
+        "UPDATE groundwork_private.context_key SET secret = decode(repeat('00', 32), 'hex')",
+        "CREATE OR REPLACE FUNCTION groundwork_private.ctx_signed() RETURNS boolean LANGUAGE sql AS 'SELECT true'",
+        "CREATE FUNCTION public.sha256(bytea) RETURNS bytea LANGUAGE sql AS 'SELECT $1'",
+        "ALTER TABLE documents_chunk OWNER TO groundwork",
+        "CREATE INDEX evil ON documents_chunk (id)",
+        "ALTER TABLE accounts_membership NO FORCE ROW LEVEL SECURITY",
+        "ALTER TABLE accounts_membership DISABLE ROW LEVEL SECURITY",
+        "DROP POLICY tenant_isolation ON accounts_membership",
+    ],
+)
 def test_no_role_or_table_change_is_open_to_the_app_role(tenants, statement):
     with _app_role_connection() as conn, conn.cursor() as cursor:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -141,12 +159,13 @@ def test_no_role_or_table_change_is_open_to_the_app_role(tenants, statement):
 
 def test_every_policy_on_a_tenant_table_requires_the_signed_context(tenants):
     with connection.cursor() as cursor:
-        cursor.execute("SELECT tablename, policyname, coalesce(qual, '') || coalesce(with_check, '')"
-                       " FROM pg_policies WHERE schemaname = 'public'")
+        cursor.execute(
+            "SELECT tablename, policyname, coalesce(qual, '') || coalesce(with_check, '')"
+            " FROM pg_policies WHERE schemaname = 'public'"
+        )
         policies = cursor.fetchall()
     assert policies
-    unsigned = [(t, p) for t, p, expr in policies
-                if "groundwork_private.ctx_" not in expr or "current_setting" in expr]
+    unsigned = [(t, p) for t, p, expr in policies if "groundwork_private.ctx_" not in expr or "current_setting" in expr]
     assert unsigned == []
     # The SECURITY DEFINER search function (it skips RLS to use its GIN index) reads the
     # signed context too, never a setting.
@@ -166,13 +185,28 @@ def test_full_text_search_answers_only_the_signed_account(tenants):
 
     with dangerously_bypass_tenancy(reason="test: account B's private chunk"):
         general = collection_default_ensure(account=account_b)
-        document = Document.all_accounts.create(account=account_b, collection=general, name="b.txt", kind="text",
-                                                content_type="text/plain", size=1, sha256="b" * 64,
-                                                status=Status.READY, chunk_count=1)
-        Chunk.all_accounts.create(account=account_b, document=document, collection=general, revision=1,
-                                  chunk_index=0, token_count=3,
-                                  content="the merger codename is bluebird", embedding=[0.05] * 384,
-                                  embedding_model="synthetic")
+        document = Document.all_accounts.create(
+            account=account_b,
+            collection=general,
+            name="b.txt",
+            kind="text",
+            content_type="text/plain",
+            size=1,
+            sha256="b" * 64,
+            status=Status.READY,
+            chunk_count=1,
+        )
+        Chunk.all_accounts.create(
+            account=account_b,
+            document=document,
+            collection=general,
+            revision=1,
+            chunk_index=0,
+            token_count=3,
+            content="the merger codename is bluebird",
+            embedding=[0.05] * 384,
+            embedding_model="synthetic",
+        )
     query = "SELECT count(*) FROM chunk_fulltext_search(%s, 'bluebird', 10)"
     with _app_role_connection() as conn, conn.cursor() as cursor:
         _as_app_serving(cursor, account_b)

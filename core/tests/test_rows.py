@@ -1,4 +1,5 @@
 """core.rows: the hot path's rows are the rows the ORM would write and read, in one account."""
+
 from __future__ import annotations
 
 import pytest
@@ -14,16 +15,26 @@ pytestmark = pytest.mark.django_db
 
 
 def _fields(obj) -> dict:
-    return {f.attname: getattr(obj, f.attname) for f in type(obj)._meta.concrete_fields
-            if f.attname not in ("id", "created_at", "updated_at", "conversation_id")}
+    return {
+        f.attname: getattr(obj, f.attname)
+        for f in type(obj)._meta.concrete_fields
+        if f.attname not in ("id", "created_at", "updated_at", "conversation_id")
+    }
 
 
 def test_insert_writes_what_create_writes(account_a):
     with account_context(account_a):
         conversation = rows.insert(Conversation, account_id=account_a.pk, title="Leave")
-        values = dict(account_id=account_a.pk, conversation=conversation, role=Role.ASSISTANT, content="Ten days.",
-                      sources=[{"n": 1, "document_name": "<b>x</b>", "pages": [1, 2]}],
-                      citations=[{"n": 1}], model="m", total_tokens=7)
+        values = dict(
+            account_id=account_a.pk,
+            conversation=conversation,
+            role=Role.ASSISTANT,
+            content="Ten days.",
+            sources=[{"n": 1, "document_name": "<b>x</b>", "pages": [1, 2]}],
+            citations=[{"n": 1}],
+            model="m",
+            total_tokens=7,
+        )
         fast = rows.insert(Message, **values)
         slow = Message.objects.for_account(account_a).create(**values)
         stored = Message.objects.for_account(account_a).get(pk=fast.pk)
@@ -50,8 +61,12 @@ def test_select_one_and_update_stay_in_their_account(account_a, account_b):
         key = ApiKey.objects.for_account(account_a).get()
         conversation = rows.insert(Conversation, account_id=account_a.pk, title="A's")
         found = rows.select_one(ApiKey, "WHERE t.id = %s", [key.pk])
-        assert (found.pk, found.key_hash, found.scope, found.account_id) == (key.pk, key.key_hash, key.scope,
-                                                                              account_a.pk)
+        assert (found.pk, found.key_hash, found.scope, found.account_id) == (
+            key.pk,
+            key.key_hash,
+            key.scope,
+            account_a.pk,
+        )
         assert rows.select_one(ApiKey, "WHERE t.id = %s", [-1]) is None
     with account_context(account_b):
         assert rows.select_one(ApiKey, "WHERE t.id = %s", [key.pk]) is None  # RLS: not B's

@@ -1,5 +1,6 @@
 """account_context(flush=False): that one transaction's commit does not wait for the disk;
 nothing else changes (the next transaction, a nested context, the pooled connection)."""
+
 import pytest
 from django.db import connection
 

@@ -20,6 +20,7 @@ Without the `groundwork_search` role (or without the right to hand the function 
 function stays owned by the app role: still correct and isolated (RLS filters it), only
 unindexed, which is the behaviour before this migration.
 """
+
 from django.db import migrations
 
 from core.rls import CTX_ACCOUNT_ID

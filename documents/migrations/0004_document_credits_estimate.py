@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('documents', '0003_search'),
+        ("documents", "0003_search"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='document',
-            name='credits_estimate',
-            field=models.PositiveIntegerField(blank=True, help_text="Credits the revision's embedding should cost, counted before embedding", null=True),
+            model_name="document",
+            name="credits_estimate",
+            field=models.PositiveIntegerField(
+                blank=True,
+                help_text="Credits the revision's embedding should cost, counted before embedding",
+                null=True,
+            ),
         ),
     ]

@@ -9,106 +9,145 @@ from core.rls import enable_rls
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0003_invitations_verified_email'),
+        ("accounts", "0003_invitations_verified_email"),
         # After the signed row-level-security context (its policies and functions exist).
-        ('core', '0001_signed_rls_context'),
-        ('documents', '0004_document_credits_estimate'),
+        ("core", "0001_signed_rls_context"),
+        ("documents", "0004_document_credits_estimate"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Collection',
+            name="Collection",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100)),
-                ('restricted', models.BooleanField(default=False)),
-                ('is_default', models.BooleanField(default=False)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100)),
+                ("restricted", models.BooleanField(default=False)),
+                ("is_default", models.BooleanField(default=False)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         migrations.CreateModel(
-            name='CollectionAccess',
+            name="CollectionAccess",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         migrations.RemoveConstraint(
-            model_name='document',
-            name='document_sha256_unique_per_account',
+            model_name="document",
+            name="document_sha256_unique_per_account",
         ),
         migrations.AddField(
-            model_name='collection',
-            name='account',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='accounts.account'),
+            model_name="collection",
+            name="account",
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="accounts.account"),
         ),
         migrations.AddField(
-            model_name='collection',
-            name='created_by',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="collection",
+            name="created_by",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddField(
-            model_name='chunk',
-            name='collection',
-            field=models.ForeignKey(null=True, on_delete=django.db.models.deletion.RESTRICT, related_name='+', to='documents.collection'),
+            model_name="chunk",
+            name="collection",
+            field=models.ForeignKey(
+                null=True, on_delete=django.db.models.deletion.RESTRICT, related_name="+", to="documents.collection"
+            ),
         ),
         migrations.AddField(
-            model_name='document',
-            name='collection',
-            field=models.ForeignKey(null=True, on_delete=django.db.models.deletion.RESTRICT, related_name='documents', to='documents.collection'),
+            model_name="document",
+            name="collection",
+            field=models.ForeignKey(
+                null=True,
+                on_delete=django.db.models.deletion.RESTRICT,
+                related_name="documents",
+                to="documents.collection",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='document',
-            constraint=models.UniqueConstraint(condition=models.Q(('status', 'deleting'), _negated=True), fields=('collection', 'sha256'), name='document_sha256_unique_per_collection'),
+            model_name="document",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("status", "deleting"), _negated=True),
+                fields=("collection", "sha256"),
+                name="document_sha256_unique_per_collection",
+            ),
         ),
         migrations.AddField(
-            model_name='collectionaccess',
-            name='account',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='accounts.account'),
+            model_name="collectionaccess",
+            name="account",
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="accounts.account"),
         ),
         migrations.AddField(
-            model_name='collectionaccess',
-            name='api_key',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to='accounts.apikey'),
+            model_name="collectionaccess",
+            name="api_key",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to="accounts.apikey",
+            ),
         ),
         migrations.AddField(
-            model_name='collectionaccess',
-            name='collection',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='access', to='documents.collection'),
+            model_name="collectionaccess",
+            name="collection",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="access", to="documents.collection"
+            ),
         ),
         migrations.AddField(
-            model_name='collectionaccess',
-            name='user',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL),
+            model_name="collectionaccess",
+            name="user",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="+",
+                to=settings.AUTH_USER_MODEL,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='collection',
-            constraint=models.UniqueConstraint(fields=('account', 'name'), name='collection_name_unique_per_account'),
+            model_name="collection",
+            constraint=models.UniqueConstraint(fields=("account", "name"), name="collection_name_unique_per_account"),
         ),
         migrations.AddConstraint(
-            model_name='collection',
-            constraint=models.UniqueConstraint(condition=models.Q(('is_default', True)), fields=('account',), name='collection_one_default_per_account'),
+            model_name="collection",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("is_default", True)), fields=("account",), name="collection_one_default_per_account"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='collectionaccess',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('api_key__isnull', True), ('user__isnull', False)), models.Q(('api_key__isnull', False), ('user__isnull', True)), _connector='OR'), name='collection_access_user_xor_key'),
+            model_name="collectionaccess",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("api_key__isnull", True), ("user__isnull", False)),
+                    models.Q(("api_key__isnull", False), ("user__isnull", True)),
+                    _connector="OR",
+                ),
+                name="collection_access_user_xor_key",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='collectionaccess',
-            constraint=models.UniqueConstraint(fields=('collection', 'user'), name='collection_access_user_unique'),
+            model_name="collectionaccess",
+            constraint=models.UniqueConstraint(fields=("collection", "user"), name="collection_access_user_unique"),
         ),
         migrations.AddConstraint(
-            model_name='collectionaccess',
-            constraint=models.UniqueConstraint(fields=('collection', 'api_key'), name='collection_access_key_unique'),
+            model_name="collectionaccess",
+            constraint=models.UniqueConstraint(fields=("collection", "api_key"), name="collection_access_key_unique"),
         ),
         # Collections are tenant tables like every other: forced RLS, tenant_isolation.
         enable_rls("documents_collection"),

@@ -18,10 +18,11 @@
 Staging rows (documents_embeddingbatch) hold vectors only, no text, and search never reads
 them: they stay under tenant isolation alone.
 """
+
 import importlib
 
-from django.db import migrations, models
 import django.db.models.deletion
+from django.db import migrations, models
 
 from core.rls import BYPASS, CTX_ACCOUNT_ID, CTX_API_KEY_ID, CTX_USER_ID
 
@@ -126,13 +127,20 @@ FULLTEXT_GRANTS = """
         GRANT SELECT (id, status) ON public.documents_document TO groundwork_search;"""
 
 POLICY = f"({BYPASS} OR collection_id = ANY ((SELECT {VISIBLE_SIGNATURE})::bigint[]))"
-POLICIES = "\n".join(f"""
+POLICIES = "\n".join(
+    f"""
 DROP POLICY IF EXISTS collection_visibility ON "{table}";
 CREATE POLICY collection_visibility ON "{table}" AS RESTRICTIVE FOR ALL USING {POLICY} WITH CHECK {POLICY};"""
-                     for table in ("documents_document", "documents_chunk"))
+    for table in ("documents_document", "documents_chunk")
+)
 
-FORWARDS = (VISIBLE_FUNCTION + _hand_to_search_role(VISIBLE_SIGNATURE, VISIBLE_GRANTS)
-            + FULLTEXT_FUNCTION + _hand_to_search_role(FULLTEXT_SIGNATURE, FULLTEXT_GRANTS) + POLICIES)
+FORWARDS = (
+    VISIBLE_FUNCTION
+    + _hand_to_search_role(VISIBLE_SIGNATURE, VISIBLE_GRANTS)
+    + FULLTEXT_FUNCTION
+    + _hand_to_search_role(FULLTEXT_SIGNATURE, FULLTEXT_GRANTS)
+    + POLICIES
+)
 
 
 def _backwards_sql() -> str:
@@ -151,14 +159,18 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.AlterField(
-            model_name="document", name="collection",
-            field=models.ForeignKey(on_delete=django.db.models.deletion.RESTRICT, related_name="documents",
-                                    to="documents.collection"),
+            model_name="document",
+            name="collection",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.RESTRICT, related_name="documents", to="documents.collection"
+            ),
         ),
         migrations.AlterField(
-            model_name="chunk", name="collection",
-            field=models.ForeignKey(on_delete=django.db.models.deletion.RESTRICT, related_name="+",
-                                    to="documents.collection"),
+            model_name="chunk",
+            name="collection",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.RESTRICT, related_name="+", to="documents.collection"
+            ),
         ),
         migrations.RunSQL(FORWARDS, reverse_sql=_backwards_sql()),
     ]

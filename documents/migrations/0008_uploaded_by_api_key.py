@@ -5,16 +5,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0004_roles_viewer_and_key_scope'),
-        ('documents', '0007_collection_visibility'),
+        ("accounts", "0004_roles_viewer_and_key_scope"),
+        ("documents", "0007_collection_visibility"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='document',
-            name='uploaded_by_api_key',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='accounts.apikey'),
+            model_name="document",
+            name="uploaded_by_api_key",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.SET_NULL,
+                related_name="+",
+                to="accounts.apikey",
+            ),
         ),
     ]

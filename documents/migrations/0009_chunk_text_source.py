@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('documents', '0008_uploaded_by_api_key'),
+        ("documents", "0008_uploaded_by_api_key"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='chunk',
-            name='text_source',
-            field=models.CharField(choices=[('text', 'Text'), ('ocr', 'OCR'), ('vision', 'Image description')], default='text', max_length=10),
+            model_name="chunk",
+            name="text_source",
+            field=models.CharField(
+                choices=[("text", "Text"), ("ocr", "OCR"), ("vision", "Image description")],
+                default="text",
+                max_length=10,
+            ),
         ),
     ]

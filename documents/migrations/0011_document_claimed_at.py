@@ -2,6 +2,7 @@
 account, so the fair claim (documents/ingestion_queue.py) finds the account served least
 recently without reading its documents. The index is built concurrently (no write lock on
 a large documents table), hence a non-atomic migration."""
+
 from django.contrib.postgres.operations import AddIndexConcurrently
 from django.db import migrations, models
 

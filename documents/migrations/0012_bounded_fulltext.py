@@ -30,6 +30,7 @@ ids and ranks only. The signature gains `p_pool` (with a default): 0007's functi
 dropped and this one handed to `groundwork_search` with 0007's grants (and documents'
 account_id, to list the account's deleting documents once).
 """
+
 import importlib
 
 from django.db import migrations
@@ -44,8 +45,11 @@ DEFAULT_POOL = 1000  # retrieval.search.query.FULLTEXT_POOL passes its own
 # At most this many tiers of "the j rarest words" between "all the words" and "any word".
 MAX_WORD_TIERS = 6
 
-GRANTS = _0007.FULLTEXT_GRANTS + """
+GRANTS = (
+    _0007.FULLTEXT_GRANTS
+    + """
         GRANT SELECT (account_id) ON public.documents_document TO groundwork_search;"""
+)
 
 # A plain list of words as websearch_to_tsquery writes it: 'a' & 'b' & 'c' (quotes doubled
 # inside a word, backslashes escaped); one word of it.
@@ -152,8 +156,11 @@ END
 $fn$;
 """ + _0007._hand_to_search_role(SIGNATURE, GRANTS)
 
-REVERSE = (f"DROP FUNCTION IF EXISTS {SIGNATURE};\n" + _0007.FULLTEXT_FUNCTION
-           + _0007._hand_to_search_role(OLD_SIGNATURE, _0007.FULLTEXT_GRANTS))
+REVERSE = (
+    f"DROP FUNCTION IF EXISTS {SIGNATURE};\n"
+    + _0007.FULLTEXT_FUNCTION
+    + _0007._hand_to_search_role(OLD_SIGNATURE, _0007.FULLTEXT_GRANTS)
+)
 
 
 class Migration(migrations.Migration):

@@ -64,34 +64,50 @@ def backfill(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0005_account_deleted_at'),
-        ('documents', '0012_bounded_fulltext'),
+        ("accounts", "0005_account_deleted_at"),
+        ("documents", "0012_bounded_fulltext"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='activeembeddingmodel',
+            name="activeembeddingmodel",
             options={},
         ),
         migrations.AlterModelOptions(
-            name='chunkembedding',
+            name="chunkembedding",
             options={},
         ),
         migrations.CreateModel(
-            name='IngestionLane',
+            name="IngestionLane",
             fields=[
-                ('account', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='+', serialize=False, to='accounts.account')),
-                ('waiting', models.BooleanField(default=False)),
-                ('waiting_since', models.DateTimeField(blank=True, null=True)),
-                ('served_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "account",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="+",
+                        serialize=False,
+                        to="accounts.account",
+                    ),
+                ),
+                ("waiting", models.BooleanField(default=False)),
+                ("waiting_since", models.DateTimeField(blank=True, null=True)),
+                ("served_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'indexes': [models.Index(models.OrderBy(models.F('served_at'), nulls_first=True), models.F('waiting_since'), models.F('account'), condition=models.Q(('waiting', True)), name='ingestion_lane_fairest')],
+                "indexes": [
+                    models.Index(
+                        models.OrderBy(models.F("served_at"), nulls_first=True),
+                        models.F("waiting_since"),
+                        models.F("account"),
+                        condition=models.Q(("waiting", True)),
+                        name="ingestion_lane_fairest",
+                    )
+                ],
             },
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         enable_rls("documents_ingestionlane"),

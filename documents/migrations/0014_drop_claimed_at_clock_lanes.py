@@ -7,6 +7,7 @@
   clock's time, not the transaction's start: documents that become pending, or claims made,
   in one transaction still have an order.
 """
+
 import importlib
 
 from django.db import migrations
@@ -18,7 +19,6 @@ CLOCK_FUNCTION_SQL = _FUNCTION_SQL.replace("now()", "clock_timestamp()")
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
         ("documents", "0013_ingestion_lane"),
     ]

@@ -15,6 +15,7 @@
   words" tiers are skipped (the OR'd query is not a plain list of words): all words, then
   any word. Everything else is 0012's.
 """
+
 import importlib
 
 from django.contrib.postgres.search import SearchVector, SearchVectorField
@@ -25,8 +26,11 @@ from core.rls import CTX_ACCOUNT_ID
 
 _0012 = importlib.import_module("documents.migrations.0012_bounded_fulltext")
 
-GRANTS = _0012.GRANTS + """
+GRANTS = (
+    _0012.GRANTS
+    + """
         GRANT SELECT (search_config) ON public.documents_document TO groundwork_search;"""
+)
 
 _OLD_TERMS = "    all_terms tsquery := websearch_to_tsquery('english', p_query);\n"
 _OLD_CHECK = f"""    IF p_account_id IS DISTINCT FROM {CTX_ACCOUNT_ID} OR numnode(all_terms) = 0 THEN
@@ -50,8 +54,9 @@ _NEW_CHECK = f"""    IF p_account_id IS DISTINCT FROM {CTX_ACCOUNT_ID} THEN
 """
 assert _OLD_TERMS in _0012.CREATE_FUNCTION and _OLD_CHECK in _0012.CREATE_FUNCTION
 _FUNCTION = _0012.CREATE_FUNCTION.split("$fn$;\n", 1)[0] + "$fn$;\n"
-CREATE_FUNCTION = (_FUNCTION.replace(_OLD_TERMS, _NEW_TERMS).replace(_OLD_CHECK, _NEW_CHECK)
-                   + _0012._0007._hand_to_search_role(_0012.SIGNATURE, GRANTS))
+CREATE_FUNCTION = _FUNCTION.replace(_OLD_TERMS, _NEW_TERMS).replace(
+    _OLD_CHECK, _NEW_CHECK
+) + _0012._0007._hand_to_search_role(_0012.SIGNATURE, GRANTS)
 REVERSE_FUNCTION = _0012.CREATE_FUNCTION
 
 SET_EXPRESSION = """ALTER TABLE documents_chunk ALTER COLUMN search_vector
@@ -68,9 +73,18 @@ class Migration(migrations.Migration):
         migrations.AddField("document", "search_config", documents.models.RegConfigField(db_default="english")),
         migrations.AddField("chunk", "search_config", documents.models.RegConfigField(db_default="english")),
         migrations.SeparateDatabaseAndState(
-            state_operations=[migrations.AlterField("chunk", "search_vector", models.GeneratedField(
-                db_persist=True, expression=SearchVector("content", config=models.F("search_config")),
-                output_field=SearchVectorField()))],
-            database_operations=[migrations.RunSQL(SET_EXPRESSION, reverse_sql=OLD_EXPRESSION)]),
+            state_operations=[
+                migrations.AlterField(
+                    "chunk",
+                    "search_vector",
+                    models.GeneratedField(
+                        db_persist=True,
+                        expression=SearchVector("content", config=models.F("search_config")),
+                        output_field=SearchVectorField(),
+                    ),
+                )
+            ],
+            database_operations=[migrations.RunSQL(SET_EXPRESSION, reverse_sql=OLD_EXPRESSION)],
+        ),
         migrations.RunSQL(CREATE_FUNCTION, reverse_sql=REVERSE_FUNCTION),
     ]

@@ -11,6 +11,7 @@
   0015's five-argument function is dropped and this one handed to `groundwork_search` with
   0015's grants (it reads nothing new: the caller computes the ids under its own RLS).
 """
+
 import importlib
 
 import django.contrib.postgres.fields
@@ -29,58 +30,68 @@ OLD_SIGNATURE = _0012.SIGNATURE  # (bigint, text, integer, bigint[], integer)
 SIGNATURE = "public.chunk_fulltext_search(bigint, text, integer, bigint[], integer, bigint[])"
 
 _OLD_PARAMS = f"p_pool integer DEFAULT {_0012.DEFAULT_POOL})"
-_NEW_PARAMS = f"p_pool integer DEFAULT {_0012.DEFAULT_POOL},\n" \
-              "                                                        p_excluded_document_ids bigint[] DEFAULT NULL)"
+_NEW_PARAMS = (
+    f"p_pool integer DEFAULT {_0012.DEFAULT_POOL},\n"
+    "                                                        p_excluded_document_ids bigint[] DEFAULT NULL)"
+)
 _OLD_DELETING = """                      WHERE d.account_id = p_account_id AND d.status = 'deleting');"""
 _NEW_DELETING = """                      WHERE d.account_id = p_account_id AND d.status = 'deleting')
                 || COALESCE(p_excluded_document_ids, '{}'::bigint[]);"""
 _FUNCTION = _0015.CREATE_FUNCTION.split("$fn$;\n", 1)[0] + "$fn$;\n"
 assert _OLD_PARAMS in _FUNCTION and _OLD_DELETING in _FUNCTION
-CREATE_FUNCTION = (f"DROP FUNCTION IF EXISTS {OLD_SIGNATURE};\n"
-                   + _FUNCTION.replace(_OLD_PARAMS, _NEW_PARAMS).replace(_OLD_DELETING, _NEW_DELETING)
-                   + _0012._0007._hand_to_search_role(SIGNATURE, _0015.GRANTS))
+CREATE_FUNCTION = (
+    f"DROP FUNCTION IF EXISTS {OLD_SIGNATURE};\n"
+    + _FUNCTION.replace(_OLD_PARAMS, _NEW_PARAMS).replace(_OLD_DELETING, _NEW_DELETING)
+    + _0012._0007._hand_to_search_role(SIGNATURE, _0015.GRANTS)
+)
 REVERSE_FUNCTION = f"DROP FUNCTION IF EXISTS {SIGNATURE};\n" + _0015.CREATE_FUNCTION
 
 TAGS_DEFAULT = "ALTER TABLE documents_document ALTER COLUMN tags SET DEFAULT '{}'::text[];"
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0008_names_without_control_characters'),
-        ('documents', '0015_document_language'),
+        ("accounts", "0008_names_without_control_characters"),
+        ("documents", "0015_document_language"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='RetrievalSettings',
+            name="RetrievalSettings",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('exclude_tags', django.contrib.postgres.fields.ArrayField(base_field=models.TextField(), blank=True, default=list, size=None)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "exclude_tags",
+                    django.contrib.postgres.fields.ArrayField(
+                        base_field=models.TextField(), blank=True, default=list, size=None
+                    ),
+                ),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         migrations.AddField(
-            model_name='document',
-            name='tags',
-            field=django.contrib.postgres.fields.ArrayField(base_field=models.TextField(), blank=True, default=list, size=None),
+            model_name="document",
+            name="tags",
+            field=django.contrib.postgres.fields.ArrayField(
+                base_field=models.TextField(), blank=True, default=list, size=None
+            ),
         ),
         migrations.AddIndex(
-            model_name='document',
-            index=django.contrib.postgres.indexes.GinIndex(fields=['tags'], name='document_tags_gin'),
+            model_name="document",
+            index=django.contrib.postgres.indexes.GinIndex(fields=["tags"], name="document_tags_gin"),
         ),
         migrations.AddField(
-            model_name='retrievalsettings',
-            name='account',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='accounts.account'),
+            model_name="retrievalsettings",
+            name="account",
+            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="accounts.account"),
         ),
         migrations.AddConstraint(
-            model_name='retrievalsettings',
-            constraint=models.UniqueConstraint(fields=('account',), name='retrieval_settings_per_account'),
+            model_name="retrievalsettings",
+            constraint=models.UniqueConstraint(fields=("account",), name="retrieval_settings_per_account"),
         ),
         migrations.RunSQL(TAGS_DEFAULT, reverse_sql=migrations.RunSQL.noop),
         enable_rls("documents_retrievalsettings"),

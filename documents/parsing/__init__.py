@@ -10,6 +10,7 @@
 
 No Django anywhere in this package: the child process imports it without settings.
 """
+
 from documents.parsing.dispatch import PARSERS, parse_file
 from documents.parsing.sandbox import parse_in_sandbox
 from documents.parsing.sections import ParsedDocument, Section

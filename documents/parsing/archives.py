@@ -3,14 +3,15 @@
 
 No Django here: the sandboxed child imports this module without settings.
 """
+
 from __future__ import annotations
 
 import zipfile
 import zlib
 
+from documents.error_codes import DocumentErrorCode
 from documents.errors import IngestionError
 from documents.kinds import KIND_BY_NAME, OFFICE_KINDS, DocumentKind
-from documents.error_codes import DocumentErrorCode
 
 ZIP_MAX_TOTAL_UNCOMPRESSED = 200 * 1024 * 1024
 ZIP_MAX_MEMBERS = 10_000
@@ -32,18 +33,20 @@ def zip_bomb_problem(archive: zipfile.ZipFile) -> str | None:
         total += member.file_size
         ratio = member.file_size / max(member.compress_size, 1)
         if member.file_size > ZIP_RATIO_APPLIES_ABOVE and ratio > ZIP_MAX_RATIO:
-            return (f"one part expands {ratio:,.0f} times to {megabytes(member.file_size)} MB "
-                    f"(more than {ZIP_MAX_RATIO}:1)")
+            return (
+                f"one part expands {ratio:,.0f} times to {megabytes(member.file_size)} MB (more than {ZIP_MAX_RATIO}:1)"
+            )
     if total > ZIP_MAX_TOTAL_UNCOMPRESSED:
-        return (f"it expands to {megabytes(total)} MB "
-                f"(the limit is {megabytes(ZIP_MAX_TOTAL_UNCOMPRESSED)} MB)")
+        return f"it expands to {megabytes(total)} MB (the limit is {megabytes(ZIP_MAX_TOTAL_UNCOMPRESSED)} MB)"
     return None
 
 
 def archive_bomb_message(name: str, problem: str, noun: str = "Word document") -> str:
     """The message for an Office file (DOCX, XLSX, PPTX: `noun`) refused as a zip bomb."""
-    return (f"{name} cannot be processed safely: {problem}. If it is a real {noun}, remove large "
-            "embedded media (or save it as PDF) and upload again.")
+    return (
+        f"{name} cannot be processed safely: {problem}. If it is a real {noun}, remove large "
+        "embedded media (or save it as PDF) and upload again."
+    )
 
 
 # [Content_Types].xml lists a few dozen part types; a larger one is not an Office file.
@@ -95,6 +98,8 @@ def check_office_package(path: str, kind_name: str, *, corrupt_message: str) -> 
     except zipfile.BadZipFile:
         raise IngestionError(DocumentErrorCode.CORRUPT_FILE, corrupt_message) from None
     if problem:
-        raise IngestionError(DocumentErrorCode.ARCHIVE_BOMB, archive_bomb_message("This file", problem, kind.office_noun))
+        raise IngestionError(
+            DocumentErrorCode.ARCHIVE_BOMB, archive_bomb_message("This file", problem, kind.office_noun)
+        )
     if found is not kind:
         raise IngestionError(DocumentErrorCode.CORRUPT_FILE, corrupt_message)

@@ -3,16 +3,17 @@ the kind registry (documents.kinds) names.
 
 No Django here: the sandboxed child imports this module without settings.
 """
+
 from __future__ import annotations
 
 import importlib
 import re
 from collections.abc import Callable
 
+from documents.error_codes import DocumentErrorCode
 from documents.errors import IngestionError
 from documents.kinds import IMAGE_KIND_NAMES, KINDS
 from documents.parsing.sections import ParsedDocument
-from documents.error_codes import DocumentErrorCode
 
 MSG_NO_TEXT = "This file contains no text to search."
 

@@ -4,21 +4,24 @@ outline levels, after re-checking the archive against the zip-bomb limits.
 python-docx is imported inside parse_docx, so importing this module stays cheap; `import docx`
 there is python-docx (imports are absolute), never this module.
 """
+
 from __future__ import annotations
 
 import logging
 import re
 import zipfile
 
+from documents.error_codes import DocumentErrorCode
 from documents.errors import IngestionError
 from documents.parsing.archives import archive_bomb_message, zip_bomb_problem
 from documents.parsing.sections import ParsedDocument, SectionBuilder, md_table
-from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
-MSG_DOCX_CORRUPT = ("This Word document is damaged and could not be read. Open it in Word, save it again "
-                    "as .docx (or as PDF), and upload that.")
+MSG_DOCX_CORRUPT = (
+    "This Word document is damaged and could not be read. Open it in Word, save it again "
+    "as .docx (or as PDF), and upload that."
+)
 
 _HEADING_STYLE = re.compile(r"^heading\s*([1-6])$", re.IGNORECASE)
 

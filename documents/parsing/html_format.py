@@ -3,6 +3,7 @@
 Named html_format, not html, so that nobody mistakes it for the standard library's html
 (whose html.parser this module uses).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,15 +12,57 @@ from html.parser import HTMLParser
 from documents.parsing.sections import ParsedDocument, SectionBuilder, md_table, read_text
 
 _SKIPPED_TAGS = {"script", "style", "noscript", "template", "iframe", "svg", "math", "object"}
-_BLOCK_TAGS = {"p", "div", "section", "article", "header", "footer", "main", "nav", "aside", "blockquote",
-               "pre", "ul", "ol", "li", "dl", "dt", "dd", "form", "fieldset", "figure", "figcaption",
-               "address", "details", "summary", "hr", "caption", "body", "html", "table", "tr", "td",
-               "th", "thead", "tbody", "tfoot"}
+_BLOCK_TAGS = {
+    "p",
+    "div",
+    "section",
+    "article",
+    "header",
+    "footer",
+    "main",
+    "nav",
+    "aside",
+    "blockquote",
+    "pre",
+    "ul",
+    "ol",
+    "li",
+    "dl",
+    "dt",
+    "dd",
+    "form",
+    "fieldset",
+    "figure",
+    "figcaption",
+    "address",
+    "details",
+    "summary",
+    "hr",
+    "caption",
+    "body",
+    "html",
+    "table",
+    "tr",
+    "td",
+    "th",
+    "thead",
+    "tbody",
+    "tfoot",
+}
 # Navigation, not content: <nav>, role="navigation", and the class names documentation
 # generators give their page headers and footers (DocBook's navheader/navfooter: "Prev | Up |
 # Home | Next" tables that answered a question about creating a database).
-_NAV_CLASSES = {"navheader", "navfooter", "navbar", "breadcrumb", "breadcrumbs", "related", "sphinxsidebar",
-                "toc-sidebar", "skip-link"}
+_NAV_CLASSES = {
+    "navheader",
+    "navfooter",
+    "navbar",
+    "breadcrumb",
+    "breadcrumbs",
+    "related",
+    "sphinxsidebar",
+    "toc-sidebar",
+    "skip-link",
+}
 # Marks a <br> in collected text; NUL never occurs in decoded input (decode_text refuses it).
 _BR = "\x00"
 
@@ -27,6 +70,7 @@ _BR = "\x00"
 @dataclass
 class _TableState:
     """An HTML table being read: finished rows of cell texts, and the open cell's text."""
+
     rows: list[list[str]] = field(default_factory=list)
     cell: list[str] | None = None
 

@@ -5,19 +5,22 @@ text_source="ocr". An image without readable text parses to no sections: the ing
 may still add a vision model's description (VISION_MODEL); without one it fails as
 "no text". Pillow is imported inside the functions, so importing this module stays cheap.
 """
+
 from __future__ import annotations
 
 import logging
 
+from documents.error_codes import DocumentErrorCode
 from documents.errors import IngestionError
 from documents.parsing import ocr
 from documents.parsing.sections import ParsedDocument, Section
-from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
-MSG_IMAGE_CORRUPT = ("This image is damaged and could not be read. Open it in an image viewer, save it again "
-                     "(as PNG or JPEG), and upload that.")
+MSG_IMAGE_CORRUPT = (
+    "This image is damaged and could not be read. Open it in an image viewer, save it again "
+    "(as PNG or JPEG), and upload that."
+)
 
 
 def image_size(path_or_file) -> tuple[str, int, int, int]:
@@ -91,6 +94,8 @@ def parse_image(path: str, fallback_title: str) -> ParsedDocument:
         logger.warning("unreadable image %s: %r", path, exc)
         raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_IMAGE_CORRUPT) from None
     if frames > read:
-        notes.append(f"OCR read the first {read} of {frames} pages; pages {read + 1}–{frames} were skipped "
-                     f"(the limit is {ocr.limits.max_pages} pages a document).")
+        notes.append(
+            f"OCR read the first {read} of {frames} pages; pages {read + 1}–{frames} were skipped "
+            f"(the limit is {ocr.limits.max_pages} pages a document)."
+        )
     return ParsedDocument(title=fallback_title, sections=sections, notes=notes)

@@ -1,4 +1,5 @@
 """Markdown: sections split at ATX and setext headings, fenced code left alone."""
+
 from __future__ import annotations
 
 import re
@@ -33,8 +34,13 @@ def parse_markdown(path: str, fallback_title: str) -> ParsedDocument:
         elif (heading := _ATX.match(line)) and (text := (heading.group(2) or "").strip()):
             builder.heading(len(heading.group(1)), text, line.strip())
             title = title or (text if len(heading.group(1)) == 1 else "")
-        elif (previous_blank and line.strip() and i + 1 < len(lines) and _SETEXT.match(lines[i + 1])
-              and not _NOT_SETEXT_TEXT.match(line)):
+        elif (
+            previous_blank
+            and line.strip()
+            and i + 1 < len(lines)
+            and _SETEXT.match(lines[i + 1])
+            and not _NOT_SETEXT_TEXT.match(line)
+        ):
             level = 1 if lines[i + 1].strip().startswith("=") else 2
             builder.heading(level, line.strip(), f"{'#' * level} {line.strip()}")
             title = title or (line.strip() if level == 1 else "")

@@ -5,6 +5,7 @@ Runs in the sandboxed parser child (documents.parsing.sandbox) under its time an
 limits. The limits a person can see (pixels, pages) are here, set by the child from its
 arguments (`configure`), so the parser modules stay free of Django settings.
 """
+
 from __future__ import annotations
 
 import logging
@@ -52,8 +53,10 @@ def megapixels(width: int, height: int) -> str:
 
 
 def too_many_pixels_message(width: int, height: int) -> str:
-    return (f"This image is {width} × {height} pixels ({megapixels(width, height)} megapixels); Groundwork reads "
-            f"images of up to {MAX_PIXELS // 1_000_000} megapixels. Scale it down and upload it again.")
+    return (
+        f"This image is {width} × {height} pixels ({megapixels(width, height)} megapixels); Groundwork reads "
+        f"images of up to {MAX_PIXELS // 1_000_000} megapixels. Scale it down and upload it again."
+    )
 
 
 _engine = None
@@ -147,7 +150,7 @@ def _words(crop) -> list:
         previous = column
     spans.append((start, previous + 1))
     pad = max(2, gap // 2)
-    return [crop[:, max(0, a - pad):min(crop.shape[1], b + pad)] for a, b in spans]
+    return [crop[:, max(0, a - pad) : min(crop.shape[1], b + pad)] for a, b in spans]
 
 
 def _lines(boxes: list) -> list[str]:

@@ -6,39 +6,64 @@ text_source="ocr" and the document's notes say which pages were skipped or unrea
 
 pypdf and pypdfium2 are imported inside the functions, so importing this module stays cheap.
 """
+
 from __future__ import annotations
 
 import logging
 import re
 
+from documents.error_codes import DocumentErrorCode
 from documents.errors import IngestionError
 from documents.parsing import ocr
 from documents.parsing.sections import ParsedDocument, Section, dehyphenate, squeeze_blank_lines
-from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
 MSG_ENCRYPTED = "This PDF is password-protected. Remove the password and upload it again."
-MSG_PDF_NO_TEXT = ("This PDF has no extractable text: its pages have no text layer and OCR could not read "
-                   "any text on them either. Check that the scan is legible (not blank, upside down or "
-                   "very low resolution), scan it again, and upload it again.")
+MSG_PDF_NO_TEXT = (
+    "This PDF has no extractable text: its pages have no text layer and OCR could not read "
+    "any text on them either. Check that the scan is legible (not blank, upside down or "
+    "very low resolution), scan it again, and upload it again."
+)
 # Scans are rendered at this resolution for OCR (a long side above OCR_MAX_SIDE pixels is
 # scaled down: a page can declare any size, and rendering must stay within memory).
 OCR_DPI = 200
 OCR_MAX_SIDE = 2500
-MSG_PDF_CORRUPT = ("This PDF is damaged and could not be read. Open it in a PDF viewer, save or print it "
-                   "to a new PDF, and upload that.")
+MSG_PDF_CORRUPT = (
+    "This PDF is damaged and could not be read. Open it in a PDF viewer, save or print it "
+    "to a new PDF, and upload that."
+)
 
 
-_LIGATURES = str.maketrans({"\ufb00": "ff", "\ufb01": "fi", "\ufb02": "fl", "\ufb03": "ffi", "\ufb04": "ffl",
-                            "\ufb05": "st", "\ufb06": "st", "\x00": ""})
+_LIGATURES = str.maketrans(
+    {
+        "\ufb00": "ff",
+        "\ufb01": "fi",
+        "\ufb02": "fl",
+        "\ufb03": "ffi",
+        "\ufb04": "ffl",
+        "\ufb05": "st",
+        "\ufb06": "st",
+        "\x00": "",
+    }
+)
 _TRAILING_SPACE = re.compile(r"[ \t]+\n")
 _JUNK_TITLES = re.compile(r"^(untitled|document\d*|microsoft word - .*|slide \d+|\W*)$", re.IGNORECASE)
 
 # What pypdf raises on malformed input besides its own errors (it parses untrusted
 # structure with plain Python code).
-_PDF_DAMAGE = (ValueError, KeyError, TypeError, IndexError, AttributeError, AssertionError,
-               UnicodeError, OverflowError, ZeroDivisionError, EOFError)
+_PDF_DAMAGE = (
+    ValueError,
+    KeyError,
+    TypeError,
+    IndexError,
+    AttributeError,
+    AssertionError,
+    UnicodeError,
+    OverflowError,
+    ZeroDivisionError,
+    EOFError,
+)
 
 
 def parse_pdf(path: str, fallback_title: str) -> ParsedDocument:
@@ -95,7 +120,7 @@ def _ocr_pages(path: str, numbers: list[int], paths: list[list[str]], notes: lis
     them; what was skipped or unreadable goes into `notes`."""
     import pypdfium2
 
-    todo, skipped = numbers[:ocr.limits.max_pages], numbers[ocr.limits.max_pages:]
+    todo, skipped = numbers[: ocr.limits.max_pages], numbers[ocr.limits.max_pages :]
     sections, unreadable = [], []
     try:
         pdf = pypdfium2.PdfDocument(path)
@@ -107,16 +132,20 @@ def _ocr_pages(path: str, numbers: list[int], paths: list[list[str]], notes: lis
         for number in todo:
             text = _ocr_page(pdf, number)
             if _has_words(text):
-                sections.append(Section(text=text, heading_path=paths[number - 1], page_start=number,
-                                        page_end=number, text_source="ocr"))
+                sections.append(
+                    Section(
+                        text=text, heading_path=paths[number - 1], page_start=number, page_end=number, text_source="ocr"
+                    )
+                )
             else:
                 unreadable.append(number)
     finally:
         if pdf is not None:
             pdf.close()
     if skipped:
-        notes.append(f"OCR reads at most {ocr.limits.max_pages} scanned pages a document; "
-                     f"{_page_list(skipped)} not read.")
+        notes.append(
+            f"OCR reads at most {ocr.limits.max_pages} scanned pages a document; {_page_list(skipped)} not read."
+        )
     if unreadable:
         notes.append(f"No text could be read on {_page_list(unreadable)}, not even by OCR.")
     return sections
@@ -141,7 +170,7 @@ def _ocr_page(pdf, number: int) -> str:
 
 
 def _page_list(numbers: list[int]) -> str:
-    """"page 3", "pages 3, 5 and 7", "pages 51–70" (runs collapsed)."""
+    """ "page 3", "pages 3, 5 and 7", "pages 51–70" (runs collapsed)."""
     runs: list[list[int]] = []
     for n in numbers:
         if runs and n == runs[-1][1] + 1:
@@ -167,7 +196,7 @@ def _pdf_title(reader, damage) -> str:
         return ""
     title = " ".join(str(title).split())
     if title.lower().startswith("microsoft word - "):
-        title = title[len("microsoft word - "):]
+        title = title[len("microsoft word - ") :]
     return "" if _JUNK_TITLES.match(title) else title
 
 

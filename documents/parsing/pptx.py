@@ -8,6 +8,7 @@ re-checked against the zip-bomb limits first.
 
 No Django here: the sandboxed child imports this module without settings.
 """
+
 from __future__ import annotations
 
 import logging
@@ -15,15 +16,17 @@ import re
 import zipfile
 import zlib
 
+from documents.error_codes import DocumentErrorCode
 from documents.errors import IngestionError
 from documents.parsing.archives import check_office_package
 from documents.parsing.sections import ParsedDocument, Section, md_table, squeeze_blank_lines
-from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
-MSG_PPTX_CORRUPT = ("This PowerPoint presentation is damaged and could not be read. Open it in PowerPoint, "
-                    "save it again as .pptx (or as PDF), and upload that.")
+MSG_PPTX_CORRUPT = (
+    "This PowerPoint presentation is damaged and could not be read. Open it in PowerPoint, "
+    "save it again as .pptx (or as PDF), and upload that."
+)
 # Group shapes nest; a file nesting deeper than this is not a real deck.
 MAX_GROUP_DEPTH = 20
 _NOTES_LABEL = re.compile(r"^(?:speaker\s+)?notes?\s*:\s*", re.I)
@@ -46,8 +49,17 @@ def parse_pptx(path: str, fallback_title: str) -> ParsedDocument:
             if section is not None:
                 sections.append(section)
         title = (presentation.core_properties.title or "").strip()
-    except (PackageNotFoundError, XMLSyntaxError, zipfile.BadZipFile, zlib.error, KeyError, ValueError,
-            TypeError, AttributeError, EOFError) as exc:
+    except (
+        PackageNotFoundError,
+        XMLSyntaxError,
+        zipfile.BadZipFile,
+        zlib.error,
+        KeyError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        EOFError,
+    ) as exc:
         logger.warning("unreadable pptx %s: %r", path, exc)
         raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_PPTX_CORRUPT) from None
     return ParsedDocument(title=title or fallback_title, sections=sections)

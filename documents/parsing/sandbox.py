@@ -7,6 +7,7 @@ message for the uploader.
 
 No Django here, on purpose: the child process imports this package without settings.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,28 +21,40 @@ import subprocess
 import sys
 import traceback
 
+import documents.parsing.ocr as ocr
+from documents.error_codes import DocumentErrorCode
 from documents.errors import IngestionError
 from documents.kinds import KIND_NAMES
-import documents.parsing.ocr as ocr
 from documents.parsing.dispatch import PARSERS, parse_file
 from documents.parsing.sections import ParsedDocument
-from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
-MSG_RESOURCES = ("This file is too large or complex to read within Groundwork's memory limit. Split it "
-                 "into smaller files or save it in a simpler format (PDF or plain text), and upload again.")
-MSG_FAILED = ("This file could not be read. Check that it opens on your computer, save it again "
-              "(or as PDF), and upload it again.")
+MSG_RESOURCES = (
+    "This file is too large or complex to read within Groundwork's memory limit. Split it "
+    "into smaller files or save it in a simpler format (PDF or plain text), and upload again."
+)
+MSG_FAILED = (
+    "This file could not be read. Check that it opens on your computer, save it again (or as PDF), and upload it again."
+)
 
 
 def timeout_message(timeout_s: float) -> str:
-    return (f"Reading this file took longer than {timeout_s:g} s, so Groundwork stopped. Split it into "
-            "smaller files or save it in a simpler format (PDF or plain text), and upload again.")
+    return (
+        f"Reading this file took longer than {timeout_s:g} s, so Groundwork stopped. Split it into "
+        "smaller files or save it in a simpler format (PDF or plain text), and upload again."
+    )
 
 
-def parse_in_sandbox(path: str, kind: str, *, timeout_s: float = 60, memory_mb: int | None = None,
-                     filename: str | None = None, ocr_max_pages: int = 50) -> ParsedDocument:
+def parse_in_sandbox(
+    path: str,
+    kind: str,
+    *,
+    timeout_s: float = 60,
+    memory_mb: int | None = None,
+    filename: str | None = None,
+    ocr_max_pages: int = 50,
+) -> ParsedDocument:
     """Parse in a child process limited to `memory_mb` of address space and `timeout_s`
     of wall-clock and CPU time. Returns the ParsedDocument or raises IngestionError:
     the parser's own errors unchanged, "parse_timeout", "parse_failed_resources" (out
@@ -55,14 +68,27 @@ def parse_in_sandbox(path: str, kind: str, *, timeout_s: float = 60, memory_mb: 
     if memory_mb is None:
         memory_mb = ocr.DEFAULT_MEMORY_MB if kind in ocr.OCR_KINDS else 1024
     # "--opt=value" and "--" keep a file name or path that starts with "-" an argument.
-    command = [sys.executable, "-m", "documents.parsing", "--child", f"--memory-mb={int(memory_mb)}",
-               f"--cpu-s={max(1, math.ceil(timeout_s))}", f"--ocr-max-pages={int(ocr_max_pages)}"]
+    command = [
+        sys.executable,
+        "-m",
+        "documents.parsing",
+        "--child",
+        f"--memory-mb={int(memory_mb)}",
+        f"--cpu-s={max(1, math.ceil(timeout_s))}",
+        f"--ocr-max-pages={int(ocr_max_pages)}",
+    ]
     if filename:
         command.append(f"--filename={filename}")
     command += ["--", os.path.abspath(path), kind]  # the child runs in the project root
     try:
-        child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, env=_child_env(), cwd=_PROJECT_ROOT)
+        child = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=_child_env(),
+            cwd=_PROJECT_ROOT,
+        )
     except OSError:
         logger.exception("could not start the parser process for %s", path)
         raise IngestionError(DocumentErrorCode.PARSE_FAILED, MSG_FAILED) from None
@@ -71,8 +97,7 @@ def parse_in_sandbox(path: str, kind: str, *, timeout_s: float = 60, memory_mb: 
     except subprocess.TimeoutExpired:
         child.kill()
         _, err = child.communicate()
-        logger.warning("parsing %s (%s) timed out after %ss; stderr tail: %s", path, kind, timeout_s,
-                       _tail(err))
+        logger.warning("parsing %s (%s) timed out after %ss; stderr tail: %s", path, kind, timeout_s, _tail(err))
         raise IngestionError(DocumentErrorCode.PARSE_TIMEOUT, timeout_message(timeout_s)) from None
     finally:
         # Whatever interrupts the wait (a job being cancelled), the child does not outlive it.
@@ -82,8 +107,7 @@ def parse_in_sandbox(path: str, kind: str, *, timeout_s: float = 60, memory_mb: 
     return _interpret_child(path, kind, child.returncode, out, err, timeout_s)
 
 
-def _interpret_child(path: str, kind: str, returncode: int, out: bytes, err: bytes,
-                     timeout_s: float) -> ParsedDocument:
+def _interpret_child(path: str, kind: str, returncode: int, out: bytes, err: bytes, timeout_s: float) -> ParsedDocument:
     """Map the child's exit status and report to a ParsedDocument or an IngestionError."""
     payload = _load_payload(out)
     if payload is not None and payload.get("ok"):
@@ -103,16 +127,16 @@ def _interpret_child(path: str, kind: str, returncode: int, out: bytes, err: byt
         raise IngestionError(code, payload.get("message") or MSG_FAILED)
     if returncode < 0:
         signum = -returncode
-        logger.warning("parser for %s (%s) was killed by signal %s; stderr tail: %s", path, kind,
-                       _signal_name(signum), _tail(err))
+        logger.warning(
+            "parser for %s (%s) was killed by signal %s; stderr tail: %s", path, kind, _signal_name(signum), _tail(err)
+        )
         if signum == signal.SIGXCPU:
             raise IngestionError(DocumentErrorCode.PARSE_TIMEOUT, timeout_message(timeout_s))
         raise IngestionError(DocumentErrorCode.PARSE_FAILED_RESOURCES, MSG_RESOURCES)
     if b"MemoryError" in err:
         logger.warning("parser for %s (%s) ran out of memory; stderr tail: %s", path, kind, _tail(err))
         raise IngestionError(DocumentErrorCode.PARSE_FAILED_RESOURCES, MSG_RESOURCES)
-    logger.error("parser for %s (%s) exited with %s and no report; stderr tail: %s", path, kind,
-                 returncode, _tail(err))
+    logger.error("parser for %s (%s) exited with %s and no report; stderr tail: %s", path, kind, returncode, _tail(err))
     raise IngestionError(DocumentErrorCode.PARSE_FAILED, MSG_FAILED)
 
 
@@ -204,4 +228,3 @@ def _lower_limit(which: int, soft: int, hard: int) -> None:
         hard = min(hard, current_hard)
         soft = min(soft, hard)
     resource.setrlimit(which, (soft, hard))
-

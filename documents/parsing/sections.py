@@ -3,24 +3,26 @@ text-encoding rule (also used by upload validation), the section builder and Mar
 
 No Django here: the sandboxed child imports this module without settings.
 """
+
 from __future__ import annotations
 
 import codecs
 import re
 from dataclasses import asdict, dataclass, field
 
-from documents.errors import IngestionError
 from documents.error_codes import DocumentErrorCode
+from documents.errors import IngestionError
 
-MSG_BAD_ENCODING = ("This file is not valid UTF-8 text. Open it in a text editor, save it as UTF-8, "
-                    "and upload it again.")
-MSG_NUL_BYTES = ("This file contains binary data (NUL bytes), so it is not plain text. Save it as UTF-8 "
-                 "text and upload it again.")
+MSG_BAD_ENCODING = "This file is not valid UTF-8 text. Open it in a text editor, save it as UTF-8, and upload it again."
+MSG_NUL_BYTES = (
+    "This file contains binary data (NUL bytes), so it is not plain text. Save it as UTF-8 text and upload it again."
+)
 
 
 @dataclass
 class Section:
     """A run of text under one heading path; pages are 1-based and inclusive (None: no pages)."""
+
     text: str
     heading_path: list[str] = field(default_factory=list)
     page_start: int | None = None
@@ -34,6 +36,7 @@ class Section:
 class ParsedDocument:
     """What a parser found: a title ("" when none was found) and sections in reading order;
     `notes` are what a person should know about a partial read (pages OCR skipped)."""
+
     title: str
     sections: list[Section] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -43,8 +46,9 @@ class ParsedDocument:
 
     @classmethod
     def from_dict(cls, data: dict) -> ParsedDocument:
-        return cls(title=data["title"], sections=[Section(**s) for s in data["sections"]],
-                   notes=list(data.get("notes") or []))
+        return cls(
+            title=data["title"], sections=[Section(**s) for s in data["sections"]], notes=list(data.get("notes") or [])
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -105,8 +109,10 @@ def squeeze_blank_lines(text: str) -> str:
 # A word broken at a line end with a hyphen ("identi-\ncal"), and the first halves that keep
 # theirs when nothing else in the text says which it is ("well-\nknown", "self-\ncontained").
 _LINE_END_HYPHEN = re.compile(r"\b([A-Za-z]+)-[ \t]*\n[ \t]*([A-Za-z0-9]\w*)")
-_HYPHEN_PREFIXES = frozenset("""well self non ill all half cross long short high low full ever so free first second
-third one two three four five user end built read write run""".split())
+_HYPHEN_PREFIXES = frozenset(
+    """well self non ill all half cross long short high low full ever so free first second
+third one two three four five user end built read write run""".split()
+)
 
 
 def dehyphenate(text: str) -> str:

@@ -1,4 +1,5 @@
 """Plain text (.txt): the whole file as one section without headings."""
+
 from __future__ import annotations
 
 from documents.parsing.sections import ParsedDocument, Section, read_text, squeeze_blank_lines

@@ -8,6 +8,7 @@ parse_xlsx, so importing this module stays cheap.
 
 No Django here: the sandboxed child imports this module without settings.
 """
+
 from __future__ import annotations
 
 import datetime
@@ -15,21 +16,25 @@ import logging
 import zipfile
 import zlib
 
+from documents.error_codes import DocumentErrorCode
 from documents.errors import IngestionError
 from documents.parsing.archives import check_office_package
 from documents.parsing.csv_format import table_sections
 from documents.parsing.sections import ParsedDocument
-from documents.error_codes import DocumentErrorCode
 
 logger = logging.getLogger("groundwork.documents.parsing")
 
-MSG_XLSX_CORRUPT = ("This Excel workbook is damaged and could not be read. Open it in Excel, save it again "
-                    "as .xlsx (or save the sheets as CSV), and upload that.")
+MSG_XLSX_CORRUPT = (
+    "This Excel workbook is damaged and could not be read. Open it in Excel, save it again "
+    "as .xlsx (or save the sheets as CSV), and upload that."
+)
 # Far beyond any sheet a person reads, well within the parser's memory limit.
 XLSX_MAX_CELLS = 1_000_000
-MSG_XLSX_TOO_MANY_CELLS = (f"This workbook has more than {XLSX_MAX_CELLS:,} filled cells, more than Groundwork "
-                           "reads from one file. Split it into smaller workbooks (or save the sheets you need as "
-                           "CSV) and upload those.")
+MSG_XLSX_TOO_MANY_CELLS = (
+    f"This workbook has more than {XLSX_MAX_CELLS:,} filled cells, more than Groundwork "
+    "reads from one file. Split it into smaller workbooks (or save the sheets you need as "
+    "CSV) and upload those."
+)
 # Merged ranges are filled with their value (so every row keeps its merged label), but only
 # within the rows and columns the sheet really has, and only up to this many cells.
 MERGE_FILL_MAX_CELLS = 1_000_000
@@ -58,8 +63,18 @@ def parse_xlsx(path: str, fallback_title: str) -> ParsedDocument:
                 workbook.close()
     except IngestionError:
         raise
-    except (InvalidFileException, zipfile.BadZipFile, zlib.error, KeyError, ValueError, TypeError,
-            AttributeError, IndexError, EOFError, SyntaxError) as exc:
+    except (
+        InvalidFileException,
+        zipfile.BadZipFile,
+        zlib.error,
+        KeyError,
+        ValueError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        EOFError,
+        SyntaxError,
+    ) as exc:
         # lxml's XMLSyntaxError is a SyntaxError; openpyxl raises the others on broken parts.
         logger.warning("unreadable xlsx %s: %r", path, exc)
         raise IngestionError(DocumentErrorCode.CORRUPT_FILE, MSG_XLSX_CORRUPT) from None
@@ -75,9 +90,14 @@ def _sheet_rows(workbook, sheet, cells: int) -> tuple[list[list[str]], int]:
 
     by_row: dict[int, dict[int, str]] = {}
     with sheet._get_source() as source:
-        parser = WorkSheetParser(source, sheet._shared_strings, data_only=True, epoch=workbook.epoch,
-                                 date_formats=workbook._date_formats,
-                                 timedelta_formats=workbook._timedelta_formats)
+        parser = WorkSheetParser(
+            source,
+            sheet._shared_strings,
+            data_only=True,
+            epoch=workbook.epoch,
+            date_formats=workbook._date_formats,
+            timedelta_formats=workbook._timedelta_formats,
+        )
         for row_index, row in parser.parse():
             values = {cell["column"]: _cell_text(cell["value"]) for cell in row if cell["value"] is not None}
             values = {column: text for column, text in values.items() if text.strip()}

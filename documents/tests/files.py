@@ -1,5 +1,6 @@
 """Real files for the tests, made here: PDFs written by hand (pypdf adds outlines and
 encryption), DOCX with python-docx; plus the real Debian PDF in fixtures/."""
+
 from __future__ import annotations
 
 import io
@@ -28,8 +29,10 @@ def make_pdf(pages: list[str], *, title: str | None = None) -> bytes:
             operations.append(b"(" + escaped + b") Tj T*")
         operations.append(b"ET")
         stream = b"\n".join(operations) if text else b"0 0 1 rg 10 10 100 100 re f"
-        objects[page_id] = (b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-                            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (page_id + 1))
+        objects[page_id] = (
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Resources << /Font << /F1 3 0 R >> >> /Contents %d 0 R >>" % (page_id + 1)
+        )
         objects[page_id + 1] = b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream"
     info_id = None
     if title is not None:

@@ -2,6 +2,7 @@
 pypdfium2 and saved by Pillow as PNG/JPEG/WebP/TIFF, and scanned PDFs built from such
 renders (pages that are only a picture, no text layer). Nothing here fakes an OCR result:
 the text must be read back from pixels."""
+
 from __future__ import annotations
 
 import io

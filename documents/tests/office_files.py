@@ -1,6 +1,7 @@
 """Real spreadsheets and slide decks for the tests, made with their libraries: openpyxl
 (sheets, merged cells, empty sheets), XlsxWriter (formulas with the cached values Excel
 stores; openpyxl cannot write those) and python-pptx (slides, tables, notes)."""
+
 from __future__ import annotations
 
 import datetime

@@ -1,5 +1,6 @@
 """The chunker's guarantees, checked on built documents: no cut words, bounded sizes,
 overlaps, page ranges, heading paths, CSV headers in every chunk, determinism, speed."""
+
 from __future__ import annotations
 
 import random
@@ -19,9 +20,35 @@ def words(text: str) -> int:
 def prose(seed: int, paragraphs: int, *, wrap: int | None = None) -> str:
     """Random sentences in paragraphs; `wrap` hard-wraps lines like PDF or e-mail text."""
     rng = random.Random(seed)
-    vocabulary = ["alpha", "beta", "gamma", "delta", "epsilon", "kappa", "lambda", "omega", "sigma",
-                  "tau", "upsilon", "zeta", "theta", "iota", "rho", "phi", "chi", "psi", "mu", "nu",
-                  "extraordinarily", "a", "I", "of", "to", "configuration", "it"]
+    vocabulary = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "epsilon",
+        "kappa",
+        "lambda",
+        "omega",
+        "sigma",
+        "tau",
+        "upsilon",
+        "zeta",
+        "theta",
+        "iota",
+        "rho",
+        "phi",
+        "chi",
+        "psi",
+        "mu",
+        "nu",
+        "extraordinarily",
+        "a",
+        "I",
+        "of",
+        "to",
+        "configuration",
+        "it",
+    ]
     blocks = []
     for _ in range(paragraphs):
         sentences = []
@@ -59,8 +86,8 @@ def locate(text: str, chunks: list[ChunkDraft]) -> list[tuple[int, int]]:
 
 def assert_clean_cuts(text: str, spans: list[tuple[int, int]]) -> None:
     for start, end in spans:
-        assert start == 0 or text[start - 1].isspace(), f"cut before {text[start - 5:start + 10]!r}"
-        assert end == len(text) or text[end].isspace(), f"cut after {text[end - 10:end + 5]!r}"
+        assert start == 0 or text[start - 1].isspace(), f"cut before {text[start - 5 : start + 10]!r}"
+        assert end == len(text) or text[end].isspace(), f"cut after {text[end - 10 : end + 5]!r}"
         assert not text[start].isspace() and not text[end - 1].isspace()
 
 
@@ -160,11 +187,14 @@ def test_chunking_is_deterministic():
 
 
 def test_chunks_never_span_sections_and_keep_heading_paths():
-    parsed = ParsedDocument(title="Guide", sections=[
-        Section(text="Preface text.", heading_path=[]),
-        Section(text="# Install\n\n" + prose(6, paragraphs=8), heading_path=["Install"]),
-        Section(text="## Linux\n\nUse the package manager.", heading_path=["Install", "Linux"]),
-    ])
+    parsed = ParsedDocument(
+        title="Guide",
+        sections=[
+            Section(text="Preface text.", heading_path=[]),
+            Section(text="# Install\n\n" + prose(6, paragraphs=8), heading_path=["Install"]),
+            Section(text="## Linux\n\nUse the package manager.", heading_path=["Install", "Linux"]),
+        ],
+    )
     chunks = chunk_document(parsed, size=500, overlap=100, count_tokens=words)
     assert chunks[0].content == "Preface text." and chunks[0].heading_path == []
     install = [c for c in chunks if c.heading_path == ["Install"]]
@@ -177,8 +207,12 @@ def test_chunks_never_span_sections_and_keep_heading_paths():
 
 def test_pdf_pages_flow_together_and_page_ranges_follow_the_text():
     pages = [prose(10 + n, paragraphs=3, wrap=80) for n in range(6)]
-    parsed = ParsedDocument(title="P", sections=[
-        Section(text=t, heading_path=["Chapter"], page_start=n + 1, page_end=n + 1) for n, t in enumerate(pages)])
+    parsed = ParsedDocument(
+        title="P",
+        sections=[
+            Section(text=t, heading_path=["Chapter"], page_start=n + 1, page_end=n + 1) for n, t in enumerate(pages)
+        ],
+    )
     chunks = chunk_document(parsed, size=800, overlap=200, count_tokens=words)
     flow = "\n".join(pages)
     page_starts = [flow.index(p) for p in pages]
@@ -195,11 +229,14 @@ def test_pdf_pages_flow_together_and_page_ranges_follow_the_text():
 
 
 def test_pages_under_different_headings_do_not_flow_together():
-    parsed = ParsedDocument(title="P", sections=[
-        Section(text="End of chapter one.", heading_path=["One"], page_start=1, page_end=1),
-        Section(text="Start of chapter two.", heading_path=["Two"], page_start=1, page_end=1),
-        Section(text="More of two.", heading_path=["Two"], page_start=2, page_end=2),
-    ])
+    parsed = ParsedDocument(
+        title="P",
+        sections=[
+            Section(text="End of chapter one.", heading_path=["One"], page_start=1, page_end=1),
+            Section(text="Start of chapter two.", heading_path=["Two"], page_start=1, page_end=1),
+            Section(text="More of two.", heading_path=["Two"], page_start=2, page_end=2),
+        ],
+    )
     chunks = chunk_document(parsed, size=800, overlap=200, count_tokens=words)
     assert [(c.content, c.heading_path, c.page_start, c.page_end) for c in chunks] == [
         ("End of chapter one.", ["One"], 1, 1),
@@ -213,15 +250,16 @@ def test_pages_under_different_headings_do_not_flow_together():
 def test_every_chunk_of_a_table_starts_with_its_header():
     header = "| id | name | comment |\n| --- | --- | --- |"
     rows = [f"| {i} | Person {i} | {'some words ' * (i % 7)}|" for i in range(300)]
-    parsed = ParsedDocument(title="people", sections=[Section(text=header + "\n" + "\n".join(rows),
-                                                              heading_path=["people"])])
+    parsed = ParsedDocument(
+        title="people", sections=[Section(text=header + "\n" + "\n".join(rows), heading_path=["people"])]
+    )
     for size, overlap in [(800, 200), (300, 100), (120, 20)]:
         chunks = chunk_document(parsed, size=size, overlap=overlap, count_tokens=words)
         seen = set()
         for chunk in chunks:
             assert chunk.content.startswith(header + "\n")
             assert chunk.heading_path == ["people"]
-            body = chunk.content[len(header) + 1:].split("\n")
+            body = chunk.content[len(header) + 1 :].split("\n")
             # Rows up to ~100 characters fit a 300-character chunk whole; a chunk smaller
             # than a row must split it, and still repeats the header.
             if size >= 300:
@@ -235,19 +273,22 @@ def test_a_table_that_fits_is_one_chunk_and_a_header_alone_is_kept():
     table = "| a | b |\n| --- | --- |\n| 1 | 2 |"
     assert [c.content for c in chunk_document(single(table), count_tokens=words)] == [table]
     assert [c.content for c in chunk_document(single("| a | b |\n| --- | --- |"), count_tokens=words)] == [
-        "| a | b |\n| --- | --- |"]
+        "| a | b |\n| --- | --- |"
+    ]
 
 
 # --- embedding text -------------------------------------------------------------------
 
 
 def test_embedding_text_prepends_title_and_heading_path():
-    chunk = ChunkDraft(index=0, content="Body.", token_count=1, page_start=None, page_end=None,
-                       heading_path=["Install", "Linux"])
+    chunk = ChunkDraft(
+        index=0, content="Body.", token_count=1, page_start=None, page_end=None, heading_path=["Install", "Linux"]
+    )
     assert embedding_text(chunk, "Guide") == "Guide > Install > Linux\n\nBody."
     assert chunk.content == "Body."
-    csv_chunk = ChunkDraft(index=0, content="| a |", token_count=2, page_start=None, page_end=None,
-                           heading_path=["people"])
+    csv_chunk = ChunkDraft(
+        index=0, content="| a |", token_count=2, page_start=None, page_end=None, heading_path=["people"]
+    )
     assert embedding_text(csv_chunk, "people") == "people\n\n| a |"
     bare = ChunkDraft(index=0, content="x", token_count=1, page_start=None, page_end=None, heading_path=[])
     assert embedding_text(bare, "") == "x"
@@ -270,14 +311,20 @@ def _fastest(run, tries: int = 3) -> float:
 # here; these tests check that chunking grows linearly: twice the text takes about twice the
 # time (a quadratic step would take four times as long), whatever the machine's load.
 
+
 def test_a_300_page_megabyte_chunks_in_linear_time():
     pages = [prose(1000 + n, paragraphs=4, wrap=90) for n in range(300)]
     scale = max(1, 1_000_000 // sum(len(p) for p in pages) + 1)
     pages = [("\n\n".join([p] * scale)) for p in pages]
 
     def parsed(count):
-        return ParsedDocument(title="Big", sections=[
-            Section(text=t, heading_path=[], page_start=n + 1, page_end=n + 1) for n, t in enumerate(pages[:count])])
+        return ParsedDocument(
+            title="Big",
+            sections=[
+                Section(text=t, heading_path=[], page_start=n + 1, page_end=n + 1) for n, t in enumerate(pages[:count])
+            ],
+        )
+
     assert sum(len(p) for p in pages) >= 1_000_000
     half, whole = parsed(150), parsed(300)
     chunks = chunk_document(whole, size=800, overlap=200, count_tokens=words)

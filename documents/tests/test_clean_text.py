@@ -1,5 +1,6 @@
 """Real documents read cleanly: a PDF's line-end hyphenation is joined when it is parsed
 (real hyphens kept), and a deck's notes that carry their own label are not labelled twice."""
+
 from __future__ import annotations
 
 import pptx

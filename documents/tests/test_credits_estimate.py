@@ -8,6 +8,7 @@ it the comparison would measure nothing. The local server reports what the produ
 with each bundled model: MiniLM's [CLS] and [SEP] per input, each input cut at 256 tokens;
 e5's "passage: " prefix and specials, nothing cut.
 """
+
 import csv
 import io
 
@@ -20,10 +21,10 @@ from documents.models import Chunk, Document
 from documents.tests.files import DEBIAN_PDF, docx_bytes
 from documents.tests.images import image_file
 from documents.tests.office_files import make_pptx, make_xlsx
-from llm.local_models import MAX_SEQ_LEN
 from llm.embedding_tokens import input_tokens
-from llm.tokens import count_tokens
+from llm.local_models import MAX_SEQ_LEN
 from llm.tests.test_local_server import server  # noqa: F401  (the real local model server, per module)
+from llm.tokens import count_tokens
 
 pytestmark = pytest.mark.slow
 
@@ -44,8 +45,12 @@ def ingest(account_a, server, settings, upload_and_ingest):  # noqa: F811
 def _markdown() -> bytes:
     sections = []
     for n in range(1, 7):
-        sections.append(f"## Section {n}\n\n" + " ".join(
-            f"Paragraph {n}.{s} explains how the team reviews invoices, approvals and refunds." for s in range(12)))
+        sections.append(
+            f"## Section {n}\n\n"
+            + " ".join(
+                f"Paragraph {n}.{s} explains how the team reviews invoices, approvals and refunds." for s in range(12)
+            )
+        )
     # Hex digests split into many word pieces: some chunks pass the model's 256-token input
     # limit, where the provider stops counting (and so must the estimate).
     digests = "\n".join(f"{i:04d} " + (f"{i * 7919:x}" * 16)[:64] for i in range(60))
@@ -62,9 +67,14 @@ def _csv() -> bytes:
 
 
 def _html() -> bytes:
-    body = "".join(f"<h2>Policy {n}</h2><p>" + " ".join(
-        f"Rule {n}.{s}: refunds over {s * 10} euros need a manager's approval &amp; a receipt." for s in range(10))
-        + "</p><ul><li>First step</li><li>Second step</li></ul>" for n in range(1, 6))
+    body = "".join(
+        f"<h2>Policy {n}</h2><p>"
+        + " ".join(
+            f"Rule {n}.{s}: refunds over {s * 10} euros need a manager's approval &amp; a receipt." for s in range(10)
+        )
+        + "</p><ul><li>First step</li><li>Second step</li></ul>"
+        for n in range(1, 6)
+    )
     return f"<html><head><title>Refund policy</title></head><body><h1>Refunds</h1>{body}</body></html>".encode()
 
 
@@ -83,7 +93,9 @@ def test_estimate_is_within_two_percent_of_the_charge(ingest, account_a, tmp_pat
     assert document.status == "ready", document.error
     assert document.credits_charged > 0 and document.credits_estimate is not None
     assert abs(document.credits_estimate - document.credits_charged) / document.credits_charged <= 0.02, (
-        document.credits_estimate, document.credits_charged)
+        document.credits_estimate,
+        document.credits_charged,
+    )
 
 
 def test_long_inputs_are_counted_as_the_model_cuts_them(ingest, account_a):
@@ -114,23 +126,32 @@ def test_estimate_is_in_the_api_while_processing_and_then_the_charge(ingest, acc
 # Every kind the registry reads, for the estimate against the charge with each bundled
 # embedding model (the product's default is multilingual-e5-small: "passage: " before each
 # input, its own SentencePiece tokenizer, nothing cut at 256).
-EVERY_KIND = [*KINDS,
-              ("facilities.xlsx", lambda tmp: make_xlsx(), XLSX),
-              ("review.pptx", lambda tmp: make_pptx(slides=8), PPTX),
-              ("notice.png", lambda tmp: image_file(["Holiday requests go to the team lead.",
-                                                     "Unused holiday carries over until March."], "png"),
-               "image/png")]
+EVERY_KIND = [
+    *KINDS,
+    ("facilities.xlsx", lambda tmp: make_xlsx(), XLSX),
+    ("review.pptx", lambda tmp: make_pptx(slides=8), PPTX),
+    (
+        "notice.png",
+        lambda tmp: image_file(
+            ["Holiday requests go to the team lead.", "Unused holiday carries over until March."], "png"
+        ),
+        "image/png",
+    ),
+]
 MODELS = ["all-minilm-l6-v2", "multilingual-e5-small"]
 
 
 @pytest.mark.parametrize("model", MODELS)
 @pytest.mark.parametrize("name,make,content_type", EVERY_KIND, ids=[k[0] for k in EVERY_KIND])
-def test_estimate_is_within_five_percent_of_the_charge_for_each_model(ingest, account_a, settings, tmp_path, model,
-                                                                       name, make, content_type):
+def test_estimate_is_within_five_percent_of_the_charge_for_each_model(
+    ingest, account_a, settings, tmp_path, model, name, make, content_type
+):
     settings.EMBEDDING_MODEL = model  # a new account's active model
     document = ingest(name, make(tmp_path), content_type)
     assert document.status == "ready", document.error
     assert document.embedding_model == model
     assert document.credits_charged > 0 and document.credits_estimate is not None
     assert abs(document.credits_estimate - document.credits_charged) / document.credits_charged <= 0.05, (
-        document.credits_estimate, document.credits_charged)
+        document.credits_estimate,
+        document.credits_charged,
+    )

@@ -1,16 +1,21 @@
 """The documents REST API end to end: upload → queued job → ready, with the real queue,
 the real database and an OpenAI-compatible embedding server on loopback."""
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from core.tenancy import account_context
 from accounts.tests.factories import make_api_key
 from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get
+from core.tenancy import account_context
 from documents.models import Chunk, Document, EmbeddingBatch
 
-TEXT = ("# Onboarding handbook\n\n" + "New starters get a laptop and a badge on day one. " * 40 +
-        "\n\n## Holidays\n\n" + "Everyone has twenty-eight days of paid holiday a year. " * 40)
+TEXT = (
+    "# Onboarding handbook\n\n"
+    + "New starters get a laptop and a badge on day one. " * 40
+    + "\n\n## Holidays\n\n"
+    + "Everyone has twenty-eight days of paid holiday a year. " * 40
+)
 
 
 @pytest.fixture
@@ -33,17 +38,20 @@ def api(client, account_a, fake_llm, queue):
 
         def post(self, path):
             return client.post(path, **self.headers)
+
     return Api()
 
 
 @pytest.fixture
 def commit_and_run(django_capture_on_commit_callbacks, run_jobs):
     """Run a request, fire its on_commit hooks (enqueueing), then run the queued jobs."""
+
     def go(call):
         with django_capture_on_commit_callbacks(execute=True):
             response = call()
         run_jobs()
         return response
+
     return go
 
 
@@ -52,8 +60,18 @@ def test_upload_returns_202_pending_then_becomes_ready(api, commit_and_run):
     assert with_capture.status_code == 202
     body = with_capture.json()
     assert body["status"] == "pending" and body["name"] == "handbook.md"
-    assert set(body) >= {"id", "name", "content_type", "size", "status", "error", "chunk_count", "token_count",
-                         "created_at", "updated_at"}
+    assert set(body) >= {
+        "id",
+        "name",
+        "content_type",
+        "size",
+        "status",
+        "error",
+        "chunk_count",
+        "token_count",
+        "created_at",
+        "updated_at",
+    }
     detail = api.get(f"/api/v1/documents/{body['id']}/").json()
     assert detail["status"] == "ready", detail
     assert detail["chunk_count"] == len(detail["chunks"]) >= 3
@@ -91,16 +109,16 @@ def test_same_bytes_again_returns_the_existing_document(api, commit_and_run):
 
 
 def test_list_is_newest_first_and_paginated(api, commit_and_run):
-    ids = [commit_and_run(lambda i=i: api.upload(f"n{i}.txt", f"note number {i}".encode())).json()["id"]
-           for i in range(3)]
+    ids = [
+        commit_and_run(lambda i=i: api.upload(f"n{i}.txt", f"note number {i}".encode())).json()["id"] for i in range(3)
+    ]
     body = api.get("/api/v1/documents/?page_size=2").json()
     assert [d["id"] for d in body["results"]] == ids[::-1][:2] and body["next"]
     rest = api.get(body["next"]).json()
     assert [d["id"] for d in rest["results"]] == [ids[0]]
 
 
-def test_delete_hides_at_once_and_a_job_cleans_up(api, commit_and_run, django_capture_on_commit_callbacks,
-                                                 run_jobs):
+def test_delete_hides_at_once_and_a_job_cleans_up(api, commit_and_run, django_capture_on_commit_callbacks, run_jobs):
     from django.core.files.storage import default_storage
 
     doc_id = commit_and_run(lambda: api.upload("gone.txt", b"short lived text")).json()["id"]
@@ -128,21 +146,28 @@ def test_reindex_makes_a_new_revision_and_charges_it(api, commit_and_run):
     detail = api.get(f"/api/v1/documents/{doc_id}/").json()
     assert detail["status"] == "ready" and detail["revision"] == 2
     with account_context(api.account):
-        keys = set(CreditLedgerEntry.objects.for_account(api.account).filter(kind="embedding")
-                   .values_list("idempotency_key", flat=True))
+        keys = set(
+            CreditLedgerEntry.objects.for_account(api.account)
+            .filter(kind="embedding")
+            .values_list("idempotency_key", flat=True)
+        )
         assert keys == {f"ingest:{doc_id}:1", f"ingest:{doc_id}:2"}
-        assert set(Chunk.objects.for_account(api.account).filter(document_id=doc_id)
-                   .values_list("revision", flat=True)) == {2}
+        assert set(
+            Chunk.objects.for_account(api.account).filter(document_id=doc_id).values_list("revision", flat=True)
+        ) == {2}
 
 
-@pytest.mark.parametrize("name, data, content_type, status, code", [
-    ("empty.txt", b"", "text/plain", 400, "empty_file"),
-    ("old.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "application/msword", 415, "unsupported_type"),
-    ("photo.gif", b"GIF89a" + b"\0" * 100, "image/gif", 415, "unsupported_type"),
-    ("broken.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100, "image/png", 415, "type_mismatch"),
-    ("fake.txt", b"\x89PNG\r\n\x1a\n" + b"\0" * 100, "text/plain", 415, "type_mismatch"),
-    ("fake.pdf", b"just text, no pdf header", "application/pdf", 415, "type_mismatch"),
-])
+@pytest.mark.parametrize(
+    "name, data, content_type, status, code",
+    [
+        ("empty.txt", b"", "text/plain", 400, "empty_file"),
+        ("old.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "application/msword", 415, "unsupported_type"),
+        ("photo.gif", b"GIF89a" + b"\0" * 100, "image/gif", 415, "unsupported_type"),
+        ("broken.png", b"\x89PNG\r\n\x1a\n" + b"\0" * 100, "image/png", 415, "type_mismatch"),
+        ("fake.txt", b"\x89PNG\r\n\x1a\n" + b"\0" * 100, "text/plain", 415, "type_mismatch"),
+        ("fake.pdf", b"just text, no pdf header", "application/pdf", 415, "type_mismatch"),
+    ],
+)
 def test_bad_uploads_are_clear_errors_and_store_nothing(api, name, data, content_type, status, code):
     response = api.upload(name, data, content_type)
     assert response.status_code == status, response.content
@@ -160,8 +185,9 @@ def test_too_large_is_413(api, settings):
 
 def test_oversized_request_is_refused_before_reading_it(api, client, settings):
     settings.MAX_UPLOAD_BYTES = 1000
-    response = client.post("/api/v1/documents/", {"file": SimpleUploadedFile("big.txt", b"x " * 200_000)},
-                           **api.headers)
+    response = client.post(
+        "/api/v1/documents/", {"file": SimpleUploadedFile("big.txt", b"x " * 200_000)}, **api.headers
+    )
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "too_large" and "MB limit" in response.json()["error"]["message"]
 
@@ -192,8 +218,10 @@ def test_another_account_cannot_list_read_delete_or_reindex(api, commit_and_run,
 
 
 def test_account_reindex_runs_every_document_with_progress(api, commit_and_run):
-    ids = [commit_and_run(lambda i=i: api.upload(f"d{i}.txt", f"document {i} text".encode())).json()["id"]
-           for i in range(2)]
+    ids = [
+        commit_and_run(lambda i=i: api.upload(f"d{i}.txt", f"document {i} text".encode())).json()["id"]
+        for i in range(2)
+    ]
     started = commit_and_run(lambda: api.post("/api/v1/reindex/"))
     assert started.status_code == 202 and started.json()["total"] == 2
     run = api.get("/api/v1/reindex/").json()["run"]

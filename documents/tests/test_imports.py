@@ -1,5 +1,6 @@
 """No module of documents/ imports another that imports it back, directly or through a
 chain, counting imports inside functions too (they only hide a loop, they do not remove it)."""
+
 import ast
 from pathlib import Path
 
@@ -14,8 +15,11 @@ def _module_name(path: Path) -> str:
 
 
 def _modules() -> dict[str, Path]:
-    return {_module_name(path): path for path in ROOT.rglob("*.py")
-            if not {"tests", "migrations"} & set(path.relative_to(ROOT).parts)}
+    return {
+        _module_name(path): path
+        for path in ROOT.rglob("*.py")
+        if not {"tests", "migrations"} & set(path.relative_to(ROOT).parts)
+    }
 
 
 def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
@@ -28,7 +32,9 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[:len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
@@ -43,7 +49,7 @@ def _loops(graph: dict[str, set[str]]) -> list[list[str]]:
         state[node] = "open"
         for target in sorted(graph[node]):
             if state.get(target) == "open":
-                loops.append(trail[trail.index(target):] + [target])
+                loops.append(trail[trail.index(target) :] + [target])
             elif target not in state:
                 visit(target, trail + [target])
         state[node] = "done"

@@ -6,6 +6,7 @@ document. B's document must be ready before everything of A's backlog except the
 workers had already taken when B uploaded. The order is the order of completion (the
 documents' publish times), never a wall-clock bound.
 """
+
 import threading
 
 import pytest
@@ -47,8 +48,9 @@ class HoldFirstEmbeddings(FakeBackend):
 
 def _upload(account, name: str, text: str) -> Document:
     with account_context(account):
-        document, created = document_upload(account=account, actor=None,
-                                            upload=SimpleUploadedFile(name, text.encode(), content_type="text/plain"))
+        document, created = document_upload(
+            account=account, actor=None, upload=SimpleUploadedFile(name, text.encode(), content_type="text/plain")
+        )
     assert created
     return document
 
@@ -58,8 +60,9 @@ def _ready_order(*accounts) -> list[tuple[int, int]]:
     rows = []
     for account in accounts:
         with account_context(account):
-            rows += list(Document.objects.for_account(account).values_list(
-                "heartbeat_at", "account_id", "pk", "status"))
+            rows += list(
+                Document.objects.for_account(account).values_list("heartbeat_at", "account_id", "pk", "status")
+            )
     assert all(status == "ready" for *_, status in rows), rows
     return [(account_id, pk) for _, account_id, pk, _ in sorted(rows)]
 
@@ -74,8 +77,10 @@ def test_a_small_document_waits_only_for_the_jobs_already_taken(account_a, accou
         for account in (account_a, account_b):
             with account_context(account):
                 credits_grant(account=account, amount=100_000, reason="fairness test")
-        backlog = [_upload(account_a, f"a-{i}.txt", f"Backlog document {i} of account A about topic {i}.")
-                   for i in range(BACKLOG)]
+        backlog = [
+            _upload(account_a, f"a-{i}.txt", f"Backlog document {i} of account A about topic {i}.")
+            for i in range(BACKLOG)
+        ]
         env = _worker_env(server.base_url)
         processes = [_worker(env) for _ in range(workers)]
         try:
@@ -107,14 +112,21 @@ def test_a_small_document_waits_only_for_the_jobs_already_taken(account_a, accou
 
 # --- the fair claim, one job at a time (in this process: rq's job function, real queue) ---
 
+
 @pytest.fixture
 def queued(django_capture_on_commit_callbacks, queue):
     """Upload without running the queue; returns the document (its job is in the queue)."""
+
     def go(account, name: str, text: str, collection=None) -> Document:
         with account_context(account), django_capture_on_commit_callbacks(execute=True):
-            document, _ = document_upload(account=account, actor=None, collection=collection,
-                                          upload=SimpleUploadedFile(name, text.encode(), content_type="text/plain"))
+            document, _ = document_upload(
+                account=account,
+                actor=None,
+                collection=collection,
+                upload=SimpleUploadedFile(name, text.encode(), content_type="text/plain"),
+            )
         return document
+
     return go
 
 
@@ -125,6 +137,7 @@ def _status(account, document) -> str:
 
 def _next_job():
     from documents.jobs import ingest_next_document
+
     ingest_next_document()
 
 
@@ -144,8 +157,11 @@ def test_accounts_take_turns(account_a, account_b, fake_llm, queued, queue):
     # Each account paid for its own documents only, and sees only its own.
     for account, documents in ((account_a, flood), (account_b, [small])):
         with account_context(account):
-            refs = set(CreditLedgerEntry.objects.for_account(account).filter(kind="embedding")
-                       .values_list("idempotency_key", flat=True))
+            refs = set(
+                CreditLedgerEntry.objects.for_account(account)
+                .filter(kind="embedding")
+                .values_list("idempotency_key", flat=True)
+            )
             assert refs == {f"ingest:{d.pk}:1" for d in documents}
             assert set(Document.objects.for_account(account).values_list("pk", flat=True)) == {d.pk for d in documents}
 
@@ -161,8 +177,9 @@ def test_an_account_with_a_document_in_flight_waits_for_one_without(account_a, a
     assert claim_next() is None
 
 
-def test_a_document_is_ingested_once_however_many_jobs_run(account_a, fake_llm, queued, run_jobs,
-                                                           django_capture_on_commit_callbacks):
+def test_a_document_is_ingested_once_however_many_jobs_run(
+    account_a, fake_llm, queued, run_jobs, django_capture_on_commit_callbacks
+):
     from documents.jobs import enqueue_ingest
 
     document = queued(account_a, "once.txt", "One document, three jobs.")
@@ -176,8 +193,9 @@ def test_a_document_is_ingested_once_however_many_jobs_run(account_a, fake_llm, 
         assert CreditLedgerEntry.objects.for_account(account_a).filter(kind="embedding").count() == 1
 
 
-def test_deleted_and_cancelled_documents_are_not_taken(account_a, fake_llm, queued, run_jobs,
-                                                        django_capture_on_commit_callbacks):
+def test_deleted_and_cancelled_documents_are_not_taken(
+    account_a, fake_llm, queued, run_jobs, django_capture_on_commit_callbacks
+):
     from documents import services
 
     deleted = queued(account_a, "deleted.txt", "This one is deleted before a worker takes it.")
@@ -215,7 +233,8 @@ def test_a_reindex_runs_document_is_left_to_the_run(account_a, owner_a, fake_llm
         # The run has given the document its new revision and is about to claim it itself.
         revision = _bump_revision(account_a.pk, document.pk)
         ReindexRun.objects.for_account(account_a).filter(pk=run.pk).update(
-            current_document_id=document.pk, current_revision=revision)
+            current_document_id=document.pk, current_revision=revision
+        )
     assert claim_next() is None  # a fair job does not take it from the run
     reindex_run(account_id=account_a.pk, run_id=run.pk)
     with account_context(account_a):
@@ -225,6 +244,7 @@ def test_a_reindex_runs_document_is_left_to_the_run(account_a, owner_a, fake_llm
 
 # --- the lanes (documents.models.IngestionLane): the claim's order, kept by the database ---
 
+
 def _lane(account) -> dict | None:
     from documents.models import IngestionLane
 
@@ -233,7 +253,8 @@ def _lane(account) -> dict | None:
 
 
 def test_a_pending_document_marks_its_lane_waiting_and_a_claim_with_nothing_left_marks_it_idle(
-        account_a, account_b, owner_a, fake_llm, queued, django_capture_on_commit_callbacks):
+    account_a, account_b, owner_a, fake_llm, queued, django_capture_on_commit_callbacks
+):
     from core.tenancy import dangerously_bypass_tenancy
     from documents.ingestion_queue import claim_next
     from documents.models import IngestionLane
@@ -297,7 +318,8 @@ def test_the_fair_order_holds_across_many_waiting_accounts(db, fake_llm, queued)
 
 @pytest.mark.django_db(transaction=True)
 def test_a_document_that_becomes_pending_while_a_claim_marks_the_lane_idle_keeps_it_waiting(
-        account_a, fake_llm, queued):
+    account_a, fake_llm, queued
+):
     """The lost wake-up: a claim finds nothing pending and marks the lane idle while an upload
     of the same account is committing. The upload's trigger waits for the claim's lane lock
     and marks the lane waiting after it, so the new document is taken."""
@@ -343,8 +365,10 @@ def test_a_document_that_becomes_pending_while_a_claim_marks_the_lane_idle_keeps
     # The upload's trigger is waiting for the claim's lane lock (a lock wait, seen from here).
     with connection.cursor() as cursor:
         for _ in range(600):
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                           "AND datname = current_database() AND query LIKE 'INSERT INTO \"documents_document\"%%'")
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                "AND datname = current_database() AND query LIKE 'INSERT INTO \"documents_document\"%%'"
+            )
             if cursor.fetchone()[0]:
                 break
             threading.Event().wait(0.05)

@@ -1,6 +1,7 @@
 """The kind registry is the one source of supported kinds: every registered kind is read
 by a parser (in process and in the sandbox) and accepted by upload validation under each of
 its extensions and declared MIME types."""
+
 from __future__ import annotations
 
 import io
@@ -11,8 +12,8 @@ import pytest
 from documents.kinds import KIND_BY_EXTENSION, KINDS, SUPPORTED_SUMMARY, DocumentKind
 from documents.parsing import PARSERS, parse_file, parse_in_sandbox
 from documents.tests.files import make_docx, make_pdf, write
-from documents.tests.office_files import make_pptx, make_xlsx
 from documents.tests.images import image_file
+from documents.tests.office_files import make_pptx, make_xlsx
 from documents.validation import validate_upload
 
 SAMPLES = {
@@ -27,8 +28,12 @@ SAMPLES = {
 }
 
 # Images: a page of a real text PDF rendered and saved in each format (read back by OCR).
-SAMPLES.update({kind: (lambda tmp_path, kind=kind: image_file(["Registry sample text."], kind))
-                for kind in ("png", "jpeg", "webp", "tiff")})
+SAMPLES.update(
+    {
+        kind: (lambda tmp_path, kind=kind: image_file(["Registry sample text."], kind))
+        for kind in ("png", "jpeg", "webp", "tiff")
+    }
+)
 
 
 def test_every_registered_kind_has_a_sample_here():
@@ -43,8 +48,14 @@ def test_every_kind_has_a_parser_and_is_accepted_by_validation(kind: DocumentKin
         assert KIND_BY_EXTENSION[extension] is kind
         for declared in sorted(kind.declared_types) + [None]:
             stream = io.BytesIO(data)
-            result = validate_upload(name=f"sample{extension}", declared_type=declared, data_head=data[:8192],
-                                     size=len(data), max_bytes=len(data), open_file=lambda stream=stream: stream)
+            result = validate_upload(
+                name=f"sample{extension}",
+                declared_type=declared,
+                data_head=data[:8192],
+                size=len(data),
+                max_bytes=len(data),
+                open_file=lambda stream=stream: stream,
+            )
             assert (result.kind, result.content_type) == (kind.name, kind.content_type)
     path = write(tmp_path, f"stored{kind.extensions[0]}", data)
     parsed = parse_file(path, kind.name, filename=f"sample{kind.extensions[0]}")

@@ -2,6 +2,7 @@
 `?chunk=N` opens the page holding chunk N with it highlighted, table chunks show as tables
 (escaped), the REST detail keeps every chunk; Reindex from the list returns to the list as
 it was; the list says what each document was charged."""
+
 from __future__ import annotations
 
 import re
@@ -39,7 +40,11 @@ def test_chunks_are_paginated(client_a, long_document, django_assert_max_num_que
         html = client_a.get(f"/documents/{long_document.pk}/").content.decode()
     assert _chunk_ids(html) == list(range(CHUNKS_PER_PAGE))
     pages = -(-long_document.chunk_count // CHUNKS_PER_PAGE)
-    assert f'of {pages}</span>' in html and 'rel="next"' in html and f"({long_document.chunk_count}: #0–#24 on this page)" in html
+    assert (
+        f"of {pages}</span>" in html
+        and 'rel="next"' in html
+        and f"({long_document.chunk_count}: #0–#24 on this page)" in html
+    )
     second = client_a.get(f"/documents/{long_document.pk}/?page=2").content.decode()
     assert _chunk_ids(second) == list(range(CHUNKS_PER_PAGE, 2 * CHUNKS_PER_PAGE))
     last = client_a.get(f"/documents/{long_document.pk}/?page=9999").content.decode()
@@ -56,8 +61,9 @@ def test_a_citation_opens_the_page_of_its_chunk_highlighted(client_a, long_docum
     assert "no longer in this document" in gone and "chunk highlight" not in gone
 
 
-@pytest.mark.parametrize("query", ["chunk=abc", "chunk=-4", "chunk=999999999999999999999999", "page=abc",
-                                   "page=-1", "chunk=&page="])
+@pytest.mark.parametrize(
+    "query", ["chunk=abc", "chunk=-4", "chunk=999999999999999999999999", "page=abc", "page=-1", "chunk=&page="]
+)
 def test_bad_chunk_and_page_values_show_the_first_page(client_a, long_document, query):
     response = client_a.get(f"/documents/{long_document.pk}/?{query}")
     assert response.status_code == 200
@@ -88,8 +94,12 @@ def test_another_account_gets_404_for_a_cited_chunk(client, owner_b, long_docume
 def test_slides_are_labelled_slide_on_the_page(client_a, account_a, fake_llm, upload_and_ingest):
     from documents.tests.office_files import make_pptx
 
-    deck = upload_and_ingest(account_a, "review.pptx", make_pptx(),
-                             "application/vnd.openxmlformats-officedocument.presentationml.presentation")
+    deck = upload_and_ingest(
+        account_a,
+        "review.pptx",
+        make_pptx(),
+        "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    )
     html = client_a.get(f"/documents/{deck.pk}/?chunk=1").content.decode()
     assert "<span>slide 2</span>" in html and "<span>Warehouse metrics</span>" in html
     assert '<td data-label="Site">Leeds</td>' in html
@@ -98,8 +108,9 @@ def test_slides_are_labelled_slide_on_the_page(client_a, account_a, fake_llm, up
 # --- Knowledge base list ------------------------------------------------------------------
 
 
-def test_reindex_from_the_list_returns_to_the_list_with_its_filters(client_a, account_a, fake_llm, upload_and_ingest,
-                                                                   django_capture_on_commit_callbacks):
+def test_reindex_from_the_list_returns_to_the_list_with_its_filters(
+    client_a, account_a, fake_llm, upload_and_ingest, django_capture_on_commit_callbacks
+):
     document = upload_and_ingest(account_a, "notes.txt", b"Our office opens at nine.")
     listing = "/documents/?q=notes&status=ready"
     page = client_a.get(listing).content.decode()
@@ -116,8 +127,8 @@ def test_reindex_from_the_list_returns_to_the_list_with_its_filters(client_a, ac
 
 
 def _row(html: str, document_id: int) -> str:
-    row = html[html.index(f'<tr data-document-id="{document_id}">'):]
-    return row[:row.index("</tr>")]
+    row = html[html.index(f'<tr data-document-id="{document_id}">') :]
+    return row[: row.index("</tr>")]
 
 
 def _charged(account, document) -> tuple[int, int]:
@@ -127,7 +138,8 @@ def _charged(account, document) -> tuple[int, int]:
 
     with account_context(account):
         entry = CreditLedgerEntry.objects.for_account(account).get(
-            reference=references.document(document.pk, document.revision), kind="embedding")
+            reference=references.document(document.pk, document.revision), kind="embedding"
+        )
     return entry.tokens, -entry.delta
 
 
@@ -136,22 +148,29 @@ def test_the_list_says_what_was_charged(client_a, account_a, fake_llm, upload_an
     html = client_a.get("/documents/").content.decode()
     assert "Tokens embedded · credits charged" in html
     tokens, credits = _charged(account_a, document)
-    assert (f'<span data-field="embedding_tokens">{tokens:,}</span> '
-            f'<span data-field="token_word">tokens</span> · '
-            f'<span data-field="credits_charged">{credits:,}</span> '
-            f'<span data-field="credit_word">credits</span>') in _row(html, document.pk)
+    assert (
+        f'<span data-field="embedding_tokens">{tokens:,}</span> '
+        f'<span data-field="token_word">tokens</span> · '
+        f'<span data-field="credits_charged">{credits:,}</span> '
+        f'<span data-field="credit_word">credits</span>'
+    ) in _row(html, document.pk)
     assert document.credits_charged == credits > 0
 
 
-def test_a_docx_row_shows_the_tokens_the_ledger_charged_not_its_texts_own_count(client_a, account_a, fake_llm,
-                                                                                 upload_and_ingest, tmp_path):
+def test_a_docx_row_shows_the_tokens_the_ledger_charged_not_its_texts_own_count(
+    client_a, account_a, fake_llm, upload_and_ingest, tmp_path
+):
     """A DOCX's row said "350 tokens · 489 credits" while every page says 1 credit = 1 token and
     the ledger said 489 tokens: the row counted its chunks' own text, the charge what was
     embedded (each passage with its title and headings, overlaps counted in each passage)."""
     from documents.tests.files import docx_bytes
 
-    document = upload_and_ingest(account_a, "report.docx", docx_bytes(tmp_path),
-                                 "application/vnd.openxmlformats-officedocument.wordprocessingml.document")
+    document = upload_and_ingest(
+        account_a,
+        "report.docx",
+        docx_bytes(tmp_path),
+        "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+    )
     tokens, credits = _charged(account_a, document)
     assert document.status == "ready" and document.token_count != tokens  # the two counts differ
     row = _row(client_a.get("/documents/").content.decode(), document.pk)

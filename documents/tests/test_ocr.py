@@ -4,6 +4,7 @@ for its readers only, and a vision model's description paid in credits.
 
 Every picture is real: pages of a text PDF rendered by pypdfium2 and saved by Pillow
 (documents/tests/images.py); the text must be read back from the pixels."""
+
 from __future__ import annotations
 
 import io
@@ -21,16 +22,18 @@ from documents.chunking import chunk_document
 from documents.errors import IngestionError, UploadRejected
 from documents.models import Chunk, Document, Status
 from documents.parsing import ParsedDocument, Section, parse_in_sandbox
-from retrieval.search.query import hybrid_search
 from documents.services import collection_create, document_upload
 from documents.tests.files import make_pdf, write
 from documents.tests.images import CONTENT_TYPES, EXTENSIONS, image_file, scanned_pdf
 from llm.fake_server import IMAGE_TOKENS, fake_embedding
 from llm.tokens import count_tokens
+from retrieval.search.query import hybrid_search
 
 IMAGE_LINES = ["Invoice number 4471 for zebrafish feed", "Total due: 380 euros"]
-SCANNED_PAGES = [f"Page {i} of the scanned handbook.\nThe pangolin policy number {1000 + i} applies.\n"
-                 "Every member reads this page." for i in (1, 2, 3)]
+SCANNED_PAGES = [
+    f"Page {i} of the scanned handbook.\nThe pangolin policy number {1000 + i} applies.\nEvery member reads this page."
+    for i in (1, 2, 3)
+]
 
 
 def _words(text: str) -> set[str]:
@@ -43,6 +46,7 @@ def _search(account, query):
 
 
 # --- parsing in the sandbox ----------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", ["png", "jpeg", "webp", "tiff"])
 def test_each_image_type_is_read_by_ocr_in_the_sandbox(tmp_path, kind):
@@ -59,7 +63,8 @@ def test_a_scanned_pdf_is_read_page_by_page_by_ocr(tmp_path):
     assert [(s.page_start, s.text_source) for s in parsed.sections] == [(1, "ocr"), (2, "ocr"), (3, "ocr")]
     for number, section in enumerate(parsed.sections, start=1):
         assert {"page", str(number), "scanned", "handbook", "pangolin", "policy", str(1000 + number)} <= _words(
-            section.text)
+            section.text
+        )
     assert parsed.notes == []
 
 
@@ -97,7 +102,7 @@ def test_an_image_over_the_pixel_limit_is_refused_before_it_is_decoded(tmp_path)
 def test_a_damaged_image_is_a_clear_error(tmp_path):
     data = image_file(IMAGE_LINES, "png")
     with pytest.raises(IngestionError) as info:
-        parse_in_sandbox(write(tmp_path, "cut.png", data[:len(data) // 2]), "png", timeout_s=300)
+        parse_in_sandbox(write(tmp_path, "cut.png", data[: len(data) // 2]), "png", timeout_s=300)
     assert info.value.code == "corrupt_file"
     assert info.value.message.startswith("This image is damaged and could not be read.")
 
@@ -118,12 +123,19 @@ def test_parsed_notes_and_sources_survive_the_sandbox_report():
 
 # --- upload validation ---------------------------------------------------------------------
 
+
 def _validate(name, data, declared):
     from documents.validation import validate_upload
 
     stream = io.BytesIO(data)
-    return validate_upload(name=name, declared_type=declared, data_head=data[:8192], size=len(data),
-                           max_bytes=25 * 1024 * 1024, open_file=lambda: stream)
+    return validate_upload(
+        name=name,
+        declared_type=declared,
+        data_head=data[:8192],
+        size=len(data),
+        max_bytes=25 * 1024 * 1024,
+        open_file=lambda: stream,
+    )
 
 
 def test_upload_refuses_a_huge_image_a_fake_image_and_an_image_of_another_format():
@@ -145,11 +157,13 @@ def test_upload_refuses_a_huge_image_a_fake_image_and_an_image_of_another_format
 
 # --- the pipeline --------------------------------------------------------------------------
 
+
 @pytest.mark.django_db
 @pytest.mark.parametrize("kind", ["png", "jpeg", "webp", "tiff"])
 def test_each_image_type_ingests_and_is_searchable_by_a_word_in_it(account_a, fake_llm, upload_and_ingest, kind):
-    document = upload_and_ingest(account_a, "invoice" + EXTENSIONS[kind], image_file(IMAGE_LINES, kind),
-                                 CONTENT_TYPES[kind])
+    document = upload_and_ingest(
+        account_a, "invoice" + EXTENSIONS[kind], image_file(IMAGE_LINES, kind), CONTENT_TYPES[kind]
+    )
     assert (document.status, document.kind, document.error) == (Status.READY, kind, "")
     with account_context(account_a):
         chunks = list(Chunk.objects.for_account(account_a).filter(document=document))
@@ -164,8 +178,9 @@ def test_a_scanned_pdf_becomes_searchable_and_its_citations_say_ocr(account_a, f
     document = upload_and_ingest(account_a, "scan.pdf", scanned_pdf(SCANNED_PAGES), "application/pdf")
     assert (document.status, document.page_count, document.error) == (Status.READY, 3, "")
     with account_context(account_a):
-        sources = set(Chunk.objects.for_account(account_a).filter(document=document).values_list("text_source",
-                                                                                                   flat=True))
+        sources = set(
+            Chunk.objects.for_account(account_a).filter(document=document).values_list("text_source", flat=True)
+        )
     assert sources == {"ocr"}
     assert any(h.document_id == document.pk for h in _search(account_a, "pangolin policy"))
 
@@ -180,13 +195,13 @@ def test_a_scanned_pdf_becomes_searchable_and_its_citations_say_ocr(account_a, f
 
 @pytest.mark.django_db
 def test_a_text_pdfs_citations_do_not_say_ocr(account_a, fake_llm, upload_and_ingest):
-    upload_and_ingest(account_a, "memo.pdf", make_pdf(["The walrus budget is approved for March."]),
-                      "application/pdf")
+    upload_and_ingest(account_a, "memo.pdf", make_pdf(["The walrus budget is approved for March."]), "application/pdf")
     fake_llm.answer = "It is approved [Document 1]."
     api = APIClient()
     api.credentials(HTTP_AUTHORIZATION=f"Bearer {make_api_key(account_a)}")
     citations = api.post("/api/v1/chat/", {"message": "Is the walrus budget approved?"}, format="json").json()[
-        "citations"]
+        "citations"
+    ]
     assert citations and "ocr" not in citations[0]
 
 
@@ -196,19 +211,24 @@ def test_skipped_scanned_pages_are_named_on_the_ready_document(account_a, fake_l
     document = upload_and_ingest(account_a, "scan.pdf", scanned_pdf(SCANNED_PAGES), "application/pdf")
     assert document.status == Status.READY
     assert (document.error_code, document.error) == (
-        "partly_read", "OCR reads at most 2 scanned pages a document; page 3 not read.")
+        "partly_read",
+        "OCR reads at most 2 scanned pages a document; page 3 not read.",
+    )
 
 
 @pytest.mark.django_db
 def test_a_damaged_image_fails_clearly_and_writes_no_chunks(account_a, fake_llm, upload_and_ingest):
     data = image_file(IMAGE_LINES, "png")
-    document = upload_and_ingest(account_a, "cut.png", data[:len(data) // 2], "image/png")
+    document = upload_and_ingest(account_a, "cut.png", data[: len(data) // 2], "image/png")
     assert (document.status, document.error_code) == (Status.FAILED, "corrupt_file")
     assert document.error.startswith("This image is damaged and could not be read.")
     with account_context(account_a):
         assert not Chunk.objects.for_account(account_a).filter(document=document).exists()
-        assert not CreditLedgerEntry.objects.for_account(account_a).filter(
-            reference__startswith=f"document:{document.pk}:").exists()
+        assert (
+            not CreditLedgerEntry.objects.for_account(account_a)
+            .filter(reference__startswith=f"document:{document.pk}:")
+            .exists()
+        )
 
 
 @pytest.mark.django_db
@@ -222,30 +242,37 @@ def test_an_image_without_text_and_without_a_vision_model_says_so(account_a, fak
 
 # --- the vision model ----------------------------------------------------------------------
 
+
 @pytest.mark.django_db
-def test_a_vision_model_describes_the_image_paid_once_by_the_uploader(account_a, owner_a, fake_llm,
-                                                                     run_jobs, django_capture_on_commit_callbacks,
-                                                                     settings):
+def test_a_vision_model_describes_the_image_paid_once_by_the_uploader(
+    account_a, owner_a, fake_llm, run_jobs, django_capture_on_commit_callbacks, settings
+):
     import hashlib
 
     settings.VISION_MODEL = "fake-vision"
     data = image_file(IMAGE_LINES, "png")
     with account_context(account_a, user=owner_a), django_capture_on_commit_callbacks(execute=True):
-        document, _ = document_upload(account=account_a, actor=owner_a,
-                                      upload=SimpleUploadedFile("invoice.png", data, content_type="image/png"))
+        document, _ = document_upload(
+            account=account_a, actor=owner_a, upload=SimpleUploadedFile("invoice.png", data, content_type="image/png")
+        )
     run_jobs()
     vision_requests = fake_llm.requests_to("/v1/chat/completions")
     assert len(vision_requests) == 1 and vision_requests[0]["model"] == "fake-vision"
     image_part = vision_requests[0]["messages"][0]["content"][1]
     assert image_part["image_url"]["url"].startswith("data:image/png;base64,")
-    described = (f"Fake image description: a image/png picture of {len(data)} bytes, digest "
-                 f"{hashlib.sha256(data).hexdigest()[:12]}.")
+    described = (
+        f"Fake image description: a image/png picture of {len(data)} bytes, digest "
+        f"{hashlib.sha256(data).hexdigest()[:12]}."
+    )
     with account_context(account_a):
         document = Document.objects.for_account(account_a).get(pk=document.pk)
         chunks = {c.text_source: c for c in Chunk.objects.for_account(account_a).filter(document=document)}
-        entry = CreditLedgerEntry.objects.for_account(account_a).get(idempotency_key=f"vision:{document.pk}:{document.revision}")
+        entry = CreditLedgerEntry.objects.for_account(account_a).get(
+            idempotency_key=f"vision:{document.pk}:{document.revision}"
+        )
         embedding = CreditLedgerEntry.objects.for_account(account_a).get(
-            idempotency_key=f"ingest:{document.pk}:{document.revision}")
+            idempotency_key=f"ingest:{document.pk}:{document.revision}"
+        )
     assert document.status == Status.READY
     assert set(chunks) == {"ocr", "vision"} and chunks["vision"].content == described
     prompt = count_tokens_fake(vision_requests[0]) + IMAGE_TOKENS
@@ -261,17 +288,19 @@ def count_tokens_fake(body: dict) -> int:
 
 
 @pytest.mark.django_db
-def test_a_failing_vision_model_fails_the_document_without_charging(account_a, fake_llm, upload_and_ingest,
-                                                                     settings):
+def test_a_failing_vision_model_fails_the_document_without_charging(account_a, fake_llm, upload_and_ingest, settings):
     settings.VISION_MODEL = "broken-vision"
     fake_llm.fail("broken-vision", 400)
     document = upload_and_ingest(account_a, "invoice.png", image_file(IMAGE_LINES, "png"), "image/png")
     assert document.status == Status.FAILED and "not charged" in document.error
     with account_context(account_a):
-        assert not CreditLedgerEntry.objects.for_account(account_a).filter(idempotency_key__startswith="vision:").exists()
+        assert (
+            not CreditLedgerEntry.objects.for_account(account_a).filter(idempotency_key__startswith="vision:").exists()
+        )
 
 
 # --- the image on its page, for its readers only -------------------------------------------
+
 
 @pytest.fixture
 def image_document(account_a, fake_llm, upload_and_ingest):
@@ -298,13 +327,13 @@ def test_the_image_is_404_for_another_account(client, account_b, owner_b, image_
 
 
 @pytest.mark.django_db
-def test_the_image_is_404_for_a_member_outside_its_restricted_collection(client, account_a, owner_a,
-                                                                         image_document):
+def test_the_image_is_404_for_a_member_outside_its_restricted_collection(client, account_a, owner_a, image_document):
     member = add_member(account_a, make_user("member@acme.test"))
     insider = add_member(account_a, make_user("insider@acme.test"))
     with account_context(account_a, user=owner_a):
-        board = collection_create(account=account_a, actor=owner_a, name="Board", restricted=True,
-                                  user_ids=[insider.pk], api_key_ids=[])
+        board = collection_create(
+            account=account_a, actor=owner_a, name="Board", restricted=True, user_ids=[insider.pk], api_key_ids=[]
+        )
     with tenancy.dangerously_bypass_tenancy(reason="test: file the image under Board"):
         Document.all_accounts.filter(pk=image_document.pk).update(collection=board)
         Chunk.all_accounts.filter(document_id=image_document.pk).update(collection=board)
@@ -341,8 +370,12 @@ def _png_declaring(width: int, height: int) -> bytes:
         return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body) & 0xFFFFFFFF)
 
     header = struct.pack(">IIBBBBB", width, height, 1, 0, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00" * 64))
-            + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", header)
+        + chunk(b"IDAT", zlib.compress(b"\x00" * 64))
+        + chunk(b"IEND", b"")
+    )
 
 
 def test_upload_refuses_a_png_that_declares_a_huge_picture_as_too_large_not_as_the_wrong_type():
@@ -358,8 +391,7 @@ def test_upload_checks_every_frame_of_a_tiff():
     """Found from outside: a two-frame TIFF (10 × 10, then 8000 × 6000) was accepted by its
     first frame and failed later in the worker."""
     out = io.BytesIO()
-    Image.new("1", (10, 10)).save(out, format="TIFF", save_all=True,
-                                  append_images=[Image.new("1", (8000, 6000))])
+    Image.new("1", (10, 10)).save(out, format="TIFF", save_all=True, append_images=[Image.new("1", (8000, 6000))])
     with pytest.raises(UploadRejected) as info:
         _validate("scan.tiff", out.getvalue(), "image/tiff")
     assert (info.value.code, info.value.status) == ("image_too_large", 413)

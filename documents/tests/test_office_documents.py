@@ -2,6 +2,7 @@
 parsers read (sheets, merged cells, cached formula values, empty sheets; slides, tables,
 notes), that they become searchable with the sheet name / slide number in the citation, and
 that mislabelled files and zip bombs are refused with a clear message."""
+
 from __future__ import annotations
 
 import io
@@ -25,8 +26,14 @@ PPTX_TYPE = "application/vnd.openxmlformats-officedocument.presentationml.presen
 
 def _validate(name: str, data: bytes, declared: str | None = None):
     stream = io.BytesIO(data)
-    return validate_upload(name=name, declared_type=declared, data_head=data[:8192], size=len(data),
-                           max_bytes=25 * 1024 * 1024, open_file=lambda: stream)
+    return validate_upload(
+        name=name,
+        declared_type=declared,
+        data_head=data[:8192],
+        size=len(data),
+        max_bytes=25 * 1024 * 1024,
+        open_file=lambda: stream,
+    )
 
 
 def _rejected(name: str, data: bytes) -> UploadRejected:
@@ -67,7 +74,9 @@ def test_each_sheet_is_a_table_whose_header_every_section_repeats(tmp_path):
 
 def test_every_chunk_of_a_sheet_carries_the_header(tmp_path):
     parsed = _parse(tmp_path, make_xlsx(), "xlsx", "facilities.xlsx")
-    chunks = [c for c in chunk_document(parsed, size=300, overlap=50, count_tokens=_words) if c.heading_path == ["Staff"]]
+    chunks = [
+        c for c in chunk_document(parsed, size=300, overlap=50, count_tokens=_words) if c.heading_path == ["Staff"]
+    ]
     assert len(chunks) > 3
     assert all(c.content.startswith("| Name | Team | Extension | Started |") for c in chunks)
 
@@ -106,9 +115,20 @@ def test_a_sheet_claiming_a_huge_merge_fills_only_the_cells_it_has(tmp_path):
     out = io.BytesIO()
     workbook.save(out)
     # Claim the whole sheet in the file itself (openpyxl would build every merged cell in memory).
-    text = _parse(tmp_path, _rewrite_part(out.getvalue(), "xl/worksheets/sheet1.xml",
-                                          lambda xml: xml.replace(b'ref="A2:B2"', b'ref="A2:XFD1048576"')),
-                  "xlsx", "huge.xlsx").sections[0].text
+    text = (
+        _parse(
+            tmp_path,
+            _rewrite_part(
+                out.getvalue(),
+                "xl/worksheets/sheet1.xml",
+                lambda xml: xml.replace(b'ref="A2:B2"', b'ref="A2:XFD1048576"'),
+            ),
+            "xlsx",
+            "huge.xlsx",
+        )
+        .sections[0]
+        .text
+    )
     assert text.splitlines()[2] == "| Everything | Everything |"
 
 
@@ -141,7 +161,11 @@ def test_xlsx_is_parsed_the_same_in_the_sandbox(tmp_path):
 def test_a_slide_per_section_with_title_text_table_and_notes(tmp_path):
     parsed = _parse(tmp_path, make_pptx(slides=4), "pptx", "review.pptx")
     assert [(s.heading_path, s.page_start, s.page_end) for s in parsed.sections] == [
-        (["Quarterly review"], 1, 1), (["Warehouse metrics"], 2, 2), (["Topic 3"], 3, 3), (["Topic 4"], 4, 4)]
+        (["Quarterly review"], 1, 1),
+        (["Warehouse metrics"], 2, 2),
+        (["Topic 3"], 3, 3),
+        (["Topic 4"], 4, 4),
+    ]
     second = parsed.sections[1].text
     assert second.startswith("# Warehouse metrics\n\nPallets moved rose sharply\n- Night shift added in March")
     assert "| Site | Pallets |\n| --- | --- |\n| Leeds | 1200 |\n| Bristol | 950 |" in second
@@ -166,12 +190,15 @@ def test_xlsx_and_pptx_are_accepted(declared):
     assert _validate("deck.pptx", make_pptx(), None if declared == XLSX_TYPE else declared).kind == "pptx"
 
 
-@pytest.mark.parametrize("name, data, says", [
-    ("report.xlsx", "docx", "is a Word (.docx) file (a Word document). Rename it with the .docx extension"),
-    ("deck.pptx", "xlsx", "is an Excel (.xlsx) file (an Excel workbook). Rename it with the .xlsx extension"),
-    ("budget.xlsx", "pptx", "is a PowerPoint (.pptx) file"),
-    ("letter.docx", "xlsx", "is an Excel (.xlsx) file"),
-])
+@pytest.mark.parametrize(
+    "name, data, says",
+    [
+        ("report.xlsx", "docx", "is a Word (.docx) file (a Word document). Rename it with the .docx extension"),
+        ("deck.pptx", "xlsx", "is an Excel (.xlsx) file (an Excel workbook). Rename it with the .xlsx extension"),
+        ("budget.xlsx", "pptx", "is a PowerPoint (.pptx) file"),
+        ("letter.docx", "xlsx", "is an Excel (.xlsx) file"),
+    ],
+)
 def test_an_office_file_renamed_to_another_office_type_is_refused_naming_what_it_is(name, data, says):
     files = {"docx": make_docx_bytes, "xlsx": make_xlsx, "pptx": make_pptx}
     error = _rejected(name, files[data]())
@@ -222,7 +249,8 @@ def test_zip_bombs_are_refused_at_upload_and_when_parsed(kind, noun, tmp_path):
 
 @pytest.mark.django_db
 def test_spreadsheets_and_slides_are_searchable_with_sheet_and_slide_in_the_results(
-        client, account_a, account_b, fake_llm, upload_and_ingest):
+    client, account_a, account_b, fake_llm, upload_and_ingest
+):
     sheet = upload_and_ingest(account_a, "facilities.xlsx", make_xlsx(), XLSX_TYPE)
     deck = upload_and_ingest(account_a, "review.pptx", make_pptx(), PPTX_TYPE)
     assert (sheet.status, deck.status) == ("ready", "ready"), (sheet.error, deck.error)
@@ -230,8 +258,9 @@ def test_spreadsheets_and_slides_are_searchable_with_sheet_and_slide_in_the_resu
     key = make_api_key(account_a)
 
     def search(query, key=key):
-        response = client.post("/api/v1/search/", {"query": query}, content_type="application/json",
-                               HTTP_AUTHORIZATION=f"Bearer {key}")
+        response = client.post(
+            "/api/v1/search/", {"query": query}, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}"
+        )
         assert response.status_code == 200, response.content
         return response.json()["results"]
 

@@ -1,10 +1,11 @@
 """Knowledge base pages: upload from the dashboard, live status JSON, the document page,
 delete and reindex, and the 404 another account gets."""
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from core.tenancy import account_context
 from accounts.tests.factories import add_member
+from core.tenancy import account_context
 from documents.errors import DocumentNotFound
 from documents.models import Document
 from documents.selectors import chunk_list, document_access_by_id, document_list, reindex_run_current
@@ -12,8 +13,9 @@ from documents.selectors import chunk_list, document_access_by_id, document_list
 
 def _upload(client, name="notes.txt", data=b"Our office opens at nine.", json=False):
     headers = {"HTTP_ACCEPT": "application/json"} if json else {}
-    return client.post("/documents/upload/", {"file": SimpleUploadedFile(name, data, content_type="text/plain")},
-                       **headers)
+    return client.post(
+        "/documents/upload/", {"file": SimpleUploadedFile(name, data, content_type="text/plain")}, **headers
+    )
 
 
 def test_empty_state_tells_a_new_user_what_to_do(client_a):
@@ -37,13 +39,15 @@ def test_upload_from_the_page_then_ready(client_a, fake_llm, run_jobs, django_ca
 def test_bad_upload_from_the_page_says_why(client_a):
     response = _upload(client_a, name="old.doc", data=b"\xd0\xcf\x11\xe0" + b"\0" * 50, json=True)
     assert response.status_code == 415 and ".docx" in response.json()["error"]["message"]
-    followed = client_a.post("/documents/upload/", {"file": SimpleUploadedFile("x.doc", b"\xd0\xcf\x11\xe0")},
-                             follow=True)
+    followed = client_a.post(
+        "/documents/upload/", {"file": SimpleUploadedFile("x.doc", b"\xd0\xcf\x11\xe0")}, follow=True
+    )
     assert ".docx" in followed.content.decode()
 
 
-def test_document_page_shows_chunks_pages_and_cost(client_a, account_a, fake_llm, run_jobs,
-                                                   django_capture_on_commit_callbacks):
+def test_document_page_shows_chunks_pages_and_cost(
+    client_a, account_a, fake_llm, run_jobs, django_capture_on_commit_callbacks
+):
     with django_capture_on_commit_callbacks(execute=True):
         _upload(client_a, data=b"<script>alert(1)</script> is how a document could attack")
     run_jobs()
@@ -73,8 +77,9 @@ def test_delete_and_reindex_from_the_page(client_a, account_a, fake_llm, run_job
         assert not Document.objects.for_account(account_a).exists()
 
 
-def test_another_accounts_document_url_is_404(client, account_a, account_b, owner_b, fake_llm, run_jobs,
-                                              django_capture_on_commit_callbacks):
+def test_another_accounts_document_url_is_404(
+    client, account_a, account_b, owner_b, fake_llm, run_jobs, django_capture_on_commit_callbacks
+):
     client.force_login(account_a.test_owner)
     with django_capture_on_commit_callbacks(execute=True):
         _upload(client)
@@ -96,13 +101,15 @@ def test_members_can_use_the_knowledge_base(client, account_a):
     assert client.get("/documents/").status_code == 200
 
 
-def test_selectors_are_scoped_to_the_account(account_a, account_b, fake_llm, run_jobs,
-                                             django_capture_on_commit_callbacks):
+def test_selectors_are_scoped_to_the_account(
+    account_a, account_b, fake_llm, run_jobs, django_capture_on_commit_callbacks
+):
     from documents.services import document_upload
 
     with account_context(account_a), django_capture_on_commit_callbacks(execute=True):
-        document, _ = document_upload(account=account_a, actor=None,
-                                      upload=SimpleUploadedFile("a.txt", b"A's words", content_type="text/plain"))
+        document, _ = document_upload(
+            account=account_a, actor=None, upload=SimpleUploadedFile("a.txt", b"A's words", content_type="text/plain")
+        )
     run_jobs()
     with account_context(account_b):
         assert list(document_list(account=account_b)) == []
@@ -129,11 +136,14 @@ def test_the_upload_picker_offers_every_kind_the_registry_reads(client_a):
     assert all(kind.short_label in hint for kind in KINDS)
 
 
-def test_a_long_name_may_wrap_after_its_separators_and_shows_whole_on_hover(client_a, account_a, fake_llm,
-                                                                              upload_and_ingest):
+def test_a_long_name_may_wrap_after_its_separators_and_shows_whole_on_hover(
+    client_a, account_a, fake_llm, upload_and_ingest
+):
     document = upload_and_ingest(account_a, "R&D_price-list-2026.txt", b"Tea costs two euros.")
     html = client_a.get("/documents/").content.decode()
-    assert (f'<a class="doc-name" href="/documents/{document.pk}/" title="R&amp;D_price-list-2026.txt">'
-            "R&amp;D_<wbr>price-<wbr>list-<wbr>2026.<wbr>txt</a>") in html
+    assert (
+        f'<a class="doc-name" href="/documents/{document.pk}/" title="R&amp;D_price-list-2026.txt">'
+        "R&amp;D_<wbr>price-<wbr>list-<wbr>2026.<wbr>txt</a>"
+    ) in html
     page = client_a.get(f"/documents/{document.pk}/").content.decode()
     assert '<h1 class="doc-name">R&amp;D_<wbr>price-<wbr>list-<wbr>2026.<wbr>txt</h1>' in page

@@ -1,5 +1,6 @@
 """Parsers and the sandbox: real files generated here (PDF written by hand, DOCX with
 python-docx, CSV, HTML, TXT, Markdown) and one real PDF from Debian (fixtures/README.md)."""
+
 from __future__ import annotations
 
 import json
@@ -81,7 +82,11 @@ def test_pdf_outline_gives_heading_paths(tmp_path):
     data = rewrite_pdf(make_pdf([prose_page(n) for n in range(1, 5)]), outline)
     parsed = parse_file(write(tmp_path, "x.pdf", data), "pdf")
     assert [s.heading_path for s in parsed.sections] == [
-        ["Chapter 1"], ["Chapter 1", "Section 1.1"], ["Chapter 2"], ["Chapter 2"]]
+        ["Chapter 1"],
+        ["Chapter 1", "Section 1.1"],
+        ["Chapter 2"],
+        ["Chapter 2"],
+    ]
     chunks = chunk_document(parsed, size=800, overlap=200, count_tokens=words)
     # Chunks never mix headings; pages 3-4 (same heading) flow into each other.
     assert {(c.page_start, c.page_end) for c in chunks if c.heading_path == ["Chapter 2"]} >= {(3, 4)}
@@ -89,8 +94,10 @@ def test_pdf_outline_gives_heading_paths(tmp_path):
 
 
 def test_encrypted_pdf_is_refused(tmp_path):
-    data = rewrite_pdf(make_pdf(["Secret plans."]),
-                       lambda w: w.encrypt(user_password="secret", owner_password="owner", algorithm="RC4-128"))
+    data = rewrite_pdf(
+        make_pdf(["Secret plans."]),
+        lambda w: w.encrypt(user_password="secret", owner_password="owner", algorithm="RC4-128"),
+    )
     with pytest.raises(IngestionError) as info:
         parse_file(write(tmp_path, "x.pdf", data), "pdf")
     assert info.value.code == "encrypted_pdf"
@@ -98,8 +105,9 @@ def test_encrypted_pdf_is_refused(tmp_path):
 
 
 def test_pdf_encrypted_with_an_empty_password_is_read(tmp_path):
-    data = rewrite_pdf(make_pdf(["Open plans."]),
-                       lambda w: w.encrypt(user_password="", owner_password="owner", algorithm="RC4-128"))
+    data = rewrite_pdf(
+        make_pdf(["Open plans."]), lambda w: w.encrypt(user_password="", owner_password="owner", algorithm="RC4-128")
+    )
     parsed = parse_file(write(tmp_path, "x.pdf", data), "pdf")
     assert parsed.sections[0].text == "Open plans."
 
@@ -109,8 +117,9 @@ def test_pdf_without_text_is_no_text(tmp_path):
         parse_file(write(tmp_path, "x.pdf", make_pdf(["", ""])), "pdf")
     assert info.value.code == "no_text"
     # Pages without a text layer are read by OCR; these pages hold only a drawing.
-    assert info.value.message.startswith("This PDF has no extractable text: its pages have no text layer and "
-                                         "OCR could not read any text on them either.")
+    assert info.value.message.startswith(
+        "This PDF has no extractable text: its pages have no text layer and OCR could not read any text on them either."
+    )
 
 
 @pytest.mark.parametrize("cut", [40, 300])
@@ -145,7 +154,8 @@ def test_docx_headings_paragraphs_and_tables_in_order(tmp_path):
     assert parsed.sections[1].text == (
         "# Revenue\n\nRevenue grew in every region.\n\n"
         "| Region | Q1 | Q2 |\n| --- | --- | --- |\n| North | 10 | 12 |\n| South \\| East | 7 | 9 |\n\n"
-        "After the table.")
+        "After the table."
+    )
     assert parsed.sections[2].text == "## Details\n\n- First bullet\n- Second bullet"
     assert all(s.page_start is None for s in parsed.sections)
 
@@ -159,7 +169,8 @@ def test_docx_heading_directly_followed_by_subheading_is_kept_with_it(tmp_path):
     parsed = parse_file(str(tmp_path / "a.docx"), "docx", filename="a.docx")
     assert parsed.title == "a"
     assert [(s.heading_path, s.text) for s in parsed.sections] == [
-        (["Part A", "Chapter 1"], "# Part A\n## Chapter 1\n\nBody.")]
+        (["Part A", "Chapter 1"], "# Part A\n## Chapter 1\n\nBody.")
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +196,7 @@ def test_docx_with_broken_xml_is_corrupt(tmp_path):
     with zipfile.ZipFile(path) as source, zipfile.ZipFile(broken, "w") as target:
         for item in source.infolist():
             data = source.read(item.filename)
-            target.writestr(item, data[:len(data) // 2] if item.filename == "word/document.xml" else data)
+            target.writestr(item, data[: len(data) // 2] if item.filename == "word/document.xml" else data)
     with pytest.raises(IngestionError) as info:
         parse_file(str(broken), "docx")
     assert info.value.code == "corrupt_file"
@@ -205,7 +216,7 @@ def test_csv_sections_each_start_with_the_header(tmp_path):
         assert section.text.startswith(header + "\n| ")
         assert len(section.text) <= 700
         assert section.heading_path == ["people"]
-    body = "\n".join(s.text[len(header) + 1:] for s in parsed.sections)
+    body = "\n".join(s.text[len(header) + 1 :] for s in parsed.sections)
     assert body.count("\n") + 1 == 200
     assert "| 0 | Person 0 | Likes; semicolons and newlines |" in body
     chunks = chunk_document(parsed, size=800, overlap=200, count_tokens=words)
@@ -214,8 +225,9 @@ def test_csv_sections_each_start_with_the_header(tmp_path):
 
 def test_csv_short_rows_are_padded_and_pipes_escaped(tmp_path):
     parsed = parse_file(write(tmp_path, "t.csv", "a,b,c\n1,x|y\n2,3,4,5\n"), "csv", filename="t.csv")
-    assert parsed.sections[0].text == ("| a | b | c | Column 4 |\n| --- | --- | --- | --- |\n"
-                                       "| 1 | x\\|y |  |  |\n| 2 | 3 | 4 | 5 |")
+    assert parsed.sections[0].text == (
+        "| a | b | c | Column 4 |\n| --- | --- | --- | --- |\n| 1 | x\\|y |  |  |\n| 2 | 3 | 4 | 5 |"
+    )
 
 
 def test_csv_header_only(tmp_path):
@@ -256,15 +268,30 @@ desk.</p>
 def test_html_text_headings_lists_tables(tmp_path):
     parsed = parse_file(write(tmp_path, "h.html", HTML), "html", filename="h.html")
     everything = "\n".join(s.text for s in parsed.sections)
-    for hidden in ("SCRIPT", "color: red", "Enable JavaScript", "TEMPLATE", "IFRAME", "SVG", "leaked",
-                   "NAVHEADER", "NAV LINKS", "ROLE NAV"):
+    for hidden in (
+        "SCRIPT",
+        "color: red",
+        "Enable JavaScript",
+        "TEMPLATE",
+        "IFRAME",
+        "SVG",
+        "leaked",
+        "NAVHEADER",
+        "NAV LINKS",
+        "ROLE NAV",
+    ):
         assert hidden not in everything
     assert parsed.title == "Team & Handbook"
     assert [s.heading_path for s in parsed.sections] == [
-        ["Welcome"], ["Welcome", "Rules"], ["Welcome", "Rules", "Rooms"], ["Welcome", "Code"]]
+        ["Welcome"],
+        ["Welcome", "Rules"],
+        ["Welcome", "Rules", "Rooms"],
+        ["Welcome", "Code"],
+    ]
     assert parsed.sections[0].text == "# Welcome\n\nCafé hours are 9–5 <daily>.\nAsk at the desk."
-    assert parsed.sections[1].text == ("## Rules\n\n- Be kind\n- Ship it\n  1. tests\n  2. review\n- Rest\n\n"
-                                       "After the list.")
+    assert parsed.sections[1].text == (
+        "## Rules\n\n- Be kind\n- Ship it\n  1. tests\n  2. review\n- Rest\n\nAfter the list."
+    )
     assert parsed.sections[2].text == "### Rooms\n\n| Room | Seats |\n| --- | --- |\n| Blue | 8 |\n| Red | 4 |"
     # Preformatted text stays indented, so an answer quotes it as code, not as sentences.
     assert parsed.sections[3].text == "## Code\n\n    def f():\n        return 1"
@@ -312,30 +339,38 @@ def test_txt_with_nul_bytes_is_refused(tmp_path):
 
 
 def test_markdown_headings_give_heading_paths(tmp_path):
-    source = "\n".join([
-        "Intro line.",
-        "",
-        "# Guide",
-        "Guide body.",
-        "## Install #",
-        "```sh",
-        "# not a heading",
-        "pip install x",
-        "```",
-        "### Linux",
-        "Use apt.",
-        "## Usage",
-        "Run it.",
-        "",
-        "Setext Title",
-        "============",
-        "Text under setext.",
-        "#hashtag is not a heading",
-    ])
+    source = "\n".join(
+        [
+            "Intro line.",
+            "",
+            "# Guide",
+            "Guide body.",
+            "## Install #",
+            "```sh",
+            "# not a heading",
+            "pip install x",
+            "```",
+            "### Linux",
+            "Use apt.",
+            "## Usage",
+            "Run it.",
+            "",
+            "Setext Title",
+            "============",
+            "Text under setext.",
+            "#hashtag is not a heading",
+        ]
+    )
     parsed = parse_file(write(tmp_path, "g.md", source), "markdown", filename="guide.md")
     assert parsed.title == "Guide"  # the first level-1 heading
     assert [s.heading_path for s in parsed.sections] == [
-        [], ["Guide"], ["Guide", "Install"], ["Guide", "Install", "Linux"], ["Guide", "Usage"], ["Setext Title"]]
+        [],
+        ["Guide"],
+        ["Guide", "Install"],
+        ["Guide", "Install", "Linux"],
+        ["Guide", "Usage"],
+        ["Setext Title"],
+    ]
     assert parsed.sections[2].text == "## Install #\n```sh\n# not a heading\npip install x\n```"
     assert parsed.sections[5].text == "# Setext Title\nText under setext.\n#hashtag is not a heading"
 
@@ -355,8 +390,10 @@ def test_parsed_document_pickles_and_round_trips_through_json(tmp_path):
 
 
 def test_parsing_and_chunking_import_without_django():
-    code = ("import sys, documents.kinds, documents.parsing, documents.chunking, documents.validation; "
-            "assert not [m for m in sys.modules if m.split('.')[0] == 'django'], 'django imported'")
+    code = (
+        "import sys, documents.kinds, documents.parsing, documents.chunking, documents.validation; "
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'django'], 'django imported'"
+    )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])
 
 
@@ -425,8 +462,11 @@ def test_sandbox_reports_a_child_killed_by_a_signal(tmp_path, monkeypatch):
     real_popen = subprocess.Popen
 
     def fake_popen(command, **kwargs):
-        return real_popen([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return real_popen(
+            [sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
 
     monkeypatch.setattr(sandbox.subprocess, "Popen", fake_popen)
     with pytest.raises(IngestionError) as info:

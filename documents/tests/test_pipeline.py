@@ -1,6 +1,7 @@
 """Every supported type through the real pipeline (upload → queue → sandboxed parse →
 chunks → embeddings → ready), and every bad file ending as a clear 4xx or a failed
 document with its reason, after which the worker still ingests a good file."""
+
 import csv
 import io
 import zipfile
@@ -8,10 +9,10 @@ import zipfile
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from core.tenancy import account_context
 from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get
 from billing.services import credits_grant
+from core.tenancy import account_context
 from documents.models import Chunk, Document
 from documents.services import document_upload
 from documents.tests.files import DEBIAN_PDF, docx_bytes, make_pdf, prose_page, rewrite_pdf
@@ -72,20 +73,25 @@ def test_csv_every_chunk_keeps_the_header(ingest, account_a):
 
 
 def test_html_drops_scripts_and_styles(ingest, account_a):
-    html = (b"<html><head><title>Policy</title><style>p{color:red}</style><script>alert('x')</script></head>"
-            b"<body><h1>Expenses</h1><p>Claims need receipts.</p></body></html>")
+    html = (
+        b"<html><head><title>Policy</title><style>p{color:red}</style><script>alert('x')</script></head>"
+        b"<body><h1>Expenses</h1><p>Claims need receipts.</p></body></html>"
+    )
     document = ingest("policy.html", html, "text/html")
     text = " ".join(c.content for c in _chunks(account_a, document))
     assert document.status == "ready" and document.title == "Policy"
     assert "Claims need receipts." in text and "alert" not in text and "color:red" not in text
 
 
-@pytest.mark.parametrize("name, data", [
-    ("notes.txt", b"Plain notes.\n\nSecond paragraph."),
-    ("bom.txt", "\ufeffWith a byte order mark.".encode("utf-8")),
-    ("utf16.txt", "Sixteen-bit text, naïve café.".encode("utf-16")),
-    ("guide.md", b"# Guide\n\n## Setup\n\nRun make run."),
-])
+@pytest.mark.parametrize(
+    "name, data",
+    [
+        ("notes.txt", b"Plain notes.\n\nSecond paragraph."),
+        ("bom.txt", "\ufeffWith a byte order mark.".encode("utf-8")),
+        ("utf16.txt", "Sixteen-bit text, naïve café.".encode("utf-16")),
+        ("guide.md", b"# Guide\n\n## Setup\n\nRun make run."),
+    ],
+)
 def test_text_and_markdown(ingest, account_a, name, data):
     document = ingest(name, data, "text/markdown" if name.endswith(".md") else "text/plain")
     assert document.status == "ready", document.error
@@ -127,12 +133,18 @@ def test_huge_text_hits_the_parser_limit_and_fails_cleanly(ingest, account_a, se
     settings.MAX_UPLOAD_BYTES = len(data) + 1
     document = ingest("huge.txt", data.encode(), "text/plain")
     assert document.error_code in ("parse_failed_resources", "parse_timeout")
-    _assert_failed_then_good_file_works(ingest, account_a, document, document.error_code, ["took", "large"]
-                                        if document.error_code == "parse_timeout" else ["large"])
+    _assert_failed_then_good_file_works(
+        ingest,
+        account_a,
+        document,
+        document.error_code,
+        ["took", "large"] if document.error_code == "parse_timeout" else ["large"],
+    )
 
 
-def test_a_parse_that_hangs_is_stopped_and_the_worker_goes_on(ingest, account_a, run_jobs, settings,
-                                                              django_capture_on_commit_callbacks):
+def test_a_parse_that_hangs_is_stopped_and_the_worker_goes_on(
+    ingest, account_a, run_jobs, settings, django_capture_on_commit_callbacks
+):
     """A parser that blocks for good (the stored file replaced by a FIFO nobody writes to:
     opening it waits forever, using no CPU, so only the wall clock can stop it): the sandbox
     is killed at PARSE_TIMEOUT_SECONDS, the document fails with its reason, nothing is
@@ -145,8 +157,11 @@ def test_a_parse_that_hangs_is_stopped_and_the_worker_goes_on(ingest, account_a,
 
     settings.PARSE_TIMEOUT_SECONDS = 3
     with account_context(account_a), django_capture_on_commit_callbacks(execute=True):
-        document, _ = document_upload(account=account_a, actor=None, upload=SimpleUploadedFile(
-            "stuck.txt", b"Words that will never be read.", content_type="text/plain"))
+        document, _ = document_upload(
+            account=account_a,
+            actor=None,
+            upload=SimpleUploadedFile("stuck.txt", b"Words that will never be read.", content_type="text/plain"),
+        )
     path = default_storage.path(document.file.name)
     os.remove(path)
     os.mkfifo(path)
@@ -171,8 +186,9 @@ def test_zip_bomb_is_refused_at_upload(account_a, tmp_path):
         archive.writestr("[Content_Types].xml", "<Types/>")
         archive.writestr("word/document.xml", b"\0" * (300 * 1024 * 1024))
     with account_context(account_a), pytest.raises(UploadRejected) as exc:
-        document_upload(account=account_a, actor=None,
-                        upload=SimpleUploadedFile("bomb.docx", buffer.getvalue(), content_type=DOCX))
+        document_upload(
+            account=account_a, actor=None, upload=SimpleUploadedFile("bomb.docx", buffer.getvalue(), content_type=DOCX)
+        )
     assert exc.value.code == "archive_bomb" and exc.value.status == 400
     with account_context(account_a):
         assert not Document.objects.for_account(account_a).exists()

@@ -1,6 +1,7 @@
 """Words that match the product: the picker and the getting-started text come
 from the kinds registry, a page where tokens and credits differ says why with the model's
 price, and counts read "1 credit", "1 token", never "1 credits"."""
+
 import re
 
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -31,15 +32,19 @@ def test_getting_started_lists_every_kind_from_the_registry(client_a):
     assert f'<span id="empty-formats">{FORMATS_IN_WORDS}</span>' in empty
 
 
-def test_the_knowledge_base_says_why_tokens_and_credits_differ(client_a, account_a, settings, fake_llm, run_jobs,
-                                                                 django_capture_on_commit_callbacks):
+def test_the_knowledge_base_says_why_tokens_and_credits_differ(
+    client_a, account_a, settings, fake_llm, run_jobs, django_capture_on_commit_callbacks
+):
     from documents.embedding import active_embedding_model
+
     with account_context(account_a):
         model = active_embedding_model(account_id=account_a.pk).model
     settings.CREDITS_PER_1K_TOKENS = {"chat": 1000, "embedding": 1000, f"embedding:{model}": 3000}
     with django_capture_on_commit_callbacks(execute=True):
-        client_a.post("/documents/upload/", {"file": SimpleUploadedFile("a.txt", b"Our office opens at nine.",
-                                                                        content_type="text/plain")})
+        client_a.post(
+            "/documents/upload/",
+            {"file": SimpleUploadedFile("a.txt", b"Our office opens at nine.", content_type="text/plain")},
+        )
     run_jobs()
     page = client_a.get("/documents/").content.decode()
     note = f"at 3,000 credits per 1,000 tokens for {model}"
@@ -57,7 +62,10 @@ def test_counts_of_one_are_singular(client_a, account_a, fake_llm, run_jobs, dja
     assert document.chunk_count == 1
     page = client_a.get(f"/documents/{document.pk}/").content.decode()
     assert "1 chunks" not in page and "1 credits" not in page
-    assert '<span data-balance>1</span> credit</a>' in page
+    assert "<span data-balance>1</span> credit</a>" in page
     assert re.search(r"<span>\d+ tokens?</span></header>", page)
     kb = client_a.get("/documents/").content.decode()
-    assert f'<span data-field="credits_charged">{document.credits_charged}</span> <span data-field="credit_word">credit{"" if document.credits_charged == 1 else "s"}</span>' in kb
+    assert (
+        f'<span data-field="credits_charged">{document.credits_charged}</span> <span data-field="credit_word">credit{"" if document.credits_charged == 1 else "s"}</span>'
+        in kb
+    )

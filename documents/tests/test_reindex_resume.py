@@ -2,6 +2,7 @@
 mid-reindex of an account is re-queued by the sweeper and finishes with exactly one charge
 for the reindex; a single document's reindex and an account run can be cancelled between
 embedding batches; progress moves per batch."""
+
 import datetime as dt
 import threading
 import time
@@ -21,8 +22,9 @@ from documents.services import document_upload
 from documents.tests.test_worker_crash import _kill_worker_and_horse, _worker, _worker_env
 from llm.fake_server import FakeBackend, FakeOpenAIServer
 
-LONG = "\n\n".join(f"Paragraph {i} talks about topic {i} in words that fill the chunk. " * 9
-                   for i in range(300)).encode()  # three or more embedding batches
+LONG = "\n\n".join(
+    f"Paragraph {i} talks about topic {i} in words that fill the chunk. " * 9 for i in range(300)
+).encode()  # three or more embedding batches
 
 
 class Gate(FakeBackend):
@@ -56,9 +58,11 @@ def _doc(account, pk):
 
 def _charges(account, document):
     with account_context(account):
-        return list(CreditLedgerEntry.objects.for_account(account).filter(
-            kind="embedding", idempotency_key__startswith=f"ingest:{document.pk}:").values_list(
-            "idempotency_key", "tokens"))
+        return list(
+            CreditLedgerEntry.objects.for_account(account)
+            .filter(kind="embedding", idempotency_key__startswith=f"ingest:{document.pk}:")
+            .values_list("idempotency_key", "tokens")
+        )
 
 
 @pytest.mark.slow
@@ -70,8 +74,9 @@ def test_a_killed_worker_mid_reindex_resumes_and_charges_once(account_a, owner_a
         env = _worker_env(server.base_url)
         with account_context(account_a):
             credits_grant(account=account_a, amount=1_000_000, reason="reindex")
-            document, _ = document_upload(account=account_a, actor=None,
-                                          upload=SimpleUploadedFile("long.txt", LONG, content_type="text/plain"))
+            document, _ = document_upload(
+                account=account_a, actor=None, upload=SimpleUploadedFile("long.txt", LONG, content_type="text/plain")
+            )
         first_ingest = _worker(env)
         assert first_ingest.wait(120) == 0, first_ingest.communicate()[0]
         ingested = _doc(account_a, document.pk)
@@ -142,13 +147,15 @@ def _cancel_on_second_batch(fake_llm, cancel, monkeypatch):
             finally:
                 connection.close()
         return real(body, texts)
+
     monkeypatch.setattr(fake_llm.backend, "embeddings", embeddings)
     return calls
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_single_documents_reindex_is_cancelled_between_batches(account_a, long_document, fake_llm, settings,
-                                                                  monkeypatch):
+def test_a_single_documents_reindex_is_cancelled_between_batches(
+    account_a, long_document, fake_llm, settings, monkeypatch
+):
     settings.EMBEDDING_CONCURRENCY = 1
     with account_context(account_a):
         before = set(Chunk.objects.for_account(account_a).filter(document=long_document).values_list("pk", flat=True))
@@ -157,6 +164,7 @@ def test_a_single_documents_reindex_is_cancelled_between_batches(account_a, long
     def cancel():
         with account_context(account_a):
             services.document_reindex_cancel(account=account_a, document=document)
+
     gate = _cancel_on_second_batch(fake_llm, cancel, monkeypatch)
     ingest(account_id=account_a.pk, document_id=document.pk, revision=document.revision)
 
@@ -172,8 +180,9 @@ def test_a_single_documents_reindex_is_cancelled_between_batches(account_a, long
 
 
 @pytest.mark.django_db(transaction=True)
-def test_an_account_run_is_cancelled_mid_document(account_a, owner_a, long_document, fake_llm, settings,
-                                                   upload_and_ingest, monkeypatch):
+def test_an_account_run_is_cancelled_mid_document(
+    account_a, owner_a, long_document, fake_llm, settings, upload_and_ingest, monkeypatch
+):
     settings.EMBEDDING_CONCURRENCY = 1
     second = upload_and_ingest(account_a, "second.txt", b"A second document about the coffee machine.")
     with account_context(account_a):
@@ -183,8 +192,10 @@ def test_an_account_run_is_cancelled_mid_document(account_a, owner_a, long_docum
     def cancel():
         with account_context(account_a):
             services.account_reindex_cancel(account=account_a, run=run)
+
     gate = _cancel_on_second_batch(fake_llm, cancel, monkeypatch)
     from documents.ingestion import reindex_run
+
     reindex_run(account_id=account_a.pk, run_id=queue_jobs.pk)
 
     with account_context(account_a):
@@ -211,6 +222,7 @@ def test_progress_moves_per_embedding_batch(account_a, long_document, fake_llm, 
         finally:
             connection.close()
         return real(body, texts)
+
     with account_context(account_a):
         document = services.document_reindex(account=account_a, document=long_document)
     monkeypatch.setattr(fake_llm.backend, "embeddings", embeddings)
@@ -220,11 +232,13 @@ def test_progress_moves_per_embedding_batch(account_a, long_document, fake_llm, 
     assert total >= 3 and seen == list(range(total)) and done.progress_done == total
 
 
-def test_cancel_surfaces_and_isolation(account_a, account_b, owner_a, long_document, client, settings,
-                                       django_capture_on_commit_callbacks):
+def test_cancel_surfaces_and_isolation(
+    account_a, account_b, owner_a, long_document, client, settings, django_capture_on_commit_callbacks
+):
     """The page button and POST /api/v1/documents/<id>/reindex/cancel/; another account's
     owner gets 404 and changes nothing; a viewer may not."""
     from accounts.tests.factories import add_member
+
     with account_context(account_a), django_capture_on_commit_callbacks(execute=False):
         services.document_reindex(account=account_a, document=long_document)
     client.force_login(owner_a)

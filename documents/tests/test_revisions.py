@@ -1,5 +1,6 @@
 """A document's file replaced by a new version (documents/revisions.py): the same document at
 its next revision, the old chunks answering until the new ones are published, charged once."""
+
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from billing.models import CreditLedgerEntry
@@ -13,12 +14,14 @@ def _upload(name, text):
     return SimpleUploadedFile(name, text.encode(), content_type="text/markdown")
 
 
-def test_new_content_is_the_next_revision_of_the_same_document(account_a, fake_llm, upload_and_ingest, run_jobs,
-                                                              django_capture_on_commit_callbacks):
+def test_new_content_is_the_next_revision_of_the_same_document(
+    account_a, fake_llm, upload_and_ingest, run_jobs, django_capture_on_commit_callbacks
+):
     document = upload_and_ingest(account_a, "leave.md", b"# Leave\n\nTwenty-eight days a year.", "text/markdown")
     with account_context(account_a), django_capture_on_commit_callbacks(execute=True):
-        replaced = document_content_replace(account=account_a, document=document,
-                                            upload=_upload("Leave policy.md", "# Leave\n\nThirty days a year."))
+        replaced = document_content_replace(
+            account=account_a, document=document, upload=_upload("Leave policy.md", "# Leave\n\nThirty days a year.")
+        )
         assert replaced.pk == document.pk and replaced.revision == 2 and replaced.status == "pending"
         # Until the new revision is published, search still has the old chunks.
         assert "Twenty-eight" in Chunk.objects.for_account(account_a).get(document=document).content
@@ -27,8 +30,11 @@ def test_new_content_is_the_next_revision_of_the_same_document(account_a, fake_l
         document = Document.objects.for_account(account_a).get(pk=document.pk)
         assert document.status == "ready" and document.name == "Leave policy.md"
         assert "Thirty days" in Chunk.objects.for_account(account_a).get(document=document).content
-        keys = list(CreditLedgerEntry.objects.for_account(account_a).filter(kind="embedding")
-                    .values_list("idempotency_key", flat=True))
+        keys = list(
+            CreditLedgerEntry.objects.for_account(account_a)
+            .filter(kind="embedding")
+            .values_list("idempotency_key", flat=True)
+        )
     assert sorted(keys) == [f"ingest:{document.pk}:1", f"ingest:{document.pk}:2"]
 
 
@@ -36,8 +42,12 @@ def test_bytes_another_document_has_are_refused_with_none(account_a, fake_llm, u
     first = upload_and_ingest(account_a, "a.md", b"# A\n\nThe same text.", "text/markdown")
     second = upload_and_ingest(account_a, "b.md", b"# B\n\nOther text.", "text/markdown")
     with account_context(account_a):
-        assert document_content_replace(account=account_a, document=second,
-                                        upload=_upload("b.md", "# A\n\nThe same text.")) is None
+        assert (
+            document_content_replace(
+                account=account_a, document=second, upload=_upload("b.md", "# A\n\nThe same text.")
+            )
+            is None
+        )
         assert Document.objects.for_account(account_a).get(pk=second.pk).revision == 1
     assert first.pk != second.pk
 

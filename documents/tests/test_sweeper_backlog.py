@@ -2,6 +2,7 @@
 because another account's flood is ahead of them are not "stale work". While the queue
 holds a job for each, the sweeper queues nothing and logs nothing; when jobs are missing
 (Redis lost its queue), it queues exactly the difference."""
+
 import datetime as dt
 import logging
 
@@ -17,8 +18,11 @@ from documents.services import document_upload
 def _waiting_documents(account, n, django_capture_on_commit_callbacks):
     with account_context(account), django_capture_on_commit_callbacks(execute=True):
         for i in range(n):
-            document_upload(account=account, actor=None,
-                            upload=SimpleUploadedFile(f"note-{i}.txt", f"note number {i}".encode(), "text/plain"))
+            document_upload(
+                account=account,
+                actor=None,
+                upload=SimpleUploadedFile(f"note-{i}.txt", f"note number {i}".encode(), "text/plain"),
+            )
         long_ago = timezone.now() - dt.timedelta(hours=1)
         Document.objects.for_account(account).update(created_at=long_ago)
 
@@ -30,8 +34,10 @@ def _queued_ingestion_jobs(queue) -> int:
 def test_a_backlog_with_its_jobs_queued_is_left_alone(account_a, queue, django_capture_on_commit_callbacks, caplog):
     _waiting_documents(account_a, 5, django_capture_on_commit_callbacks)
     assert _queued_ingestion_jobs(queue) == 5
-    with caplog.at_level(logging.WARNING, logger="groundwork.documents"), \
-            django_capture_on_commit_callbacks(execute=True):
+    with (
+        caplog.at_level(logging.WARNING, logger="groundwork.documents"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
         assert requeue_stale_work() == 0
         assert requeue_stale_work() == 0
     assert _queued_ingestion_jobs(queue) == 5
@@ -49,11 +55,13 @@ def test_lost_jobs_are_queued_again_once(account_a, queue, django_capture_on_com
         assert requeue_stale_work() == 0  # and not again while they wait
     assert _queued_ingestion_jobs(queue) == 5
     assert [r.getMessage() for r in caplog.records if r.name == "groundwork.documents"] == [
-        "5 pending documents had no job to take them; queued 5"]
+        "5 pending documents had no job to take them; queued 5"
+    ]
 
 
-def test_other_jobs_in_the_queue_are_not_counted_as_ingestion_jobs(account_a, queue,
-                                                                    django_capture_on_commit_callbacks):
+def test_other_jobs_in_the_queue_are_not_counted_as_ingestion_jobs(
+    account_a, queue, django_capture_on_commit_callbacks
+):
     """The sweeper counts ingestion jobs by their id's prefix (without loading each job): the
     jobs of other kinds queued beside them do not hide lost ones."""
     from documents.jobs import INGESTION_JOB_PREFIX, purge_account

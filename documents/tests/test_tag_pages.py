@@ -2,6 +2,7 @@
 a small form (a member only on their own documents), a filter by tag, tags on upload, the
 account's excluded tags (owners and admins) and "Excluded from answers". Real database;
 the browser test is e2e/test_tags_page.py."""
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -17,8 +18,12 @@ EVIL = '<img src=x onerror="alert(1)">'
 
 def _doc(account, name, *, actor=None, tags=()):
     with account_context(account):
-        document, _ = document_upload(account=account, actor=actor, tags=list(tags),
-                                      upload=SimpleUploadedFile(name, f"Text of {name}.\n".encode(), "text/plain"))
+        document, _ = document_upload(
+            account=account,
+            actor=actor,
+            tags=list(tags),
+            upload=SimpleUploadedFile(name, f"Text of {name}.\n".encode(), "text/plain"),
+        )
     return document
 
 
@@ -102,10 +107,16 @@ def test_excluded_tags_form_for_owners_and_admins_only(client, account_a, accoun
 
 
 def test_the_upload_form_takes_tags(owner_client, account_a):
-    response = owner_client.post("/documents/upload/", {"file": SimpleUploadedFile("u.txt", b"Uploaded text.\n"),
-                                                         "tags": "policy, 2026"}, HTTP_ACCEPT="application/json")
+    response = owner_client.post(
+        "/documents/upload/",
+        {"file": SimpleUploadedFile("u.txt", b"Uploaded text.\n"), "tags": "policy, 2026"},
+        HTTP_ACCEPT="application/json",
+    )
     assert response.status_code == 202, response.content
     assert response.json()["document"]["tags"] == ["policy", "2026"]
-    response = owner_client.post("/documents/upload/", {"file": SimpleUploadedFile("v.txt", b"Other text.\n"),
-                                                         "tags": "a\u0007b"}, HTTP_ACCEPT="application/json")
+    response = owner_client.post(
+        "/documents/upload/",
+        {"file": SimpleUploadedFile("v.txt", b"Other text.\n"), "tags": "a\u0007b"},
+        HTTP_ACCEPT="application/json",
+    )
     assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_tags"

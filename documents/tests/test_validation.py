@@ -1,5 +1,6 @@
 """Upload validation: supported types, sizes, declared type vs extension vs magic bytes,
 the DOCX zip-bomb guard and display-name sanitising. Files are made here, in memory."""
+
 from __future__ import annotations
 
 import codecs
@@ -20,13 +21,19 @@ MB = 1024 * 1024
 DOCX_TYPE = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 
-def validate(name: str, data: bytes, declared: str | None = None, *, max_bytes: int = 25 * MB,
-             size: int | None = None) -> ValidatedUpload:
+def validate(
+    name: str, data: bytes, declared: str | None = None, *, max_bytes: int = 25 * MB, size: int | None = None
+) -> ValidatedUpload:
     """Validate `data` the way the upload service does: an 8 KB head and a reopenable file."""
     stream = io.BytesIO(data)
-    return validate_upload(name=name, declared_type=declared, data_head=data[:8192],
-                           size=len(data) if size is None else size, max_bytes=max_bytes,
-                           open_file=lambda: stream)
+    return validate_upload(
+        name=name,
+        declared_type=declared,
+        data_head=data[:8192],
+        size=len(data) if size is None else size,
+        max_bytes=max_bytes,
+        open_file=lambda: stream,
+    )
 
 
 def rejected(name: str, data: bytes, declared: str | None = None, **kwargs) -> UploadRejected:
@@ -71,21 +78,24 @@ PDF = (FIXTURES / "camlidl-manual.pdf").read_bytes()
 # --- accepted files -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, data, declared, kind, content_type", [
-    ("manual.pdf", PDF, "application/pdf", "pdf", "application/pdf"),
-    ("manual.PDF", PDF, None, "pdf", "application/pdf"),
-    ("notes.txt", b"plain text\n", "text/plain; charset=utf-8", "txt", "text/plain"),
-    ("notes.txt", codecs.BOM_UTF8 + "caf\u00e9".encode(), "text/plain", "txt", "text/plain"),
-    ("notes.txt", "caf\u00e9 \u00fcber".encode("utf-16"), "application/octet-stream", "txt", "text/plain"),
-    ("readme.md", b"# Title\n", "text/markdown", "markdown", "text/markdown"),
-    ("readme.markdown", b"# Title\n", "text/x-markdown", "markdown", "text/markdown"),
-    ("readme.md", b"# Title\n", "text/plain", "markdown", "text/markdown"),
-    ("table.csv", b"a,b\n1,2\n", "text/csv", "csv", "text/csv"),
-    ("table.csv", b"a,b\n1,2\n", "application/vnd.ms-excel", "csv", "text/csv"),
-    ("table.csv", b"a,b\n1,2\n", "application/csv", "csv", "text/csv"),
-    ("page.html", b"<html><body>x</body></html>", "text/html", "html", "text/html"),
-    ("page.htm", b"<p>x</p>", "", "html", "text/html"),
-])
+@pytest.mark.parametrize(
+    "name, data, declared, kind, content_type",
+    [
+        ("manual.pdf", PDF, "application/pdf", "pdf", "application/pdf"),
+        ("manual.PDF", PDF, None, "pdf", "application/pdf"),
+        ("notes.txt", b"plain text\n", "text/plain; charset=utf-8", "txt", "text/plain"),
+        ("notes.txt", codecs.BOM_UTF8 + "caf\u00e9".encode(), "text/plain", "txt", "text/plain"),
+        ("notes.txt", "caf\u00e9 \u00fcber".encode("utf-16"), "application/octet-stream", "txt", "text/plain"),
+        ("readme.md", b"# Title\n", "text/markdown", "markdown", "text/markdown"),
+        ("readme.markdown", b"# Title\n", "text/x-markdown", "markdown", "text/markdown"),
+        ("readme.md", b"# Title\n", "text/plain", "markdown", "text/markdown"),
+        ("table.csv", b"a,b\n1,2\n", "text/csv", "csv", "text/csv"),
+        ("table.csv", b"a,b\n1,2\n", "application/vnd.ms-excel", "csv", "text/csv"),
+        ("table.csv", b"a,b\n1,2\n", "application/csv", "csv", "text/csv"),
+        ("page.html", b"<html><body>x</body></html>", "text/html", "html", "text/html"),
+        ("page.htm", b"<p>x</p>", "", "html", "text/html"),
+    ],
+)
 def test_accepts_supported_files(name, data, declared, kind, content_type):
     result = validate(name, data, declared)
     assert (result.kind, result.content_type) == (kind, content_type)
@@ -100,8 +110,9 @@ def test_accepts_docx_with_its_common_declared_types(declared):
 def test_docx_check_leaves_the_upload_open_and_rewound():
     data = docx_bytes()
     stream = io.BytesIO(data)
-    validate_upload(name="a.docx", declared_type=None, data_head=data[:8192], size=len(data),
-                    max_bytes=MB, open_file=lambda: stream)
+    validate_upload(
+        name="a.docx", declared_type=None, data_head=data[:8192], size=len(data), max_bytes=MB, open_file=lambda: stream
+    )
     assert not stream.closed
     assert stream.tell() == 0
     assert stream.read() == data
@@ -123,16 +134,20 @@ def test_text_head_cut_inside_a_multibyte_character_is_accepted():
 def test_legacy_doc_is_refused_with_advice_to_save_as_docx():
     error = rejected("Minutes.doc", b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\0" * 100, "application/msword")
     assert (error.code, error.status) == ("unsupported_type", 415)
-    assert error.message == (f"Groundwork reads {SUPPORTED_SUMMARY}; .doc is not one of "
-                             "them. Save it as .docx or PDF and upload again.")
+    assert error.message == (
+        f"Groundwork reads {SUPPORTED_SUMMARY}; .doc is not one of them. Save it as .docx or PDF and upload again."
+    )
 
 
-@pytest.mark.parametrize("name, hint", [
-    ("photo.gif", "images are not one of them. Save the image as PNG or JPEG"),
-    ("setup.exe", "Convert it to one of these formats"),
-    ("budget.xls", "Save it as .xlsx"),
-    ("archive.tar.gz", ".gz is not one of them"),
-])
+@pytest.mark.parametrize(
+    "name, hint",
+    [
+        ("photo.gif", "images are not one of them. Save the image as PNG or JPEG"),
+        ("setup.exe", "Convert it to one of these formats"),
+        ("budget.xls", "Save it as .xlsx"),
+        ("archive.tar.gz", ".gz is not one of them"),
+    ],
+)
 def test_other_types_are_refused_naming_the_supported_ones(name, hint):
     error = rejected(name, b"\x89PNG\r\n\x1a\n" + b"\0" * 10)
     assert (error.code, error.status) == ("unsupported_type", 415)
@@ -182,13 +197,16 @@ def test_png_renamed_to_txt_is_a_mismatch():
     assert "PNG image" in error.message
 
 
-@pytest.mark.parametrize("name, data, label", [
-    ("data.csv", PDF, "a PDF"),
-    ("page.html", b"PK\x03\x04" + b"\0" * 40, "zip archive"),
-    ("notes.md", b"\xff\xd8\xff\xe0" + b"\0" * 40, "JPEG"),
-    ("notes.txt", b"GIF89a" + b"\0" * 40, "GIF"),
-    ("run.txt", b"\x7fELF\x02\x01\x01" + b"\0" * 40, "Linux program"),
-])
+@pytest.mark.parametrize(
+    "name, data, label",
+    [
+        ("data.csv", PDF, "a PDF"),
+        ("page.html", b"PK\x03\x04" + b"\0" * 40, "zip archive"),
+        ("notes.md", b"\xff\xd8\xff\xe0" + b"\0" * 40, "JPEG"),
+        ("notes.txt", b"GIF89a" + b"\0" * 40, "GIF"),
+        ("run.txt", b"\x7fELF\x02\x01\x01" + b"\0" * 40, "Linux program"),
+    ],
+)
 def test_binary_magic_under_a_text_name_is_a_mismatch(name, data, label):
     error = rejected(name, data)
     assert error.code == "type_mismatch"
@@ -269,18 +287,21 @@ def test_docx_whose_parts_add_up_past_200_mb_is_refused():
 # --- display names --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("raw, expected", [
-    ("report.pdf", "report.pdf"),
-    ("C:\\Users\\ann\\Desktop\\report.pdf", "report.pdf"),
-    ("../../etc/passwd.txt", "passwd.txt"),
-    ("my   quarterly\treport .pdf", "my quarterly report.pdf"),
-    ("evil\u202efdp.txt", "evil fdp.txt"),
-    ("bell\x07name\x00.md", "bell name.md"),
-    ("report.pdf. ", "report.pdf"),
-    (".pdf", "document.pdf"),
-    ("", "document"),
-    ("   ", "document"),
-])
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ("report.pdf", "report.pdf"),
+        ("C:\\Users\\ann\\Desktop\\report.pdf", "report.pdf"),
+        ("../../etc/passwd.txt", "passwd.txt"),
+        ("my   quarterly\treport .pdf", "my quarterly report.pdf"),
+        ("evil\u202efdp.txt", "evil fdp.txt"),
+        ("bell\x07name\x00.md", "bell name.md"),
+        ("report.pdf. ", "report.pdf"),
+        (".pdf", "document.pdf"),
+        ("", "document"),
+        ("   ", "document"),
+    ],
+)
 def test_sanitize_filename(raw, expected):
     assert sanitize_filename(raw) == expected
 

@@ -1,16 +1,17 @@
 """Two rules every reader shares: a document being deleted is gone at once (list, detail,
 search), and another account's id answers exactly like a missing one."""
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from core.tenancy import account_context
 from accounts.tests.factories import make_api_key
+from core.tenancy import account_context
 from documents.errors import DocumentNotFound, ReindexRunNotFound
 from documents.models import Document, Status
-from retrieval.search import expand_passages, first_chunks, hybrid_search
 from documents.selectors import document_access_by_id, document_list, reindex_run_access_by_id
 from documents.services import account_reindex_start, document_delete, document_upload
 from llm.fake_server import fake_embedding
+from retrieval.search import expand_passages, first_chunks, hybrid_search
 
 TEXT = b"The espresso machine in the kitchen is descaled every month by the office team."
 
@@ -19,8 +20,9 @@ TEXT = b"The espresso machine in the kitchen is descaled every month by the offi
 def uploaded(account_a, fake_llm, run_jobs, django_capture_on_commit_callbacks):
     """A ready document of account A."""
     with account_context(account_a), django_capture_on_commit_callbacks(execute=True):
-        document, _ = document_upload(account=account_a, actor=None,
-                                      upload=SimpleUploadedFile("kitchen.txt", TEXT, content_type="text/plain"))
+        document, _ = document_upload(
+            account=account_a, actor=None, upload=SimpleUploadedFile("kitchen.txt", TEXT, content_type="text/plain")
+        )
     run_jobs()
     with account_context(account_a):
         return Document.objects.for_account(account_a).get(pk=document.pk)
@@ -82,8 +84,9 @@ def test_another_accounts_id_and_a_missing_id_get_the_same_answer(client, accoun
         assert document_access_by_id(account=account_a, document_id=str(uploaded.pk)) == uploaded
 
 
-def test_another_accounts_reindex_run_is_not_found_like_a_missing_one(account_a, account_b, uploaded,
-                                                                       django_capture_on_commit_callbacks):
+def test_another_accounts_reindex_run_is_not_found_like_a_missing_one(
+    account_a, account_b, uploaded, django_capture_on_commit_callbacks
+):
     with account_context(account_a), django_capture_on_commit_callbacks():
         run = account_reindex_start(account=account_a)
     with account_context(account_b):

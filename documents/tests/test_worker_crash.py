@@ -1,21 +1,22 @@
 """A real rq worker killed mid-job: the sweeper re-queues the document, a new worker
 finishes it, nothing is embedded or charged twice and no chunk is duplicated."""
+
 import datetime as dt
 import os
-import time
 import subprocess
 import sys
 import threading
+import time
 
 import psutil
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
-from core.tenancy import account_context
 from billing.models import CreditLedgerEntry
 from billing.services import credits_grant
 from config.embedded import BASE_DIR
+from core.tenancy import account_context
 from documents.jobs import requeue_stale_work
 from documents.models import Chunk, Document
 from documents.services import document_upload
@@ -51,15 +52,21 @@ def _kill_worker_and_horse(worker: subprocess.Popen) -> None:
 
 
 def _worker(env) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "manage.py", "rqworker", "default", "--burst"], cwd=BASE_DIR, env=env,
-                            start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "rqworker", "default", "--burst"],
+        cwd=BASE_DIR,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
 
 def _worker_env(base_url: str) -> dict:
     db = connection.settings_dict
     url = os.environ["DATABASE_URL"].rsplit("/", 1)[0] + "/" + db["NAME"]
-    return dict(os.environ, DATABASE_URL=url, LLM_BASE_URL=base_url, EMBEDDING_CONCURRENCY="1",
-                GROUNDWORK_TESTING="1")
+    return dict(os.environ, DATABASE_URL=url, LLM_BASE_URL=base_url, EMBEDDING_CONCURRENCY="1", GROUNDWORK_TESTING="1")
 
 
 def test_killed_worker_is_recovered_without_double_work(account_a, queue):
@@ -70,8 +77,9 @@ def test_killed_worker_is_recovered_without_double_work(account_a, queue):
     with server:
         with account_context(account_a):
             credits_grant(account=account_a, amount=100_000, reason="a long document")
-            document, _ = document_upload(account=account_a, actor=None,
-                                          upload=SimpleUploadedFile("long.txt", data, content_type="text/plain"))
+            document, _ = document_upload(
+                account=account_a, actor=None, upload=SimpleUploadedFile("long.txt", data, content_type="text/plain")
+            )
         env = _worker_env(server.base_url)
         first = _worker(env)
         deadline = time.monotonic() + 90
@@ -96,7 +104,8 @@ def test_killed_worker_is_recovered_without_double_work(account_a, queue):
             assert crashed.status == "processing" and crashed.progress_done == 1
             # Time passes: the heartbeat goes stale.
             Document.objects.for_account(account_a).filter(pk=document.pk).update(
-                heartbeat_at=crashed.created_at - dt.timedelta(hours=1))
+                heartbeat_at=crashed.created_at - dt.timedelta(hours=1)
+            )
         assert requeue_stale_work() == 1
 
         second = _worker(env)

@@ -12,12 +12,15 @@ from core.rls import BYPASS, CONTEXT_SQL, CTX_USER_ID
 # no account_id (an export spans the person's accounts), so core.rls.enable_rls's
 # tenant_isolation does not apply; this is the same lock, keyed on the person.
 OWNER_POLICY = f"(user_id = {CTX_USER_ID} OR {BYPASS})"
-RLS_SQL = CONTEXT_SQL + f"""
+RLS_SQL = (
+    CONTEXT_SQL
+    + f"""
 ALTER TABLE "exports_dataexport" ENABLE ROW LEVEL SECURITY;
 ALTER TABLE "exports_dataexport" FORCE ROW LEVEL SECURITY;
 DROP POLICY IF EXISTS person_isolation ON "exports_dataexport";
 CREATE POLICY person_isolation ON "exports_dataexport" USING {OWNER_POLICY} WITH CHECK {OWNER_POLICY};
 """
+)
 RLS_REVERSE = """
 DROP POLICY IF EXISTS person_isolation ON "exports_dataexport";
 ALTER TABLE "exports_dataexport" NO FORCE ROW LEVEL SECURITY;
@@ -26,37 +29,53 @@ ALTER TABLE "exports_dataexport" DISABLE ROW LEVEL SECURITY;
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
-        ('core', '0001_signed_rls_context'),
+        ("core", "0001_signed_rls_context"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='DataExport',
+            name="DataExport",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('pending', 'Pending'), ('ready', 'Ready'), ('failed', 'Failed'), ('refused', 'Refused')], default='pending', max_length=10)),
-                ('error_code', models.CharField(blank=True, max_length=40)),
-                ('error', models.TextField(blank=True)),
-                ('file', models.CharField(blank=True, max_length=300)),
-                ('size', models.BigIntegerField(default=0)),
-                ('account_ids', models.JSONField(blank=True, default=list, help_text='The accounts the export covers')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('expires_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("pending", "Pending"),
+                            ("ready", "Ready"),
+                            ("failed", "Failed"),
+                            ("refused", "Refused"),
+                        ],
+                        default="pending",
+                        max_length=10,
+                    ),
+                ),
+                ("error_code", models.CharField(blank=True, max_length=40)),
+                ("error", models.TextField(blank=True)),
+                ("file", models.CharField(blank=True, max_length=300)),
+                ("size", models.BigIntegerField(default=0)),
+                ("account_ids", models.JSONField(blank=True, default=list, help_text="The accounts the export covers")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("expires_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
             options={
-                'base_manager_name': 'all_people',
-                'default_manager_name': 'all_people',
-                'indexes': [models.Index(fields=['user', '-created_at'], name='export_user_newest')],
+                "base_manager_name": "all_people",
+                "default_manager_name": "all_people",
+                "indexes": [models.Index(fields=["user", "-created_at"], name="export_user_newest")],
             },
             managers=[
-                ('all_people', django.db.models.manager.Manager()),
+                ("all_people", django.db.models.manager.Manager()),
             ],
         ),
         migrations.RunSQL(RLS_SQL, reverse_sql=RLS_REVERSE),

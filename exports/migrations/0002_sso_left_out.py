@@ -4,20 +4,26 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('exports', '0001_data_export'),
+        ("exports", "0001_data_export"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='dataexport',
-            name='by_sso',
-            field=models.BooleanField(db_default=False, default=False, help_text='Asked for by a session signed in with SSO'),
+            model_name="dataexport",
+            name="by_sso",
+            field=models.BooleanField(
+                db_default=False, default=False, help_text="Asked for by a session signed in with SSO"
+            ),
         ),
         migrations.AddField(
-            model_name='dataexport',
-            name='left_out',
-            field=models.JSONField(blank=True, db_default=[], default=list, help_text='The teams left out, and why: [{"id", "name", "reason"}]'),
+            model_name="dataexport",
+            name="left_out",
+            field=models.JSONField(
+                blank=True,
+                db_default=[],
+                default=list,
+                help_text='The teams left out, and why: [{"id", "name", "reason"}]',
+            ),
         ),
     ]

@@ -1,5 +1,6 @@
 """`{% your_data_export %}`: the overview page's "Your data" section, with the person's
 latest export, its state and, while it lasts, its download link."""
+
 from django import template
 from django.conf import settings
 
@@ -20,7 +21,9 @@ def your_data_export(context):
     return {
         "may": context.get("may"),
         # Said before asking: what a new export from this session would leave out.
-        "sso_teams": [m.account.name for m in getattr(request, "memberships", []) if sso_shuts_out(m.account, by_sso=by_sso)],
+        "sso_teams": [
+            m.account.name for m in getattr(request, "memberships", []) if sso_shuts_out(m.account, by_sso=by_sso)
+        ],
         "export": export,
         "download_url": export_download_url(export) if export else None,
         "expired_message": export_expired_message(export) if expired else "",

@@ -1,5 +1,6 @@
 """A person's data export: what it holds, what it never holds, its limits,
 who may fetch it and for how long. Real PostgreSQL (RLS on), real Redis queue, real storage."""
+
 from __future__ import annotations
 
 import datetime as dt
@@ -24,8 +25,8 @@ from documents.services import collection_create, collection_update, document_mo
 from exports.jobs import cleanup_exports
 from exports.models import DataExport, ExportStatus
 
-
 # --- the world: a person in two accounts, a colleague, a stranger ----------------------------
+
 
 @pytest.fixture
 def world(account_a, account_b, fake_llm, run_jobs, django_capture_on_commit_callbacks):
@@ -36,8 +37,9 @@ def world(account_a, account_b, fake_llm, run_jobs, django_capture_on_commit_cal
 
     def upload(account, user, name, text):
         with account_context(account, user=user), django_capture_on_commit_callbacks(execute=True):
-            document, _ = document_upload(account=account, actor=user,
-                                          upload=SimpleUploadedFile(name, text.encode(), content_type="text/plain"))
+            document, _ = document_upload(
+                account=account, actor=user, upload=SimpleUploadedFile(name, text.encode(), content_type="text/plain")
+            )
         return document
 
     mine = upload(account_a, person, "person-notes.txt", "PERSONMARKER the roadmap of the person.")
@@ -46,13 +48,19 @@ def world(account_a, account_b, fake_llm, run_jobs, django_capture_on_commit_cal
     run_jobs()
     with account_context(account_a):
         for user, marker in ((person, "PERSONCHAT"), (colleague, "COLLEAGUECHAT")):
-            conversation = Conversation.objects.for_account(account_a).create(account=account_a, user=user,
-                                                                               title=f"{marker} title")
-            Message.objects.for_account(account_a).create(account=account_a, conversation=conversation,
-                                                          role="user", content=f"{marker} question")
+            conversation = Conversation.objects.for_account(account_a).create(
+                account=account_a, user=user, title=f"{marker} title"
+            )
             Message.objects.for_account(account_a).create(
-                account=account_a, conversation=conversation, role="assistant", content=f"{marker} answer [Document 1]",
-                citations=[{"n": 1, "document_id": mine.pk, "document": mine.name, "chunk_ids": [1]}])
+                account=account_a, conversation=conversation, role="user", content=f"{marker} question"
+            )
+            Message.objects.for_account(account_a).create(
+                account=account_a,
+                conversation=conversation,
+                role="assistant",
+                content=f"{marker} answer [Document 1]",
+                citations=[{"n": 1, "document_id": mine.pk, "document": mine.name, "chunk_ids": [1]}],
+            )
     return dict(person=person, colleague=colleague, side=side, mine=mine, theirs=theirs, stranger=stranger)
 
 
@@ -72,6 +80,7 @@ def _commit_hooks(django_capture_on_commit_callbacks, monkeypatch):
     def request_then_commit(self, **kwargs):
         with django_capture_on_commit_callbacks(execute=True):
             return request(self, **kwargs)
+
     monkeypatch.setattr(Client, "request", request_then_commit)
 
 
@@ -103,14 +112,17 @@ def _folder(archive, account) -> str:
 
 # --- what it holds --------------------------------------------------------------------------
 
+
 def test_export_holds_the_persons_data_in_every_account_and_nobody_elses(world, account_a, client, run_jobs):
     body = _export(_login(client, world["person"]), run_jobs)
     assert body["status"] == "ready" and body["error"] is None and body["download_url"]
     archive = _zip(client, body["download_url"])
     manifest = json.loads(archive.read("export.json"))
     assert manifest["person"]["email"] == "person@acme.test"
-    assert {(a["id"], a["role"]) for a in manifest["accounts"]} == {(account_a.pk, "member"),
-                                                                    (world["side"].pk, "viewer")}
+    assert {(a["id"], a["role"]) for a in manifest["accounts"]} == {
+        (account_a.pk, "member"),
+        (world["side"].pk, "viewer"),
+    }
     folder = _folder(archive, account_a)
     documents = json.loads(archive.read(f"{folder}/documents.json"))
     assert [d["id"] for d in documents] == [world["mine"].pk]
@@ -139,11 +151,22 @@ def test_usage_holds_only_what_the_person_spent(world, account_a, client, run_jo
 def test_pending_ingestion_content_is_included(world, account_a, client, run_jobs, queue):
     person = world["person"]
     with account_context(account_a, user=person):
-        pending, _ = document_upload(account=account_a, actor=person,
-                                     upload=SimpleUploadedFile("draft.txt", b"DRAFTMARKER", content_type="text/plain"))
+        pending, _ = document_upload(
+            account=account_a,
+            actor=person,
+            upload=SimpleUploadedFile("draft.txt", b"DRAFTMARKER", content_type="text/plain"),
+        )
         EmbeddingBatch.objects.for_account(account_a).create(
-            account=account_a, document=pending, revision=1, batch_index=0, vectors=b"\x00\x00\x80\x3f" * 4,
-            count=1, tokens=3, model="m", provider="p")
+            account=account_a,
+            document=pending,
+            revision=1,
+            batch_index=0,
+            vectors=b"\x00\x00\x80\x3f" * 4,
+            count=1,
+            tokens=3,
+            model="m",
+            provider="p",
+        )
     queue.empty()  # the draft stays pending: its ingestion is "in progress"
     archive = _zip(client, _export(_login(client, person), run_jobs)["download_url"])
     data = json.loads(archive.read(f"{_folder(archive, account_a)}/pending_ingestion.json"))
@@ -153,13 +176,18 @@ def test_pending_ingestion_content_is_included(world, account_a, client, run_job
 
 
 def test_a_document_the_person_uploaded_into_a_now_restricted_collection_is_still_theirs(
-        world, account_a, client, run_jobs):
+    world, account_a, client, run_jobs
+):
     owner = account_a.test_owner
     with account_context(account_a, user=owner):
         vault = collection_create(account=account_a, actor=owner, name="Vault", restricted=True)
         document_move(account=account_a, actor=owner, document=world["mine"], collection=vault)
-        secret, _ = document_upload(account=account_a, actor=owner, collection=vault,
-                                    upload=SimpleUploadedFile("vault.txt", b"VAULTMARKER", content_type="text/plain"))
+        secret, _ = document_upload(
+            account=account_a,
+            actor=owner,
+            collection=vault,
+            upload=SimpleUploadedFile("vault.txt", b"VAULTMARKER", content_type="text/plain"),
+        )
     run_jobs()
     archive = _zip(client, _export(_login(client, world["person"]), run_jobs)["download_url"])
     documents = json.loads(archive.read(f"{_folder(archive, account_a)}/documents.json"))
@@ -178,10 +206,17 @@ def test_a_deleted_account_is_not_exported(world, client, run_jobs):
 
 # --- limits: refused whole, never a partial file -----------------------------------------------
 
+
 def _pending_uploads(account, user, count):
     with account_context(account, user=user):
-        return [document_upload(account=account, actor=user, upload=SimpleUploadedFile(
-            f"pending-{i}.txt", f"pending {i}".encode(), content_type="text/plain"))[0] for i in range(count)]
+        return [
+            document_upload(
+                account=account,
+                actor=user,
+                upload=SimpleUploadedFile(f"pending-{i}.txt", f"pending {i}".encode(), content_type="text/plain"),
+            )[0]
+            for i in range(count)
+        ]
 
 
 def test_too_many_pending_records_is_refused_with_what_to_do(world, account_a, client, run_jobs, queue, settings):
@@ -207,8 +242,16 @@ def test_too_much_pending_data_is_refused(world, account_a, client, run_jobs, qu
     [pending] = _pending_uploads(account_a, world["person"], 1)
     with account_context(account_a):
         EmbeddingBatch.objects.for_account(account_a).create(
-            account=account_a, document=pending, revision=1, batch_index=0, vectors=b"\x01" * 8192,
-            count=1, tokens=1, model="m", provider="p")
+            account=account_a,
+            document=pending,
+            revision=1,
+            batch_index=0,
+            vectors=b"\x01" * 8192,
+            count=1,
+            tokens=1,
+            model="m",
+            provider="p",
+        )
     queue.empty()
     body = _export(_login(client, world["person"]), run_jobs)
     assert body["status"] == "refused" and "4 KiB" not in body["error"]
@@ -236,6 +279,7 @@ def _stored_exports() -> set[str]:
 
 
 # --- who may fetch it, and for how long -------------------------------------------------------
+
 
 def test_another_persons_export_is_404_and_its_link_is_404(world, client, run_jobs):
     body = _export(_login(client, world["person"]), run_jobs)
@@ -277,8 +321,11 @@ def test_api_keys_are_refused_403(world, account_a, client, run_jobs):
     body = _export(_login(client, world["person"]), run_jobs)
     client.logout()
     headers = {"HTTP_AUTHORIZATION": f"Bearer {make_api_key(account_a)}"}
-    for response in (client.post("/api/v1/exports/", **headers), client.get(f"/api/v1/exports/{body['id']}/", **headers),
-                     client.get(body["download_url"], **headers)):
+    for response in (
+        client.post("/api/v1/exports/", **headers),
+        client.get(f"/api/v1/exports/{body['id']}/", **headers),
+        client.get(body["download_url"], **headers),
+    ):
         assert response.status_code == 403
         assert response.json()["error"]["code"] == "forbidden" and "API keys" in response.json()["error"]["message"]
 
@@ -287,18 +334,24 @@ def test_anonymous_is_401(client):
     assert client.post("/api/v1/exports/").status_code == 401
 
 
-def test_expired_export_is_410_and_the_cleanup_job_deletes_its_file(world, client, run_jobs,
-                                                                    django_capture_on_commit_callbacks):
+def test_expired_export_is_410_and_the_cleanup_job_deletes_its_file(
+    world, client, run_jobs, django_capture_on_commit_callbacks
+):
     body = _export(_login(client, world["person"]), run_jobs)
     person = world["person"]
     with user_context(person):
         export = DataExport.objects.for_user(person).get(pk=body["id"])
         name = export.file
-        DataExport.objects.for_user(person).filter(pk=export.pk).update(expires_at=timezone.now() - dt.timedelta(minutes=1))
+        DataExport.objects.for_user(person).filter(pk=export.pk).update(
+            expires_at=timezone.now() - dt.timedelta(minutes=1)
+        )
     assert default_storage.exists(name)
     response = client.get(body["download_url"])
     assert response.status_code == 410
-    assert response.json()["error"]["code"] == "export_expired" and "Request a new export" in response.json()["error"]["message"]
+    assert (
+        response.json()["error"]["code"] == "export_expired"
+        and "Request a new export" in response.json()["error"]["message"]
+    )
     status = client.get(f"/api/v1/exports/{body['id']}/").json()
     assert status["status"] == "ready" and status["download_url"] is None and "expired" in status["error"]
     with django_capture_on_commit_callbacks(execute=True):
@@ -317,6 +370,7 @@ def test_the_link_expires_after_export_ttl_hours(world, client, run_jobs, settin
 
 # --- the row is the person's: at the database too ---------------------------------------------
 
+
 def test_rls_hides_an_export_from_everyone_but_its_person(world, account_a, client, run_jobs):
     body = _export(_login(client, world["person"]), run_jobs)
     with account_context(account_a, user=world["colleague"]):
@@ -331,6 +385,7 @@ def test_rls_hides_an_export_from_everyone_but_its_person(world, account_a, clie
 
 
 # --- the job --------------------------------------------------------------------------------
+
 
 def test_the_job_is_idempotent(world, client, run_jobs):
     from exports.jobs import build_export
@@ -355,6 +410,7 @@ def test_asking_again_while_pending_returns_the_same_export(world, client, queue
 
 # --- the overview page ----------------------------------------------------------------------
 
+
 def test_the_overview_page_requests_an_export_and_offers_the_link(world, client, run_jobs):
     _login(client, world["person"])
     page = client.get("/").content.decode()
@@ -377,8 +433,9 @@ def test_a_viewer_may_export_too_and_the_schema_lists_the_endpoints(world, clien
     assert 'id="export-request"' in client.get("/").content.decode()
     assert _export(client, run_jobs)["status"] == "ready"
     schema = client.get("/api/schema/?format=json").json()
-    assert {"/api/v1/exports/", "/api/v1/exports/{export_id}/",
-            "/api/v1/exports/{export_id}/download/{token}/"} <= set(schema["paths"])
+    assert {"/api/v1/exports/", "/api/v1/exports/{export_id}/", "/api/v1/exports/{export_id}/download/{token}/"} <= set(
+        schema["paths"]
+    )
 
 
 def test_the_overview_page_says_why_an_export_was_refused(world, account_a, client, run_jobs, queue, settings):
@@ -400,20 +457,33 @@ def test_an_export_keeps_no_name_of_a_document_the_person_may_no_longer_read(wor
     the name (docs/guide/collections.md)."""
     owner, person = account_a.test_owner, world["person"]
     with account_context(account_a, user=owner):
-        vault = collection_create(account=account_a, actor=owner, name="Vault", restricted=True,
-                                  user_ids=[person.pk])
-        secret, _ = document_upload(account=account_a, actor=owner, collection=vault,
-                                    upload=SimpleUploadedFile("takeover-plan.txt", b"VAULTMARKER",
-                                                              content_type="text/plain"))
+        vault = collection_create(account=account_a, actor=owner, name="Vault", restricted=True, user_ids=[person.pk])
+        secret, _ = document_upload(
+            account=account_a,
+            actor=owner,
+            collection=vault,
+            upload=SimpleUploadedFile("takeover-plan.txt", b"VAULTMARKER", content_type="text/plain"),
+        )
     run_jobs()
     with account_context(account_a, user=person):
-        conversation = Conversation.objects.for_account(account_a).create(account=account_a, user=person,
-                                                                           title="Vault question")
-        cited = {"n": 1, "document_id": secret.pk, "document_name": "takeover-plan.txt", "chunk_index": 0,
-                 "pages": None}
+        conversation = Conversation.objects.for_account(account_a).create(
+            account=account_a, user=person, title="Vault question"
+        )
+        cited = {
+            "n": 1,
+            "document_id": secret.pk,
+            "document_name": "takeover-plan.txt",
+            "chunk_index": 0,
+            "pages": None,
+        }
         Message.objects.for_account(account_a).create(
-            account=account_a, conversation=conversation, role="assistant", content="It says so [Document 1].",
-            citations=[cited], sources=[{**cited, "score": 0.9}])
+            account=account_a,
+            conversation=conversation,
+            role="assistant",
+            content="It says so [Document 1].",
+            citations=[cited],
+            sources=[{**cited, "score": 0.9}],
+        )
     with account_context(account_a, user=owner):
         collection_update(account=account_a, actor=owner, collection=vault, user_ids=[])
     archive = _zip(client, _export(_login(client, person), run_jobs)["download_url"])

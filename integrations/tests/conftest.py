@@ -1,5 +1,6 @@
 """The MCP endpoint served for real: daphne on the test database (as `make run` serves it) with
 the deterministic fake model server, driven by the `mcp` SDK's own client over HTTP."""
+
 from __future__ import annotations
 
 import asyncio
@@ -18,10 +19,14 @@ from accounts.tests.factories import make_api_key
 from core.tenancy import account_context
 from documents.services import collection_create, document_move
 
-HANDBOOK = ("# Holidays\n\nEveryone at Acme has twenty-eight days of paid holiday a year. Unused holiday "
-            "carries over until March.\n\n# Laptops\n\nNew starters receive a laptop and a badge on day one.")
-SECRET = ("# Nightingale\n\nProject Nightingale will acquire Zephyrine Robotics for forty-two million "
-          "euros. The Nightingale board meets in Oslo every quarter.")
+HANDBOOK = (
+    "# Holidays\n\nEveryone at Acme has twenty-eight days of paid holiday a year. Unused holiday "
+    "carries over until March.\n\n# Laptops\n\nNew starters receive a laptop and a badge on day one."
+)
+SECRET = (
+    "# Nightingale\n\nProject Nightingale will acquire Zephyrine Robotics for forty-two million "
+    "euros. The Nightingale board meets in Oslo every quarter."
+)
 BETA = "# Beta holidays\n\nAt Beta the holiday allowance is periwinkle: thirty days of holiday a year."
 ANSWER = "Everyone has twenty-eight days of paid holiday a year [Document 1]."
 
@@ -70,20 +75,34 @@ class World:
 
 @pytest.fixture
 def world(account_a, account_b, fake_llm, upload_and_ingest) -> World:
-    write, reader, insider, key_b = (make_api_key(account_a, "write"), read_key(account_a),
-                                     make_api_key(account_a, "insider"), make_api_key(account_b))
+    write, reader, insider, key_b = (
+        make_api_key(account_a, "write"),
+        read_key(account_a),
+        make_api_key(account_a, "insider"),
+        make_api_key(account_b),
+    )
     owner = account_a.test_owner
     with account_context(account_a, user=owner):
-        board = collection_create(account=account_a, actor=owner, name="Board", restricted=True,
-                                  api_key_ids=[key_row(account_a, insider).pk])
+        board = collection_create(
+            account=account_a, actor=owner, name="Board", restricted=True, api_key_ids=[key_row(account_a, insider).pk]
+        )
     handbook = upload_and_ingest(account_a, "handbook.md", HANDBOOK.encode(), "text/markdown")
     secret = upload_and_ingest(account_a, "nightingale.md", SECRET.encode(), "text/markdown")
     with account_context(account_a, user=owner):
         secret = document_move(account=account_a, actor=owner, document=secret, collection=board)
     beta = upload_and_ingest(account_b, "beta.md", BETA.encode(), "text/markdown")
     assert handbook.status == secret.status == beta.status == "ready"
-    return World(a=account_a, b=account_b, handbook=handbook, secret=secret, beta=beta, write=write, reader=reader,
-                 insider=insider, key_b=key_b)
+    return World(
+        a=account_a,
+        b=account_b,
+        handbook=handbook,
+        secret=secret,
+        beta=beta,
+        write=write,
+        reader=reader,
+        insider=insider,
+        key_b=key_b,
+    )
 
 
 class Mcp:
@@ -97,8 +116,10 @@ class Mcp:
 
     async def _with_client(self, key: str | None, use):
         headers = {"Authorization": f"Bearer {key}"} if key else {}
-        async with (httpx2.AsyncClient(headers=headers, timeout=60) as http,
-                    Client(streamable_http_client(self.url, http_client=http), mode=self.mode) as client):
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=60) as http,
+            Client(streamable_http_client(self.url, http_client=http), mode=self.mode) as client,
+        ):
             return await use(client)
 
     def tools(self, key: str):

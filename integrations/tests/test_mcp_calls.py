@@ -1,6 +1,7 @@
 """How one tool call runs (integrations.mcp_server._serve), below the protocol: like a REST
 request, as the key (the audit log's actor), in one transaction of the key's account that a
 failure rolls back, every failure answered with the REST error body."""
+
 from __future__ import annotations
 
 import pytest
@@ -17,6 +18,7 @@ from integrations.tests.conftest import key_row
 # A call returns its connection when it ends (it runs in a worker thread of its own): no
 # test transaction may be open around it.
 pytestmark = pytest.mark.django_db(transaction=True)
+
 
 @pytest.fixture
 def key(account_a):
@@ -64,8 +66,13 @@ def test_an_unexpected_failure_is_a_server_error_without_its_details(account_a, 
 
 
 def test_a_documents_text_says_each_chunks_overlap_once():
-    chunks = ["Everyone has twenty-eight days of paid holiday. Unused holiday carries over",
-              "Unused holiday carries over until March.", "# Laptops\n\nNew starters get a laptop."]
-    assert document_text(chunks) == ("Everyone has twenty-eight days of paid holiday. Unused holiday carries over"
-                                     " until March.\n# Laptops\n\nNew starters get a laptop.")
+    chunks = [
+        "Everyone has twenty-eight days of paid holiday. Unused holiday carries over",
+        "Unused holiday carries over until March.",
+        "# Laptops\n\nNew starters get a laptop.",
+    ]
+    assert document_text(chunks) == (
+        "Everyone has twenty-eight days of paid holiday. Unused holiday carries over"
+        " until March.\n# Laptops\n\nNew starters get a laptop."
+    )
     assert document_text([]) == "" and document_text(["one chunk "]) == "one chunk "

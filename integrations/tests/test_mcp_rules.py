@@ -2,6 +2,7 @@
 (accounts/permissions.py) and the API's per-account rate (core.api.AccountRateThrottle). Both
 are changed here, so the ASGI app runs in this process, served over loopback HTTP by uvicorn
 (the test changes the table and the settings the server reads); the client is the SDK's."""
+
 from __future__ import annotations
 
 import threading
@@ -23,8 +24,9 @@ def served(django_db_setup):
     from config.asgi import application
 
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off",
-                                           log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(application, host="127.0.0.1", port=port, lifespan="off", log_level="warning")
+    )
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -41,12 +43,15 @@ def mcp(served) -> Mcp:
     return Mcp(served)
 
 
-@pytest.mark.parametrize("tool, action, arguments", [
-    ("search", Action.SEARCH, {"query": "How many days of paid holiday?"}),
-    ("list_documents", Action.DOCUMENT_READ, {}),
-    ("fetch_document", Action.DOCUMENT_READ, None),
-    ("ask", Action.CHAT, {"question": "How many days of paid holiday?"}),
-])
+@pytest.mark.parametrize(
+    "tool, action, arguments",
+    [
+        ("search", Action.SEARCH, {"query": "How many days of paid holiday?"}),
+        ("list_documents", Action.DOCUMENT_READ, {}),
+        ("fetch_document", Action.DOCUMENT_READ, None),
+        ("ask", Action.CHAT, {"question": "How many days of paid holiday?"}),
+    ],
+)
 def test_each_tool_is_refused_when_the_table_refuses_its_action(world, mcp, monkeypatch, tool, action, arguments):
     arguments = {"document_id": world.handbook.pk} if arguments is None else arguments
     assert not mcp.call(world.reader, tool, arguments).is_error

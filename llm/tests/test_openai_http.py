@@ -13,8 +13,13 @@ import pytest
 
 from llm.openai_http import ApiError, make_http_server
 
-CHUNK = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "m",
-         "choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}]}
+CHUNK = {
+    "id": "c1",
+    "object": "chat.completion.chunk",
+    "created": 0,
+    "model": "m",
+    "choices": [{"index": 0, "delta": {"content": "Hi"}, "finish_reason": None}],
+}
 
 
 class StubBackend:
@@ -83,8 +88,9 @@ def test_stream_failing_before_its_first_chunk_gets_a_status_code(stub):
     backend.stream_failure = (False, ApiError(429, "slow down"))
     status, content_type, body = post(base_url + "/chat/completions", STREAM)
     assert status == 429 and content_type == "application/json"
-    assert json.loads(body) == {"error": {"message": "slow down", "type": "rate_limit_error",
-                                          "param": None, "code": None}}
+    assert json.loads(body) == {
+        "error": {"message": "slow down", "type": "rate_limit_error", "param": None, "code": None}
+    }
 
 
 def test_stream_failing_midway_reports_the_error_in_band(stub):
@@ -94,6 +100,10 @@ def test_stream_failing_midway_reports_the_error_in_band(stub):
     assert status == 200 and content_type.startswith("text/event-stream")
     events = [line.removeprefix("data: ") for line in body.split("\n\n") if line]
     assert json.loads(events[0]) == CHUNK
-    assert json.loads(events[1])["error"] == {"message": "internal error: boom", "type": "server_error",
-                                              "param": None, "code": None}
+    assert json.loads(events[1])["error"] == {
+        "message": "internal error: boom",
+        "type": "server_error",
+        "param": None,
+        "code": None,
+    }
     assert events[2] == "[DONE]"

@@ -8,6 +8,7 @@
 
 The names callers use are re-exported here.
 """
+
 from retrieval.search.maintenance import (
     ensure_tenant_vector_index,
     tenant_index_name,
@@ -33,7 +34,23 @@ from retrieval.search.query import (
     search_path_for,
 )
 
-__all__ = ["Hit", "Passage", "QueryEmbedding", "QuerySearch", "hybrid_search", "query_embed", "query_search",
-           "search_for_query", "expand_passages", "first_chunks", "hit_passages", "merge_overlap", "ocr_chunk_ids",
-           "search_path_for", "tenant_index_name", "ensure_tenant_vector_index", "tenant_vector_index_drop",
-           "tenant_vector_indexes_refresh"]
+__all__ = [
+    "Hit",
+    "Passage",
+    "QueryEmbedding",
+    "QuerySearch",
+    "hybrid_search",
+    "query_embed",
+    "query_search",
+    "search_for_query",
+    "expand_passages",
+    "first_chunks",
+    "hit_passages",
+    "merge_overlap",
+    "ocr_chunk_ids",
+    "search_path_for",
+    "tenant_index_name",
+    "ensure_tenant_vector_index",
+    "tenant_vector_index_drop",
+    "tenant_vector_indexes_refresh",
+]

@@ -9,6 +9,7 @@ Settings (config/settings.py, from the environment):
   HNSW build that outgrows it slows down a lot (~1.7 kB a 384-d chunk, so 512MB holds
   ~250k chunks).
 """
+
 from __future__ import annotations
 
 from django.conf import settings
@@ -62,9 +63,11 @@ def ensure_dimension_vector_index(dimensions: int, *, concurrently: bool = True)
             return "exists"
         if row is not None:  # left invalid by an interrupted concurrent build
             cursor.execute(f"DROP INDEX{concurrent} IF EXISTS {name}")
-        cursor.execute(f"CREATE INDEX{concurrent} IF NOT EXISTS {name} ON documents_chunk USING hnsw"
-                       f" ({vector_expression(dimensions)} vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
-                       f" WHERE {vector_dims_predicate(dimensions)}")
+        cursor.execute(
+            f"CREATE INDEX{concurrent} IF NOT EXISTS {name} ON documents_chunk USING hnsw"
+            f" ({vector_expression(dimensions)} vector_cosine_ops) WITH (m = 16, ef_construction = 64)"
+            f" WHERE {vector_dims_predicate(dimensions)}"
+        )
         return "created"
 
 
@@ -99,8 +102,11 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
         raise RuntimeError("ensure_tenant_vector_index() must run outside a transaction")
     threshold = settings.SEARCH_TENANT_INDEX_MIN_CHUNKS
     with account_context(account_id=account_id), connection.cursor() as cursor:
-        cursor.execute("SELECT COALESCE(SUM(d.chunk_count), 0) FROM documents_document AS d"
-                       f" WHERE d.account_id = %s AND {VISIBLE_DOCUMENT_SQL}", [account_id])
+        cursor.execute(
+            "SELECT COALESCE(SUM(d.chunk_count), 0) FROM documents_document AS d"
+            f" WHERE d.account_id = %s AND {VISIBLE_DOCUMENT_SQL}",
+            [account_id],
+        )
         chunk_count = int(cursor.fetchone()[0])
         # The index covers the vectors search compares: those of the account's active model.
         cursor.execute("SELECT dimensions FROM documents_activeembeddingmodel WHERE account_id = %s", [account_id])
@@ -116,9 +122,11 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
             return "busy"
         try:
             # Indexes of the account over another dimension (a finished migration's old model).
-            cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'documents_chunk' AND (indexname"
-                           " IN (%s, %s) OR indexname LIKE %s)", [tenant_index_name(account_id), name,
-                                                                 tenant_index_name(account_id) + "\\_d%"])
+            cursor.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'documents_chunk' AND (indexname"
+                " IN (%s, %s) OR indexname LIKE %s)",
+                [tenant_index_name(account_id), name, tenant_index_name(account_id) + "\\_d%"],
+            )
             for (other,) in cursor.fetchall():
                 if other != name:
                     cursor.execute(f"DROP INDEX{concurrent} IF EXISTS {other}")
@@ -130,12 +138,15 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
                     return "exists"
                 if state is False:  # left invalid by an interrupted concurrent build
                     cursor.execute(f"DROP INDEX{concurrent} IF EXISTS {name}")
-                cursor.execute("SELECT set_config('maintenance_work_mem', %s, false)",
-                               [settings.SEARCH_TENANT_INDEX_BUILD_MEMORY])
-                cursor.execute(f"CREATE INDEX{concurrent} IF NOT EXISTS {name} ON documents_chunk"
-                               f" USING hnsw ({vector_expression(dimensions)} vector_cosine_ops)"
-                               f" WITH (m = 16, ef_construction = 64)"
-                               f" WHERE (account_id + 0) = {account_id:d} AND {vector_dims_predicate(dimensions)}")
+                cursor.execute(
+                    "SELECT set_config('maintenance_work_mem', %s, false)", [settings.SEARCH_TENANT_INDEX_BUILD_MEMORY]
+                )
+                cursor.execute(
+                    f"CREATE INDEX{concurrent} IF NOT EXISTS {name} ON documents_chunk"
+                    f" USING hnsw ({vector_expression(dimensions)} vector_cosine_ops)"
+                    f" WITH (m = 16, ef_construction = 64)"
+                    f" WHERE (account_id + 0) = {account_id:d} AND {vector_dims_predicate(dimensions)}"
+                )
                 return "created"
             if state is not None and (chunk_count < threshold // 2 or state is False):
                 cursor.execute(f"DROP INDEX{concurrent} IF EXISTS {name}")
@@ -148,9 +159,11 @@ def ensure_tenant_vector_index(account_id: int, *, concurrently: bool = True) ->
 def tenant_vector_index_drop(account_id: int) -> None:
     """Drop the account's own index, if any (tests and benchmarks start from none)."""
     with owner_connection() as conn:
-        rows = conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'documents_chunk'"
-                            " AND (indexname = %s OR indexname LIKE %s)",
-                            [tenant_index_name(account_id), tenant_index_name(account_id) + "\\_d%"]).fetchall()
+        rows = conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE tablename = 'documents_chunk'"
+            " AND (indexname = %s OR indexname LIKE %s)",
+            [tenant_index_name(account_id), tenant_index_name(account_id) + "\\_d%"],
+        ).fetchall()
         for (name,) in rows:
             conn.execute(f"DROP INDEX IF EXISTS {name}")
 
@@ -164,11 +177,17 @@ def tenant_vector_indexes_refresh() -> dict[int, str]:
     """
     threshold = settings.SEARCH_TENANT_INDEX_MIN_CHUNKS
     with dangerously_bypass_tenancy(reason="search maintenance: accounts near the per-account index threshold"):
-        large = set(Document.all_accounts.visible().values("account_id")
-                    .annotate(chunks=Sum("chunk_count")).filter(chunks__gt=threshold // 2)
-                    .values_list("account_id", flat=True))
+        large = set(
+            Document.all_accounts.visible()
+            .values("account_id")
+            .annotate(chunks=Sum("chunk_count"))
+            .filter(chunks__gt=threshold // 2)
+            .values_list("account_id", flat=True)
+        )
         with connection.cursor() as cursor:
-            cursor.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'documents_chunk'"
-                           " AND indexname LIKE %s", [TENANT_INDEX_PREFIX + "%"])
-            indexed = {int(name[len(TENANT_INDEX_PREFIX):].split("_")[0]) for (name,) in cursor.fetchall()}
+            cursor.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'documents_chunk' AND indexname LIKE %s",
+                [TENANT_INDEX_PREFIX + "%"],
+            )
+            indexed = {int(name[len(TENANT_INDEX_PREFIX) :].split("_")[0]) for (name,) in cursor.fetchall()}
     return {account_id: ensure_tenant_vector_index(account_id) for account_id in sorted(large | indexed)}

@@ -4,6 +4,7 @@ merged without repeating their overlap, grouped by document; and the first chunk
 document (for "summarize <document>"). One query each, inside the caller's account
 context, never from a document being deleted or in a collection the principal may not see
 (neighbours are of the hit's own document, so they never cross into another collection)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -76,11 +77,11 @@ def merge_overlap(left: str, right: str, *, max_overlap: int | None = None) -> s
     limit = min(len(left), len(right), (max_overlap or settings.CHUNK_OVERLAP) * 2)
     # The longest overlap first: a suffix of `left` that `right` starts with begins with
     # right's first MIN_OVERLAP characters, so only where those occur is compared.
-    tail, probe = left[len(left) - limit:], right[:MIN_OVERLAP]
+    tail, probe = left[len(left) - limit :], right[:MIN_OVERLAP]
     at = tail.find(probe) if limit >= MIN_OVERLAP else -1
     while at != -1 and len(tail) - at >= MIN_OVERLAP:
         if right.startswith(tail[at:]):
-            return left + right[len(tail) - at:]
+            return left + right[len(tail) - at :]
         at = tail.find(probe, at + 1)
     return left.rstrip() + "\n" + right.lstrip()
 
@@ -108,20 +109,36 @@ def _passage(run, scores: dict[int, float]) -> Passage:
         text = merge_overlap(text, row[6])
     starts = [r[4] for r in run if r[4] is not None]
     ends = [r[5] for r in run if r[5] is not None]
-    return Passage(document_id=run[0][1], document_name=run[0][2], chunk_start=run[0][3], chunk_end=run[-1][3],
-                   pages=(min(starts), max(ends)) if starts and ends else None,
-                   score=max((scores.get(r[0], 0.0) for r in run), default=0.0),
-                   text=text, chunk_ids=tuple(r[0] for r in run), ocr_ids=tuple(r[0] for r in run if r[7]))
+    return Passage(
+        document_id=run[0][1],
+        document_name=run[0][2],
+        chunk_start=run[0][3],
+        chunk_end=run[-1][3],
+        pages=(min(starts), max(ends)) if starts and ends else None,
+        score=max((scores.get(r[0], 0.0) for r in run), default=0.0),
+        text=text,
+        chunk_ids=tuple(r[0] for r in run),
+        ocr_ids=tuple(r[0] for r in run if r[7]),
+    )
 
 
 def hit_passages(hits: list[Hit]) -> list[Passage]:
     """Each hit as a passage of its own chunk, in rank order (the short context a small
     model reads best)."""
-    return [Passage(document_id=h.document_id, document_name=h.document_name, chunk_start=h.chunk_index,
-                    chunk_end=h.chunk_index,
-                    pages=(h.page_start, h.page_end) if h.page_start is not None and h.page_end is not None else None,
-                    score=h.score, text=h.text, chunk_ids=(h.chunk_id,), ocr_ids=(h.chunk_id,) if h.ocr else ())
-            for h in hits]
+    return [
+        Passage(
+            document_id=h.document_id,
+            document_name=h.document_name,
+            chunk_start=h.chunk_index,
+            chunk_end=h.chunk_index,
+            pages=(h.page_start, h.page_end) if h.page_start is not None and h.page_end is not None else None,
+            score=h.score,
+            text=h.text,
+            chunk_ids=(h.chunk_id,),
+            ocr_ids=(h.chunk_id,) if h.ocr else (),
+        )
+        for h in hits
+    ]
 
 
 def expand_passages(*, account, hits: list[Hit]) -> list[Passage]:
@@ -147,16 +164,24 @@ def expand_passages(*, account, hits: list[Hit]) -> list[Passage]:
     return passages
 
 
-def first_chunks(*, account, document, limit: int = 15, tags: list[str] | None = None,
-                 exclude_tags: list[str] | None = None) -> list[Passage]:
+def first_chunks(
+    *, account, document, limit: int = 15, tags: list[str] | None = None, exclude_tags: list[str] | None = None
+) -> list[Passage]:
     """The first `limit` chunks of `document` (for "summarize <document>"), merged into one
     passage per consecutive run (normally one). Empty for a deleting or foreign document, and
     for one its tags leave out (the account's excluded tags, `exclude_tags`, or without any of
     `tags` when given: RETRIEVABLE_BY_TAGS_SQL)."""
     account_id = account_id_in_context(account)
     with connection.cursor() as cursor:
-        cursor.execute(_FIRST_SQL, {"account_id": account_id, "document_id": getattr(document, "pk", document),
-                                    "limit": max(1, int(limit)), "tags": tags_filter(tags, field="tags"),
-                                    "exclude_tags": tags_filter(exclude_tags, field="exclude_tags") or []})
+        cursor.execute(
+            _FIRST_SQL,
+            {
+                "account_id": account_id,
+                "document_id": getattr(document, "pk", document),
+                "limit": max(1, int(limit)),
+                "tags": tags_filter(tags, field="tags"),
+                "exclude_tags": tags_filter(exclude_tags, field="exclude_tags") or [],
+            },
+        )
         rows = cursor.fetchall()
     return _passages(rows, {}) if rows else []

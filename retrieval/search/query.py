@@ -33,6 +33,7 @@ the GIN index usable under RLS and ranks a bounded pool of at most FULLTEXT_POOL
 (chunks with all the query's words first, then those with the rarest of them, then any),
 so its cost stays flat however many of a large account's chunks share a common word.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -43,16 +44,16 @@ import numpy as np
 from django.conf import settings
 from django.db import connection
 
-from core.tenancy import UnscopedQueryError, current_account_id
 from billing import references
 from billing.models import CreditHold, Kind
 from billing.services import HoldDraw, credits_debit
-from documents.models import ActiveEmbeddingModel
+from core.tenancy import UnscopedQueryError, current_account_id
 from documents.embedding import active_embedding_model
+from documents.models import ActiveEmbeddingModel
 from documents.tags import tags_filter
+from llm import client as llm
 from retrieval.search import sql
 from retrieval.search.maintenance import DEFAULT_DIMENSIONS, tenant_index_name
-from llm import client as llm
 
 RRF_K = 60
 # When the full-text list shares no chunk with the vector list in their first AGREEMENT_DEPTH,
@@ -118,6 +119,7 @@ class Hit:
 
 # --- guards -------------------------------------------------------------------------------
 
+
 def account_id_in_context(account) -> int:
     """The account's id, if and only if the caller's context is that account."""
     account_id = getattr(account, "pk", account)
@@ -147,8 +149,9 @@ def _vector_literal(vector) -> str:
 
 # --- hybrid search ------------------------------------------------------------------------
 
+
 def search_path_for(chunk_count: int, *, tenant_index: bool = False) -> str:
-    """"exact", "tenant_hnsw" or "hnsw" for an account of `chunk_count` chunks that has (or
+    """ "exact", "tenant_hnsw" or "hnsw" for an account of `chunk_count` chunks that has (or
     has not) a valid HNSW index of its own."""
     if chunk_count <= settings.SEARCH_EXACT_MAX_CHUNKS:
         return "exact"
@@ -163,11 +166,20 @@ def _vector_sql(path: str, account_id: int, dims: int) -> str:
     return sql.VECTOR_HNSW.format(dims=int(dims))
 
 
-def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None,
-                  threshold: float | None = None, mode: str = "hybrid",
-                  collection_ids: list[int] | None = None, embedding_model: str | None = None,
-                  explain: bool = False, tags: list[str] | None = None,
-                  exclude_tags: list[str] | None = None) -> list[Hit]:
+def hybrid_search(
+    *,
+    account,
+    query: str,
+    query_vector,
+    top_k: int | None = None,
+    threshold: float | None = None,
+    mode: str = "hybrid",
+    collection_ids: list[int] | None = None,
+    embedding_model: str | None = None,
+    explain: bool = False,
+    tags: list[str] | None = None,
+    exclude_tags: list[str] | None = None,
+) -> list[Hit]:
     """The account's best `top_k` chunks for `query` (text) and `query_vector` (its embedding).
 
     Vector top-N and full-text top-N (N = max(4*top_k, 40)) fused by reciprocal rank
@@ -196,17 +208,24 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
     top_k = top_k or settings.RAG_TOP_K
     threshold = settings.RAG_MATCH_THRESHOLD if threshold is None else threshold
     candidates = max(4 * top_k, MIN_CANDIDATES)
-    params = {"account_id": account_id, "query": fulltext_query_text(query), "candidates": candidates,
-              "fulltext_pool": FULLTEXT_POOL,
-              "ef_search": settings.SEARCH_EF_SEARCH,
-              "ef_max": settings.SEARCH_EF_SEARCH_MAX, "ef_step": EF_SEARCH_CHUNKS_PER_STEP,
-              "tenant_index": tenant_index_name(account_id, dims or DEFAULT_DIMENSIONS),
-              "narrow": None if collection_ids is None else [int(i) for i in collection_ids],
-              "tags": tags_filter(tags, field="tags"),
-              "exclude_tags": tags_filter(exclude_tags, field="exclude_tags") or [],
-              # No model given: the account's active one, read by PREPARE_SQL with the rules of
-              # documents.embedding.active_embedding_model (without writing its row).
-              "vector": vector, "model": embedding_model, "default_model": settings.EMBEDDING_MODEL}
+    params = {
+        "account_id": account_id,
+        "query": fulltext_query_text(query),
+        "candidates": candidates,
+        "fulltext_pool": FULLTEXT_POOL,
+        "ef_search": settings.SEARCH_EF_SEARCH,
+        "ef_max": settings.SEARCH_EF_SEARCH_MAX,
+        "ef_step": EF_SEARCH_CHUNKS_PER_STEP,
+        "tenant_index": tenant_index_name(account_id, dims or DEFAULT_DIMENSIONS),
+        "narrow": None if collection_ids is None else [int(i) for i in collection_ids],
+        "tags": tags_filter(tags, field="tags"),
+        "exclude_tags": tags_filter(exclude_tags, field="exclude_tags") or [],
+        # No model given: the account's active one, read by PREPARE_SQL with the rules of
+        # documents.embedding.active_embedding_model (without writing its row).
+        "vector": vector,
+        "model": embedding_model,
+        "default_model": settings.EMBEDDING_MODEL,
+    }
     with connection.cursor() as cursor:
         cursor.execute(sql.PREPARE_SQL, params)
         chunk_count, deleting, tenant_index, collections, params["model"], *_ = cursor.fetchone()
@@ -219,8 +238,13 @@ def hybrid_search(*, account, query: str, query_vector, top_k: int | None = None
         fulltext_sql = sql.FULLTEXT if mode != "vector" and params["query"].strip() else sql.NONE.format(column="rank")
         cursor.execute(sql.SEARCH_SQL.format(vector=vector_sql, fulltext=fulltext_sql), params)
         rows = cursor.fetchall()
-    return _fuse(rows, top_k=top_k, threshold=threshold, explain=explain,
-                 sentence=len(re.findall(r"\w+", query)) >= DISJOINT_MIN_WORDS)
+    return _fuse(
+        rows,
+        top_k=top_k,
+        threshold=threshold,
+        explain=explain,
+        sentence=len(re.findall(r"\w+", query)) >= DISJOINT_MIN_WORDS,
+    )
 
 
 def _fuse(rows, *, top_k: int, threshold: float, explain: bool = False, sentence: bool = True) -> list[Hit]:
@@ -246,10 +270,22 @@ def _fuse(rows, *, top_k: int, threshold: float, explain: bool = False, sentence
             score += 1.0 / (RRF_K + vector_rank[chunk_id])
         if chunk_id in text_rank:
             score += text_weight / (RRF_K + text_rank[chunk_id])
-        hit = Hit(chunk_id=chunk_id, document_id=document_id, document_name=name, chunk_index=index,
-                  page_start=page_start, page_end=page_end, score=score, similarity=similarity,
-                  text=content, ocr=bool(ocr), vector_rank=vector_rank.get(chunk_id),
-                  fulltext_rank=text_rank.get(chunk_id), vector_similarity=raw, passed=score > 0)
+        hit = Hit(
+            chunk_id=chunk_id,
+            document_id=document_id,
+            document_name=name,
+            chunk_index=index,
+            page_start=page_start,
+            page_end=page_end,
+            score=score,
+            similarity=similarity,
+            text=content,
+            ocr=bool(ocr),
+            vector_rank=vector_rank.get(chunk_id),
+            fulltext_rank=text_rank.get(chunk_id),
+            vector_similarity=raw,
+            passed=score > 0,
+        )
         (hits if hit.passed else missed).append(hit)
     hits.sort(key=lambda h: (-h.score, -(h.similarity or 0.0), h.chunk_id))
     if not explain:
@@ -259,6 +295,7 @@ def _fuse(rows, *, top_k: int, threshold: float, explain: bool = False, sentence
 
 
 # --- the one embed -> charge -> search: the search API, the chat turn and MCP call it --------
+
 
 @dataclass(frozen=True)
 class QueryEmbedding:
@@ -281,8 +318,17 @@ class QuerySearch:
     below_threshold: list[Hit] = dataclasses.field(default_factory=list)  # with `explain` only
 
 
-def query_embed(*, account, query: str, key: str, user=None, api_key=None, hold: CreditHold | None = None,
-                draws: list[HoldDraw] | None = None, active: ActiveEmbeddingModel | None = None) -> QueryEmbedding:
+def query_embed(
+    *,
+    account,
+    query: str,
+    key: str,
+    user=None,
+    api_key=None,
+    hold: CreditHold | None = None,
+    draws: list[HoldDraw] | None = None,
+    active: ActiveEmbeddingModel | None = None,
+) -> QueryEmbedding:
     """Embed `query` with the account's active model (`active`, or read here) and charge its
     provider-reported tokens under idempotency `key`, at least one credit (billing's rule):
     - a debit to the principal (`user` or `api_key`, whose budgets apply) in the caller's
@@ -302,27 +348,61 @@ def query_embed(*, account, query: str, key: str, user=None, api_key=None, hold:
     # EMBEDDING_MODEL, which may name the model a migration is building), and compared with
     # vectors of that model only (hybrid_search's `embedding_model`).
     active = active or active_embedding_model(account_id=getattr(account, "pk", account))
-    embedding = llm.with_retries(lambda: llm.embed([query], model=active.model, dimensions=active.dimensions,
-                                                       purpose=llm.Purpose.QUERY),
-                                 tries=2, first_delay=0.2)
-    embedded = QueryEmbedding(query=query, vector=embedding.vectors[0], model=embedding.model,
-                              provider=embedding.provider, tokens=embedding.total_tokens)
+    embedding = llm.with_retries(
+        lambda: llm.embed([query], model=active.model, dimensions=active.dimensions, purpose=llm.Purpose.QUERY),
+        tries=2,
+        first_delay=0.2,
+    )
+    embedded = QueryEmbedding(
+        query=query,
+        vector=embedding.vectors[0],
+        model=embedding.model,
+        provider=embedding.provider,
+        tokens=embedding.total_tokens,
+    )
     if deferred:
-        draw = HoldDraw(key=key, kind=Kind.EMBEDDING, tokens=embedding.total_tokens,
-                        model=embedding.model, provider=embedding.provider, reference=references.SEARCH)
+        draw = HoldDraw(
+            key=key,
+            kind=Kind.EMBEDDING,
+            tokens=embedding.total_tokens,
+            model=embedding.model,
+            provider=embedding.provider,
+            reference=references.SEARCH,
+        )
         draws.append(draw)
         return dataclasses.replace(embedded, draw=draw)
-    credits_debit(account=account, tokens=embedding.total_tokens, key=key, kind=Kind.EMBEDDING,
-                  model=embedding.model, provider=embedding.provider, reference=references.SEARCH,
-                  user=user, api_key=api_key, hold=hold)
+    credits_debit(
+        account=account,
+        tokens=embedding.total_tokens,
+        key=key,
+        kind=Kind.EMBEDDING,
+        model=embedding.model,
+        provider=embedding.provider,
+        reference=references.SEARCH,
+        user=user,
+        api_key=api_key,
+        hold=hold,
+    )
     return embedded
 
 
-def query_search(*, account, query: str, key: str, top_k: int | None = None, user=None, api_key=None,
-                 collection_ids: list[int] | None = None, hold: CreditHold | None = None,
-                 draws: list[HoldDraw] | None = None, active: ActiveEmbeddingModel | None = None,
-                 embedded: QueryEmbedding | None = None, explain: bool = False, tags: list[str] | None = None,
-                 exclude_tags: list[str] | None = None) -> QuerySearch:
+def query_search(
+    *,
+    account,
+    query: str,
+    key: str,
+    top_k: int | None = None,
+    user=None,
+    api_key=None,
+    collection_ids: list[int] | None = None,
+    hold: CreditHold | None = None,
+    draws: list[HoldDraw] | None = None,
+    active: ActiveEmbeddingModel | None = None,
+    embedded: QueryEmbedding | None = None,
+    explain: bool = False,
+    tags: list[str] | None = None,
+    exclude_tags: list[str] | None = None,
+) -> QuerySearch:
     """Embed `query` and charge it (`query_embed`, which the arguments it shares go to),
     then search: the account's best `top_k` chunks in the collections the principal may see
     (narrowed to `collection_ids`), compared only with vectors of the embedding's model.
@@ -339,22 +419,51 @@ def query_search(*, account, query: str, key: str, top_k: int | None = None, use
         tags_filter(value, field=field)  # malformed: a 400 before anything is charged
     if embedded is not None and embedded.query != query:
         raise ValueError("`embedded` is another query's embedding")
-    embedded = embedded or query_embed(account=account, query=query, key=key, user=user, api_key=api_key,
-                                       hold=hold, draws=draws, active=active)
-    hits = hybrid_search(account=account, query=query, query_vector=embedded.vector, top_k=top_k,
-                         collection_ids=collection_ids, embedding_model=embedded.model, explain=explain,
-                         tags=tags, exclude_tags=exclude_tags)
-    return QuerySearch(hits=[h for h in hits if h.passed], embedding=embedded,
-                       below_threshold=[h for h in hits if not h.passed])
+    embedded = embedded or query_embed(
+        account=account, query=query, key=key, user=user, api_key=api_key, hold=hold, draws=draws, active=active
+    )
+    hits = hybrid_search(
+        account=account,
+        query=query,
+        query_vector=embedded.vector,
+        top_k=top_k,
+        collection_ids=collection_ids,
+        embedding_model=embedded.model,
+        explain=explain,
+        tags=tags,
+        exclude_tags=exclude_tags,
+    )
+    return QuerySearch(
+        hits=[h for h in hits if h.passed], embedding=embedded, below_threshold=[h for h in hits if not h.passed]
+    )
 
 
-def search_for_query(*, account, query: str, top_k: int | None = None, key: str, user=None,
-                     api_key=None, collection_ids: list[int] | None = None,
-                     hold: CreditHold | None = None, tags: list[str] | None = None,
-                     exclude_tags: list[str] | None = None) -> list[Hit]:
+def search_for_query(
+    *,
+    account,
+    query: str,
+    top_k: int | None = None,
+    key: str,
+    user=None,
+    api_key=None,
+    collection_ids: list[int] | None = None,
+    hold: CreditHold | None = None,
+    tags: list[str] | None = None,
+    exclude_tags: list[str] | None = None,
+) -> list[Hit]:
     """`query_search`'s hits (the search API's): embed `query`, charge its provider-reported
     tokens (idempotency `key`) to the principal (`user` or `api_key`, whose budgets apply) or
     draw them from `hold`, then search (only documents with any of `tags`, none with any of
     `exclude_tags` or of the account's excluded tags)."""
-    return query_search(account=account, query=query, top_k=top_k, key=key, user=user, api_key=api_key,
-                        collection_ids=collection_ids, hold=hold, tags=tags, exclude_tags=exclude_tags).hits
+    return query_search(
+        account=account,
+        query=query,
+        top_k=top_k,
+        key=key,
+        user=user,
+        api_key=api_key,
+        collection_ids=collection_ids,
+        hold=hold,
+        tags=tags,
+        exclude_tags=exclude_tags,
+    ).hits

@@ -6,6 +6,7 @@ tags exclude (PREPARE_SQL computes it). Each path filters by it in its own state
 the full-text function inside each tier), so excluded chunks take no candidate's place and
 top_k stays k.
 """
+
 from documents.models import (
     RETRIEVABLE_BY_TAGS_SQL,
     VISIBLE_COLLECTION_IDS_SQL,
@@ -82,8 +83,10 @@ ORDER BY (c.embedding::vector({dims:d})) <=> %(vector)s::vector({dims:d})
 LIMIT %(candidates)s
 """
 
-FULLTEXT = ("SELECT chunk_id AS id, rank FROM chunk_fulltext_search(%(account_id)s, %(query)s, %(candidates)s,"
-            " %(collections)s::bigint[], %(fulltext_pool)s, %(deleting)s::bigint[])")
+FULLTEXT = (
+    "SELECT chunk_id AS id, rank FROM chunk_fulltext_search(%(account_id)s, %(query)s, %(candidates)s,"
+    " %(collections)s::bigint[], %(fulltext_pool)s, %(deleting)s::bigint[])"
+)
 NONE = "SELECT NULL::bigint AS id, NULL::float8 AS {column} WHERE false"
 
 # The candidates' rows are read by primary key (`id = ANY(ARRAY(...))`) behind a

@@ -3,6 +3,7 @@ the request bodies Dify documents (docs.dify.ai, "External Knowledge API": the p
 and metadata_condition with `name` as a list (older Dify) and as a string (current)), through
 the real pipeline, database and a model server on loopback. Dify's response and error shapes,
 the charge, tags, and isolation: another account's or a restricted collection is 2001."""
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -31,13 +32,20 @@ def kb(account_a, fake_llm, run_jobs, django_capture_on_commit_callbacks):
         general = collection_default_ensure(account=account_a)
         sales = collection_create(account=account_a, actor=account_a.test_owner, name="Sales")
     documents = {}
-    for name, text, collection, tags in (("hr.md", HOLIDAYS, general, ["HR"]),
-                                         ("secret.md", SECRET, general, ["confidential"]),
-                                         ("plain.md", PLAIN, general, []),
-                                         ("sales.md", ELSEWHERE, sales, ["HR"])):
+    for name, text, collection, tags in (
+        ("hr.md", HOLIDAYS, general, ["HR"]),
+        ("secret.md", SECRET, general, ["confidential"]),
+        ("plain.md", PLAIN, general, []),
+        ("sales.md", ELSEWHERE, sales, ["HR"]),
+    ):
         with account_context(account_a), django_capture_on_commit_callbacks(execute=True):
-            documents[name], _ = document_upload(account=account_a, actor=None, collection=collection, tags=tags,
-                                                 upload=SimpleUploadedFile(name, text.encode(), "text/markdown"))
+            documents[name], _ = document_upload(
+                account=account_a,
+                actor=None,
+                collection=collection,
+                tags=tags,
+                upload=SimpleUploadedFile(name, text.encode(), "text/markdown"),
+            )
     run_jobs()
     return {"general": general, "sales": sales, "documents": documents}
 
@@ -54,8 +62,11 @@ def _titles(response) -> set[str]:
 
 def test_dify_documented_request_answers_records(client, account_a, kb):
     key = make_api_key(account_a)
-    body = {"knowledge_id": str(kb["general"].pk), "query": QUERY,
-            "retrieval_setting": {"top_k": 2, "score_threshold": 0.0}}
+    body = {
+        "knowledge_id": str(kb["general"].pk),
+        "query": QUERY,
+        "retrieval_setting": {"top_k": 2, "score_threshold": 0.0},
+    }
     response = _post(client, body, key)
     assert response.status_code == 200, response.content
     records = response.json()["records"]
@@ -67,90 +78,154 @@ def test_dify_documented_request_answers_records(client, account_a, kb):
         assert record["metadata"]["collection_id"] == kb["general"].pk
     # Only the collection asked for, and charged like a search.
     assert _titles(_post(client, {**body, "retrieval_setting": {"top_k": 10, "score_threshold": 0}}, key)) == {
-        "hr.md", "secret.md", "plain.md"}
+        "hr.md",
+        "secret.md",
+        "plain.md",
+    }
     assert _titles(_post(client, {**body, "knowledge_id": str(kb["sales"].pk)}, key)) == {"sales.md"}
     with account_context(account_a):
-        keys = CreditLedgerEntry.objects.for_account(account_a).filter(reference="search").values_list(
-            "idempotency_key", flat=True)
+        keys = (
+            CreditLedgerEntry.objects.for_account(account_a)
+            .filter(reference="search")
+            .values_list("idempotency_key", flat=True)
+        )
         assert len(keys) == 3 and all(k.startswith("dify:") for k in keys)
 
 
 def test_score_threshold_keeps_only_records_at_least_that_similar(client, account_a, kb):
     key = make_api_key(account_a)
-    body = {"knowledge_id": str(kb["general"].pk), "query": QUERY,
-            "retrieval_setting": {"top_k": 10, "score_threshold": 0.0}}
+    body = {
+        "knowledge_id": str(kb["general"].pk),
+        "query": QUERY,
+        "retrieval_setting": {"top_k": 10, "score_threshold": 0.0},
+    }
     scores = [r["score"] for r in _post(client, body, key).json()["records"]]
     cut = sorted(scores)[len(scores) // 2]
     kept = _post(client, {**body, "retrieval_setting": {"top_k": 10, "score_threshold": cut}}, key).json()["records"]
     assert kept and all(r["score"] >= cut for r in kept) and len(kept) <= len(scores)
-    assert _post(client, {**body, "retrieval_setting": {"top_k": 10, "score_threshold": 1.0}},
-                 key).json() == {"records": []}
+    assert _post(client, {**body, "retrieval_setting": {"top_k": 10, "score_threshold": 1.0}}, key).json() == {
+        "records": []
+    }
 
 
-@pytest.mark.parametrize("condition, expected", [
-    # Older Dify: `name` is a list of metadata names.
-    ({"logical_operator": "and", "conditions": [{"name": ["tags"], "comparison_operator": "contains",
-                                                 "value": "hr"}]}, {"hr.md"}),
-    # Current Dify: `name` is a string.
-    ({"conditions": [{"name": "tags", "comparison_operator": "not contains", "value": "Confidential"}]},
-     {"hr.md", "plain.md"}),
-    ({"logical_operator": "or", "conditions": [{"name": "tags", "comparison_operator": "is", "value": "hr"},
-                                               {"name": "tags", "comparison_operator": "is",
-                                                "value": "confidential"}]}, {"hr.md", "secret.md"}),
-    ({"conditions": [{"name": "tags", "comparison_operator": "in", "value": ["hr", "confidential"]},
-                     {"name": "tags", "comparison_operator": "not in", "value": ["hr"]}]}, {"secret.md"}),
-    ({"logical_operator": "and", "conditions": []}, {"hr.md", "secret.md", "plain.md"}),
-])
+@pytest.mark.parametrize(
+    "condition, expected",
+    [
+        # Older Dify: `name` is a list of metadata names.
+        (
+            {
+                "logical_operator": "and",
+                "conditions": [{"name": ["tags"], "comparison_operator": "contains", "value": "hr"}],
+            },
+            {"hr.md"},
+        ),
+        # Current Dify: `name` is a string.
+        (
+            {"conditions": [{"name": "tags", "comparison_operator": "not contains", "value": "Confidential"}]},
+            {"hr.md", "plain.md"},
+        ),
+        (
+            {
+                "logical_operator": "or",
+                "conditions": [
+                    {"name": "tags", "comparison_operator": "is", "value": "hr"},
+                    {"name": "tags", "comparison_operator": "is", "value": "confidential"},
+                ],
+            },
+            {"hr.md", "secret.md"},
+        ),
+        (
+            {
+                "conditions": [
+                    {"name": "tags", "comparison_operator": "in", "value": ["hr", "confidential"]},
+                    {"name": "tags", "comparison_operator": "not in", "value": ["hr"]},
+                ]
+            },
+            {"secret.md"},
+        ),
+        ({"logical_operator": "and", "conditions": []}, {"hr.md", "secret.md", "plain.md"}),
+    ],
+)
 def test_metadata_condition_on_tags(client, account_a, kb, condition, expected):
-    body = {"knowledge_id": str(kb["general"].pk), "query": QUERY,
-            "retrieval_setting": {"top_k": 10, "score_threshold": 0.0}, "metadata_condition": condition}
+    body = {
+        "knowledge_id": str(kb["general"].pk),
+        "query": QUERY,
+        "retrieval_setting": {"top_k": 10, "score_threshold": 0.0},
+        "metadata_condition": condition,
+    }
     response = _post(client, body, make_api_key(account_a))
     assert _titles(response) == expected
     for record in response.json()["records"]:
-        assert record["metadata"]["tags"] == {"hr.md": ["HR"], "secret.md": ["confidential"], "plain.md": []}[
-            record["title"]]
+        assert (
+            record["metadata"]["tags"]
+            == {"hr.md": ["HR"], "secret.md": ["confidential"], "plain.md": []}[record["title"]]
+        )
 
 
 def test_the_accounts_excluded_tags_apply(client, account_a, kb):
     with account_context(account_a):
         retrieval_exclude_tags_set(account=account_a, actor=None, exclude_tags=["confidential"])
-    body = {"knowledge_id": str(kb["general"].pk), "query": QUERY,
-            "retrieval_setting": {"top_k": 10, "score_threshold": 0.0},
-            "metadata_condition": {"conditions": [{"name": "tags", "comparison_operator": "contains",
-                                                   "value": "confidential"}]}}
+    body = {
+        "knowledge_id": str(kb["general"].pk),
+        "query": QUERY,
+        "retrieval_setting": {"top_k": 10, "score_threshold": 0.0},
+        "metadata_condition": {
+            "conditions": [{"name": "tags", "comparison_operator": "contains", "value": "confidential"}]
+        },
+    }
     assert _titles(_post(client, body, make_api_key(account_a))) == set()
     del body["metadata_condition"]
     assert _titles(_post(client, body, make_api_key(account_a))) == {"hr.md", "plain.md"}
 
 
-@pytest.mark.parametrize("condition", [
-    {"conditions": [{"name": "category", "comparison_operator": "contains", "value": "x"}]},
-    {"conditions": [{"name": "tags", "comparison_operator": "before", "value": "2026-01-01"}]},
-    {"conditions": [{"name": "tags", "comparison_operator": "contains"}]},
-    {"logical_operator": "and", "conditions": [{"name": "tags", "comparison_operator": "contains", "value": "a"},
-                                               {"name": "tags", "comparison_operator": "contains", "value": "b"}]},
-    {"logical_operator": "or", "conditions": [{"name": "tags", "comparison_operator": "contains", "value": "a"},
-                                              {"name": "tags", "comparison_operator": "not contains", "value": "b"}]},
-    {"logical_operator": "xor", "conditions": []},
-    {"conditions": [{"name": "tags", "comparison_operator": "contains", "value": "a,b"}]},
-    "tags",
-])
+@pytest.mark.parametrize(
+    "condition",
+    [
+        {"conditions": [{"name": "category", "comparison_operator": "contains", "value": "x"}]},
+        {"conditions": [{"name": "tags", "comparison_operator": "before", "value": "2026-01-01"}]},
+        {"conditions": [{"name": "tags", "comparison_operator": "contains"}]},
+        {
+            "logical_operator": "and",
+            "conditions": [
+                {"name": "tags", "comparison_operator": "contains", "value": "a"},
+                {"name": "tags", "comparison_operator": "contains", "value": "b"},
+            ],
+        },
+        {
+            "logical_operator": "or",
+            "conditions": [
+                {"name": "tags", "comparison_operator": "contains", "value": "a"},
+                {"name": "tags", "comparison_operator": "not contains", "value": "b"},
+            ],
+        },
+        {"logical_operator": "xor", "conditions": []},
+        {"conditions": [{"name": "tags", "comparison_operator": "contains", "value": "a,b"}]},
+        "tags",
+    ],
+)
 def test_conditions_that_cannot_be_answered_exactly_are_400(client, account_a, kb, condition):
-    body = {"knowledge_id": str(kb["general"].pk), "query": QUERY,
-            "retrieval_setting": {"top_k": 3, "score_threshold": 0.5}, "metadata_condition": condition}
+    body = {
+        "knowledge_id": str(kb["general"].pk),
+        "query": QUERY,
+        "retrieval_setting": {"top_k": 3, "score_threshold": 0.5},
+        "metadata_condition": condition,
+    }
     response = _post(client, body, make_api_key(account_a))
     assert response.status_code == 400, response.content
     assert response.json()["error_code"] == 400 and response.json()["error_msg"]
 
 
-@pytest.mark.parametrize("body", [
-    {"query": QUERY, "retrieval_setting": {"top_k": 3, "score_threshold": 0.5}},
-    {"knowledge_id": "1", "retrieval_setting": {"top_k": 3, "score_threshold": 0.5}},
-    {"knowledge_id": "1", "query": QUERY},
-    {"knowledge_id": "1", "query": QUERY, "retrieval_setting": {"top_k": 0, "score_threshold": 0.5}},
-    {"knowledge_id": "1", "query": QUERY, "retrieval_setting": {"top_k": 3, "score_threshold": 1.5}},
-    {"knowledge_id": "1", "query": QUERY, "retrieval_setting": {"top_k": "many", "score_threshold": 0.5}},
-])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"query": QUERY, "retrieval_setting": {"top_k": 3, "score_threshold": 0.5}},
+        {"knowledge_id": "1", "retrieval_setting": {"top_k": 3, "score_threshold": 0.5}},
+        {"knowledge_id": "1", "query": QUERY},
+        {"knowledge_id": "1", "query": QUERY, "retrieval_setting": {"top_k": 0, "score_threshold": 0.5}},
+        {"knowledge_id": "1", "query": QUERY, "retrieval_setting": {"top_k": 3, "score_threshold": 1.5}},
+        {"knowledge_id": "1", "query": QUERY, "retrieval_setting": {"top_k": "many", "score_threshold": 0.5}},
+    ],
+)
 def test_malformed_bodies_are_400_in_difys_shape(client, account_a, fake_llm, body):
     response = _post(client, body, make_api_key(account_a))
     assert response.status_code == 400 and set(response.json()) == {"error_code", "error_msg"}
@@ -158,15 +233,20 @@ def test_malformed_bodies_are_400_in_difys_shape(client, account_a, fake_llm, bo
 
 
 def test_authorization_errors_are_1001_and_1002(client, account_a, kb):
-    body = {"knowledge_id": str(kb["general"].pk), "query": QUERY,
-            "retrieval_setting": {"top_k": 2, "score_threshold": 0.5}}
+    body = {
+        "knowledge_id": str(kb["general"].pk),
+        "query": QUERY,
+        "retrieval_setting": {"top_k": 2, "score_threshold": 0.5},
+    }
     for authorization in ("", "Token abc", "Bearer"):
         response = _post(client, body, authorization=authorization)
         assert response.status_code == 401 and response.json()["error_code"] == 1001, authorization
         assert "Bearer" in response.json()["error_msg"]
     response = _post(client, body, authorization="Bearer gw_not_a_key")
     assert response.status_code == 401 and response.json() == {
-        "error_code": 1002, "error_msg": "Authorization failed: the API key is unknown or has been revoked."}
+        "error_code": 1002,
+        "error_msg": "Authorization failed: the API key is unknown or has been revoked.",
+    }
     # A signed-in session is not how Dify calls: the key is required.
     client.force_login(account_a.test_owner)
     assert _post(client, body, authorization="").json()["error_code"] == 1001
@@ -196,8 +276,11 @@ def test_not_enough_credits_is_402_with_nothing_retrieved(client, account_a, kb)
 
     with dangerously_bypass_tenancy(reason="test: empty the balance"):
         AccountBalance.all_accounts.filter(account=account_a).update(balance=0)
-    body = {"knowledge_id": str(kb["general"].pk), "query": QUERY,
-            "retrieval_setting": {"top_k": 2, "score_threshold": 0.5}}
+    body = {
+        "knowledge_id": str(kb["general"].pk),
+        "query": QUERY,
+        "retrieval_setting": {"top_k": 2, "score_threshold": 0.5},
+    }
     response = _post(client, body, make_api_key(account_a))
     assert response.status_code == 402 and response.json()["error_code"] == 402
 
@@ -205,8 +288,10 @@ def test_not_enough_credits_is_402_with_nothing_retrieved(client, account_a, kb)
 def test_tags_set_on_a_document_later_steer_dify_too(client, account_a, kb):
     with account_context(account_a):
         document_tags_set(account=account_a, actor=None, document=kb["documents"]["plain.md"], tags=["hr"])
-    body = {"knowledge_id": str(kb["general"].pk), "query": QUERY,
-            "retrieval_setting": {"top_k": 10, "score_threshold": 0.0},
-            "metadata_condition": {"conditions": [{"name": ["tags"], "comparison_operator": "contains",
-                                                   "value": "HR"}]}}
+    body = {
+        "knowledge_id": str(kb["general"].pk),
+        "query": QUERY,
+        "retrieval_setting": {"top_k": 10, "score_threshold": 0.0},
+        "metadata_condition": {"conditions": [{"name": ["tags"], "comparison_operator": "contains", "value": "HR"}]},
+    }
     assert _titles(_post(client, body, make_api_key(account_a))) == {"hr.md", "plain.md"}

@@ -2,6 +2,7 @@
 "passage: " before a document's text and "query: " before a search query itself, so any
 provider hosting e5 is called the same way; the credits are the provider's tokens; and an
 account on MiniLM moves to e5 through the embedding-model migration and searches after it."""
+
 import pytest
 
 from billing.models import CreditLedgerEntry
@@ -30,8 +31,7 @@ def test_the_prefixes_are_properties_of_the_model():
     assert embedding_spec("text-embedding-3-small").prefixed(["a"], Purpose.PASSAGE) == ["a"]
 
 
-def test_e5_documents_are_embedded_as_passages_and_queries_as_queries(fake_llm, settings, account_a,
-                                                                      upload_and_ingest):
+def test_e5_documents_are_embedded_as_passages_and_queries_as_queries(fake_llm, settings, account_a, upload_and_ingest):
     settings.EMBEDDING_MODEL = E5  # the default for a new account
     document = upload_and_ingest(account_a, "expenses.txt", TEXT)
     assert document.status == Status.READY and document.embedding_model == E5
@@ -49,9 +49,9 @@ def test_e5_documents_are_embedded_as_passages_and_queries_as_queries(fake_llm, 
     assert -entry.delta == max(1, count_tokens("query: who approves expenses"))
 
 
-def test_an_account_on_minilm_moves_to_e5_and_searches_after(fake_llm, settings, account_a, owner_a,
-                                                             upload_and_ingest,
-                                                             django_capture_on_commit_callbacks):
+def test_an_account_on_minilm_moves_to_e5_and_searches_after(
+    fake_llm, settings, account_a, owner_a, upload_and_ingest, django_capture_on_commit_callbacks
+):
     settings.EMBEDDING_MODEL = MINILM
     with account_context(account_a):
         credits_grant(account=account_a, amount=100_000, reason="migration")
@@ -75,8 +75,9 @@ def test_an_account_on_minilm_moves_to_e5_and_searches_after(fake_llm, settings,
 
 
 @pytest.mark.parametrize("model", [MINILM, E5])
-def test_another_accounts_search_never_sees_the_document(fake_llm, settings, account_a, account_b,
-                                                         upload_and_ingest, model):
+def test_another_accounts_search_never_sees_the_document(
+    fake_llm, settings, account_a, account_b, upload_and_ingest, model
+):
     settings.EMBEDDING_MODEL = model
     theirs = upload_and_ingest(account_a, "expenses.txt", TEXT)
     ours = upload_and_ingest(account_b, "kitchen.txt", b"The kitchen fridge is emptied every Friday afternoon.")

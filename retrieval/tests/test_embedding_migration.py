@@ -2,6 +2,7 @@
 dimension builds the new vectors beside the old, search never compares a query with vectors
 of another model (also while the migration runs and documents keep arriving), the switch is
 atomic, a cancel leaves the old model serving, and the Knowledge base shows the estimate."""
+
 import pytest
 from django.db import connection
 
@@ -10,15 +11,19 @@ from billing.models import CreditLedgerEntry
 from billing.services import credits_grant
 from core.tenancy import account_context
 from documents import services
-from retrieval import services as retrieval_services
 from documents.embedding import active_embedding_model
-from retrieval.embedding_models import migration_step, model_change
 from documents.models import Chunk, ChunkEmbedding, Document, ReindexRun, Status
+from retrieval import services as retrieval_services
+from retrieval.embedding_models import migration_step, model_change
 from retrieval.search import search_for_query
 
 OLD, NEW, NEW_DIMS = "model-a", "model-b", 256
-TOPICS = ["holiday days are booked in the portal", "laptops are repaired at the hardware desk",
-          "the kitchen fridge is emptied on friday", "expenses are approved by the team lead"]
+TOPICS = [
+    "holiday days are booked in the portal",
+    "laptops are repaired at the hardware desk",
+    "the kitchen fridge is emptied on friday",
+    "expenses are approved by the team lead",
+]
 
 
 def _text(topic: str, paragraphs: int) -> bytes:
@@ -65,8 +70,11 @@ def _search(account, query, n, server):
     with account_context(account), connection.execute_wrapper(watch):
         hits = search_for_query(account=account, query=query, key=f"search:{n}")
     with account_context(account):
-        found = set(Chunk.objects.for_account(account).filter(pk__in=[h.chunk_id for h in hits if h.similarity])
-                    .values_list("embedding_model", flat=True))
+        found = set(
+            Chunk.objects.for_account(account)
+            .filter(pk__in=[h.chunk_id for h in hits if h.similarity])
+            .values_list("embedding_model", flat=True)
+        )
     requests = server.requests_to("/v1/embeddings")[before:]
     assert len(requests) == 1
     return requests[0]["model"], watch.seen, found, hits
@@ -77,8 +85,9 @@ def _start(account, owner, capture):
         return retrieval_services.embedding_migration_start(account=account, actor=owner)
 
 
-def test_a_model_change_mid_run_never_mixes_models(library, account_a, owner_a, settings, two_models,
-                                                    upload_and_ingest, django_capture_on_commit_callbacks):
+def test_a_model_change_mid_run_never_mixes_models(
+    library, account_a, owner_a, settings, two_models, upload_and_ingest, django_capture_on_commit_callbacks
+):
     with account_context(account_a):
         assert active_embedding_model(account_id=account_a.pk).model == OLD
     settings.EMBEDDING_MODEL, settings.EMBEDDING_DIMENSIONS = NEW, NEW_DIMS
@@ -120,21 +129,25 @@ def test_a_model_change_mid_run_never_mixes_models(library, account_a, owner_a, 
         assert (active.model, active.dimensions) == (NEW, NEW_DIMS)
         assert run.status == "done" and run.done == run.total == 4
         with connection.cursor() as cursor:
-            cursor.execute("SELECT DISTINCT embedding_model, vector_dims(embedding) FROM documents_chunk"
-                           " WHERE account_id = %s", [account_a.pk])
+            cursor.execute(
+                "SELECT DISTINCT embedding_model, vector_dims(embedding) FROM documents_chunk WHERE account_id = %s",
+                [account_a.pk],
+            )
             assert cursor.fetchall() == [(NEW, NEW_DIMS)]  # the old vectors are gone
         assert not ChunkEmbedding.objects.for_account(account_a).exists()
         documents = Document.objects.for_account(account_a).filter(status=Status.READY)
         assert set(documents.values_list("embedding_model", flat=True)) == {NEW}
         charged = CreditLedgerEntry.objects.for_account(account_a).filter(
-            idempotency_key__startswith=f"embedding-migration:{run.pk}:")
+            idempotency_key__startswith=f"embedding-migration:{run.pk}:"
+        )
         assert charged.count() == 6 and {e.spent_by_user_id for e in charged} == {owner_a.pk}
         assert run.credits_charged == -sum(e.delta for e in charged) == sum(d.embedding_tokens for d in documents)
         assert model_change(account=account_a) is None
 
 
-def test_new_documents_after_the_switch_use_the_new_model(library, account_a, owner_a, settings, two_models,
-                                                          upload_and_ingest, django_capture_on_commit_callbacks):
+def test_new_documents_after_the_switch_use_the_new_model(
+    library, account_a, owner_a, settings, two_models, upload_and_ingest, django_capture_on_commit_callbacks
+):
     settings.EMBEDDING_MODEL, settings.EMBEDDING_DIMENSIONS = NEW, NEW_DIMS
     run = _start(account_a, owner_a, django_capture_on_commit_callbacks)
     with account_context(account_a):
@@ -146,8 +159,9 @@ def test_new_documents_after_the_switch_use_the_new_model(library, account_a, ow
     assert query_model == NEW and hits[0].document_id == late.pk and found == {NEW}
 
 
-def test_cancel_leaves_the_old_model_serving(library, account_a, owner_a, settings, two_models,
-                                             django_capture_on_commit_callbacks):
+def test_cancel_leaves_the_old_model_serving(
+    library, account_a, owner_a, settings, two_models, django_capture_on_commit_callbacks
+):
     settings.EMBEDDING_MODEL, settings.EMBEDDING_DIMENSIONS = NEW, NEW_DIMS
     run = _start(account_a, owner_a, django_capture_on_commit_callbacks)
     with account_context(account_a):
@@ -165,8 +179,9 @@ def test_cancel_leaves_the_old_model_serving(library, account_a, owner_a, settin
     assert query_model == OLD and hits and found == {OLD}
 
 
-def test_knowledge_base_shows_the_estimate_and_owners_start_it(library, account_a, owner_a, client, settings,
-                                                               django_capture_on_commit_callbacks):
+def test_knowledge_base_shows_the_estimate_and_owners_start_it(
+    library, account_a, owner_a, client, settings, django_capture_on_commit_callbacks
+):
     client.force_login(owner_a)
     assert b"Start migration" not in client.get("/documents/").content  # nothing to migrate
     settings.EMBEDDING_MODEL, settings.EMBEDDING_DIMENSIONS = NEW, NEW_DIMS
@@ -183,8 +198,9 @@ def test_knowledge_base_shows_the_estimate_and_owners_start_it(library, account_
     assert "0/5 batches" in page and "Cancel migration" in page
 
 
-def test_members_cannot_start_a_migration_and_other_accounts_see_nothing(library, account_a, account_b, client,
-                                                                           settings):
+def test_members_cannot_start_a_migration_and_other_accounts_see_nothing(
+    library, account_a, account_b, client, settings
+):
     settings.EMBEDDING_MODEL, settings.EMBEDDING_DIMENSIONS = NEW, NEW_DIMS
     member = add_member(account_a, role="member")
     client.force_login(member)
@@ -220,8 +236,9 @@ def test_publishing_with_a_stale_model_embeds_again(library, account_a, settings
         ingestion._embed_all = real_embed_all
     assert late.status == "ready" and late.embedding_model == NEW
     with account_context(account_a):
-        assert set(Chunk.objects.for_account(account_a).filter(document=late)
-                   .values_list("embedding_model", flat=True)) == {NEW}
+        assert set(
+            Chunk.objects.for_account(account_a).filter(document=late).values_list("embedding_model", flat=True)
+        ) == {NEW}
 
 
 def test_any_dimension_ingests(two_models, account_a, settings, upload_and_ingest):
@@ -237,7 +254,8 @@ def test_any_dimension_ingests(two_models, account_a, settings, upload_and_inges
 
 
 def test_a_stale_migration_is_requeued_and_resumes_without_paying_twice(
-        library, account_a, owner_a, settings, two_models, run_jobs, django_capture_on_commit_callbacks):
+    library, account_a, owner_a, settings, two_models, run_jobs, django_capture_on_commit_callbacks
+):
     """A migration whose worker died after two batches: the sweeper re-queues the run, which
     embeds only the batches not written and charges each batch once."""
     import datetime as dt
@@ -250,7 +268,8 @@ def test_a_stale_migration_is_requeued_and_resumes_without_paying_twice(
         assert migration_step(account_id=account_a.pk, run_id=run.pk)
         assert migration_step(account_id=account_a.pk, run_id=run.pk)
         ReindexRun.objects.for_account(account_a).filter(pk=run.pk).update(
-            heartbeat_at=run.created_at - dt.timedelta(hours=1))
+            heartbeat_at=run.created_at - dt.timedelta(hours=1)
+        )
     before = len(two_models.requests_to("/v1/embeddings"))
     with django_capture_on_commit_callbacks(execute=True):
         assert requeue_stale_work() == 1
@@ -259,7 +278,10 @@ def test_a_stale_migration_is_requeued_and_resumes_without_paying_twice(
     with account_context(account_a):
         run.refresh_from_db()
         assert run.status == "done" and run.progress_done == 5
-        keys = list(CreditLedgerEntry.objects.for_account(account_a).filter(
-            idempotency_key__startswith=f"embedding-migration:{run.pk}:").values_list("idempotency_key", flat=True))
+        keys = list(
+            CreditLedgerEntry.objects.for_account(account_a)
+            .filter(idempotency_key__startswith=f"embedding-migration:{run.pk}:")
+            .values_list("idempotency_key", flat=True)
+        )
         assert len(keys) == len(set(keys)) == 5
         assert active_embedding_model(account_id=account_a.pk).model == NEW

@@ -2,6 +2,7 @@
 `_fuse`): a German question about English documents matched their words "Python" and "Speicher"
 nowhere near the meaning, and reciprocal rank fusion gave those hits a share of the top 3
 (bench fusion_weight: multilingual recall@3 0.67 with full weight, 0.72 at a quarter)."""
+
 from retrieval.search.query import DISJOINT_TEXT_WEIGHT, _fuse
 
 
@@ -28,7 +29,7 @@ def test_agreeing_lists_fuse_as_before():
 
 
 def test_a_keyword_query_keeps_full_texts_whole_weight():
-    """"zanzibar", an error code: a word or two is what full text is for, whatever the vector
+    """ "zanzibar", an error code: a word or two is what full text is for, whatever the vector
     list found (retrieval/tests/test_search_explain.py has it end to end)."""
     vector = [_row(i, distance=0.1 + i / 100) for i in range(1, 11)]
     hits = _fuse(vector + [_row(101, rank=0.9)], top_k=3, threshold=0.1, sentence=False)

@@ -2,6 +2,7 @@
 the search API does (one charge), shows each chunk's ranks, scores, whether it passed and its
 text escaped; members and viewers may use it; another account's chunks and a restricted
 collection's never appear; bad input is a clear message, never a 500."""
+
 from __future__ import annotations
 
 import re
@@ -17,15 +18,19 @@ from documents.models import Chunk, Document
 from documents.services import collection_create
 
 URL = "/documents/retrieval-test/"
-HOLIDAYS = ("Everyone has twenty-eight days of paid holiday a year. Holiday requests go to the team lead "
-            "two weeks ahead. <script>window.__pwned=1</script> Unused holiday days carry over until March.")
+HOLIDAYS = (
+    "Everyone has twenty-eight days of paid holiday a year. Holiday requests go to the team lead "
+    "two weeks ahead. <script>window.__pwned=1</script> Unused holiday days carry over until March."
+)
 KITCHEN = "The kitchen fridge is emptied every Friday afternoon. The espresso machine is descaled monthly."
 
 
 @pytest.fixture
 def library(account_a, fake_llm, upload_and_ingest):
-    return {"holidays": upload_and_ingest(account_a, "holidays.txt", HOLIDAYS.encode()),
-            "kitchen": upload_and_ingest(account_a, "kitchen.txt", KITCHEN.encode())}
+    return {
+        "holidays": upload_and_ingest(account_a, "holidays.txt", HOLIDAYS.encode()),
+        "kitchen": upload_and_ingest(account_a, "kitchen.txt", KITCHEN.encode()),
+    }
 
 
 def _searches(account) -> int:
@@ -51,9 +56,12 @@ def test_a_member_or_viewer_sees_ranks_scores_and_the_text_escaped(client, accou
     assert page.status_code == 200
     html = page.content.decode()
     assert "&lt;script&gt;window.__pwned=1&lt;/script&gt;" in html and "<script>window.__pwned" not in html
-    first = html[html.index('id="retrieval-results"'):]
-    assert re.search(rf"<strong id=\"hit-passed-1\">#1</strong>\s*<a href=\"/documents/{library['holidays'].pk}/\?chunk=0#chunk-0\"[^>]*>"
-                     r"holidays.txt</a>", first)
+    first = html[html.index('id="retrieval-results"') :]
+    assert re.search(
+        rf"<strong id=\"hit-passed-1\">#1</strong>\s*<a href=\"/documents/{library['holidays'].pk}/\?chunk=0#chunk-0\"[^>]*>"
+        r"holidays.txt</a>",
+        first,
+    )
     assert re.search(r'data-field="vector">rank 1, similarity 0\.\d{3}', first)
     assert re.search(r'data-field="fulltext">rank 1<', first)
     assert f'data-field="threshold">{settings.RAG_MATCH_THRESHOLD}<' in html
@@ -67,18 +75,17 @@ def test_what_did_not_pass_is_listed_apart(client, account_a, owner_a, library, 
     settings.RAG_MATCH_THRESHOLD = 0.99
     client.force_login(owner_a)
     html = client.post(URL, {"query": "holiday requests"}).content.decode()
-    passed = html[html.index('id="retrieval-results"'):html.index('id="retrieval-below"')]
-    below = html[html.index('id="retrieval-below"'):]
+    passed = html[html.index('id="retrieval-results"') : html.index('id="retrieval-below"')]
+    below = html[html.index('id="retrieval-below"') :]
     assert "holidays.txt" in passed and "full text only" in passed
     assert "kitchen.txt" in below and "did not pass" in below and "kitchen.txt" not in passed
 
 
-def test_another_account_never_sees_a_s_chunks_on_the_page(client, account_a, account_b, library,
-                                                           upload_and_ingest):
+def test_another_account_never_sees_a_s_chunks_on_the_page(client, account_a, account_b, library, upload_and_ingest):
     upload_and_ingest(account_b, "notes.txt", b"Beta team notes about the quarterly roadmap.")
     client.force_login(account_b.test_owner)
     html = client.post(URL, {"query": HOLIDAYS, "top_k": "50"}).content.decode()
-    found = html[html.index('id="retrieval-results"'):]  # the query box repeats the query
+    found = html[html.index('id="retrieval-results"') :]  # the query box repeats the query
     assert "notes.txt" in found
     assert "holidays.txt" not in found and "twenty-eight" not in found and "kitchen.txt" not in found
     # Asking for A's collection is the same 404 as a missing one, charged nothing.
@@ -106,13 +113,16 @@ def test_a_restricted_collection_stays_invisible_to_a_member_without_access(clie
     assert "kitchen.txt" in html and "holidays.txt" not in html
 
 
-@pytest.mark.parametrize("body, message", [
-    ({"query": "   "}, "Type what to search for."),
-    ({"query": "x" * 2001}, "A query is at most 2,000 characters."),
-    ({"query": "holiday", "top_k": "many"}, "Results must be a whole number from 1 to 50."),
-    ({"query": "holiday", "top_k": "51"}, "less than or equal to 50"),
-    ({"query": "holiday", "collection": "abc"}, "no such collection"),
-])
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ({"query": "   "}, "Type what to search for."),
+        ({"query": "x" * 2001}, "A query is at most 2,000 characters."),
+        ({"query": "holiday", "top_k": "many"}, "Results must be a whole number from 1 to 50."),
+        ({"query": "holiday", "top_k": "51"}, "less than or equal to 50"),
+        ({"query": "holiday", "collection": "abc"}, "no such collection"),
+    ],
+)
 def test_bad_input_is_a_clear_message_and_charges_nothing(client, account_a, owner_a, fake_llm, body, message):
     client.force_login(owner_a)
     page = client.post(URL, body)

@@ -2,22 +2,24 @@
 chunks → fake-provider embeddings), in PostgreSQL with RLS on: ranking in each mode, the
 threshold, top_k, full-text-only hits, deleted documents, passages, the debit, the API and
 tenant isolation, including a small account inside a larger table."""
+
 import numpy as np
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.urls import include, path
 
-from core.tenancy import UnscopedQueryError, account_context, dangerously_bypass_tenancy
 from accounts.tests.factories import make_api_key
 from billing.errors import InsufficientCredits
 from billing.models import CreditLedgerEntry
 from billing.selectors import balance_get
+from core.tenancy import UnscopedQueryError, account_context, dangerously_bypass_tenancy
 from documents.models import Chunk, Document, Status
 from documents.services import collection_default_ensure
+from llm.fake_server import fake_embedding
+from retrieval.api import SearchView
 from retrieval.search import (
     ensure_tenant_vector_index,
-    tenant_vector_index_drop,
     expand_passages,
     first_chunks,
     hybrid_search,
@@ -27,21 +29,26 @@ from retrieval.search import (
     search_for_query,
     search_path_for,
     tenant_index_name,
+    tenant_vector_index_drop,
 )
-from retrieval.api import SearchView
-from llm.fake_server import fake_embedding
 
 # The URL is added to documents/api_urls.py; this module mounts it too so the tests do not
 # depend on that line.
 urlpatterns = [path("api/v1/search/", SearchView.as_view()), path("", include("config.urls"))]
 
 SENTENCES = {
-    "holidays.txt": ("Everyone has twenty-eight days of paid holiday a year, and holiday requests go to "
-                     "the team lead at least two weeks ahead. Unused holiday days carry over until March. "),
-    "laptops.txt": ("New starters receive a laptop with an encrypted disk on their first morning. Laptop "
-                    "repairs are handled by the hardware desk on the third floor. "),
-    "kitchen.txt": ("The kitchen fridge is emptied every Friday afternoon. Label your lunch boxes with "
-                    "a name and a date. The espresso machine is descaled monthly. "),
+    "holidays.txt": (
+        "Everyone has twenty-eight days of paid holiday a year, and holiday requests go to "
+        "the team lead at least two weeks ahead. Unused holiday days carry over until March. "
+    ),
+    "laptops.txt": (
+        "New starters receive a laptop with an encrypted disk on their first morning. Laptop "
+        "repairs are handled by the hardware desk on the third floor. "
+    ),
+    "kitchen.txt": (
+        "The kitchen fridge is emptied every Friday afternoon. Label your lunch boxes with "
+        "a name and a date. The espresso machine is descaled monthly. "
+    ),
 }
 
 
@@ -55,13 +62,16 @@ def ingest(fake_llm, run_jobs, django_capture_on_commit_callbacks):
     def go(account, name, data, content_type="text/plain"):
         with account_context(account), django_capture_on_commit_callbacks(execute=True):
             from documents.services import document_upload
-            document, _ = document_upload(account=account, actor=None,
-                                          upload=SimpleUploadedFile(name, data, content_type=content_type))
+
+            document, _ = document_upload(
+                account=account, actor=None, upload=SimpleUploadedFile(name, data, content_type=content_type)
+            )
         run_jobs()
         with account_context(account):
             document = Document.objects.for_account(account).get(pk=document.pk)
         assert document.status == Status.READY, document.error
         return document
+
     return go
 
 
@@ -83,12 +93,16 @@ def _chunks(account, document):
 
 # --- ranking ------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("mode", ["vector", "fulltext", "hybrid"])
-@pytest.mark.parametrize("query, expected", [
-    ("How many paid holiday days do we get?", "holidays.txt"),
-    ("Who repairs my laptop?", "laptops.txt"),
-    ("When is the fridge emptied?", "kitchen.txt"),
-])
+@pytest.mark.parametrize(
+    "query, expected",
+    [
+        ("How many paid holiday days do we get?", "holidays.txt"),
+        ("Who repairs my laptop?", "laptops.txt"),
+        ("When is the fridge emptied?", "kitchen.txt"),
+    ],
+)
 def test_a_query_sharing_words_with_a_document_ranks_it_first(library, account_a, mode, query, expected):
     hits = _search(account_a, query, mode=mode)
     assert hits, mode
@@ -163,9 +177,12 @@ def test_search_refuses_to_run_outside_the_accounts_context(library, account_a, 
 
 # --- passages -----------------------------------------------------------------------------
 
+
 def test_merge_overlap_removes_the_shared_text():
-    assert merge_overlap("one two three four five six", "four five six seven eight") == \
-        "one two three four five six seven eight"
+    assert (
+        merge_overlap("one two three four five six", "four five six seven eight")
+        == "one two three four five six seven eight"
+    )
     assert merge_overlap("A first section.", "Another section.") == "A first section.\nAnother section."
 
 
@@ -196,16 +213,31 @@ def test_passages_grouped_by_document_best_first_then_by_chunk_index(library, ac
 
     def hit(chunk, score, name):
         from retrieval.search import Hit
-        return Hit(chunk_id=chunk.pk, document_id=chunk.document_id, document_name=name,
-                   chunk_index=chunk.chunk_index, page_start=None, page_end=None, score=score, similarity=0.5,
-                   text=chunk.content)
 
-    hits = [hit(l_chunks[0], 0.03, "laptops.txt"), hit(h_chunks[5], 0.02, "holidays.txt"),
-            hit(h_chunks[0], 0.01, "holidays.txt")]
+        return Hit(
+            chunk_id=chunk.pk,
+            document_id=chunk.document_id,
+            document_name=name,
+            chunk_index=chunk.chunk_index,
+            page_start=None,
+            page_end=None,
+            score=score,
+            similarity=0.5,
+            text=chunk.content,
+        )
+
+    hits = [
+        hit(l_chunks[0], 0.03, "laptops.txt"),
+        hit(h_chunks[5], 0.02, "holidays.txt"),
+        hit(h_chunks[0], 0.01, "holidays.txt"),
+    ]
     with account_context(account_a):
         passages = expand_passages(account=account_a, hits=hits)
     assert [(p.document_id, p.chunk_start, p.chunk_end) for p in passages] == [
-        (laptops.pk, 0, 1), (holidays.pk, 0, 1), (holidays.pk, 4, min(6, len(h_chunks) - 1))]
+        (laptops.pk, 0, 1),
+        (holidays.pk, 0, 1),
+        (holidays.pk, 4, min(6, len(h_chunks) - 1)),
+    ]
     assert [p.score for p in passages] == [0.03, 0.01, 0.02]
 
 
@@ -223,8 +255,9 @@ def test_first_chunks_of_a_document(library, account_a):
 def test_pages_come_from_paged_formats(account_a, ingest):
     from documents.tests.files import make_pdf, prose_page
 
-    pdf = ingest(account_a, "three.pdf", make_pdf([prose_page(n, sentences=14) for n in range(1, 4)]),
-                 "application/pdf")
+    pdf = ingest(
+        account_a, "three.pdf", make_pdf([prose_page(n, sentences=14) for n in range(1, 4)]), "application/pdf"
+    )
     query = "page"
     hits = [h for h in _search(account_a, query, threshold=0.0, top_k=50) if h.document_id == pdf.pk]
     assert hits and all(1 <= h.page_start <= h.page_end <= 3 for h in hits)
@@ -234,6 +267,7 @@ def test_pages_come_from_paged_formats(account_a, ingest):
 
 
 # --- the query budget ---------------------------------------------------------------------
+
 
 def test_a_search_is_a_fixed_small_number_of_queries(library, account_a, django_assert_max_num_queries):
     vector = fake_embedding("holiday laptop")
@@ -246,6 +280,7 @@ def test_a_search_is_a_fixed_small_number_of_queries(library, account_a, django_
 
 
 # --- charging -----------------------------------------------------------------------------
+
 
 def test_search_for_query_debits_the_provider_tokens_before_searching(library, account_a):
     query = "how many paid holiday days"
@@ -274,9 +309,9 @@ def test_insufficient_credits_aborts_before_retrieval(library, account_a, monkey
         assert not CreditLedgerEntry.objects.for_account(account_a).filter(idempotency_key="search:test-2").exists()
 
 
-
-def test_a_query_drawn_from_a_chat_turns_hold_is_written_when_the_hold_is_settled(library, account_a,
-                                                                                  django_assert_max_num_queries):
+def test_a_query_drawn_from_a_chat_turns_hold_is_written_when_the_hold_is_settled(
+    library, account_a, django_assert_max_num_queries
+):
     """The chat turn's way through the same embed -> charge -> search: the embedding made
     without a statement (the turn makes it outside any transaction), its charge drawn from the turn's hold and
     recorded at settle, then the search in the turn's own transaction."""
@@ -290,13 +325,15 @@ def test_a_query_drawn_from_a_chat_turns_hold_is_written_when_the_hold_is_settle
         active = active_embedding_model(account_id=account_a.pk)
     draws = []
     with django_assert_max_num_queries(0):
-        embedded = query_embed(account=account_a, query=query, key="turn-1:query", hold=hold, draws=draws,
-                               active=active)
+        embedded = query_embed(
+            account=account_a, query=query, key="turn-1:query", hold=hold, draws=draws, active=active
+        )
     assert draws == [embedded.draw] and embedded.draw.tokens == embedded.tokens == 5
     assert (embedded.model, embedded.draw.kind, embedded.draw.reference) == (active.model, "embedding", "search")
     with account_context(account_a):
-        found = query_search(account=account_a, query=query, key="turn-1:query", hold=hold, draws=draws,
-                             embedded=embedded)
+        found = query_search(
+            account=account_a, query=query, key="turn-1:query", hold=hold, draws=draws, embedded=embedded
+        )
         assert found.hits[0].document_name == "holidays.txt" and found.embedding is embedded
         assert not CreditLedgerEntry.objects.for_account(account_a).filter(idempotency_key="turn-1:query").exists()
         hold_settle(hold=hold, used_tokens=100, draws=draws)
@@ -311,10 +348,16 @@ def test_another_querys_embedding_is_refused(library, account_a):
         with pytest.raises(ValueError):
             query_search(account=account_a, query="kitchen fridge", key="search:test-3", embedded=embedded)
 
+
 # --- isolation ----------------------------------------------------------------------------
 
+
 def test_another_account_never_sees_a_s_chunks_even_with_a_s_exact_text(library, account_a, account_b, ingest):
-    ingest(account_b, "notes.txt", b"Beta team notes about the quarterly roadmap, holiday cover and the office plants.\n" * 5)
+    ingest(
+        account_b,
+        "notes.txt",
+        b"Beta team notes about the quarterly roadmap, holiday cover and the office plants.\n" * 5,
+    )
     a_text = _chunks(account_a, library["holidays.txt"])[0].content
     a_ids = {c.pk for doc in library.values() for c in _chunks(account_a, doc)}
     for mode in ("vector", "fulltext", "hybrid"):
@@ -346,26 +389,47 @@ def _bulk_chunks(account, count: int, *, seed: int = 7) -> None:
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     with dangerously_bypass_tenancy(reason="test: a large neighbour tenant"):
         general = collection_default_ensure(account=account)
-        document = Document.all_accounts.create(account=account, collection=general, name="bulk.txt", kind="text",
-                                                content_type="text/plain", size=1, sha256="0" * 64,
-                                                status=Status.READY, chunk_count=count)
-        Chunk.all_accounts.bulk_create([
-            Chunk(account=account, document=document, collection=general, revision=1, chunk_index=i, token_count=10,
-                  content=f"holiday paid days laptop fridge filler {i}", embedding=vectors[i],
-                  embedding_model="synthetic") for i in range(count)], batch_size=1000)
+        document = Document.all_accounts.create(
+            account=account,
+            collection=general,
+            name="bulk.txt",
+            kind="text",
+            content_type="text/plain",
+            size=1,
+            sha256="0" * 64,
+            status=Status.READY,
+            chunk_count=count,
+        )
+        Chunk.all_accounts.bulk_create(
+            [
+                Chunk(
+                    account=account,
+                    document=document,
+                    collection=general,
+                    revision=1,
+                    chunk_index=i,
+                    token_count=10,
+                    content=f"holiday paid days laptop fridge filler {i}",
+                    embedding=vectors[i],
+                    embedding_model="synthetic",
+                )
+                for i in range(count)
+            ],
+            batch_size=1000,
+        )
 
 
 @pytest.mark.parametrize("exact_max", [20_000, 0], ids=["exact-path", "hnsw-iterative-path"])
-def test_a_small_account_in_a_large_table_still_gets_its_k_results(library, account_a, account_b, settings,
-                                                                   exact_max):
+def test_a_small_account_in_a_large_table_still_gets_its_k_results(library, account_a, account_b, settings, exact_max):
     _bulk_chunks(account_b, 3000)
     settings.SEARCH_EXACT_MAX_CHUNKS = exact_max
     total = sum(d.chunk_count for d in library.values())
     assert search_path_for(total) == ("exact" if exact_max else "hnsw")
     vector = fake_embedding("paid holiday days")
     with account_context(account_a):
-        hits = hybrid_search(account=account_a, query="paid holiday days", query_vector=vector, top_k=10,
-                             threshold=-1.0, mode="vector")
+        hits = hybrid_search(
+            account=account_a, query="paid holiday days", query_vector=vector, top_k=10, threshold=-1.0, mode="vector"
+        )
     assert len(hits) == 10
     assert all(h.document_id in {d.pk for d in library.values()} for h in hits)
     # The same ten as an exact ranking computed here.
@@ -391,18 +455,21 @@ def test_a_large_account_gets_an_index_of_its_own_and_search_takes_it(library, a
     assert _index_def(tenant_index_name(account_a.pk)) is None
     # Over the 384-d vectors (the expression and predicate search repeats: one index per dimension).
     assert _index_def(tenant_index_name(account_b.pk)).endswith(
-        f"WHERE (((account_id + 0) = {account_b.pk}) AND (vector_dims(embedding) = 384))")
+        f"WHERE (((account_id + 0) = {account_b.pk}) AND (vector_dims(embedding) = 384))"
+    )
     assert "USING hnsw (((embedding)::vector(384)) vector_cosine_ops)" in _index_def(tenant_index_name(account_b.pk))
     assert search_path_for(3000, tenant_index=True) == "tenant_hnsw"
 
     vector = fake_embedding("paid holiday days")
     with account_context(account_b), connection.cursor() as cursor:
-        hits = hybrid_search(account=account_b, query="", query_vector=vector, top_k=10, threshold=-1.0,
-                             mode="vector")
+        hits = hybrid_search(account=account_b, query="", query_vector=vector, top_k=10, threshold=-1.0, mode="vector")
         cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-        cursor.execute(f"EXPLAIN SELECT id FROM documents_chunk AS c WHERE (c.account_id + 0) = {account_b.pk} "
-                       "AND vector_dims(c.embedding) = 384 "
-                       "ORDER BY (c.embedding::vector(384)) <=> %s::vector(384) LIMIT 40", [str(list(vector))])
+        cursor.execute(
+            f"EXPLAIN SELECT id FROM documents_chunk AS c WHERE (c.account_id + 0) = {account_b.pk} "
+            "AND vector_dims(c.embedding) = 384 "
+            "ORDER BY (c.embedding::vector(384)) <=> %s::vector(384) LIMIT 40",
+            [str(list(vector))],
+        )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert tenant_index_name(account_b.pk) in plan
     assert len(hits) == 10
@@ -414,13 +481,15 @@ def test_a_large_account_gets_an_index_of_its_own_and_search_takes_it(library, a
     # clustered data by bench/search_scale.py); a stored vector must find itself first.
     some_id = sorted(b_chunks)[1234]
     with account_context(account_b):
-        itself = hybrid_search(account=account_b, query="", query_vector=b_chunks[some_id], top_k=10,
-                               threshold=-1.0, mode="vector")
+        itself = hybrid_search(
+            account=account_b, query="", query_vector=b_chunks[some_id], top_k=10, threshold=-1.0, mode="vector"
+        )
     assert itself[0].chunk_id == some_id and itself[0].similarity == pytest.approx(1.0, abs=1e-5)
     # The other account is not served from it, and sees none of its rows.
     with account_context(account_a):
-        hits_a = hybrid_search(account=account_a, query="", query_vector=vector, top_k=10, threshold=-1.0,
-                               mode="vector")
+        hits_a = hybrid_search(
+            account=account_a, query="", query_vector=vector, top_k=10, threshold=-1.0, mode="vector"
+        )
     assert hits_a and {h.document_id for h in hits_a} <= {d.pk for d in library.values()}
 
     # Shrunk under half the threshold: the index goes.
@@ -428,8 +497,7 @@ def test_a_large_account_gets_an_index_of_its_own_and_search_takes_it(library, a
     assert ensure_tenant_vector_index(account_b.pk, concurrently=False) == "dropped"
     assert _index_def(tenant_index_name(account_b.pk)) is None
     with account_context(account_b):
-        again = hybrid_search(account=account_b, query="", query_vector=vector, top_k=10, threshold=-1.0,
-                              mode="vector")
+        again = hybrid_search(account=account_b, query="", query_vector=vector, top_k=10, threshold=-1.0, mode="vector")
     assert len(again) == 10
 
 
@@ -455,13 +523,19 @@ def test_the_concurrent_build_outside_a_transaction(account_b, settings):
 
 # --- the API ------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def api(client, account_a):
     key = make_api_key(account_a)
 
     def post(body, headers=None):
-        return client.post("/api/v1/search/", body, content_type="application/json",
-                           **({"HTTP_AUTHORIZATION": f"Bearer {key}"} if headers is None else headers))
+        return client.post(
+            "/api/v1/search/",
+            body,
+            content_type="application/json",
+            **({"HTTP_AUTHORIZATION": f"Bearer {key}"} if headers is None else headers),
+        )
+
     return post
 
 
@@ -475,8 +549,11 @@ def test_api_search_shape(library, api, account_a):
     assert results[0]["document_name"] == "holidays.txt" and results[0]["pages"] is None
     assert results[0]["document_id"] == library["holidays.txt"].pk
     with account_context(account_a):
-        keys = list(CreditLedgerEntry.objects.for_account(account_a).filter(reference="search")
-                    .values_list("idempotency_key", flat=True))
+        keys = list(
+            CreditLedgerEntry.objects.for_account(account_a)
+            .filter(reference="search")
+            .values_list("idempotency_key", flat=True)
+        )
     assert len(keys) == 1 and keys[0].startswith("search:")
     assert api({"query": "holiday"}).status_code == 200
     with account_context(account_a):
@@ -484,9 +561,18 @@ def test_api_search_shape(library, api, account_a):
 
 
 @pytest.mark.urls("retrieval.tests.test_search")
-@pytest.mark.parametrize("body", [{}, {"query": ""}, {"query": "   "}, {"query": "x" * 2001},
-                                  {"query": "holiday", "top_k": 0}, {"query": "holiday", "top_k": 51},
-                                  {"query": "holiday", "top_k": "many"}])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"query": ""},
+        {"query": "   "},
+        {"query": "x" * 2001},
+        {"query": "holiday", "top_k": 0},
+        {"query": "holiday", "top_k": 51},
+        {"query": "holiday", "top_k": "many"},
+    ],
+)
 def test_api_rejects_bad_bodies(api, fake_llm, body):
     response = api(body)
     assert response.status_code == 400
@@ -518,8 +604,12 @@ def test_api_isolation(library, client, account_a, account_b, ingest):
     ingest(account_b, "notes.txt", b"Beta team notes about the quarterly roadmap.\n" * 5)
     key_b = make_api_key(account_b)
     a_text = _chunks(account_a, library["holidays.txt"])[0].content
-    response = client.post("/api/v1/search/", {"query": a_text[:1500], "top_k": 50},
-                           content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key_b}")
+    response = client.post(
+        "/api/v1/search/",
+        {"query": a_text[:1500], "top_k": 50},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {key_b}",
+    )
     assert response.status_code == 200
     names = {r["document_name"] for r in response.json()["results"]}
     assert names <= {"notes.txt"}

@@ -2,6 +2,7 @@
 wave"): each path's 1-based rank and the vector score per result, null where a path missed,
 the threshold, the candidates that did not pass, the same charge as a plain search, strict
 booleans, and nothing of another account or of a restricted collection in any of it."""
+
 from __future__ import annotations
 
 import pytest
@@ -16,12 +17,18 @@ from documents.services import collection_create
 EXPLAIN_FIELDS = {"rank", "vector_rank", "fulltext_rank", "vector_score", "passed_threshold"}
 PLAIN_FIELDS = {"document_id", "document_name", "chunk_index", "pages", "score", "text"}
 
-HOLIDAYS = ("Everyone has twenty-eight days of paid holiday a year, and holiday requests go to the team lead "
-            "at least two weeks ahead. Unused holiday days carry over until March.")
-LAPTOPS = ("New starters receive a laptop with an encrypted disk on their first morning. Laptop repairs are "
-           "handled by the hardware desk on the third floor.")
-KITCHEN = ("The kitchen fridge is emptied every Friday afternoon. Label your lunch boxes with a name and a "
-           "date. The espresso machine is descaled monthly.")
+HOLIDAYS = (
+    "Everyone has twenty-eight days of paid holiday a year, and holiday requests go to the team lead "
+    "at least two weeks ahead. Unused holiday days carry over until March."
+)
+LAPTOPS = (
+    "New starters receive a laptop with an encrypted disk on their first morning. Laptop repairs are "
+    "handled by the hardware desk on the third floor."
+)
+KITCHEN = (
+    "The kitchen fridge is emptied every Friday afternoon. Label your lunch boxes with a name and a "
+    "date. The espresso machine is descaled monthly."
+)
 
 
 def _paragraphs(text: str, count: int) -> bytes:
@@ -31,8 +38,10 @@ def _paragraphs(text: str, count: int) -> bytes:
 @pytest.fixture
 def library(account_a, fake_llm, upload_and_ingest, settings):
     settings.CHUNK_SIZE, settings.CHUNK_OVERLAP = 200, 0
-    return {name: upload_and_ingest(account_a, name, _paragraphs(text, 6))
-            for name, text in (("holidays.txt", HOLIDAYS), ("laptops.txt", LAPTOPS), ("kitchen.txt", KITCHEN))}
+    return {
+        name: upload_and_ingest(account_a, name, _paragraphs(text, 6))
+        for name, text in (("holidays.txt", HOLIDAYS), ("laptops.txt", LAPTOPS), ("kitchen.txt", KITCHEN))
+    }
 
 
 @pytest.fixture
@@ -40,8 +49,8 @@ def api(client, account_a):
     key = make_api_key(account_a)
 
     def post(body, key=key):
-        return client.post("/api/v1/search/", body, content_type="application/json",
-                           HTTP_AUTHORIZATION=f"Bearer {key}")
+        return client.post("/api/v1/search/", body, content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {key}")
+
     return post
 
 
@@ -78,15 +87,19 @@ def test_explain_gives_each_paths_rank_the_vector_score_and_the_threshold(librar
         assert r["vector_score"] < 0.2 and r["passed_threshold"] is False
 
 
-def test_a_chunk_only_full_text_found_has_no_vector_rank_or_score(account_a, fake_llm, upload_and_ingest, api,
-                                                                   settings):
+def test_a_chunk_only_full_text_found_has_no_vector_rank_or_score(
+    account_a, fake_llm, upload_and_ingest, api, settings
+):
     """More than the vector path's 40 candidates are closer to the query than the one chunk
     with the word (the fake embedding counts shared trigrams: "zanzibarish" is near
     "zanzibar", a long chunk that says it once is far): full text finds it, vector does not."""
     settings.CHUNK_SIZE, settings.CHUNK_OVERLAP = 40, 0
     upload_and_ingest(account_a, "near.txt", _paragraphs("Zanzibarish zanzibari zanzibarian.", 80))
-    upload_and_ingest(account_a, "far.txt", (b"Printers, keys, parking badges, lockers, desks, chairs, plants, "
-                                             b"lamps and the office in Zanzibar."))
+    upload_and_ingest(
+        account_a,
+        "far.txt",
+        (b"Printers, keys, parking badges, lockers, desks, chairs, plants, lamps and the office in Zanzibar."),
+    )
     answer = api({"query": "zanzibar", "top_k": 3, "explain": True}).json()
     far = [r for r in answer["results"] if r["document_name"] == "far.txt"]
     assert far, answer["results"]
@@ -108,14 +121,17 @@ def test_explain_is_charged_exactly_as_a_search(library, api, account_a):
     explained = api({"query": "Who repairs my laptop?", "explain": True}).json()
     assert plain.status_code == 200
     with account_context(account_a):
-        entries = list(CreditLedgerEntry.objects.for_account(account_a).filter(reference="search")
-                       .order_by("pk"))
+        entries = list(CreditLedgerEntry.objects.for_account(account_a).filter(reference="search").order_by("pk"))
     assert len(entries) == 2 and entries[0].delta == entries[1].delta and entries[0].tokens == entries[1].tokens
-    assert explained["charged"] == {"tokens": entries[1].tokens, "credits": -entries[1].delta,
-                                    "model": entries[1].model}
+    assert explained["charged"] == {
+        "tokens": entries[1].tokens,
+        "credits": -entries[1].delta,
+        "model": entries[1].model,
+    }
     # The same hits, in the same order, with or without explain.
     assert [(r["document_id"], r["chunk_index"], r["score"]) for r in plain.json()["results"]] == [
-        (r["document_id"], r["chunk_index"], r["score"]) for r in explained["results"]]
+        (r["document_id"], r["chunk_index"], r["score"]) for r in explained["results"]
+    ]
 
 
 @pytest.mark.parametrize("flag", ["true", "yes", 1, 0, "false", None, [], {"on": True}])
@@ -130,9 +146,12 @@ def test_explain_must_be_a_json_boolean(api, fake_llm, account_a, flag):
 
 def test_another_account_never_sees_a_s_chunks_through_explain(library, client, account_b, upload_and_ingest):
     upload_and_ingest(account_b, "notes.txt", b"Beta team notes about the quarterly roadmap.\n" * 5)
-    answer = client.post("/api/v1/search/", {"query": HOLIDAYS, "top_k": 50, "explain": True},
-                         content_type="application/json",
-                         HTTP_AUTHORIZATION=f"Bearer {make_api_key(account_b)}").json()
+    answer = client.post(
+        "/api/v1/search/",
+        {"query": HOLIDAYS, "top_k": 50, "explain": True},
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {make_api_key(account_b)}",
+    ).json()
     assert {r["document_name"] for r in _everything(answer)} == {"notes.txt"}
     assert not {r["document_id"] for r in _everything(answer)} & {d.pk for d in library.values()}
 

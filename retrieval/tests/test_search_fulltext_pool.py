@@ -2,15 +2,16 @@
 chunks sharing a common word it still finds the one with all the query's words, it gives
 the unbounded ranking whenever the matches fit in the pool, a deleting document takes no
 room in it, and it never crosses tenants, even when both accounts hold the same text."""
+
 import numpy as np
 import pytest
 from django.db import connection
 
 from core.tenancy import account_context, dangerously_bypass_tenancy
 from documents.models import Chunk, Document, Status
+from documents.services import collection_default_ensure
 from retrieval.search import hybrid_search
 from retrieval.search import query as search_query
-from documents.services import collection_default_ensure
 
 POOL = 50
 COMMON = "The holiday rota is pinned in the kitchen, next to the holiday calendar. "
@@ -22,14 +23,34 @@ def _document(account, name: str, texts: list[str], *, status: str = Status.READ
     rng = np.random.default_rng(len(texts))
     with dangerously_bypass_tenancy(reason="test: many matching chunks"):
         general = collection_default_ensure(account=account)
-        document = Document.all_accounts.create(account=account, collection=general, name=name, kind="text",
-                                                content_type="text/plain", size=1, sha256=f"{name:0>64}"[:64],
-                                                status=status, chunk_count=len(texts))
+        document = Document.all_accounts.create(
+            account=account,
+            collection=general,
+            name=name,
+            kind="text",
+            content_type="text/plain",
+            size=1,
+            sha256=f"{name:0>64}"[:64],
+            status=status,
+            chunk_count=len(texts),
+        )
         vectors = rng.normal(size=(len(texts), 384)).astype(np.float32)
-        Chunk.all_accounts.bulk_create([
-            Chunk(account=account, document=document, collection=general, revision=1, chunk_index=i, token_count=20,
-                  content=text, embedding=vectors[i] / np.linalg.norm(vectors[i]), embedding_model="synthetic")
-            for i, text in enumerate(texts)])
+        Chunk.all_accounts.bulk_create(
+            [
+                Chunk(
+                    account=account,
+                    document=document,
+                    collection=general,
+                    revision=1,
+                    chunk_index=i,
+                    token_count=20,
+                    content=text,
+                    embedding=vectors[i] / np.linalg.norm(vectors[i]),
+                    embedding_model="synthetic",
+                )
+                for i, text in enumerate(texts)
+            ]
+        )
     return document
 
 
@@ -38,16 +59,21 @@ def _fulltext(account, query: str, *, top_k: int = 10, pool: int = POOL):
     search_query.FULLTEXT_POOL = pool
     try:
         with account_context(account):
-            return hybrid_search(account=account, query=query, query_vector=np.ones(384, dtype=np.float32),
-                                 top_k=top_k, mode="fulltext")
+            return hybrid_search(
+                account=account, query=query, query_vector=np.ones(384, dtype=np.float32), top_k=top_k, mode="fulltext"
+            )
     finally:
         search_query.FULLTEXT_POOL = original
 
 
 def _ids(account, document) -> list[int]:
     with account_context(account):
-        return list(Chunk.objects.for_account(account).filter(document=document)
-                    .order_by("chunk_index").values_list("id", flat=True))
+        return list(
+            Chunk.objects.for_account(account)
+            .filter(document=document)
+            .order_by("chunk_index")
+            .values_list("id", flat=True)
+        )
 
 
 @pytest.fixture
@@ -56,8 +82,9 @@ def crowded(account_a, account_b):
     pool read in physical order) one chunk with all the words of the question."""
     documents = {}
     for account in (account_a, account_b):
-        documents[account.pk] = _document(account, "rota.txt", [f"{COMMON} Week {i}." for i in range(6 * POOL)]
-                                          + [RIGHT])
+        documents[account.pk] = _document(
+            account, "rota.txt", [f"{COMMON} Week {i}." for i in range(6 * POOL)] + [RIGHT]
+        )
     return documents
 
 
@@ -80,8 +107,9 @@ def test_never_another_accounts_chunks_even_with_the_same_text(crowded, account_
         assert {h.chunk_id for h in hits} <= own
     # The function itself, asked for A's chunks from B's context, answers nothing.
     with account_context(account_b), connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM chunk_fulltext_search(%s, %s, 50, NULL, %s)",
-                       [account_a.pk, QUESTION, POOL])
+        cursor.execute(
+            "SELECT count(*) FROM chunk_fulltext_search(%s, %s, 50, NULL, %s)", [account_a.pk, QUESTION, POOL]
+        )
         assert cursor.fetchone()[0] == 0
 
 
@@ -112,8 +140,12 @@ def test_a_pool_too_small_for_the_matches_keeps_the_chunks_with_the_rarer_words(
     # first; read in disk order, the pool would have held only "holiday" chunks.
     from core.db_owner import owner_connection
 
-    document = _document(account_a, "rota.txt", [f"{COMMON} Week {i}." for i in range(6 * POOL)]
-                         + ["The espresso machine needs descaling: espresso descaling is monthly."])
+    document = _document(
+        account_a,
+        "rota.txt",
+        [f"{COMMON} Week {i}." for i in range(6 * POOL)]
+        + ["The espresso machine needs descaling: espresso descaling is monthly."],
+    )
     with owner_connection() as conn:
         conn.execute("ANALYZE documents_chunk")
     hits = _fulltext(account_a, QUESTION)

@@ -2,6 +2,7 @@
 detected at ingestion, its chunks are indexed with the matching PostgreSQL configuration
 (`simple` when unknown), and a query matches each chunk under its own configuration, with
 the GIN index still serving it; documents ingested before that are backfilled."""
+
 import numpy as np
 import pytest
 from django.db import connection
@@ -12,13 +13,17 @@ from documents.language import language_detect, search_config_for
 from documents.models import Chunk, Document
 from retrieval.search import hybrid_search
 
-GERMAN = ("Reisekostenrichtlinie. Alle Abrechnungen sind innerhalb von vier Wochen nach dem Ende der Reise über "
-          "das Reiseportal einzureichen. Die Belege müssen im Original oder als lesbarer Scan beigefügt werden. "
-          "Verspätet eingereichte Unterlagen werden nur mit einer schriftlichen Begründung bearbeitet, und die "
-          "Erstattung erfolgt mit der nächsten Gehaltsabrechnung des Mitarbeiters.").encode()
-ENGLISH = (b"Installing packages. Packages are installed with the package manager, which downloads each "
-           b"requested library together with the libraries it depends on and records the installed versions "
-           b"so that the same environment can be rebuilt later on another machine by the whole team.")
+GERMAN = (
+    "Reisekostenrichtlinie. Alle Abrechnungen sind innerhalb von vier Wochen nach dem Ende der Reise über "
+    "das Reiseportal einzureichen. Die Belege müssen im Original oder als lesbarer Scan beigefügt werden. "
+    "Verspätet eingereichte Unterlagen werden nur mit einer schriftlichen Begründung bearbeitet, und die "
+    "Erstattung erfolgt mit der nächsten Gehaltsabrechnung des Mitarbeiters."
+).encode()
+ENGLISH = (
+    b"Installing packages. Packages are installed with the package manager, which downloads each "
+    b"requested library together with the libraries it depends on and records the installed versions "
+    b"so that the same environment can be rebuilt later on another machine by the whole team."
+)
 
 
 def _fulltext(account, query: str) -> list[int]:
@@ -76,18 +81,25 @@ def test_documents_ingested_before_languages_are_backfilled(library, account_a):
     german, english = library
     # As migration 0015 left a document ingested before it (under RLS: in the account's context).
     with account_context(account_a), connection.cursor() as cursor:
-        cursor.execute("UPDATE documents_document SET language = '', search_config = 'english' WHERE id IN (%s, %s)",
-                       [german.pk, english.pk])
-        cursor.execute("UPDATE documents_chunk SET search_config = 'english' WHERE document_id IN (%s, %s)",
-                       [german.pk, english.pk])
+        cursor.execute(
+            "UPDATE documents_document SET language = '', search_config = 'english' WHERE id IN (%s, %s)",
+            [german.pk, english.pk],
+        )
+        cursor.execute(
+            "UPDATE documents_chunk SET search_config = 'english' WHERE document_id IN (%s, %s)",
+            [german.pk, english.pk],
+        )
     assert _fulltext(account_a, "Abrechnung") == []  # searched as before: English only
     assert document_languages_backfill() == 2
     assert document_languages_backfill() == 0  # done once
     with account_context(account_a):
         assert dict(Document.objects.for_account(account_a).values_list("pk", "search_config")) == {
-            german.pk: "german", english.pk: "english"}
-        assert set(Chunk.objects.for_account(account_a).filter(document=german)
-                   .values_list("search_config", flat=True)) == {"german"}
+            german.pk: "german",
+            english.pk: "english",
+        }
+        assert set(
+            Chunk.objects.for_account(account_a).filter(document=german).values_list("search_config", flat=True)
+        ) == {"german"}
     assert _fulltext(account_a, "Abrechnung") == [german.pk]
     assert _fulltext(account_a, "install a package") == [english.pk]
 
@@ -102,7 +114,11 @@ def test_the_gin_index_serves_the_query_under_every_configuration(library, accou
     with owner_connection() as conn:
         conn.execute("SET ROLE groundwork_search")  # the function's owner (BYPASSRLS)
         conn.execute("SET enable_seqscan = off")
-        plan = "\n".join(row[0] for row in conn.execute(
-            "EXPLAIN SELECT id FROM documents_chunk WHERE search_vector @@ (websearch_to_tsquery('english',"
-            " 'Abrechnung') || websearch_to_tsquery('german', 'Abrechnung'))").fetchall())
+        plan = "\n".join(
+            row[0]
+            for row in conn.execute(
+                "EXPLAIN SELECT id FROM documents_chunk WHERE search_vector @@ (websearch_to_tsquery('english',"
+                " 'Abrechnung') || websearch_to_tsquery('german', 'Abrechnung'))"
+            ).fetchall()
+        )
     assert "Bitmap Index Scan on chunk_search_gin" in plan, plan

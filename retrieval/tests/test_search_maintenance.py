@@ -1,12 +1,13 @@
 """The cron job that gives large accounts their own HNSW index and takes it away again."""
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 
 from core.tenancy import account_context
+from documents.services import document_delete, document_upload
 from retrieval.jobs import refresh_search_indexes
 from retrieval.search import tenant_index_name
-from documents.services import document_delete, document_upload
 
 
 @pytest.fixture(autouse=True)
@@ -24,15 +25,22 @@ def _indexes() -> set[str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_large_accounts_get_their_own_index_and_lose_it_when_they_shrink(
-        account_a, account_b, fake_llm, run_jobs, django_capture_on_commit_callbacks, settings):
+    account_a, account_b, fake_llm, run_jobs, django_capture_on_commit_callbacks, settings
+):
     settings.SEARCH_TENANT_INDEX_MIN_CHUNKS = 4
     text = "\n\n".join(f"Section {i} explains topic {i} in plenty of words. " * 12 for i in range(12))
     with account_context(account_a), django_capture_on_commit_callbacks(execute=True):
-        document, _ = document_upload(account=account_a, actor=None,
-                                      upload=SimpleUploadedFile("big.txt", text.encode(), content_type="text/plain"))
+        document, _ = document_upload(
+            account=account_a,
+            actor=None,
+            upload=SimpleUploadedFile("big.txt", text.encode(), content_type="text/plain"),
+        )
     with account_context(account_b), django_capture_on_commit_callbacks(execute=True):
-        document_upload(account=account_b, actor=None,
-                        upload=SimpleUploadedFile("small.txt", b"one short note", content_type="text/plain"))
+        document_upload(
+            account=account_b,
+            actor=None,
+            upload=SimpleUploadedFile("small.txt", b"one short note", content_type="text/plain"),
+        )
     run_jobs()
 
     assert refresh_search_indexes() == {account_a.pk: "created"}
@@ -48,8 +56,9 @@ def test_large_accounts_get_their_own_index_and_lose_it_when_they_shrink(
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_deleted_accounts_own_index_goes_with_it(account_a, owner_a, fake_llm, run_jobs,
-                                                    django_capture_on_commit_callbacks, settings):
+def test_a_deleted_accounts_own_index_goes_with_it(
+    account_a, owner_a, fake_llm, run_jobs, django_capture_on_commit_callbacks, settings
+):
     """The index is retrieval's (retrieval/jobs.py answers account_deleted); documents' purge
     no longer names it."""
     from accounts.services import account_delete
@@ -57,8 +66,11 @@ def test_a_deleted_accounts_own_index_goes_with_it(account_a, owner_a, fake_llm,
     settings.SEARCH_TENANT_INDEX_MIN_CHUNKS = 4
     text = "\n\n".join(f"Section {i} explains topic {i} in plenty of words. " * 12 for i in range(12))
     with account_context(account_a), django_capture_on_commit_callbacks(execute=True):
-        document_upload(account=account_a, actor=None,
-                        upload=SimpleUploadedFile("big.txt", text.encode(), content_type="text/plain"))
+        document_upload(
+            account=account_a,
+            actor=None,
+            upload=SimpleUploadedFile("big.txt", text.encode(), content_type="text/plain"),
+        )
     run_jobs()
     assert refresh_search_indexes() == {account_a.pk: "created"}
 

@@ -2,6 +2,7 @@
 documents carrying any of them, `exclude_tags` and the account's excluded tags leave
 documents out, on both paths (vector and full text) and for summaries, so top_k stays k
 when the best chunks are left out; the HNSW index is still used; isolation."""
+
 import pytest
 from django.db import connection
 
@@ -31,13 +32,34 @@ def _document(account, name, *, tags=(), chunks=3, text=QUERY):
     vector for the default text: the best possible match)."""
     with dangerously_bypass_tenancy(reason="test: synthetic documents"):
         general = collection_default_ensure(account=account)
-        document = Document.all_accounts.create(account=account, collection=general, name=name, kind="text",
-                                                content_type="text/plain", size=1, sha256=name.ljust(64, "0")[:64],
-                                                status=Status.READY, chunk_count=chunks, tags=list(tags))
-        Chunk.all_accounts.bulk_create([
-            Chunk(account=account, document=document, collection=general, revision=1, chunk_index=i, token_count=10,
-                  content=f"{text} {name} part {i}", embedding=fake_embedding(f"{text} {name} part {i}"),
-                  embedding_model="fake-embedding") for i in range(chunks)])
+        document = Document.all_accounts.create(
+            account=account,
+            collection=general,
+            name=name,
+            kind="text",
+            content_type="text/plain",
+            size=1,
+            sha256=name.ljust(64, "0")[:64],
+            status=Status.READY,
+            chunk_count=chunks,
+            tags=list(tags),
+        )
+        Chunk.all_accounts.bulk_create(
+            [
+                Chunk(
+                    account=account,
+                    document=document,
+                    collection=general,
+                    revision=1,
+                    chunk_index=i,
+                    token_count=10,
+                    content=f"{text} {name} part {i}",
+                    embedding=fake_embedding(f"{text} {name} part {i}"),
+                    embedding_model="fake-embedding",
+                )
+                for i in range(chunks)
+            ]
+        )
     return document
 
 
@@ -49,9 +71,11 @@ def _search(account, query=QUERY, **kwargs):
 
 @pytest.fixture
 def shelf(account_a):
-    return {"policy": _document(account_a, "policy.txt", tags=["HR", "policy"]),
-            "draft": _document(account_a, "draft.txt", tags=["draft"]),
-            "plain": _document(account_a, "plain.txt")}
+    return {
+        "policy": _document(account_a, "policy.txt", tags=["HR", "policy"]),
+        "draft": _document(account_a, "draft.txt", tags=["draft"]),
+        "plain": _document(account_a, "plain.txt"),
+    }
 
 
 @pytest.mark.parametrize("mode", ["hybrid", "vector", "fulltext"])
@@ -104,8 +128,14 @@ def test_a_search_with_tags_is_still_two_queries(shelf, account_a, django_assert
     with account_context(account_a):
         retrieval_exclude_tags_set(account=account_a, actor=None, exclude_tags=["draft"])
         with django_assert_max_num_queries(2):
-            hybrid_search(account=account_a, query=QUERY, query_vector=fake_embedding(QUERY), tags=["policy"],
-                          exclude_tags=["x"], embedding_model="fake-embedding")
+            hybrid_search(
+                account=account_a,
+                query=QUERY,
+                query_vector=fake_embedding(QUERY),
+                tags=["policy"],
+                exclude_tags=["x"],
+                embedding_model="fake-embedding",
+            )
 
 
 @pytest.mark.django_db(transaction=True)  # the owner builds the index on its own connection
@@ -118,9 +148,16 @@ def test_the_vector_statement_with_excluded_documents_still_uses_the_hnsw_index(
     with account_context(account_b), connection.cursor() as cursor:
         collection = collection_default_ensure(account=account_b)
         cursor.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true)")
-        cursor.execute("EXPLAIN " + sql.VECTOR_TENANT_HNSW.format(account_id=account_b.pk, dims=384), {
-            "collections": [collection.pk], "deleting": list(range(10**9, 10**9 + 50)), "model": "synthetic",
-            "vector": str(fake_embedding(QUERY)), "candidates": 40})
+        cursor.execute(
+            "EXPLAIN " + sql.VECTOR_TENANT_HNSW.format(account_id=account_b.pk, dims=384),
+            {
+                "collections": [collection.pk],
+                "deleting": list(range(10**9, 10**9 + 50)),
+                "model": "synthetic",
+                "vector": str(fake_embedding(QUERY)),
+                "candidates": 40,
+            },
+        )
         plan = "\n".join(row[0] for row in cursor.fetchall())
     assert tenant_index_name(account_b.pk) in plan, plan
     # The left-out documents are a filter of that scan (hashed: <> ALL), not a second pass.
@@ -159,7 +196,3 @@ def test_another_accounts_excluded_tags_do_not_apply(shelf, account_a, account_b
         retrieval_exclude_tags_set(account=account_a, actor=None, exclude_tags=["draft"])
     assert {h.document_name for h in _search(account_b, top_k=20)} == {"b-draft.txt"}
     assert "draft.txt" not in {h.document_name for h in _search(account_a, top_k=20)}
-
-
-
-

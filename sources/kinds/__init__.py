@@ -19,6 +19,7 @@ more), listed once in KIND_MODULES, with a `KIND` object that has:
 The sync (sources/sync.py) does the rest, the same for every kind: hashes, documents
 added, replaced and deleted through documents' services, counts, the history.
 """
+
 from __future__ import annotations
 
 import functools
@@ -56,7 +57,7 @@ class Content:
     key: str
     url: str
     title: str
-    filename: str            # with the extension documents reads it by (".md", ".pdf", ...)
+    filename: str  # with the extension documents reads it by (".md", ".pdf", ...)
     content_type: str
     data: bytes
     etag: str = ""

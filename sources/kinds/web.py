@@ -2,6 +2,7 @@
 up to the source's `max_pages`; robots.txt honoured; each page fetched through sources/net.py
 (SSRF-checked at every hop) with the last sync's ETag / Last-Modified, so an unchanged page
 answers 304 and costs nothing; HTML turned into text by trafilatura."""
+
 from __future__ import annotations
 
 import re
@@ -77,10 +78,12 @@ class WebReader:
         self.robots = self._robots()
         if not self.robots.can_fetch(ROBOTS_AGENT, self.start):
             path = urlsplit(self.start).path or "/"
-            raise SourceError(SourceErrorCode.ROBOTS_DISALLOWED,
-                              f"robots.txt of {urlsplit(self.start).netloc} disallows {path} for crawlers, "
-                              "so Groundwork does not read it. Ask the site's owner to allow it, or upload the "
-                              "pages yourself.")
+            raise SourceError(
+                SourceErrorCode.ROBOTS_DISALLOWED,
+                f"robots.txt of {urlsplit(self.start).netloc} disallows {path} for crawlers, "
+                "so Groundwork does not read it. Ask the site's owner to allow it, or upload the "
+                "pages yourself.",
+            )
         listed = 0
         while self.queue and listed < self.max_pages:
             url = self.queue.popleft()
@@ -96,8 +99,7 @@ class WebReader:
         if known and known.last_modified:
             headers["If-Modified-Since"] = known.last_modified
         try:
-            response = net.fetch(key, headers=headers, max_bytes=settings.SOURCES_MAX_PAGE_BYTES,
-                                 source_url=self.start)
+            response = net.fetch(key, headers=headers, max_bytes=settings.SOURCES_MAX_PAGE_BYTES, source_url=self.start)
         except SourceError as exc:
             if key == self.start:
                 raise
@@ -107,13 +109,18 @@ class WebReader:
         self.bytes_fetched += len(response.body)
         if response.status == 304 and known is not None:
             self._follow(known.links)
-            return Unchanged(key, etag=response.headers.get("ETag", known.etag),
-                             last_modified=response.headers.get("Last-Modified", known.last_modified))
+            return Unchanged(
+                key,
+                etag=response.headers.get("ETag", known.etag),
+                last_modified=response.headers.get("Last-Modified", known.last_modified),
+            )
         if response.status != 200:
             problem = f"HTTP {response.status} at {key}"
             if key == self.start:
-                raise SourceError(SourceErrorCode.FETCH_FAILED,
-                                  f"{problem}: the source's start page could not be read. Check the URL.")
+                raise SourceError(
+                    SourceErrorCode.FETCH_FAILED,
+                    f"{problem}: the source's start page could not be read. Check the URL.",
+                )
             return Gone(key, problem) if response.status in (404, 410) else Skipped(key, problem)
         if key == self.start and response.url != key:
             self.scope = scope_of(response.url)  # /docs redirecting to /docs/: its directory
@@ -155,13 +162,22 @@ class WebReader:
 
     def _content(self, key: str, response):
         content_type = (response.headers.get("Content-Type") or "text/html").split(";")[0].strip().lower()
-        validators = {"etag": response.headers.get("ETag", ""),
-                      "last_modified": response.headers.get("Last-Modified", "")}
+        validators = {
+            "etag": response.headers.get("ETag", ""),
+            "last_modified": response.headers.get("Last-Modified", ""),
+        }
         if content_type in FILE_TYPES:
             name = _name_from_url(response.url)
             extension = FILE_TYPES[content_type]
-            return Content(key=key, url=response.url, title=name, filename=_filename(name, extension),
-                           content_type=content_type, data=response.body, **validators)
+            return Content(
+                key=key,
+                url=response.url,
+                title=name,
+                filename=_filename(name, extension),
+                content_type=content_type,
+                data=response.body,
+                **validators,
+            )
         if content_type not in HTML_TYPES:
             return Gone(key, f"{key} is {content_type}, not a page Groundwork reads")
         title, text, links = _page(response.body, response.url)
@@ -169,8 +185,16 @@ class WebReader:
         self._follow(links)
         title = title or _name_from_url(response.url)
         document = f"# {title}\n\n{response.url}\n\n{text}\n"
-        return Content(key=key, url=response.url, title=title[:255], filename=_filename(title),
-                       content_type="text/markdown", data=document.encode("utf-8"), links=links, **validators)
+        return Content(
+            key=key,
+            url=response.url,
+            title=title[:255],
+            filename=_filename(title),
+            content_type="text/markdown",
+            data=document.encode("utf-8"),
+            links=links,
+            **validators,
+        )
 
 
 def _page(body: bytes, url: str) -> tuple[str, str, list[str]]:
@@ -190,8 +214,18 @@ def _page(body: bytes, url: str) -> tuple[str, str, list[str]]:
     for element, attribute, link, _ in tree.iterlinks():
         if element.tag == "a" and attribute == "href" and link.lower().startswith(("http://", "https://")):
             links.append(normalise(urljoin(url, link)))
-    text = trafilatura.extract(body, url=url, output_format="markdown", include_tables=True,
-                               include_comments=False, include_links=False, favor_recall=True) or ""
+    text = (
+        trafilatura.extract(
+            body,
+            url=url,
+            output_format="markdown",
+            include_tables=True,
+            include_comments=False,
+            include_links=False,
+            favor_recall=True,
+        )
+        or ""
+    )
     if not text.strip():
         # Too little for the extractor to call it content (a short page): the body's text.
         for element in tree.xpath("//script|//style|//nav|//header|//footer"):

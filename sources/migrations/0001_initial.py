@@ -9,101 +9,158 @@ from core.rls import enable_rls
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('accounts', '0008_names_without_control_characters'),
-        ('documents', '0015_document_language'),
+        ("accounts", "0008_names_without_control_characters"),
+        ("documents", "0015_document_language"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Source',
+            name="Source",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('kind', models.CharField(choices=[('web', 'Web site'), ('git', 'Git repository')], max_length=16)),
-                ('url', models.CharField(max_length=2000)),
-                ('max_pages', models.PositiveIntegerField(default=50)),
-                ('options', models.JSONField(blank=True, default=dict)),
-                ('tags', models.JSONField(blank=True, default=list)),
-                ('schedule', models.CharField(blank=True, choices=[('hourly', 'Every hour'), ('daily', 'Every day')], default='', max_length=8)),
-                ('next_sync_at', models.DateTimeField(blank=True, db_index=True, null=True)),
-                ('status', models.CharField(choices=[('idle', 'Idle'), ('syncing', 'Syncing'), ('failed', 'Failed')], default='idle', max_length=8)),
-                ('error', models.TextField(blank=True)),
-                ('last_synced_at', models.DateTimeField(blank=True, null=True)),
-                ('deleted_at', models.DateTimeField(blank=True, null=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('account', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='accounts.account')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
-                ('created_by_api_key', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='accounts.apikey')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("kind", models.CharField(choices=[("web", "Web site"), ("git", "Git repository")], max_length=16)),
+                ("url", models.CharField(max_length=2000)),
+                ("max_pages", models.PositiveIntegerField(default=50)),
+                ("options", models.JSONField(blank=True, default=dict)),
+                ("tags", models.JSONField(blank=True, default=list)),
+                (
+                    "schedule",
+                    models.CharField(
+                        blank=True, choices=[("hourly", "Every hour"), ("daily", "Every day")], default="", max_length=8
+                    ),
+                ),
+                ("next_sync_at", models.DateTimeField(blank=True, db_index=True, null=True)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("idle", "Idle"), ("syncing", "Syncing"), ("failed", "Failed")],
+                        default="idle",
+                        max_length=8,
+                    ),
+                ),
+                ("error", models.TextField(blank=True)),
+                ("last_synced_at", models.DateTimeField(blank=True, null=True)),
+                ("deleted_at", models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("account", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="accounts.account")),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "created_by_api_key",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="accounts.apikey",
+                    ),
+                ),
             ],
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         migrations.CreateModel(
-            name='SourceItem',
+            name="SourceItem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('key', models.CharField(max_length=2000)),
-                ('url', models.CharField(blank=True, max_length=2000)),
-                ('title', models.CharField(blank=True, max_length=255)),
-                ('owns_document', models.BooleanField(default=True)),
-                ('etag', models.CharField(blank=True, max_length=500)),
-                ('last_modified', models.CharField(blank=True, max_length=100)),
-                ('sha256', models.CharField(blank=True, max_length=64)),
-                ('links', models.JSONField(blank=True, default=list)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('account', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='accounts.account')),
-                ('document', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='documents.document')),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='items', to='sources.source')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("key", models.CharField(max_length=2000)),
+                ("url", models.CharField(blank=True, max_length=2000)),
+                ("title", models.CharField(blank=True, max_length=255)),
+                ("owns_document", models.BooleanField(default=True)),
+                ("etag", models.CharField(blank=True, max_length=500)),
+                ("last_modified", models.CharField(blank=True, max_length=100)),
+                ("sha256", models.CharField(blank=True, max_length=64)),
+                ("links", models.JSONField(blank=True, default=list)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                ("account", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="accounts.account")),
+                (
+                    "document",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="documents.document",
+                    ),
+                ),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="items", to="sources.source"
+                    ),
+                ),
             ],
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         migrations.CreateModel(
-            name='SourceSync',
+            name="SourceSync",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('trigger', models.CharField(default='manual', max_length=16)),
-                ('status', models.CharField(choices=[('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed')], default='running', max_length=12)),
-                ('started_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('heartbeat_at', models.DateTimeField(blank=True, null=True)),
-                ('added', models.PositiveIntegerField(default=0)),
-                ('updated', models.PositiveIntegerField(default=0)),
-                ('removed', models.PositiveIntegerField(default=0)),
-                ('unchanged', models.PositiveIntegerField(default=0)),
-                ('bytes_fetched', models.BigIntegerField(default=0)),
-                ('error', models.TextField(blank=True)),
-                ('problems', models.JSONField(blank=True, default=list)),
-                ('account', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to='accounts.account')),
-                ('source', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='syncs', to='sources.source')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("trigger", models.CharField(default="manual", max_length=16)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("running", "Running"), ("succeeded", "Succeeded"), ("failed", "Failed")],
+                        default="running",
+                        max_length=12,
+                    ),
+                ),
+                ("started_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("heartbeat_at", models.DateTimeField(blank=True, null=True)),
+                ("added", models.PositiveIntegerField(default=0)),
+                ("updated", models.PositiveIntegerField(default=0)),
+                ("removed", models.PositiveIntegerField(default=0)),
+                ("unchanged", models.PositiveIntegerField(default=0)),
+                ("bytes_fetched", models.BigIntegerField(default=0)),
+                ("error", models.TextField(blank=True)),
+                ("problems", models.JSONField(blank=True, default=list)),
+                ("account", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, to="accounts.account")),
+                (
+                    "source",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="syncs", to="sources.source"
+                    ),
+                ),
             ],
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         migrations.AddIndex(
-            model_name='source',
-            index=models.Index(fields=['account', '-created_at'], name='source_account_recent'),
+            model_name="source",
+            index=models.Index(fields=["account", "-created_at"], name="source_account_recent"),
         ),
         migrations.AddConstraint(
-            model_name='sourceitem',
-            constraint=models.UniqueConstraint(fields=('source', 'key'), name='source_item_key_unique'),
+            model_name="sourceitem",
+            constraint=models.UniqueConstraint(fields=("source", "key"), name="source_item_key_unique"),
         ),
         migrations.AddIndex(
-            model_name='sourcesync',
-            index=models.Index(fields=['source', '-started_at'], name='source_sync_recent'),
+            model_name="sourcesync",
+            index=models.Index(fields=["source", "-started_at"], name="source_sync_recent"),
         ),
         migrations.AddConstraint(
-            model_name='sourcesync',
-            constraint=models.UniqueConstraint(condition=models.Q(('status', 'running')), fields=('source',), name='source_one_running_sync'),
+            model_name="sourcesync",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("status", "running")), fields=("source",), name="source_one_running_sync"
+            ),
         ),
         enable_rls("sources_source"),
         enable_rls("sources_sourceitem"),

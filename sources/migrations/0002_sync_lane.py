@@ -24,32 +24,48 @@ def backfill(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0011_user_session_epoch'),
-        ('sources', '0001_initial'),
+        ("accounts", "0011_user_session_epoch"),
+        ("sources", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='SyncLane',
+            name="SyncLane",
             fields=[
-                ('account', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='+', serialize=False, to='accounts.account')),
-                ('waiting', models.BooleanField(default=False)),
-                ('waiting_since', models.DateTimeField(blank=True, null=True)),
-                ('served_at', models.DateTimeField(blank=True, null=True)),
+                (
+                    "account",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="+",
+                        serialize=False,
+                        to="accounts.account",
+                    ),
+                ),
+                ("waiting", models.BooleanField(default=False)),
+                ("waiting_since", models.DateTimeField(blank=True, null=True)),
+                ("served_at", models.DateTimeField(blank=True, null=True)),
             ],
             managers=[
-                ('all_accounts', django.db.models.manager.Manager()),
+                ("all_accounts", django.db.models.manager.Manager()),
             ],
         ),
         migrations.AddIndex(
-            model_name='sourcesync',
-            index=models.Index(condition=models.Q(('status', 'running')), fields=['account', 'id'], name='source_sync_running'),
+            model_name="sourcesync",
+            index=models.Index(
+                condition=models.Q(("status", "running")), fields=["account", "id"], name="source_sync_running"
+            ),
         ),
         migrations.AddIndex(
-            model_name='synclane',
-            index=models.Index(models.OrderBy(models.F('served_at'), nulls_first=True), models.F('waiting_since'), models.F('account'), condition=models.Q(('waiting', True)), name='source_sync_lane_fairest'),
+            model_name="synclane",
+            index=models.Index(
+                models.OrderBy(models.F("served_at"), nulls_first=True),
+                models.F("waiting_since"),
+                models.F("account"),
+                condition=models.Q(("waiting", True)),
+                name="source_sync_lane_fairest",
+            ),
         ),
         enable_rls("sources_synclane"),
         migrations.RunPython(backfill, migrations.RunPython.noop),

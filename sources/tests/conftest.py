@@ -1,5 +1,6 @@
 """Fixtures for the sources' tests: a site on loopback (allowed through
 SOURCES_ALLOWED_HOSTS, as an intranet would be), an API client per account and key."""
+
 import pytest
 
 from accounts.models import KeyScope
@@ -18,8 +19,14 @@ def site(settings):
 @pytest.fixture
 def handbook(site):
     """/docs/: an index linking three pages, one link to another host, one outside /docs/."""
-    site.set("/docs/", page("Handbook", "The staff handbook.", [
-        "/docs/leave", "/docs/expenses", "/docs/security", "http://elsewhere.invalid/docs/x", "/blog/news"]))
+    site.set(
+        "/docs/",
+        page(
+            "Handbook",
+            "The staff handbook.",
+            ["/docs/leave", "/docs/expenses", "/docs/security", "http://elsewhere.invalid/docs/x", "/blog/news"],
+        ),
+    )
     site.set("/docs/leave", page("Leave", "Everyone has twenty-eight days of paid holiday a year."))
     site.set("/docs/expenses", page("Expenses", "Claims need receipts and a manager's approval."))
     site.set("/docs/security", page("Security", "Laptops lock after five minutes without use."))
@@ -65,9 +72,11 @@ def read_api_a(client, account_a):
 @pytest.fixture
 def commit_and_run(django_capture_on_commit_callbacks, run_jobs):
     """Run a call, fire its on-commit hooks (enqueueing), then every queued job."""
+
     def go(call):
         with django_capture_on_commit_callbacks(execute=True):
             result = call()
         run_jobs()
         return result
+
     return go

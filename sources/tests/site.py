@@ -1,6 +1,7 @@
 """A web site the tests control, served on loopback by http.server in a thread: pages to
 change, remove and add, ETag and Last-Modified (answered 304 when they match), robots.txt,
 redirects, and a log of every request with its answer."""
+
 from __future__ import annotations
 
 import hashlib
@@ -11,10 +12,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 def page(title: str, body: str, links=()) -> str:
     anchors = "".join(f'<li><a href="{href}">{href}</a></li>' for href in links)
-    return (f"<!doctype html><html><head><title>{title}</title></head><body>"
-            f"<nav><ul>{anchors}</ul></nav><main><article><h1>{title}</h1>"
-            + "".join(f"<p>{para}</p>" for para in body.split("\n\n"))
-            + "</article></main></body></html>")
+    return (
+        f"<!doctype html><html><head><title>{title}</title></head><body>"
+        f"<nav><ul>{anchors}</ul></nav><main><article><h1>{title}</h1>"
+        + "".join(f"<p>{para}</p>" for para in body.split("\n\n"))
+        + "</article></main></body></html>"
+    )
 
 
 class LoopbackSite:

@@ -1,4 +1,5 @@
 """Support staff see sources and their syncs in the admin, read-only."""
+
 from django.urls import reverse
 
 from accounts.tests.factories import make_user
@@ -8,8 +9,13 @@ from sources.models import Source, SourceSync
 
 def test_staff_read_sources_and_syncs(client, account_a):
     with account_context(account_a):
-        source = Source.objects.for_account(account_a).create(account=account_a, kind="web", url="http://a.example/",
-                                                             status="failed", error="HTTP 404 at http://a.example/")
+        source = Source.objects.for_account(account_a).create(
+            account=account_a,
+            kind="web",
+            url="http://a.example/",
+            status="failed",
+            error="HTTP 404 at http://a.example/",
+        )
         sync = SourceSync.objects.for_account(account_a).create(account=account_a, source=source, status="failed")
     client.force_login(make_user("root@groundwork.test", is_staff=True, is_superuser=True))
     for model, obj in ((Source, source), (SourceSync, sync)):

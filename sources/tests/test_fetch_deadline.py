@@ -1,6 +1,7 @@
 """A fetch's deadline holds however the server sends: a body (or headers) trickled a byte at
 a time ends the fetch at SOURCES_FETCH_TIMEOUT_SECONDS with `fetch_failed`, and a sync of
 such a source ends failed instead of holding its worker."""
+
 import time
 
 import pytest
@@ -28,8 +29,9 @@ def test_a_trickling_server_is_cut_off_at_the_deadline(allow_loopback, headers_t
     assert elapsed < 3.5, elapsed
 
 
-def test_a_trickling_source_fails_its_sync_instead_of_holding_the_worker(allow_loopback, api_a, commit_and_run,
-                                                                         settings):
+def test_a_trickling_source_fails_its_sync_instead_of_holding_the_worker(
+    allow_loopback, api_a, commit_and_run, settings
+):
     settings.SOURCES_FETCH_TIMEOUT_SECONDS = 1.0
     with TricklingServer(interval=0.4, declared=30) as slow:
         started = time.monotonic()

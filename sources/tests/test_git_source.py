@@ -1,6 +1,7 @@
 """The git kind against a real git server on loopback (`git daemon`, started by the test):
 text, Markdown, reStructuredText, HTML and PDF files under a path become documents; a
 re-sync reads only files whose blob changed."""
+
 import socket
 import subprocess
 import time
@@ -14,8 +15,12 @@ from documents.models import Document
 
 
 def _git(cwd, *args):
-    subprocess.run(["git", "-c", "user.name=Test", "-c", "user.email=test@example.test", *args], cwd=cwd,
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["git", "-c", "user.name=Test", "-c", "user.email=test@example.test", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+    )
 
 
 @pytest.fixture
@@ -32,9 +37,21 @@ def repository(tmp_path, settings):
     _git(work, "add", ".")
     _git(work, "commit", "-q", "-m", "handbook")
     port = free_port()
-    daemon = subprocess.Popen(["git", "daemon", "--reuseaddr", "--export-all", f"--base-path={tmp_path}",
-                               "--listen=127.0.0.1", f"--port={port}", "--informative-errors", str(tmp_path)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    daemon = subprocess.Popen(
+        [
+            "git",
+            "daemon",
+            "--reuseaddr",
+            "--export-all",
+            f"--base-path={tmp_path}",
+            "--listen=127.0.0.1",
+            f"--port={port}",
+            "--informative-errors",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         try:
@@ -56,8 +73,11 @@ def _charges(account):
 
 def test_git_source_syncs_files_under_its_path_and_resyncs_by_blob(api_a, repository, commit_and_run, account_a):
     work, url = repository
-    created = commit_and_run(lambda: api_a.post("/api/v1/sources/", {
-        "kind": "git", "url": url, "options": {"branch": "main", "path": "docs"}}))
+    created = commit_and_run(
+        lambda: api_a.post(
+            "/api/v1/sources/", {"kind": "git", "url": url, "options": {"branch": "main", "path": "docs"}}
+        )
+    )
     assert created.status_code == 201, created.content
     source = api_a.get(f"/api/v1/sources/{created.json()['id']}/").json()
     assert source["status"] == "idle", source["error"]
@@ -84,23 +104,29 @@ def test_git_source_syncs_files_under_its_path_and_resyncs_by_blob(api_a, reposi
 
 def test_a_missing_branch_fails_with_gits_reason(api_a, repository, commit_and_run):
     _, url = repository
-    created = commit_and_run(lambda: api_a.post("/api/v1/sources/", {
-        "kind": "git", "url": url, "options": {"branch": "nope"}}))
+    created = commit_and_run(
+        lambda: api_a.post("/api/v1/sources/", {"kind": "git", "url": url, "options": {"branch": "nope"}})
+    )
     source = api_a.get(f"/api/v1/sources/{created.json()['id']}/").json()
     assert source["status"] == "failed"
     assert source["error"].startswith(f"The repository {url} could not be read") and "nope" in source["error"]
 
 
-@pytest.mark.parametrize("body, code", [
-    ({"kind": "git", "url": "file:///etc"}, "invalid_url"),
-    ({"kind": "git", "url": "ssh://git@example.com/repo.git"}, "invalid_url"),
-    ({"kind": "git", "url": "git://127.0.0.1/repo.git"}, "address_refused"),
-    ({"kind": "git", "url": "git://10.0.0.5/repo.git"}, "address_refused"),
-    ({"kind": "git", "url": "https://example.com/r.git", "options": {"branch": "--upload-pack=evil"}},
-     "invalid_option"),
-    ({"kind": "git", "url": "https://example.com/r.git", "options": {"path": "../outside"}}, "invalid_option"),
-    ({"kind": "git", "url": "https://example.com/r.git", "options": {"depth": 3}}, "invalid_option"),
-])
+@pytest.mark.parametrize(
+    "body, code",
+    [
+        ({"kind": "git", "url": "file:///etc"}, "invalid_url"),
+        ({"kind": "git", "url": "ssh://git@example.com/repo.git"}, "invalid_url"),
+        ({"kind": "git", "url": "git://127.0.0.1/repo.git"}, "address_refused"),
+        ({"kind": "git", "url": "git://10.0.0.5/repo.git"}, "address_refused"),
+        (
+            {"kind": "git", "url": "https://example.com/r.git", "options": {"branch": "--upload-pack=evil"}},
+            "invalid_option",
+        ),
+        ({"kind": "git", "url": "https://example.com/r.git", "options": {"path": "../outside"}}, "invalid_option"),
+        ({"kind": "git", "url": "https://example.com/r.git", "options": {"depth": 3}}, "invalid_option"),
+    ],
+)
 def test_git_urls_and_options_are_checked(api_a, body, code, settings):
     settings.SOURCES_ALLOWED_HOSTS = []
     response = api_a.post("/api/v1/sources/", body)
@@ -135,13 +161,22 @@ class _GitHttpBackend:
 
         path, _, query = handler.path.partition("?")
         length = int(handler.headers.get("Content-Length") or 0)
-        env = {"PATH": os.environ["PATH"], "GIT_PROJECT_ROOT": str(self.root), "GIT_HTTP_EXPORT_ALL": "1",
-               "REQUEST_METHOD": handler.command, "PATH_INFO": path, "QUERY_STRING": query,
-               "CONTENT_TYPE": handler.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(length),
-               "REMOTE_ADDR": "127.0.0.1", "GIT_PROTOCOL": handler.headers.get("Git-Protocol", "")}
+        env = {
+            "PATH": os.environ["PATH"],
+            "GIT_PROJECT_ROOT": str(self.root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "REQUEST_METHOD": handler.command,
+            "PATH_INFO": path,
+            "QUERY_STRING": query,
+            "CONTENT_TYPE": handler.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(length),
+            "REMOTE_ADDR": "127.0.0.1",
+            "GIT_PROTOCOL": handler.headers.get("Git-Protocol", ""),
+        }
         body = handler.rfile.read(length) if length else b""
         if handler.headers.get("Content-Encoding") == "gzip":
             import gzip
+
             body = gzip.decompress(body)
             env["CONTENT_LENGTH"] = str(len(body))
         out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True, check=False).stdout
@@ -169,13 +204,17 @@ def test_git_over_http_connects_to_the_checked_address(api_a, repository, commit
     work, _ = repository
     backend = _GitHttpBackend(work.parent)
     real = socket.getaddrinfo
-    monkeypatch.setattr(net.socket, "getaddrinfo", lambda host, *a, **k: real(
-        "127.0.0.1" if host == "git.example.test" else host, *a, **k))
+    monkeypatch.setattr(
+        net.socket,
+        "getaddrinfo",
+        lambda host, *a, **k: real("127.0.0.1" if host == "git.example.test" else host, *a, **k),
+    )
     settings.SOURCES_ALLOWED_HOSTS = ["git.example.test"]
     try:
         url = f"http://git.example.test:{backend.port}/handbook/.git"
-        created = commit_and_run(lambda: api_a.post("/api/v1/sources/", {
-            "kind": "git", "url": url, "options": {"path": "docs"}}))
+        created = commit_and_run(
+            lambda: api_a.post("/api/v1/sources/", {"kind": "git", "url": url, "options": {"path": "docs"}})
+        )
         source = api_a.get(f"/api/v1/sources/{created.json()['id']}/").json()
     finally:
         backend.close()

@@ -1,6 +1,7 @@
 """Scheduled re-syncs through the existing cron (config/cron.py): due sources start once,
 even when two cron processes run the job at the same minute; a sync whose worker died is
 failed so its source can sync again."""
+
 import datetime as dt
 
 from django.utils import timezone
@@ -34,8 +35,9 @@ def test_an_hourly_source_is_due_an_hour_after_its_sync(api_a, handbook, commit_
     assert sync_due_sources() == 0  # not due yet
 
 
-def test_a_due_source_syncs_once_even_if_cron_runs_twice(api_a, handbook, commit_and_run, account_a,
-                                                         django_capture_on_commit_callbacks, run_jobs):
+def test_a_due_source_syncs_once_even_if_cron_runs_twice(
+    api_a, handbook, commit_and_run, account_a, django_capture_on_commit_callbacks, run_jobs
+):
     source_id = _create(api_a, commit_and_run, handbook.url("/docs/"), "daily")
     _make_due(account_a, source_id)
     with django_capture_on_commit_callbacks(execute=True):
@@ -59,9 +61,9 @@ def test_sources_without_a_schedule_or_deleted_are_not_synced(api_a, handbook, c
     assert sync_due_sources() == 0
 
 
-def test_a_sync_whose_worker_died_is_failed_and_the_source_can_sync_again(api_a, handbook, account_a,
-                                                                           commit_and_run, settings,
-                                                                           django_capture_on_commit_callbacks):
+def test_a_sync_whose_worker_died_is_failed_and_the_source_can_sync_again(
+    api_a, handbook, account_a, commit_and_run, settings, django_capture_on_commit_callbacks
+):
     source_id = _create(api_a, commit_and_run, handbook.url("/docs/"), None)
     with django_capture_on_commit_callbacks(execute=False):  # queued, never run: the worker "died"
         api_a.post(f"/api/v1/sources/{source_id}/sync/")

@@ -1,5 +1,6 @@
 """Every selector of sources, asked by account B for account A's rows: nothing, or 404; and
 row-level security alone (the application lock left open) shows B none of A's rows."""
+
 import pytest
 
 from core.tenancy import account_context

@@ -1,6 +1,7 @@
 """The sources API: validation answers 400 naming the field; another account's source is
 404 on every endpoint; a read key and a viewer may not add, sync or delete; DELETE takes the
 source's documents with it (by a job)."""
+
 import pytest
 
 from accounts.models import Role
@@ -18,20 +19,23 @@ def source_a(api_a, handbook, commit_and_run):
     return response.json()
 
 
-@pytest.mark.parametrize("body, code, field_word", [
-    ({"kind": "ftp", "url": "http://example.com/"}, "invalid_kind", "kind"),
-    ({"url": "http://example.com/"}, "invalid_kind", "kind"),
-    ({"kind": "web"}, "invalid_url", "url"),
-    ({"kind": "web", "url": 5}, "invalid_url", "url"),
-    ({"kind": "web", "url": "http://example.com/", "max_pages": 0}, "invalid_max_pages", "max_pages"),
-    ({"kind": "web", "url": "http://example.com/", "max_pages": 100000}, "invalid_max_pages", "max_pages"),
-    ({"kind": "web", "url": "http://example.com/", "max_pages": "ten"}, "invalid_max_pages", "max_pages"),
-    ({"kind": "web", "url": "http://example.com/", "max_pages": True}, "invalid_max_pages", "max_pages"),
-    ({"kind": "web", "url": "http://example.com/", "schedule": "weekly"}, "invalid_schedule", "schedule"),
-    ({"kind": "web", "url": "http://example.com/", "options": []}, "invalid_option", "options"),
-    ({"kind": "web", "url": "http://example.com/", "tags": ["x" * 41]}, "invalid_tags", "tag"),
-    ({"kind": "web", "url": "http://example.com/", "tags": "policy"}, "invalid_tags", "tags"),
-])
+@pytest.mark.parametrize(
+    "body, code, field_word",
+    [
+        ({"kind": "ftp", "url": "http://example.com/"}, "invalid_kind", "kind"),
+        ({"url": "http://example.com/"}, "invalid_kind", "kind"),
+        ({"kind": "web"}, "invalid_url", "url"),
+        ({"kind": "web", "url": 5}, "invalid_url", "url"),
+        ({"kind": "web", "url": "http://example.com/", "max_pages": 0}, "invalid_max_pages", "max_pages"),
+        ({"kind": "web", "url": "http://example.com/", "max_pages": 100000}, "invalid_max_pages", "max_pages"),
+        ({"kind": "web", "url": "http://example.com/", "max_pages": "ten"}, "invalid_max_pages", "max_pages"),
+        ({"kind": "web", "url": "http://example.com/", "max_pages": True}, "invalid_max_pages", "max_pages"),
+        ({"kind": "web", "url": "http://example.com/", "schedule": "weekly"}, "invalid_schedule", "schedule"),
+        ({"kind": "web", "url": "http://example.com/", "options": []}, "invalid_option", "options"),
+        ({"kind": "web", "url": "http://example.com/", "tags": ["x" * 41]}, "invalid_tags", "tag"),
+        ({"kind": "web", "url": "http://example.com/", "tags": "policy"}, "invalid_tags", "tags"),
+    ],
+)
 def test_bad_input_is_a_specific_400(api_a, body, code, field_word):
     response = api_a.post("/api/v1/sources/", body)
     assert response.status_code == 400, response.content
@@ -55,16 +59,22 @@ def test_list_and_detail(api_a, source_a, handbook):
 
 
 def test_a_schedule_is_kept_and_answered(api_a, handbook, commit_and_run):
-    response = commit_and_run(lambda: api_a.post("/api/v1/sources/", {
-        "kind": "web", "url": handbook.url("/docs/"), "schedule": "daily", "max_pages": 3}))
+    response = commit_and_run(
+        lambda: api_a.post(
+            "/api/v1/sources/", {"kind": "web", "url": handbook.url("/docs/"), "schedule": "daily", "max_pages": 3}
+        )
+    )
     body = api_a.get(f"/api/v1/sources/{response.json()['id']}/").json()
     assert body["schedule"] == "daily" and body["max_pages"] == 3 and body["next_sync_at"]
 
 
 def test_another_accounts_source_is_404_everywhere(api_a, api_b, source_a, account_a):
     sid = source_a["id"]
-    for call in (lambda: api_b.get(f"/api/v1/sources/{sid}/"), lambda: api_b.post(f"/api/v1/sources/{sid}/sync/"),
-                 lambda: api_b.delete(f"/api/v1/sources/{sid}/")):
+    for call in (
+        lambda: api_b.get(f"/api/v1/sources/{sid}/"),
+        lambda: api_b.post(f"/api/v1/sources/{sid}/sync/"),
+        lambda: api_b.delete(f"/api/v1/sources/{sid}/"),
+    ):
         response = call()
         assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
     assert api_b.get("/api/v1/sources/").json()["results"] == []
@@ -76,9 +86,11 @@ def test_another_accounts_source_is_404_everywhere(api_a, api_b, source_a, accou
 def test_a_read_key_may_list_but_not_add_sync_or_delete(read_api_a, source_a, handbook):
     assert read_api_a.get("/api/v1/sources/").status_code == 200
     assert read_api_a.get(f"/api/v1/sources/{source_a['id']}/").status_code == 200
-    for response in (read_api_a.post("/api/v1/sources/", {"kind": "web", "url": handbook.url("/docs/")}),
-                     read_api_a.post(f"/api/v1/sources/{source_a['id']}/sync/"),
-                     read_api_a.delete(f"/api/v1/sources/{source_a['id']}/")):
+    for response in (
+        read_api_a.post("/api/v1/sources/", {"kind": "web", "url": handbook.url("/docs/")}),
+        read_api_a.post(f"/api/v1/sources/{source_a['id']}/sync/"),
+        read_api_a.delete(f"/api/v1/sources/{source_a['id']}/"),
+    ):
         assert response.status_code == 403 and response.json()["error"]["code"] == "forbidden"
         assert "read-only" in response.json()["error"]["message"]
 
@@ -86,13 +98,18 @@ def test_a_read_key_may_list_but_not_add_sync_or_delete(read_api_a, source_a, ha
 def test_a_viewer_may_not_add_and_a_member_deletes_only_their_own(client, account_a, source_a, handbook, queue):
     viewer = add_member(account_a, role=Role.VIEWER)
     client.force_login(viewer)
-    assert client.post("/api/v1/sources/", {"kind": "web", "url": handbook.url("/docs/")},
-                       content_type="application/json").status_code == 403
+    assert (
+        client.post(
+            "/api/v1/sources/", {"kind": "web", "url": handbook.url("/docs/")}, content_type="application/json"
+        ).status_code
+        == 403
+    )
     member = add_member(account_a, role=Role.MEMBER)
     client.force_login(member)
     assert client.delete(f"/api/v1/sources/{source_a['id']}/").status_code == 403
-    created = client.post("/api/v1/sources/", {"kind": "web", "url": handbook.url("/docs/leave")},
-                          content_type="application/json")
+    created = client.post(
+        "/api/v1/sources/", {"kind": "web", "url": handbook.url("/docs/leave")}, content_type="application/json"
+    )
     assert created.status_code == 201
     assert client.delete(f"/api/v1/sources/{created.json()['id']}/").status_code == 202
 

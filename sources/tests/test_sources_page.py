@@ -1,5 +1,6 @@
 """The Sources page (Knowledge base tab): add, sync now, delete; statuses and the history of
 each sync; what came from a site or a person is escaped; roles as for uploading."""
+
 import pytest
 from django.test import Client
 
@@ -21,8 +22,12 @@ def test_the_tab_is_in_the_knowledge_base(owner_client):
 
 
 def test_add_sync_and_delete_from_the_page(owner_client, handbook, commit_and_run, account_a):
-    response = commit_and_run(lambda: owner_client.post("/documents/sources/new/", {
-        "kind": "web", "url": handbook.url("/docs/"), "max_pages": "10", "schedule": "hourly"}))
+    response = commit_and_run(
+        lambda: owner_client.post(
+            "/documents/sources/new/",
+            {"kind": "web", "url": handbook.url("/docs/"), "max_pages": "10", "schedule": "hourly"},
+        )
+    )
     assert response.status_code == 302
     page = owner_client.get("/documents/sources/").content.decode()
     assert handbook.url("/docs/") in page and "4 documents" in page and "synced every hour" in page
@@ -45,19 +50,28 @@ def test_a_refused_address_is_shown_as_a_message(owner_client, settings):
 def test_errors_and_problems_are_escaped(owner_client, account_a):
     with account_context(account_a):
         source = Source.objects.for_account(account_a).create(
-            account=account_a, kind="web", url="http://example.com/<b>x</b>", status="failed",
-            error='<script>alert("error")</script>')
+            account=account_a,
+            kind="web",
+            url="http://example.com/<b>x</b>",
+            status="failed",
+            error='<script>alert("error")</script>',
+        )
         SourceSync.objects.for_account(account_a).create(
-            account=account_a, source=source, status="failed", error="<img src=x onerror=alert(1)>",
-            problems=["<iframe src=javascript:alert(2)>"])
+            account=account_a,
+            source=source,
+            status="failed",
+            error="<img src=x onerror=alert(1)>",
+            problems=["<iframe src=javascript:alert(2)>"],
+        )
     page = owner_client.get("/documents/sources/").content.decode()
     assert "<script>alert" not in page and "&lt;script&gt;alert(&quot;error&quot;)&lt;/script&gt;" in page
     assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
     assert "<iframe" not in page and "<b>x</b>" not in page
 
 
-def test_a_viewer_sees_the_sources_but_may_not_add_sync_or_delete(client, account_a, owner_a, handbook,
-                                                                   commit_and_run, queue, fake_llm):
+def test_a_viewer_sees_the_sources_but_may_not_add_sync_or_delete(
+    client, account_a, owner_a, handbook, commit_and_run, queue, fake_llm
+):
     client.force_login(owner_a)
     commit_and_run(lambda: client.post("/documents/sources/new/", {"url": handbook.url("/docs/")}))
     with account_context(account_a):

@@ -1,6 +1,7 @@
 """Server-side request forgery: a source may not read private, loopback, link-local or
 reserved addresses unless its host is in SOURCES_ALLOWED_HOSTS; redirects and linked pages
 are checked at every hop; the connection goes to the address that was checked."""
+
 import socket
 
 import pytest
@@ -10,16 +11,19 @@ from sources.errors import AddressRefused
 from sources.tests.site import page
 
 
-@pytest.mark.parametrize("url, address", [
-    ("http://127.0.0.1/docs/", "127.0.0.1"),
-    ("http://10.0.0.5/wiki/", "10.0.0.5"),
-    ("http://169.254.169.254/latest/meta-data/", "169.254.169.254"),
-    ("http://[::1]:8000/", "::1"),
-    ("http://[::ffff:127.0.0.1]/", "::ffff:127.0.0.1"),
-    ("http://192.168.1.20/", "192.168.1.20"),
-    ("http://0.0.0.0/", "0.0.0.0"),
-    ("http://localhost:8000/", "127.0.0.1"),
-])
+@pytest.mark.parametrize(
+    "url, address",
+    [
+        ("http://127.0.0.1/docs/", "127.0.0.1"),
+        ("http://10.0.0.5/wiki/", "10.0.0.5"),
+        ("http://169.254.169.254/latest/meta-data/", "169.254.169.254"),
+        ("http://[::1]:8000/", "::1"),
+        ("http://[::ffff:127.0.0.1]/", "::ffff:127.0.0.1"),
+        ("http://192.168.1.20/", "192.168.1.20"),
+        ("http://0.0.0.0/", "0.0.0.0"),
+        ("http://localhost:8000/", "127.0.0.1"),
+    ],
+)
 def test_refused_addresses_answer_400_naming_the_address(api_a, url, address, settings):
     settings.SOURCES_ALLOWED_HOSTS = []
     response = api_a.post("/api/v1/sources/", {"kind": "web", "url": url})
@@ -32,14 +36,17 @@ def test_refused_addresses_answer_400_naming_the_address(api_a, url, address, se
     assert api_a.get("/api/v1/sources/").json()["results"] == []
 
 
-@pytest.mark.parametrize("url, code", [
-    ("ftp://example.com/docs/", "invalid_url"),
-    ("file:///etc/passwd", "invalid_url"),
-    ("javascript:alert(1)", "invalid_url"),
-    ("http://user:secret@example.com/", "invalid_url"),
-    ("not a url", "invalid_url"),
-    ("http://host.invalid/", "fetch_failed"),
-])
+@pytest.mark.parametrize(
+    "url, code",
+    [
+        ("ftp://example.com/docs/", "invalid_url"),
+        ("file:///etc/passwd", "invalid_url"),
+        ("javascript:alert(1)", "invalid_url"),
+        ("http://user:secret@example.com/", "invalid_url"),
+        ("not a url", "invalid_url"),
+        ("http://host.invalid/", "fetch_failed"),
+    ],
+)
 def test_bad_urls_answer_400(api_a, url, code):
     response = api_a.post("/api/v1/sources/", {"kind": "web", "url": url})
     assert response.status_code == 400 and response.json()["error"]["code"] == code, response.content
@@ -52,8 +59,10 @@ def test_an_allowed_host_may_be_private(api_a, site, commit_and_run):
     assert api_a.get(f"/api/v1/sources/{response.json()['id']}/").json()["document_count"] == 1
 
 
-@pytest.mark.parametrize("location", [
-    "http://10.0.0.5/wiki/", "http://169.254.169.254/latest/meta-data/", "http://[::1]/", "http://localhost/x"])
+@pytest.mark.parametrize(
+    "location",
+    ["http://10.0.0.5/wiki/", "http://169.254.169.254/latest/meta-data/", "http://[::1]/", "http://localhost/x"],
+)
 def test_a_start_page_redirecting_to_a_private_address_fails_the_sync(api_a, site, commit_and_run, location):
     site.redirects["/go/"] = location
     response = commit_and_run(lambda: api_a.post("/api/v1/sources/", {"kind": "web", "url": site.url("/go/")}))
@@ -93,6 +102,7 @@ def test_the_connection_goes_to_the_checked_address(site, settings, monkeypatch)
         lookups.append(host)  # the first answer is the site; a later one would be elsewhere
         address = "127.0.0.1" if len(lookups) == 1 else "10.9.9.9"
         return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (address, site.port))]
+
     monkeypatch.setattr(net.socket, "getaddrinfo", getaddrinfo)
     response = net.fetch(f"http://public.example:{site.port}/p")
     assert response.status == 200 and b"Pinned." in response.body
@@ -102,9 +112,14 @@ def test_the_connection_goes_to_the_checked_address(site, settings, monkeypatch)
 
 def test_a_host_with_any_private_address_is_refused(settings, monkeypatch):
     settings.SOURCES_ALLOWED_HOSTS = []
-    monkeypatch.setattr(net.socket, "getaddrinfo", lambda *a, **k: [
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 80)),
-        (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", 80))])
+    monkeypatch.setattr(
+        net.socket,
+        "getaddrinfo",
+        lambda *a, **k: [
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("93.184.216.34", 80)),
+            (socket.AF_INET, socket.SOCK_STREAM, 6, "", ("10.1.2.3", 80)),
+        ],
+    )
     with pytest.raises(AddressRefused) as refused:
         net.check_url("http://mixed.example/")
     assert "10.1.2.3" in refused.value.message and "private" in refused.value.message
@@ -121,11 +136,24 @@ def test_a_page_larger_than_the_cap_is_not_read(site, settings):
 
 
 @pytest.mark.parametrize("kind", ["web", "git"])
-@pytest.mark.parametrize("url", [
-    "http://[", "http://[::1", "http://example.com:99999/", "http://exa mple.com/", "http://\x01host/",
-    "http://" + "a" * 70 + ".example/", "http://%00/", "https://[fe80::1%25eth0]/", "http://0x7f000001/",
-    "http://2130706433/", "git://[::1]:9418/r.git", "http:///nohost", "//example.com/x",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://[",
+        "http://[::1",
+        "http://example.com:99999/",
+        "http://exa mple.com/",
+        "http://\x01host/",
+        "http://" + "a" * 70 + ".example/",
+        "http://%00/",
+        "https://[fe80::1%25eth0]/",
+        "http://0x7f000001/",
+        "http://2130706433/",
+        "git://[::1]:9418/r.git",
+        "http:///nohost",
+        "//example.com/x",
+    ],
+)
 def test_hostile_urls_are_a_400_never_a_500(api_a, kind, url, settings):
     settings.SOURCES_ALLOWED_HOSTS = []
     response = api_a.post("/api/v1/sources/", {"kind": kind, "url": url})
@@ -134,6 +162,7 @@ def test_hostile_urls_are_a_400_never_a_500(api_a, kind, url, settings):
 
 
 # --- SOURCES_ALLOWED_HOSTS and ports ---------------------------------------------------------
+
 
 @pytest.fixture
 def second_site(site):
@@ -182,15 +211,18 @@ def test_host_port_entries_allow_that_port_only(api_a, site, second_site, commit
     assert net.fetch(site.url("/go/")).url == second_site.url("/wiki/")
 
 
-@pytest.mark.parametrize("entry, host, port, allowed", [
-    ("wiki.corp:8443", "wiki.corp", 8443, True),
-    ("wiki.corp:8443", "wiki.corp", 443, False),
-    ("[::1]:8000", "::1", 8000, True),
-    ("[::1]:8000", "::1", 8001, False),
-    ("::1", "::1", 443, True),
-    ("[::1]", "::1", 80, True),
-    ("WIKI.corp", "wiki.corp", 80, True),
-])
+@pytest.mark.parametrize(
+    "entry, host, port, allowed",
+    [
+        ("wiki.corp:8443", "wiki.corp", 8443, True),
+        ("wiki.corp:8443", "wiki.corp", 443, False),
+        ("[::1]:8000", "::1", 8000, True),
+        ("[::1]:8000", "::1", 8001, False),
+        ("::1", "::1", 443, True),
+        ("[::1]", "::1", 80, True),
+        ("WIKI.corp", "wiki.corp", 80, True),
+    ],
+)
 def test_allowed_host_entries(settings, entry, host, port, allowed):
     settings.SOURCES_ALLOWED_HOSTS = [entry.lower()]
     assert net.host_allowed(host, port, source_port=9999) is allowed

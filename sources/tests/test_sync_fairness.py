@@ -2,6 +2,7 @@
 (core/fair_queue.py): one account's backlog of syncs never holds another account's sync
 behind all of it, an account with a sync in flight waits behind one without, and a sync job
 runs with its own rq timeout (SOURCES_SYNC_JOB_TIMEOUT_SECONDS)."""
+
 import datetime as dt
 
 from django.utils import timezone
@@ -23,8 +24,9 @@ def _queue_sources(api, site, paths, capture) -> list[int]:
     return ids
 
 
-def test_a_second_accounts_sync_is_not_behind_all_of_the_firsts(api_a, api_b, site, run_jobs,
-                                                                 django_capture_on_commit_callbacks):
+def test_a_second_accounts_sync_is_not_behind_all_of_the_firsts(
+    api_a, api_b, site, run_jobs, django_capture_on_commit_callbacks
+):
     _queue_sources(api_a, site, ["/a1/", "/a2/", "/a3/"], django_capture_on_commit_callbacks)
     _queue_sources(api_b, site, ["/b1/"], django_capture_on_commit_callbacks)
     run_jobs()
@@ -36,8 +38,9 @@ def test_a_second_accounts_sync_is_not_behind_all_of_the_firsts(api_a, api_b, si
         assert source["status"] == "idle" and source["document_count"] == 1
 
 
-def test_an_account_with_a_sync_in_flight_waits_behind_one_without(api_a, api_b, site, account_a, account_b,
-                                                                    django_capture_on_commit_callbacks):
+def test_an_account_with_a_sync_in_flight_waits_behind_one_without(
+    api_a, api_b, site, account_a, account_b, django_capture_on_commit_callbacks
+):
     """Two workers free at once: the first takes A's oldest sync, the second takes B's (A has
     one in flight already), though A's second sync has waited longer."""
     from sources.sync_queue import claim_next
@@ -59,7 +62,8 @@ def test_a_sync_job_runs_with_its_own_timeout(api_a, site, queue, settings, djan
 
 
 def test_a_queued_sync_behind_a_backlog_is_not_failed_and_a_lost_one_is_queued_again(
-        api_a, site, account_a, queue, run_jobs, settings, django_capture_on_commit_callbacks):
+    api_a, site, account_a, queue, run_jobs, settings, django_capture_on_commit_callbacks
+):
     from sources.schedule import sync_due_sources
 
     site.set("/docs/", page("Docs", "The docs."))

@@ -1,5 +1,6 @@
 """A web source end to end against a site on loopback: the first sync, then re-syncs that
 see pages changed, removed and added, with the ledger charging only what changed."""
+
 from billing.models import CreditLedgerEntry
 from core.tenancy import account_context
 from documents.models import Chunk, Document
@@ -15,8 +16,9 @@ def _embedding_charges(account) -> int:
 def _texts(account) -> dict[str, str]:
     with account_context(account):
         docs = Document.objects.for_account(account).visible().order_by("pk")
-        return {d.name: " ".join(c.content for c in Chunk.objects.for_account(account).filter(document=d))
-                for d in docs}
+        return {
+            d.name: " ".join(c.content for c in Chunk.objects.for_account(account).filter(document=d)) for d in docs
+        }
 
 
 def _create(api, commit_and_run, url, **extra):
@@ -52,7 +54,9 @@ def test_resync_charges_only_changed_pages_and_removes_gone_ones(api_a, handbook
     # One page changed, one removed (and unlinked), one added.
     handbook.set("/docs/leave", page("Leave", "Everyone has thirty days of paid holiday a year."))
     del handbook.pages["/docs/security"]
-    handbook.set("/docs/", page("Handbook", "The staff handbook, revised.", ["/docs/leave", "/docs/expenses", "/docs/travel"]))
+    handbook.set(
+        "/docs/", page("Handbook", "The staff handbook, revised.", ["/docs/leave", "/docs/expenses", "/docs/travel"])
+    )
     handbook.set("/docs/travel", page("Travel", "Book trains over flights for trips under five hours."))
     response = commit_and_run(lambda: api_a.post(f"/api/v1/sources/{source_id}/sync/"))
     assert response.status_code == 202
@@ -164,8 +168,11 @@ def test_a_source_whose_creator_left_still_syncs(client, account_a, handbook, co
 
     member = add_member(account_a, role=Role.MEMBER)
     client.force_login(member)
-    created = commit_and_run(lambda: client.post("/api/v1/sources/", {"kind": "web", "url": handbook.url("/docs/")},
-                                                 content_type="application/json"))
+    created = commit_and_run(
+        lambda: client.post(
+            "/api/v1/sources/", {"kind": "web", "url": handbook.url("/docs/")}, content_type="application/json"
+        )
+    )
     with account_context(account_a):
         Membership.objects.for_account(account_a).filter(user=member).delete()
         source = Source.objects.for_account(account_a).get(pk=created.json()["id"])
@@ -184,8 +191,7 @@ def _in_context(account, fn):
         return fn()
 
 
-def test_documents_name_their_source_and_carry_its_tags(api_a, handbook, commit_and_run, account_a,
-                                                        upload_and_ingest):
+def test_documents_name_their_source_and_carry_its_tags(api_a, handbook, commit_and_run, account_a, upload_and_ingest):
     source_id = _create(api_a, commit_and_run, handbook.url("/docs/"), tags=["handbook", "HR"])
     upload_and_ingest(account_a, "notes.txt", b"Notes uploaded by hand.", "text/plain")
     documents = api_a.get("/api/v1/documents/").json()["results"]
@@ -196,8 +202,12 @@ def test_documents_name_their_source_and_carry_its_tags(api_a, handbook, commit_
     assert leave["tags"] == ["handbook", "HR"]
     assert api_a.get(f"/api/v1/documents/{leave['id']}/").json()["source"]["id"] == source_id
     # A person's tags on a source's document survive the page changing (its next revision).
-    response = api_a.client.patch(f"/api/v1/documents/{leave['id']}/", {"tags": ["handbook", "checked"]},
-                                  content_type="application/json", **api_a.headers)
+    response = api_a.client.patch(
+        f"/api/v1/documents/{leave['id']}/",
+        {"tags": ["handbook", "checked"]},
+        content_type="application/json",
+        **api_a.headers,
+    )
     assert response.status_code == 200, response.content
     handbook.set("/docs/leave", page("Leave", "Everyone has thirty days of paid holiday a year."))
     commit_and_run(lambda: api_a.post(f"/api/v1/sources/{source_id}/sync/"))

@@ -1,4 +1,5 @@
 """`make run`: make sure the demo account exists and say how to log in."""
+
 import secrets
 
 from django.conf import settings
@@ -24,8 +25,13 @@ class Command(BaseCommand):
         user = User.objects.filter(email__iexact=DEMO_EMAIL).first()
         if user is None:
             password = password or secrets.token_urlsafe(9)
-            services.signup(email=DEMO_EMAIL, password=password, account_name="Demo team", full_name="Demo User",
-                            email_verified=True)  # the operator vouches for it: credits at once
+            services.signup(
+                email=DEMO_EMAIL,
+                password=password,
+                account_name="Demo team",
+                full_name="Demo User",
+                email_verified=True,
+            )  # the operator vouches for it: credits at once
             self.stdout.write(f"Demo login: {DEMO_EMAIL} / {password}  (shown once; set DEMO_PASSWORD to choose it)")
         elif password:
             user.set_password(password)

@@ -1,4 +1,5 @@
 """Operators: one account's ledger for one month, as CSV (to a file or standard output)."""
+
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.models import Account
@@ -9,9 +10,11 @@ from core.tenancy import account_context
 
 
 class Command(BaseCommand):
-    help = (f"Write account ID's ledger for one month as CSV ({', '.join(EXPORT_COLUMNS)}; UTC). "
-            "The account id is on the account's Team page (owners and admins) and in the admin's account list. "
-            "Audited in the account's log (Ledger exported).")
+    help = (
+        f"Write account ID's ledger for one month as CSV ({', '.join(EXPORT_COLUMNS)}; UTC). "
+        "The account id is on the account's Team page (owners and admins) and in the admin's account list. "
+        "Audited in the account's log (Ledger exported)."
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("--account", type=int, required=True, help="The account's id, e.g. 123")

@@ -1,16 +1,19 @@
 """Operators: grant credits to an account, with a reason kept in the ledger."""
+
 from django.core.management.base import BaseCommand, CommandError
 
 from accounts.models import Account
-from core.tenancy import account_context
 from billing.errors import BillingError
 from billing.selectors import balance_get
 from billing.services import credits_grant
+from core.tenancy import account_context
 
 
 class Command(BaseCommand):
-    help = ("Grant N credits to ACCOUNT_ID (shown to owners and admins on the account's Team page as "
-            "\"Account id\", and in the admin's account list). A reason is required and recorded.")
+    help = (
+        "Grant N credits to ACCOUNT_ID (shown to owners and admins on the account's Team page as "
+        '"Account id", and in the admin\'s account list). A reason is required and recorded.'
+    )
 
     def add_arguments(self, parser):
         parser.add_argument("account_id", type=int, help="The account's id, e.g. 123 (Team page, admin)")
@@ -28,5 +31,8 @@ class Command(BaseCommand):
                 balance = balance_get(account=account)
         except BillingError as exc:
             raise CommandError(exc.message) from exc
-        self.stdout.write(self.style.SUCCESS(
-            f"Granted {entry.delta:,} credits to {account.name} (id {account.pk}). Balance: {balance:,}."))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Granted {entry.delta:,} credits to {account.name} (id {account.pk}). Balance: {balance:,}."
+            )
+        )

@@ -1,4 +1,5 @@
 """Operators: create an account with its owner (and optionally credits and an API key)."""
+
 import json
 import secrets
 
@@ -8,9 +9,9 @@ from django.db import transaction
 from accounts import services
 from accounts.errors import AccountError
 from accounts.models import User
-from core.tenancy import account_context
 from billing.selectors import balance_get
 from core.error_codes import CoreErrorCode
+from core.tenancy import account_context
 
 
 class Command(BaseCommand):
@@ -20,8 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("name", help="The account's display name")
         parser.add_argument("--owner", required=True, help="Owner's email; an existing user is reused")
         parser.add_argument("--password", help="Password for a new owner (generated and printed if omitted)")
-        parser.add_argument("--credits", type=int, default=None,
-                            help="Starting credits (default: SIGNUP_CREDITS)")
+        parser.add_argument("--credits", type=int, default=None, help="Starting credits (default: SIGNUP_CREDITS)")
         parser.add_argument("--api-key", action="store_true", help="Also create an API key and print it once")
         parser.add_argument("--json", action="store_true", help="Print one JSON object")
 
@@ -52,7 +52,10 @@ class Command(BaseCommand):
             if not opts["password"]:
                 result["password"] = password
         elif opts["password"]:
-            raise AccountError(CoreErrorCode.BAD_REQUEST, f"{owner.email} already exists; its password was left unchanged. Omit --password.")
+            raise AccountError(
+                CoreErrorCode.BAD_REQUEST,
+                f"{owner.email} already exists; its password was left unchanged. Omit --password.",
+            )
         account = services.account_create(name=opts["name"], owner=owner, initial_credits=opts["credits"])
         result.update({"account_id": account.pk, "owner": owner.email})
         with account_context(account):

@@ -5,6 +5,7 @@ nodes that start together wait for each other. Before Django's migrate: the sign
 row-level-security context and its key. After: the app's role is granted rows on every
 table, and nothing more.
 """
+
 from django.core.management.commands.migrate import Command as DjangoMigrate
 
 from core.db_owner import app_role_grant, as_database_owner, context_install, migration_lock
