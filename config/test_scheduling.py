@@ -15,9 +15,13 @@ import json
 import sys
 import xml.etree.ElementTree as ET
 from collections import defaultdict
+from collections.abc import Iterable
 from pathlib import Path
 
+import pytest
+from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
+from xdist.workermanage import WorkerController
 
 DURATIONS = Path(__file__).with_name("test_durations.json")
 UNKNOWN_SECONDS = 0.5
@@ -29,7 +33,7 @@ def unit_of(nodeid: str) -> str:
     return BROWSER_TESTS if path.startswith(BROWSER_TESTS) else path
 
 
-def unit_cost(nodeids, durations: dict[str, float]) -> float:
+def unit_cost(nodeids: Iterable[str], durations: dict[str, float]) -> float:
     """Seconds a unit of these tests is expected to take: its modules' measured times."""
     modules: dict[str, int] = defaultdict(int)
     for nodeid in nodeids:
@@ -39,20 +43,21 @@ def unit_cost(nodeids, durations: dict[str, float]) -> float:
 
 def module_durations() -> dict[str, float]:
     try:
-        return json.loads(DURATIONS.read_text())
+        durations: dict[str, float] = json.loads(DURATIONS.read_text())
+        return durations
     except (OSError, ValueError):
         return {}
 
 
 class CostScheduling(LoadScopeScheduling):
-    def __init__(self, config, log=None):
+    def __init__(self, config: pytest.Config, log: Producer | None = None) -> None:
         super().__init__(config, log)
         self.durations = module_durations()
 
     def _split_scope(self, nodeid: str) -> str:
         return unit_of(nodeid)
 
-    def _assign_work_unit(self, node) -> None:
+    def _assign_work_unit(self, node: WorkerController) -> None:
         """As xdist's, but the costliest unit left rather than the first."""
         unit = max(self.workqueue, key=lambda name: unit_cost(self.workqueue[name], self.durations))
         self.workqueue.move_to_end(unit, last=False)
