@@ -31,10 +31,11 @@ run: install
 
 # The suite on TEST_WORKERS xdist processes (docs/testing.md: three on two cores, because the system
 # and browser tests spend most of their time waiting on the processes they start), with the 30
-# slowest tests reported at the end of every run.
+# slowest tests reported at the end of every run, and every test's time in test-artifacts/junit.xml
+# (`python -m config.test_scheduling test-artifacts/junit.xml` makes the scheduler's costs of it).
 TEST_WORKERS ?= 3
 test: install
-	$(PY) -m pytest -n $(TEST_WORKERS) --durations=30 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --durations=30 --junitxml=test-artifacts/junit.xml $(PYTEST_ARGS)
 
 # Under a minute on 2 cores, no database or Redis: ruff (lint, then the format check), mypy on the
 # modules listed in pyproject.toml, then the source rules (import floors, error codes).
