@@ -6,6 +6,7 @@ import pytest
 from rq import SimpleWorker
 
 from accounts.tests.factories import make_account
+from config.testing import forget_dead_workers
 from core.db_owner import login_as_owner
 
 _back_to_app = []
@@ -141,6 +142,7 @@ def queue():
                     registry.remove(job_id, delete_job=True)
                 except ValueError:  # rq: the job's execution record is gone already (it expires)
                     registry.remove(job_id)
+        forget_dead_workers()
 
     clean()
     yield q

@@ -201,3 +201,16 @@ def migrated_data_folder(data_dir: Path) -> Path:
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     subprocess.run(["cp", "-a", str(built), str(data_dir)], check=True)
     return data_dir
+
+
+def forget_dead_workers() -> None:
+    """Unregister the rq workers of the tests' Redis database whose process is gone. A worker a
+    test killed stays registered until its key expires (minutes), and a later test that counts
+    the live workers (/healthz) must not count it."""
+    import django_rq
+    import psutil
+    from rq import Worker
+
+    for worker in Worker.all(connection=django_rq.get_connection("default")):
+        if not worker.pid or not psutil.pid_exists(worker.pid):
+            worker.register_death()

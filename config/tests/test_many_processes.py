@@ -27,7 +27,7 @@ from billing import references
 from billing.models import CreditLedgerEntry
 from config.embedded import BASE_DIR
 from config.run import listening_socket, spawn_web, worker_argv
-from config.testing import free_port
+from config.testing import forget_dead_workers, free_port
 from core.tenancy import account_context
 from documents.models import Chunk
 
@@ -121,6 +121,7 @@ def model():
 
 @pytest.fixture(scope="module")
 def cluster(django_db_setup, model, tmp_path_factory):
+    forget_dead_workers()  # it counts the live workers
     logs_dir = tmp_path_factory.mktemp("cluster-logs")
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
     env.update(
