@@ -28,6 +28,7 @@ from billing.models import CreditLedgerEntry
 from config.embedded import BASE_DIR
 from config.run import listening_socket, spawn_web, worker_argv
 from config.testing import forget_dead_workers, free_port
+from core.presence import live_web_processes
 from core.tenancy import account_context
 from documents.models import Chunk
 
@@ -40,8 +41,11 @@ HANDBOOK = (
 
 
 class Cluster:
-    def __init__(self, ports: list[int], processes: dict[str, subprocess.Popen], logs: dict):
+    def __init__(self, ports: list[int], processes: dict[str, subprocess.Popen], logs: dict, others: int = 0):
         self.ports, self.processes, self.logs = ports, processes, logs
+        # Web processes of the run already serving on this Redis database when the cluster
+        # started (the suite's shared daphne, conftest.py session_daphne): /healthz counts them too.
+        self.others = others
 
     def url(self, web: int, path: str) -> str:
         return f"http://127.0.0.1:{self.ports[web]}{path}"
@@ -103,7 +107,7 @@ def _wait_healthy(cluster: Cluster, timeout: float = 90) -> dict:
             assert process.poll() is None, f"{name} exited:\n{cluster.output()}"
         try:
             health = _get_json(cluster.url(0, "/healthz"))
-            if health.get("workers") == 2 and health.get("web_processes") == 2:
+            if health.get("workers") == 2 and health.get("web_processes") == 2 + cluster.others:
                 return health
         except OSError:
             pass
@@ -122,6 +126,7 @@ def model():
 @pytest.fixture(scope="module")
 def cluster(django_db_setup, model, tmp_path_factory):
     forget_dead_workers()  # it counts the live workers
+    others = live_web_processes()
     logs_dir = tmp_path_factory.mktemp("cluster-logs")
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
     env.update(
@@ -151,7 +156,7 @@ def cluster(django_db_setup, model, tmp_path_factory):
                 stdout=logs[f"worker {index + 1}"].open("w"),
                 stderr=subprocess.STDOUT,
             )
-        result = Cluster(ports, processes, logs)
+        result = Cluster(ports, processes, logs, others)
         _wait_healthy(result)
         yield result
     finally:
@@ -290,7 +295,7 @@ def test_the_procfiles_web_line_runs_web_processes_on_one_port_and_stops_them(cl
         while True:
             assert serve.poll() is None, log.read_text()
             try:
-                if _get_json(f"http://127.0.0.1:{port}/healthz").get("web_processes") == 4:
+                if _get_json(f"http://127.0.0.1:{port}/healthz").get("web_processes") == 4 + cluster.others:
                     break
             except OSError:
                 pass
@@ -304,4 +309,4 @@ def test_the_procfiles_web_line_runs_web_processes_on_one_port_and_stops_them(cl
         assert serve.wait(30) == 0, log.read_text()
     gone, alive = psutil.wait_procs(daphnes, timeout=10)
     assert not alive
-    assert _get_json(cluster.url(0, "/healthz"))["web_processes"] == 2  # they said goodbye
+    assert _get_json(cluster.url(0, "/healthz"))["web_processes"] == 2 + cluster.others  # they said goodbye
