@@ -11,7 +11,6 @@ class BillingErrorCode(StrEnum):
     IDEMPOTENCY_CONFLICT = "idempotency_conflict"
     INSUFFICIENT_CREDITS = "insufficient_credits"
     INVALID_KEY = "invalid_key"
-    INVALID_KIND = "invalid_kind"
     INVALID_PERIOD = "invalid_period"
     INVALID_TARGET = "invalid_target"
     INVALID_THRESHOLD = "invalid_threshold"

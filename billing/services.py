@@ -69,7 +69,7 @@ def _tokens(tokens, what: str = "Tokens") -> int:
 
 def _usage_kind(kind: str) -> str:
     if kind not in pricing.USAGE_KINDS:
-        raise BillingError(BillingErrorCode.INVALID_KIND, f"{kind} is not a kind of spending.")
+        raise BillingError(CoreErrorCode.INVALID_KIND, f"{kind} is not a kind of spending.")
     return kind
 
 
@@ -137,7 +137,7 @@ def credits_grant(
     """Add credits. A grant needs a reason (kept in the entry's metadata) and is audited."""
     amount = _positive(amount, "The amount")
     if kind not in GRANT_KINDS:
-        raise BillingError(BillingErrorCode.INVALID_KIND, f"{kind} is not a kind of grant.")
+        raise BillingError(CoreErrorCode.INVALID_KIND, f"{kind} is not a kind of grant.")
     reason = (reason or "").strip()
     if not reason:
         raise BillingError(

@@ -130,7 +130,20 @@ def import_loops(graph: dict[str, set[str]]) -> list[str]:
 
 # --- error codes ----------------------------------------------------------------------------------
 
-APPS = ["core", "llm", "audit", "accounts", "billing", "documents", "retrieval", "chat", "exports", "config"]
+APPS = [
+    "core",
+    "llm",
+    "audit",
+    "accounts",
+    "billing",
+    "documents",
+    "retrieval",
+    "sources",
+    "chat",
+    "exports",
+    "integrations",
+    "config",
+]
 # Names of exception classes whose first argument is a code.
 ERROR_SUFFIXES = ("Error", "Rejected", "Exceeded", "Conflict", "Forbidden", "NotFound")
 NOT_OURS = {

@@ -20,6 +20,7 @@ from urllib.parse import urljoin, urlsplit
 import urllib3
 from django.conf import settings
 
+from core.error_codes import CoreErrorCode
 from sources.error_codes import SourceErrorCode
 from sources.errors import AddressRefused, SourceError
 
@@ -282,7 +283,7 @@ def _read(response, *, max_bytes: int, deadline: float, url: str, timeout: float
         body += block
         if len(body) > max_bytes:
             raise SourceError(
-                SourceErrorCode.TOO_LARGE, f"{url} is larger than {max_bytes // 1024:,} KB; it was not read."
+                CoreErrorCode.TOO_LARGE, f"{url} is larger than {max_bytes // 1024:,} KB; it was not read."
             )
     if time.monotonic() > deadline:
         raise _too_slow(url, timeout)

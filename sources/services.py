@@ -7,6 +7,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from audit.services import audit_record
+from core.error_codes import CoreErrorCode
 from documents.tags import tags_clean
 from sources import jobs, sync_queue
 from sources.error_codes import SourceErrorCode
@@ -61,7 +62,7 @@ def source_create(
     schedule, options."""
     if kind not in kind_names():
         raise SourceError(
-            SourceErrorCode.INVALID_KIND, f"`kind` must be one of: {', '.join(kind_names())}.", field="kind"
+            CoreErrorCode.INVALID_KIND, f"`kind` must be one of: {', '.join(kind_names())}.", field="kind"
         )
     if not isinstance(url, str) or not url.strip() or len(url) > 2000:
         raise SourceError(
