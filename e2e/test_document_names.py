@@ -45,7 +45,7 @@ MID_WORD_BREAKS = """els => els.flatMap(el => {
   }
   const breaks = [];
   for (let i = 1; i < tops.length; i++) {
-    if (tops[i] !== null && tops[i - 1] !== null && tops[i] > tops[i - 1] && !/[-_./\\\\s]/.test(text[i - 1])) {
+    if (tops[i] !== null && tops[i - 1] !== null && tops[i] > tops[i - 1] && !/[-_./\\s]/.test(text[i - 1])) {
       breaks.push(text.slice(Math.max(0, i - 12), i) + "|" + text.slice(i, i + 6));
     }
   }
