@@ -304,7 +304,7 @@ def test_main_pages_fit_a_375px_screen(new_page, screenshot, stack):
     page.goto("/login/")
     _no_horizontal_scroll(page)
     log_in(page, "owner@delta.test")
-    for path in ("/", "/documents/", f"/documents/{document.pk}/", "/chat/", "/credits/", "/team/"):
+    for path in ("/", "/documents/", f"/documents/{document.pk}/", "/chat/", "/credits/", "/team/", "/sources/"):
         page.goto(path)
         expect(page.locator("main h1").first).to_be_visible()
         _no_horizontal_scroll(page)
