@@ -244,9 +244,6 @@ def test_the_page_names_no_account(client, account_a, account_b, fake_llm, uploa
     values = {value for _, pairs in found for name, value in pairs if name != "status"}
     for account in (account_a, account_b):
         assert str(account.pk) not in values and account.name not in text
-    assert all(
-        value.isdigit() and 100 <= int(value) < 600 for _, pairs in found for name, value in pairs if name == "status"
-    )
     labels = {name for _, pairs in found for name, _ in pairs}
     assert labels and not any(word in name for name in labels for word in ("account", "user", "key", "tenant"))
 
