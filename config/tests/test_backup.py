@@ -9,6 +9,7 @@ import gzip
 import io
 import json
 import tarfile
+import time
 import uuid
 from pathlib import Path
 
@@ -46,6 +47,17 @@ def restore_target():
         yield Target.from_settings(name=name)
     finally:
         with owner_connection() as conn:
+            # The app role's connections to it (the restore's, the checks') are closed, but their
+            # server processes may still be exiting on a busy machine; the owner may not terminate
+            # another role's process (FORCE would refuse), so it waits for them to be gone.
+            deadline = time.monotonic() + 30
+            while (
+                time.monotonic() < deadline
+                and conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", [name]
+                ).fetchone()[0]
+            ):
+                time.sleep(0.1)
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
