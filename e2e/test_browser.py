@@ -304,8 +304,16 @@ def test_main_pages_fit_a_375px_screen(new_page, screenshot, stack):
     page.goto("/login/")
     _no_horizontal_scroll(page)
     log_in(page, "owner@delta.test")
-    for path in ("/", "/documents/", f"/documents/{document.pk}/", "/chat/", "/credits/", "/team/", "/sources/"):
-        page.goto(path)
+    for path in (
+        "/",
+        "/documents/",
+        f"/documents/{document.pk}/",
+        "/chat/",
+        "/credits/",
+        "/team/",
+        "/documents/sources/",
+    ):
+        assert page.goto(path).ok, path  # the page itself, not a 404 page that also fits
         expect(page.locator("main h1").first).to_be_visible()
         _no_horizontal_scroll(page)
     page.goto("/documents/")
