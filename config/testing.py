@@ -214,3 +214,33 @@ def forget_dead_workers() -> None:
     for worker in Worker.all(connection=django_rq.get_connection("default")):
         if not worker.pid or not psutil.pid_exists(worker.pid):
             worker.register_death()
+
+
+def forget_dead_web_processes() -> None:
+    """Drop the presence entries (core/presence.py) of this machine's web processes that are gone:
+    one killed outright stays counted until its entry expires (30 s)."""
+    import socket
+
+    import psutil
+
+    from core.presence import _key, _redis
+
+    host = socket.gethostname()
+    for member in _redis().zrange(_key(), 0, -1):
+        name, _, pid = member.decode().rpartition(":")
+        if name == host and pid.isdigit() and not psutil.pid_exists(int(pid)):
+            _redis().zrem(_key(), member)
+
+
+def already_running() -> tuple[int, int]:
+    """(workers, web processes) alive on the tests' Redis database before a test starts its own:
+    /healthz counts those too (the suite's shared daphne, another module's worker). The dead are
+    forgotten first, so the counts do not fall while the test waits."""
+    import django_rq
+    from rq import Worker
+
+    from core.presence import live_web_processes
+
+    forget_dead_workers()
+    forget_dead_web_processes()
+    return len(Worker.all(connection=django_rq.get_connection("default"))), live_web_processes()

@@ -175,7 +175,9 @@ def test_delete_removes_messages_and_feedback_keeps_the_ledger_and_is_audited(cl
             account=account_a, message=answer, user=owner_a, rating="down"
         )
         credits_debit(account=account_a, tokens=10, key="turn", kind="chat", reference=f"message:{answer.pk}")
-        ledger = list(CreditLedgerEntry.objects.for_account(account_a).values_list("pk", "delta", "reference"))
+        ledger = list(
+            CreditLedgerEntry.objects.for_account(account_a).order_by("pk").values_list("pk", "delta", "reference")
+        )
     client.force_login(owner_a)
     response = client.delete(f"/api/v1/conversations/{conversation.pk}/")
     assert response.status_code == 204 and response.content == b""
@@ -184,7 +186,12 @@ def test_delete_removes_messages_and_feedback_keeps_the_ledger_and_is_audited(cl
         assert not Message.objects.for_account(account_a).filter(conversation_id=conversation.pk).exists()
         assert not MessageFeedback.objects.for_account(account_a).exists()
         assert Message.objects.for_account(account_a).filter(conversation=kept).count() == 2
-        assert list(CreditLedgerEntry.objects.for_account(account_a).values_list("pk", "delta", "reference")) == ledger
+        assert (
+            list(
+                CreditLedgerEntry.objects.for_account(account_a).order_by("pk").values_list("pk", "delta", "reference")
+            )
+            == ledger
+        )
         entry = AuditEntry.objects.for_account(account_a).get(action="conversation.delete")
     assert entry.target == f"conversation:{conversation.pk}" and entry.detail == {"messages": 4}
     assert entry.actor_id == owner_a.pk

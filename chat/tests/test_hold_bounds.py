@@ -231,14 +231,14 @@ def test_a_turn_refused_once_its_passages_are_known_charges_nothing_and_says_the
     least, _ = hold_bounds(question, [], LOOKUP, TurnOptions(), profile(), embedding_model="all-minilm-l6-v2")
     with account_context(account_a):
         credits_debit(account=account_a, tokens=balance_get(account=account_a) - least, key="drain", kind="chat")
-        before = list(CreditLedgerEntry.objects.for_account(account_a).values_list("kind", "delta"))
+        before = list(CreditLedgerEntry.objects.for_account(account_a).order_by("pk").values_list("kind", "delta"))
     embeddings = len(costly_model.requests_to("/v1/embeddings"))
     response = client.post("/api/v1/chat/", {"message": question}, content_type="application/json", **_auth(key_a))
     assert response.status_code == 402, response.content
     assert len(costly_model.requests_to("/v1/embeddings")) == embeddings + 1  # it was embedded
     assert f"the account has {least:,}." in response.json()["error"]["message"]
     with account_context(account_a):
-        entries = list(CreditLedgerEntry.objects.for_account(account_a).values_list("kind", "delta"))
+        entries = list(CreditLedgerEntry.objects.for_account(account_a).order_by("pk").values_list("kind", "delta"))
         assert balance_get(account=account_a) == least
     assert [e for e in entries if e not in before] == [("hold", -least), ("hold_release", least)]
     assert not costly_model.requests_to("/v1/chat/completions")

@@ -27,8 +27,7 @@ from billing import references
 from billing.models import CreditLedgerEntry
 from config.embedded import BASE_DIR
 from config.run import listening_socket, spawn_web, worker_argv
-from config.testing import forget_dead_workers, free_port
-from core.presence import live_web_processes
+from config.testing import already_running, free_port
 from core.tenancy import account_context
 from documents.models import Chunk
 
@@ -41,11 +40,12 @@ HANDBOOK = (
 
 
 class Cluster:
-    def __init__(self, ports: list[int], processes: dict[str, subprocess.Popen], logs: dict, others: int = 0):
+    def __init__(self, ports: list[int], processes: dict[str, subprocess.Popen], logs: dict, others=(0, 0)):
         self.ports, self.processes, self.logs = ports, processes, logs
-        # Web processes of the run already serving on this Redis database when the cluster
-        # started (the suite's shared daphne, conftest.py session_daphne): /healthz counts them too.
-        self.others = others
+        # Workers and web processes of the run already alive on this Redis database when the
+        # cluster started (the suite's shared daphne, conftest.py session_daphne): /healthz
+        # counts them too.
+        self.other_workers, self.others = others
 
     def url(self, web: int, path: str) -> str:
         return f"http://127.0.0.1:{self.ports[web]}{path}"
@@ -102,16 +102,22 @@ def _stop(process: subprocess.Popen) -> None:
 
 def _wait_healthy(cluster: Cluster, timeout: float = 90) -> dict:
     deadline = time.monotonic() + timeout
+    health: dict = {}
     while True:
         for name, process in cluster.processes.items():
             assert process.poll() is None, f"{name} exited:\n{cluster.output()}"
         try:
             health = _get_json(cluster.url(0, "/healthz"))
-            if health.get("workers") == 2 and health.get("web_processes") == 2 + cluster.others:
+            if (
+                health.get("workers") == 2 + cluster.other_workers
+                and health.get("web_processes", 1) == 2 + cluster.others
+            ):
                 return health
         except OSError:
             pass
-        assert time.monotonic() < deadline, f"not 2 web + 2 workers:\n{cluster.output()}"
+        assert time.monotonic() < deadline, (
+            f"not 2 web + 2 workers beside {cluster.other_workers} + {cluster.others}: {health}\n{cluster.output()}"
+        )
         time.sleep(0.3)
 
 
@@ -125,8 +131,7 @@ def model():
 
 @pytest.fixture(scope="module")
 def cluster(django_db_setup, model, tmp_path_factory):
-    forget_dead_workers()  # it counts the live workers
-    others = live_web_processes()
+    others = already_running()  # /healthz counts them too
     logs_dir = tmp_path_factory.mktemp("cluster-logs")
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}
     env.update(
