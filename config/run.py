@@ -10,7 +10,6 @@ every process it started; nothing is left behind.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import shutil
 import signal
@@ -102,10 +101,34 @@ def _wait_http(url: str, timeout: float, process: subprocess.Popen, ready=lambda
     return False
 
 
-def _all_registered(web: int, workers: int):
+def registered_pids(redis_url: str, cache_prefix: str) -> tuple[set[int], set[int]]:
+    """(pids of the rq workers, pids of the web processes) of this machine registered on the
+    Redis at `redis_url`: rq's worker records, and core/presence.py's entries (its key is the
+    cache prefix's, CACHE_PREFIX)."""
+    import redis
+
+    connection = redis.Redis.from_url(redis_url)
+    host = socket.gethostname()
+    workers = set()
+    for key in connection.smembers("rq:workers"):
+        pid, hostname = connection.hmget(key, "pid", "hostname")
+        if pid and hostname and hostname.decode() == host:
+            workers.add(int(pid))
+    web = set()
+    for member in connection.zrangebyscore(f"{cache_prefix}:web-processes", time.time(), "+inf"):
+        name, _, pid = member.decode().rpartition(":")
+        if name == host and pid.isdigit():
+            web.add(int(pid))
+    return workers, web
+
+
+def _all_registered(web: list[subprocess.Popen], workers: list[subprocess.Popen], env: dict):
+    """Ready once this supervisor's own web processes and workers have registered: on a Redis
+    shared with another node, that node's processes do not count."""
+
     def ready(body: bytes) -> bool:
-        health = json.loads(body)
-        return health.get("workers", 0) >= workers and health.get("web_processes", 1) >= web
+        registered_workers, registered_web = registered_pids(env["REDIS_URL"], env.get("CACHE_PREFIX", "groundwork"))
+        return {p.pid for p in workers} <= registered_workers and {p.pid for p in web} <= registered_web
 
     return ready
 
@@ -305,7 +328,11 @@ def main() -> int:
             children.append((f"web {index}", spawn_web(sock, env, index)))
             respawn[f"web {index}"] = functools.partial(spawn_web, sock, env, index)
         web = children[-1][1]
-        ready = _all_registered(web_processes, worker_processes)
+        ready = _all_registered(
+            [p for name, p in children if name.startswith("web ")],
+            [p for name, p in children if name.startswith("worker ")],
+            env,
+        )
         if not _wait_http(f"http://127.0.0.1:{port}/healthz", 120, web, ready=ready):
             raise RuntimeError("the web servers or the workers did not come up; see the output above")
         log(f"{web_processes} web and {worker_processes} worker processes (WEB_PROCESSES, WORKER_PROCESSES)")

@@ -217,6 +217,7 @@ class SmolChatEngine:
 
         self.max_tokens = max_tokens
         params = self._params(xllamacpp, model_path, threads, batch_threads, ctx_size)
+        self._listener_key = params.api_keys[0]
         self._server = xllamacpp.Server(params)
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -295,6 +296,29 @@ class SmolChatEngine:
             self._call(request, on_chunk)
         if failure:
             raise _local_model_error(failure[0])
+
+    def prompt_tokens(self, messages: list[dict]) -> int:
+        """The prompt tokens llama.cpp would feed the model (and report as usage) for these
+        chat messages, without evaluating them: its own chat template, then its own tokenizer,
+        asked of the private loopback listener (/apply-template, /tokenize)."""
+        if self._server is None:
+            raise LocalModelError(503, "the chat model is shut down", "server_error")
+        prompt = self._listener("/apply-template", {"messages": messages})["prompt"]
+        return len(
+            self._listener("/tokenize", {"content": prompt, "add_special": True, "parse_special": True})["tokens"]
+        )
+
+    def _listener(self, path: str, body: dict) -> dict:
+        import json
+        import urllib.request
+
+        request = urllib.request.Request(
+            self._server.listening_address.rstrip("/") + path,
+            data=json.dumps(body).encode(),
+            headers={"Authorization": f"Bearer {self._listener_key}", "Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.loads(response.read())
 
     def _call(self, request: dict, callback):
         if self._server is None:

@@ -345,36 +345,74 @@ def test_the_qwen_server_reports_its_own_model_id(qwen_server):
     assert "4" in reply.choices[0].message.content
 
 
-@pytest.mark.parametrize("chat_model", ["smollm2-135m", "qwen2.5-0.5b"])
-@pytest.mark.parametrize("case", range(6))
-def test_the_hold_bound_is_never_below_what_the_bundled_model_charges(request, settings, tmp_path, case, chat_model):
-    """llm.chat_tokens.prompt_tokens_bound, with the bundled model's own tokenizer (read from
-    its GGUF: SmolLM2's, and Qwen's byte-level BPE with its own pre-tokenizer), is at least the
-    prompt tokens the model reports, and not far above them; the UTF-8 bound a provider model
-    gets is above it too."""
-    from llm import bundled_models, chat_tokens
+HOLD_MODELS = ["smollm2-135m", "qwen2.5-0.5b"]
 
+
+@pytest.fixture(scope="module")
+def prompt_counter():
+    """`count(chat_model, messages)`: the prompt tokens of a chat request by llama.cpp's own
+    template and tokenizer (SmolChatEngine.prompt_tokens, the bundled GGUF loaded in this
+    process), without evaluating the prompt."""
+    from llm.local_models import SmolChatEngine, default_gguf_path
+
+    engines: dict[str, SmolChatEngine] = {}
+
+    def count(chat_model: str, messages: list[dict]) -> int:
+        if chat_model not in engines:
+            engines[chat_model] = SmolChatEngine(model_path=default_gguf_path(chat_model, local_cache_dir()))
+        return engines[chat_model].prompt_tokens(messages)
+
+    yield count
+    for engine in engines.values():
+        engine.close()
+
+
+def _messages(system: str, user: str) -> list[dict]:
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+@pytest.mark.parametrize("chat_model", HOLD_MODELS)
+def test_llama_cpp_counts_a_prompt_exactly_as_the_running_server_charges_it(request, chat_model, prompt_counter):
+    """The hold-bound cases below take their prompts' token counts from llama.cpp's template and
+    tokenizer instead of evaluating each prompt (twelve evaluations of up to 4,000 tokens took
+    ten minutes of the suite on 2 cores). That count is what the running server reports as
+    usage: here for one prompt holding a piece of every case (every script, emoji, digits, code),
+    evaluated for real once per model. (All twelve full cases were evaluated once when the
+    counts were introduced: each equal, 1,297 to 4,067 tokens with SmolLM2, 1,096 to
+    3,877 with Qwen; 9 minutes of evaluation on a loaded machine.)"""
     running = request.getfixturevalue("server" if chat_model == "smollm2-135m" else "qwen_server")
     client = OpenAI(base_url=running["base_url"], api_key="x", max_retries=0)
+    cases = _nasty_prompts()
+    messages = _messages(" ".join(s[:300] for s, _ in cases), " ".join(u[:300] for _, u in cases))
+    reported = (
+        client.with_options(timeout=600)
+        .chat.completions.create(model=CHAT_MODEL, messages=messages, max_tokens=1, temperature=0)
+        .usage.prompt_tokens
+    )
+    assert reported == prompt_counter(chat_model, messages)
+    assert reported > 1000  # every piece was read
+
+
+@pytest.mark.parametrize("chat_model", HOLD_MODELS)
+@pytest.mark.parametrize("case", range(6))
+def test_the_hold_bound_is_never_below_what_the_bundled_model_charges(
+    settings, tmp_path, case, chat_model, prompt_counter
+):
+    """llm.chat_tokens.prompt_tokens_bound, with the bundled model's own tokenizer (read from
+    its GGUF: SmolLM2's, and Qwen's byte-level BPE with its own pre-tokenizer), is at least the
+    prompt tokens the model is charged (llama.cpp's count, the test above), and not far above
+    them; the UTF-8 bound a provider model gets is above it too."""
+    from llm import bundled_models, chat_tokens
+
     entry = bundled_models.model(chat_model)
+    system, user = _nasty_prompts()[case]
+    reported = prompt_counter(chat_model, _messages(system, user))
     if len(entry.parts) > 1:  # the GGUF the server assembled in its CACHE_DIR, seen from tmp_path's
         (tmp_path / "models").mkdir()
         (tmp_path / "models" / entry.filename).symlink_to(bundled_models.assembled_path(entry, local_cache_dir()))
     settings.LLM_BUNDLED, settings.CACHE_DIR = True, str(tmp_path)
     settings.LOCAL_CHAT_MODEL, settings.LOCAL_CHAT_MODEL_PATH = chat_model, ""
     chat_tokens._tokenizer_for.cache_clear()  # built from the GGUF, then cached in tmp_path
-    system, user = _nasty_prompts()[case]
-    # Prompt evaluation of a few thousand tokens on a busy 2-core machine can take a while.
-    reported = (
-        client.with_options(timeout=600)
-        .chat.completions.create(
-            model=CHAT_MODEL,
-            messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
-            max_tokens=1,
-            temperature=0,
-        )
-        .usage.prompt_tokens
-    )
     bound = chat_tokens.prompt_tokens_bound([system, user])
     print(f"case {case}: reported {reported}, bound {bound}, bytes {len((system + user).encode())}")
     assert reported <= bound <= reported * 1.2 + chat_tokens.TEMPLATE_TOKENS + 20, (reported, bound)
