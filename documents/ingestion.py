@@ -4,12 +4,14 @@ debit + publish in one transaction. Every step is idempotent per (document, revi
 from __future__ import annotations
 
 import logging
+import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
+from django.db.models import Count, Sum
 from django.utils import timezone
 
 from billing import pricing, references
@@ -19,7 +21,7 @@ from billing.selectors import ingest_credits_require
 from billing.services import credits_debit
 from core import metrics
 from core.tenancy import account_context
-from documents import images
+from documents import images, progress
 from documents.chunking import chunk_document, embedding_text
 from documents.embedding import active_embedding_model, active_embedding_model_lock
 from documents.error_codes import DocumentErrorCode
@@ -175,6 +177,7 @@ def _parse_and_chunk(document: Document):
             page_count=max(pages) if pages else None,
             credits_estimate=document.credits_estimate,
             progress_total=_batch_count(len(drafts)),
+            chunks_total=len(drafts),
             heartbeat_at=timezone.now(),
         )
     return drafts
@@ -219,9 +222,19 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
             document=document, revision=document.revision
         )
         staging.exclude(model=active.model).delete()
-        staged = set(staging.values_list("batch_index", flat=True))
+        staged = dict(staging.values_list("batch_index", "count"))
+        Document.objects.for_account(document.account_id).filter(pk=document.pk).update(
+            chunks_embedded=sum(staged.values())
+        )
     todo = [i for i in range(_batch_count(len(drafts))) if i not in staged]
     texts = _embedding_texts(document, drafts)
+    started, embedded = time.monotonic(), 0
+
+    def stage(index: int, result) -> None:
+        nonlocal embedded
+        _stage(document, index, result)
+        embedded += len(result.vectors)
+        progress.rate_record(active.model, chunks=embedded, seconds=time.monotonic() - started)
 
     def embed_batch(index: int):
         batch = texts[index * BATCH_SIZE : (index + 1) * BATCH_SIZE]
@@ -237,10 +250,10 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
     try:
         for index in todo:
             if len(in_flight) >= window:
-                _stage(document, *in_flight.popleft().result())
+                stage(*in_flight.popleft().result())
             in_flight.append(pool.submit(embed_batch, index))
         while in_flight:
-            _stage(document, *in_flight.popleft().result())
+            stage(*in_flight.popleft().result())
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     with account_context(account_id=document.account_id):
@@ -285,10 +298,10 @@ def _stage(document: Document, index: int, result) -> None:
         done = (
             EmbeddingBatch.objects.for_account(document.account_id)
             .filter(document=document, revision=document.revision)
-            .count()
+            .aggregate(batches=Count("pk"), chunks=Sum("count"))
         )
         Document.objects.for_account(document.account_id).filter(pk=document.pk).update(
-            progress_done=done, heartbeat_at=timezone.now()
+            progress_done=done["batches"], chunks_embedded=done["chunks"] or 0, heartbeat_at=timezone.now()
         )
 
 
@@ -376,7 +389,8 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> bool:
         current.credits_charged = -entry.delta + getattr(document, "vision_credits", 0)
         current.embedding_model = batches[0].model
         current.embedding_provider = batches[0].provider
-        current.progress_done = current.progress_total
+        current.progress_done, current.chunks_embedded = current.progress_total, len(created)
+        current.chunks_total = len(created)
         current.heartbeat_at = timezone.now()
         current.save()
     return True

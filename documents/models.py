@@ -174,6 +174,10 @@ class Document(TenantModel):
     tags = ArrayField(models.TextField(), default=list, blank=True)
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
+    # The revision's chunks (counted once it is read) and how many are embedded so far: the
+    # API's progress and the pages' "412/1,250 chunks" (documents/progress.py).
+    chunks_total = models.PositiveIntegerField(default=0)
+    chunks_embedded = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

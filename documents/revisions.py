@@ -60,7 +60,7 @@ def _revision_start(*, account, document: Document, validated, sha256: str, size
     document.status = Status.PENDING
     document.error = document.error_code = ""
     document.attempts = 0
-    document.progress_done = document.progress_total = 0
+    document.progress_done = document.progress_total = document.chunks_embedded = document.chunks_total = 0
     document.save()
     # NOTE: an ingestion of the previous revision still running reads its file by the name it
     # loaded; the file goes once this commits, and that revision is superseded anyway.

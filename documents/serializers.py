@@ -1,6 +1,7 @@
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from documents import progress
 from documents.models import Chunk, Collection, Document, ReindexRun
 from documents.source_links import sources_of
 
@@ -15,12 +16,21 @@ class SourceRefSerializer(serializers.Serializer):
     url = serializers.CharField()
 
 
+class ProgressSerializer(serializers.Serializer):
+    chunks_embedded = serializers.IntegerField()
+    chunks_total = serializers.IntegerField(help_text="0 until the document is read")
+    eta_seconds = serializers.IntegerField(allow_null=True, help_text="null until the time left is known")
+    chunks_per_second = serializers.FloatField(allow_null=True, help_text="this server's measured embedding rate")
+    queue_position = serializers.IntegerField(allow_null=True, help_text="1: next in its account's queue (pending)")
+
+
 class DocumentListSerializer(serializers.ListSerializer):
     """A page of documents: their sources (documents.source_links) looked up once for the page."""
 
     def to_representation(self, data):
         documents = list(data.all() if hasattr(data, "all") else data)
         self.child.context["sources"] = sources_of([d.pk for d in documents])
+        self.child.context["progress"] = progress.page_context(documents)
         return super().to_representation(documents)
 
 
@@ -65,8 +75,15 @@ class DocumentSerializer(serializers.ModelSerializer):
             sources = sources_of([document.pk])
         return sources.get(document.pk)
 
-    def get_progress(self, document) -> dict:
-        return {"done": document.progress_done, "total": document.progress_total}
+    @extend_schema_field(ProgressSerializer(allow_null=True))
+    def get_progress(self, document) -> dict | None:
+        """While pending or processing: chunks embedded of the total, the time left at this
+        server's measured rate, and a waiting document's place in its account's queue; null
+        once ready or failed (documents/progress.py)."""
+        known = self.context.get("progress")
+        if known is None:  # one document on its own (detail, upload): its own lookup
+            known = progress.page_context([document])
+        return known.progress(document)
 
     @extend_schema_field(CollectionRefSerializer)
     def get_collection(self, document) -> dict:

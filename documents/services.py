@@ -171,7 +171,7 @@ def document_reindex(*, account, document: Document) -> Document:
     document.status = Status.PENDING
     document.error = document.error_code = ""
     document.attempts = 0
-    document.progress_done = document.progress_total = 0
+    document.progress_done = document.progress_total = document.chunks_embedded = document.chunks_total = 0
     document.save()
     audit_record(
         account=account, action="document.reindex", target=_target(document), detail={"revision": document.revision}
@@ -258,7 +258,7 @@ def _reindex_cancel(*, account, document: Document) -> Document:
     EmbeddingBatch.objects.for_account(account).filter(document=document).delete()
     if Chunk.objects.for_account(account).filter(document=document).exists():
         document.status = Status.READY
-        document.progress_done = document.progress_total
+        document.progress_done, document.chunks_embedded = document.progress_total, document.chunks_total
     else:
         document.status, document.error_code = Status.FAILED, "cancelled"
         document.error = "Processing was cancelled. Reindex the document to try again."

@@ -35,6 +35,27 @@
     return value.toLocaleString("en-US") + " " + noun + (value === 1 ? "" : "s");
   };
 
+  // The words after a document's status while it is indexed, as documents/progress.py's
+  // progress_text writes them: "412/1,250 chunks · about 3 min left", "2nd in line".
+  function ordinal(n) {
+    var suffix = n % 100 >= 10 && n % 100 <= 20 ? "th" : ({ 1: "st", 2: "nd", 3: "rd" })[n % 10] || "th";
+    return n.toLocaleString("en-US") + suffix;
+  }
+  function duration(seconds) {
+    if (seconds < 60) return "about " + Math.max(seconds, 1) + " s";
+    var minutes = Math.ceil(seconds / 60);
+    if (minutes < 60) return "about " + minutes + " min";
+    var hours = Math.floor(minutes / 60), rest = minutes % 60;
+    return "about " + hours + " h" + (rest ? " " + rest + " min" : "");
+  }
+  Groundwork.progressText = function progressText(status, p) {
+    if (!p) return "";
+    if (status === "pending") return p.queue_position ? ordinal(p.queue_position) + " in line" : "";
+    if (!p.chunks_total) return "reading the file";
+    var words = p.chunks_embedded.toLocaleString("en-US") + "/" + p.chunks_total.toLocaleString("en-US") + " chunks";
+    return p.eta_seconds === null || p.eta_seconds === undefined ? words : words + " · " + duration(p.eta_seconds) + " left";
+  };
+
   function append(node, children) {
     children.forEach(function (child) {
       if (child == null || child === false || child === "") return;

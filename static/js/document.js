@@ -19,8 +19,8 @@
         var d = data && data.documents.filter(function (x) { return x.id === id; })[0];
         if (!d) { setTimeout(check, 4000); return; }
         if (d.status === "ready" || d.status === "failed") { window.location.reload(); return; }
-        badge.textContent = d.status === "processing" && d.progress.total
-          ? "Processing " + d.progress.done + "/" + d.progress.total : (d.status === "processing" ? "Processing" : "Pending");
+        var words = Groundwork.progressText(d.status, d.progress);
+        badge.textContent = (d.status === "processing" ? "Processing" : "Pending") + (words ? " · " + words : "");
         badge.className = "badge badge-" + d.status;
         // Known once the file is parsed and chunked, before anything is embedded.
         if (estimate && d.credits_estimate) estimate.textContent = "about " + Groundwork.plural(d.credits_estimate, "credit");

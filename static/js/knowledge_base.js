@@ -116,8 +116,9 @@
 
   function update(tr, d) {
     var badge = tr.querySelector('[data-field="status"]');
-    var processing = d.status === "processing" && d.progress && d.progress.total;
-    badge.textContent = (labels[d.status] || d.status) + (processing ? " " + d.progress.done + "/" + d.progress.total : "");
+    var processing = d.status === "processing" && d.progress && d.progress.chunks_total;
+    var words = Groundwork.progressText(d.status, d.progress);
+    badge.textContent = (labels[d.status] || d.status) + (words ? " · " + words : "");
     badge.className = "badge badge-" + d.status;
     var cell = badge.parentNode;
     var bar = cell.querySelector("progress");
@@ -126,7 +127,7 @@
         bar = el("progress", { class: "progress-inline", "aria-label": "Embedding progress of " + d.name });
         badge.after(bar);
       }
-      bar.max = d.progress.total; bar.value = d.progress.done;
+      bar.max = d.progress.chunks_total; bar.value = d.progress.chunks_embedded;
     } else if (bar) {
       bar.remove();
     }
@@ -143,12 +144,14 @@
     tr.querySelector('[data-field="token_word"]').textContent = d.embedding_tokens === 1 ? "token" : "tokens";
     tr.querySelector('[data-field="credit_word"]').textContent = d.credits_charged === 1 ? "credit" : "credits";
     var note = uploadNotes[d.id];
-    if (note && d.status !== "pending") {
+    if (note && d.status === "pending" && d.progress && d.progress.queue_position > 1) {
+      note.textContent = "Uploaded. Waiting to be indexed: " + Groundwork.progressText(d.status, d.progress) + ".";
+    } else if (note && d.status !== "pending") {
       note.textContent = d.status === "ready"
         ? "Ready: " + Groundwork.plural(d.chunk_count, "chunk") + ", " + Groundwork.plural(d.embedding_tokens, "token") + " embedded, "
           + Groundwork.plural(d.credits_charged, "credit") + "."
         : d.status === "failed" ? "Failed: " + (d.error || "processing failed.")
-        : "Processing" + (d.progress && d.progress.total ? " " + d.progress.done + "/" + d.progress.total : "…")
+        : "Processing" + (d.progress && d.progress.chunks_total ? " · " + Groundwork.progressText(d.status, d.progress) : "…")
           + (d.credits_estimate ? " (about " + Groundwork.plural(d.credits_estimate, "credit") + ")" : "");
       note.parentNode.className = d.status === "failed" ? "failed" : "ok";
     }
