@@ -17,11 +17,46 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from llm.bundled_models import BundledModelError
 from llm.openai_http import ApiError, make_http_server, on_stop_signals, wait_until_set
+
+# An embedding request is embedded this many texts at a time; between two slices it waits
+# while a chat request is being answered (ChatFirst), so a question asked while a large
+# upload is indexed gets the cores within one slice's time instead of a whole batch's.
+EMBEDDING_SLICE = 16
+# ... but never longer than this in all, per embedding request: a steady stream of questions
+# must not stop indexing (nor push the worker's request past its timeout).
+CHAT_FIRST_MAX_WAIT_SECONDS = 20.0
+
+
+class ChatFirst:
+    """Chat before embeddings on the cores the two share: `chat()` marks a chat request in
+    flight; `embedding_turn(deadline)` waits until none is (or the deadline passes)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._chats = 0
+
+    @contextmanager
+    def chat(self) -> Iterator[None]:
+        with self._changed:
+            self._chats += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._chats -= 1
+                self._changed.notify_all()
+
+    def embedding_turn(self, deadline: float) -> bool:
+        """Wait for the cores; True if no chat is in flight, False if the deadline came first."""
+        with self._changed:
+            return self._changed.wait_for(lambda: self._chats == 0, timeout=max(0.0, deadline - time.monotonic()))
 
 
 class LocalModelsBackend:
@@ -51,6 +86,7 @@ class LocalModelsBackend:
         self.embedder = None
         self.e5_embedder = None
         self.chat_engine = None
+        self.chat_first = ChatFirst()
         self._ready = threading.Event()
 
     def load(self) -> None:
@@ -104,15 +140,35 @@ class LocalModelsBackend:
         if dims is not None and dims != EMBEDDING_DIM:
             raise ApiError(400, f"this model only supports dimensions={EMBEDDING_DIM}", param="dimensions")
         # Usage is the tokens each model's own tokenizer fed it (the app charges exactly that).
-        return (self.e5_embedder if name == _E5 else self.embedder).embed(texts)
+        return self.embed_chat_first(self.e5_embedder if name == _E5 else self.embedder, texts)
+
+    def embed_chat_first(self, embedder, texts: list[str]) -> tuple[list[list[float]], int]:
+        """`embedder.embed(texts)`, a slice at a time, each slice after any chat request in
+        flight (ChatFirst), waiting CHAT_FIRST_MAX_WAIT_SECONDS at most in all."""
+        deadline = time.monotonic() + CHAT_FIRST_MAX_WAIT_SECONDS
+        # Texts of like length share a slice, so a slice pads little (the engines pad to its
+        # longest text); the vectors go back in the order asked.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors: list[list[float]] = [[] for _ in texts]
+        tokens = 0
+        for start in range(0, len(order), EMBEDDING_SLICE):
+            self.chat_first.embedding_turn(deadline)
+            indexes = order[start : start + EMBEDDING_SLICE]
+            part, used = embedder.embed([texts[i] for i in indexes])
+            for i, vector in zip(indexes, part):
+                vectors[i] = vector
+            tokens += used
+        return vectors, tokens
 
     def chat(self, body: dict) -> dict:
         self._check_chat_model(body["model"])
-        return self._chat_call(self.chat_engine.complete, body)
+        with self.chat_first.chat():
+            return self._chat_call(self.chat_engine.complete, body)
 
     def chat_stream(self, body: dict, emit: Callable[[dict], bool]) -> None:
         self._check_chat_model(body["model"])
-        self._chat_call(self.chat_engine.stream, body, emit)
+        with self.chat_first.chat():
+            self._chat_call(self.chat_engine.stream, body, emit)
 
     @staticmethod
     def _check_chat_model(model: str) -> None:
