@@ -15,7 +15,11 @@ def _sources() -> list[tuple[str, str]]:
     """(path, parser kind) of the documents: the manual, the README, the multilingual
     policies, the Debian PDF of the document tests (a real PDF's text), the licences, and
     some of the code (as a team uploads its own sources)."""
-    markdown = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), *sorted((ROOT / "bench/data").rglob("*.md"))]
+    markdown = [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").rglob("*.md")),
+        *sorted((ROOT / "bench/data").rglob("*.md")),
+    ]
     text = [*sorted((ROOT / "llm/licences").glob("*.txt")), *sorted((ROOT / "llm").glob("*.py"))]
     return (
         [(str(p), "markdown") for p in markdown]
@@ -49,8 +53,14 @@ def real_chunks(limit: int = 1000) -> tuple[str, ...]:
 @cache
 def real_queries() -> tuple[str, ...]:
     """Every distinct question of the answer and multilingual retrieval sets, "query: "-prefixed."""
-    files = [*sorted((ROOT / "bench/data/answer_eval").glob("*.jsonl")), ROOT / "bench/data/retrieval_multilingual.jsonl"]
+    files = [
+        *sorted((ROOT / "bench/data/answer_eval").glob("*.jsonl")),
+        ROOT / "bench/data/retrieval_multilingual.jsonl",
+    ]
     questions = dict.fromkeys(
-        json.loads(line)["question"] for f in files for line in f.read_text(encoding="utf-8").splitlines() if line.strip()
+        json.loads(line)["question"]
+        for f in files
+        for line in f.read_text(encoding="utf-8").splitlines()
+        if line.strip()
     )
     return tuple("query: " + q for q in questions)

@@ -171,7 +171,10 @@ def test_embed_keeps_the_order_of_mixed_queries_and_passages(engine):
     texts = ["query: invoices", "passage: " + "long text " * 120, "invoices", "passage: invoices", "query: x"]
     vectors, _ = engine.embed(texts)
     alone = [engine.embed([t])[0][0] for t in texts]
-    assert _cosines(vectors, alone).min() > 0.9999
+    # int8 activations are quantized per run, so a text batched with others moves a little.
+    assert _cosines(vectors, alone).min() >= AGREEMENT
+    similarity = np.asarray(vectors) @ np.asarray(alone).T
+    assert [int(i) for i in similarity.argmax(axis=1)] in ([0, 1, 2, 3, 4], [0, 1, 2, 2, 4])  # 2 and 3 are one text
     assert np.allclose(np.linalg.norm(np.asarray(vectors), axis=1), 1.0, atol=1e-5)
     assert _cosines([vectors[2]], [vectors[3]])[0] > 0.9999  # no prefix: a passage
     assert _cosines([vectors[0]], [vectors[3]])[0] < 0.999
