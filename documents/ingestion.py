@@ -3,7 +3,9 @@ debit + publish in one transaction. Every step is idempotent per (document, revi
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
@@ -37,6 +39,12 @@ logger = logging.getLogger("groundwork.documents")
 
 BATCH_SIZE = llm.EMBEDDING_BATCH_LIMIT  # one embedding request per batch
 MAX_ATTEMPTS = 3
+
+# The job id of every "ingest the next document" job starts with this, so the sweeper counts
+# them from the queue's list of ids alone (documents/ingestion_queue.py). A retry keeps its id.
+INGESTION_JOB_PREFIX = "ingest-next-"
+INGEST_NEXT_JOB = "documents.jobs.ingest_next_document"
+INGEST_JOB_TIMEOUT = 60 * 60
 
 
 def ingest(*, account_id: int, document_id: int, revision: int) -> None:
@@ -78,13 +86,15 @@ def process(document: Document) -> None:
         _fail(document, exc.code, exc.message)
         metrics.document_ingested_observe(outcome=str(exc.code))
     except llm.ProviderError as exc:
-        message = (
-            f"{exc.message} The document was not charged; reindex it to try again."
-            if exc.transient
-            else f"{exc.message} The document was not charged."
-        )
-        _fail(document, exc.code, message)
-        metrics.document_ingested_observe(outcome=str(exc.code))
+        if exc.transient:
+            # Busy or unreachable after the job's own tries: not the document's fault, so it
+            # waits in the queue (saying so) and is taken again by itself; only a permanent
+            # refusal (400, 401/403, a wrong answer) fails it.
+            _wait_for_provider(document, exc)
+            metrics.document_ingested_observe(outcome="provider_waiting")
+        else:
+            _fail(document, exc.code, f"{exc.message} The document was not charged.")
+            metrics.document_ingested_observe(outcome=str(exc.code))
     except (OperationalError, InterfaceError):
         # The database itself is unreachable: marking the document failed would fail too.
         # rq retries the job with backoff; the sweeper re-queues it if those run out.
@@ -118,7 +128,8 @@ def claim(account_id, document_id, revision) -> Document | None:
         document.status = Status.PROCESSING
         document.attempts += 1
         document.heartbeat_at = timezone.now()
-        document.save(update_fields=["status", "attempts", "heartbeat_at", "updated_at"])
+        document.retry_at = None
+        document.save(update_fields=["status", "attempts", "heartbeat_at", "retry_at", "updated_at"])
         return document
 
 
@@ -226,7 +237,15 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
     def embed_batch(index: int):
         batch = texts[index * BATCH_SIZE : (index + 1) * BATCH_SIZE]
         return index, llm.with_retries(
-            lambda: llm.embed(batch, model=active.model, dimensions=active.dimensions, purpose=llm.Purpose.PASSAGE)
+            lambda: llm.embed(
+                batch,
+                model=active.model,
+                dimensions=active.dimensions,
+                purpose=llm.Purpose.PASSAGE,
+                timeout=settings.EMBEDDING_TIMEOUT_SECONDS,
+            ),
+            tries=max(1, settings.EMBEDDING_RETRIES),
+            first_delay=settings.EMBEDDING_RETRY_DELAY_SECONDS,
         )
 
     # At most EMBEDDING_CONCURRENCY batches in flight, each staged (and checked for a cancel)
@@ -378,6 +397,7 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> bool:
         current.embedding_provider = batches[0].provider
         current.progress_done = current.progress_total
         current.heartbeat_at = timezone.now()
+        current.retry_at, current.wait_message, current.provider_waits = None, "", 0
         current.save()
     return True
 
@@ -412,7 +432,114 @@ def _set_failed(document: Document, code: str, message: str) -> None:
     document.status = Status.FAILED
     document.error_code = code[:40]
     document.error = message
-    document.save(update_fields=["status", "error", "error_code", "updated_at"])
+    document.retry_at, document.wait_message = None, ""
+    document.save(update_fields=["status", "error", "error_code", "retry_at", "wait_message", "updated_at"])
+
+
+def provider_wait_seconds(waits: int) -> int:
+    """How long a document waits in the queue after its `waits`-th transient provider failure:
+    DOCUMENT_PROVIDER_RETRY_SECONDS, doubling each time, at most DOCUMENT_PROVIDER_RETRY_MAX_SECONDS."""
+    first, most = settings.DOCUMENT_PROVIDER_RETRY_SECONDS, settings.DOCUMENT_PROVIDER_RETRY_MAX_SECONDS
+    return int(min(most, first * 2 ** min(max(waits - 1, 0), 20)))
+
+
+def _wait_for_provider(document: Document, exc: llm.ProviderError) -> None:
+    """Hand the claimed revision back to the queue until the model server answers again:
+    pending, with when it is taken next (`retry_at`) and why (`wait_message`), and a job
+    scheduled for then. The batches staged so far stay (a retry embeds only the missing ones)
+    and nothing was charged: the one debit, keyed by the revision, comes when it is published.
+    The wait does not count as a crashed attempt."""
+    with account_context(account_id=document.account_id):
+        current = (
+            Document.objects.for_account(document.account_id)
+            .visible()
+            .select_for_update()
+            .filter(pk=document.pk, revision=document.revision, status=Status.PROCESSING)
+            .first()
+        )
+        if current is None:
+            return  # cancelled, superseded or deleted meanwhile: nothing waits
+        now = timezone.now()
+        current.provider_waits += 1
+        retry_at = now + dt.timedelta(seconds=provider_wait_seconds(current.provider_waits))
+        current.status = Status.PENDING
+        current.attempts = max(0, current.attempts - 1)
+        current.retry_at = retry_at
+        current.heartbeat_at = now
+        current.wait_message = (
+            f"Waiting for the model server: {exc.message.rstrip('.')}. It will try again by itself at "
+            f"{retry_at:%H:%M:%S} UTC (wait {current.provider_waits}); nothing is charged until it is indexed."
+        )
+        current.save(
+            update_fields=[
+                "status",
+                "attempts",
+                "retry_at",
+                "heartbeat_at",
+                "wait_message",
+                "provider_waits",
+                "updated_at",
+            ]
+        )
+        logger.warning(
+            "document %s waits for the model server until %s (%s)", document.pk, retry_at.isoformat(), exc.message
+        )
+        transaction.on_commit(lambda: ingest_next_schedule(at=retry_at), robust=True)
+
+
+def ingest_next_schedule(*, at: dt.datetime) -> None:
+    """An "ingest the next document, fairly" job, run by rq's scheduler at `at` (the worker
+    runs with --with-scheduler). The sweeper counts scheduled jobs as queued ones."""
+    import django_rq
+    from rq import Retry
+
+    django_rq.get_queue("default").enqueue_at(
+        at,
+        INGEST_NEXT_JOB,
+        job_id=f"{INGESTION_JOB_PREFIX}{uuid.uuid4().hex}",
+        job_timeout=INGEST_JOB_TIMEOUT,
+        retry=Retry(max=3, interval=[10, 30, 90]),
+    )
+
+
+def transient_failures_requeue(*, limit: int) -> list[Document]:
+    """Documents that ended failed on a transient provider error (the model server busy or
+    unreachable, before such errors made a document wait instead) get a new revision, pending
+    again, oldest first, at most `limit` a call. Returns them (the caller queues their jobs).
+    Each is retried once this way: from now on such an error makes it wait, never fail."""
+    from llm.error_codes import ProviderErrorCode
+
+    from core.tenancy import dangerously_bypass_tenancy
+
+    with dangerously_bypass_tenancy(reason="documents sweep: retry documents failed on a transient provider error"):
+        found = list(
+            Document.all_accounts.visible()
+            .filter(status=Status.FAILED, error_code=ProviderErrorCode.PROVIDER_UNAVAILABLE)
+            .order_by("updated_at", "pk")
+            .values_list("pk", "account_id")[: max(0, limit)]
+        )
+    retried = []
+    for document_id, account_id in found:
+        with account_context(account_id=account_id):
+            document = (
+                Document.objects.for_account(account_id)
+                .visible()
+                .select_for_update(skip_locked=True)
+                .filter(pk=document_id, status=Status.FAILED, error_code=ProviderErrorCode.PROVIDER_UNAVAILABLE)
+                .first()
+            )
+            if document is None:
+                continue
+            document.revision += 1
+            document.status = Status.PENDING
+            document.attempts = document.provider_waits = 0
+            document.error = document.error_code = ""
+            document.progress_done = document.progress_total = 0
+            document.retry_at = None
+            document.wait_message = "The model server could not be reached earlier; trying again by itself."
+            document.save()
+            retried.append(document)
+    return retried
 
 
 def purge(*, account_id: int, document_id: int) -> None:
@@ -480,8 +607,9 @@ def _bump_revision(account_id: int, document_id: int) -> int | None:
         return document.revision
     document.revision += 1
     document.status = Status.PENDING
-    document.attempts = 0
-    document.error = document.error_code = ""
+    document.attempts = document.provider_waits = 0
+    document.error = document.error_code = document.wait_message = ""
+    document.retry_at = None
     document.progress_done = document.progress_total = 0
     document.save()
     return document.revision

@@ -17,8 +17,8 @@ from documents.models import Document, Status
 
 pytestmark = pytest.mark.django_db
 
-# Two embedding batches of 96 chunks (one request each): words that chunk to ~120 chunks.
-TWO_BATCHES = (" ".join(f"Paragraph {i} says the laptop policy rule number {i} applies." for i in range(1500))).encode()
+# Two embedding batches (96 chunks a request) at a chunk size of 120 characters.
+TWO_BATCHES = "\n\n".join(f"Rule {i}: laptops of team {i} are replaced every {i % 5 + 2} years." for i in range(220))
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def busy(settings, fake_llm):
 
 def _due_now(queue, document):
     """Time passes: the document's retry is due, and rq's scheduler moves its job to the queue."""
-    with account_context(document.account_id):
+    with account_context(account_id=document.account_id):
         Document.objects.for_account(document.account_id).filter(pk=document.pk).update(
             retry_at=timezone.now() - dt.timedelta(seconds=1)
         )
@@ -109,11 +109,13 @@ def test_a_waiting_document_is_not_taken_before_its_time(busy, upload_and_ingest
 
 
 def test_batches_embedded_before_the_outage_are_kept_and_everything_is_charged_once(
-    busy, upload_and_ingest, account_a, queue, run_jobs
+    busy, settings, upload_and_ingest, account_a, queue, run_jobs
 ):
+    settings.CHUNK_SIZE, settings.CHUNK_OVERLAP = 120, 0
     busy.outage(100, 503, after=1)  # the first batch embeds, the second meets the outage
-    document = upload_and_ingest(account_a, "long.txt", TWO_BATCHES)
-    assert document.status == Status.PENDING and document.progress_total == 2 and document.progress_done == 1
+    document = upload_and_ingest(account_a, "long.txt", TWO_BATCHES.encode())
+    assert document.status == Status.PENDING, (document.error_code, document.error)
+    assert document.progress_total == 2 and document.progress_done == 1
     embedded_before = len(busy.requests_to("/v1/embeddings")) - busy.outages_served
     assert embedded_before == 1
     busy.recover()
@@ -200,7 +202,7 @@ def test_documents_failed_on_a_transient_error_earlier_are_retried_by_the_sweep(
         requeue_stale_work()
     run_jobs()
     for document in failed:
-        with account_context(document.account_id):
+        with account_context(account_id=document.account_id):
             document.refresh_from_db()
         assert document.status == Status.READY, (document.error_code, document.error)
     with account_context(account_a):
