@@ -415,10 +415,8 @@
         var failedAnswer = current;
         finishAnswer(["failed", (current.text ? "The answer was cut off: " : "No answer was written: ") +
           (frame.message || frame.code || "error")], null);
-        if (!failedAnswer.text) {
-          failedAnswer.article.classList.add("unanswered");
-          failedAnswer.article.appendChild(el("div", { class: "actions mt-s" }, retryQuestionButton()));
-        }
+        failedAnswer.article.classList.add("unanswered");
+        failedAnswer.article.appendChild(el("div", { class: "actions mt-s" }, retryQuestionButton()));
       } else if (current && !current.gotSources) {
         // Nothing was stored: take the question back so it can be sent again.
         var pending = current;
