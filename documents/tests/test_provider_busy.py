@@ -82,6 +82,8 @@ def test_an_outage_past_the_retries_makes_the_document_wait_then_it_is_ingested_
     assert shown["status"] == "pending" and shown["error"] == ""
     assert shown["retry_at"] and "model server" in shown["message"] and "try again" in shown["message"]
     assert shown["waiting_for"] == "model_server"
+    page = client_a.get("/documents/").content.decode()
+    assert "Waiting for the model server" in page and "try again by itself" in page
     assert not _embedding_debits(account_a)
     # A job is scheduled for when it is due (rq's scheduler), none is queued before.
     assert queue.count == 0 and queue.scheduled_job_registry.count == 1
