@@ -452,7 +452,9 @@ def _question_update(asked: _Asked, opened: _Opened, *, route: str, sources: lis
     keeps what it was stored with."""
     question = opened.question
     if asked.asked_again is not None or question is None:
-        return asked.asked_again or _question_store(asked, opened.conversation, route=route, sources=sources, query=query)
+        return asked.asked_again or _question_store(
+            asked, opened.conversation, route=route, sources=sources, query=query
+        )
     question.route, question.sources, question.query = route, sources, query
     rows.update(Message, pk=question.pk, account_id=question.account_id, route=route, sources=sources, query=query)
     return question

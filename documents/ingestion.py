@@ -9,10 +9,12 @@ import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
+import django_rq
 import numpy as np
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.utils import timezone
+from rq import Retry
 
 from billing import pricing, references
 from billing.errors import BudgetExceeded, InsufficientCredits
@@ -20,7 +22,7 @@ from billing.models import Kind
 from billing.selectors import ingest_credits_require
 from billing.services import credits_debit
 from core import metrics
-from core.tenancy import account_context
+from core.tenancy import account_context, dangerously_bypass_tenancy
 from documents import images
 from documents.chunking import chunk_document, embedding_text
 from documents.embedding import active_embedding_model, active_embedding_model_lock
@@ -33,6 +35,7 @@ from documents.run_kinds import run_kind_for
 from documents.storage import file_delete, local_copy
 from llm import client as llm
 from llm.embedding_tokens import input_tokens
+from llm.error_codes import ProviderErrorCode
 from llm.tokens import count_tokens
 
 logger = logging.getLogger("groundwork.documents")
@@ -490,9 +493,6 @@ def _wait_for_provider(document: Document, exc: llm.ProviderError) -> None:
 def ingest_next_schedule(*, at: dt.datetime) -> None:
     """An "ingest the next document, fairly" job, run by rq's scheduler at `at` (the worker
     runs with --with-scheduler). The sweeper counts scheduled jobs as queued ones."""
-    import django_rq
-    from rq import Retry
-
     django_rq.get_queue("default").enqueue_at(
         at,
         INGEST_NEXT_JOB,
@@ -507,10 +507,6 @@ def transient_failures_requeue(*, limit: int) -> list[Document]:
     unreachable, before such errors made a document wait instead) get a new revision, pending
     again, oldest first, at most `limit` a call. Returns them (the caller queues their jobs).
     Each is retried once this way: from now on such an error makes it wait, never fail."""
-    from llm.error_codes import ProviderErrorCode
-
-    from core.tenancy import dangerously_bypass_tenancy
-
     with dangerously_bypass_tenancy(reason="documents sweep: retry documents failed on a transient provider error"):
         found = list(
             Document.all_accounts.visible()

@@ -104,7 +104,9 @@ def test_rest_chat_keeps_the_question_and_regenerate_answers_it(client, owner_a,
     detail = client.get(f"/api/v1/conversations/{error['conversation_id']}/").json()
     assert [(m["role"], m["content"]) for m in detail["messages"]] == [("user", QUESTION)]
     fake_llm.recover()
-    retried = client.post(f"/api/v1/conversations/{error['conversation_id']}/regenerate/", {}, content_type="application/json")
+    retried = client.post(
+        f"/api/v1/conversations/{error['conversation_id']}/regenerate/", {}, content_type="application/json"
+    )
     assert retried.status_code == 200, retried.content
     detail = client.get(f"/api/v1/conversations/{error['conversation_id']}/").json()
     assert [m["role"] for m in detail["messages"]] == ["user", "assistant"]

@@ -4,25 +4,24 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('documents', '0016_document_tags'),
+        ("documents", "0016_document_tags"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='document',
-            name='provider_waits',
+            model_name="document",
+            name="provider_waits",
             field=models.PositiveSmallIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='document',
-            name='retry_at',
+            model_name="document",
+            name="retry_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='document',
-            name='wait_message',
-            field=models.TextField(blank=True, default=''),
+            model_name="document",
+            name="wait_message",
+            field=models.TextField(blank=True, default=""),
         ),
     ]

@@ -156,9 +156,7 @@ def test_a_permanent_provider_error_fails_the_document(busy, upload_and_ingest, 
     assert f"({status})" in document.error and document.retry_at is None
 
 
-def test_a_provider_that_refuses_connections_makes_the_document_wait(
-    settings, upload_and_ingest, account_a, fake_llm
-):
+def test_a_provider_that_refuses_connections_makes_the_document_wait(settings, upload_and_ingest, account_a, fake_llm):
     settings.EMBEDDING_RETRY_DELAY_SECONDS = 0.0
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
