@@ -259,10 +259,10 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
     try:
         for index in todo:
             if len(in_flight) >= window:
-                _stage(document, *in_flight.popleft().result())
+                _stage(document, *_awaited(document, in_flight.popleft()))
             in_flight.append(pool.submit(embed_batch, index))
         while in_flight:
-            _stage(document, *in_flight.popleft().result())
+            _stage(document, *_awaited(document, in_flight.popleft()))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     with account_context(account_id=document.account_id):
@@ -271,6 +271,22 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
             .filter(document=document, revision=document.revision)
             .order_by("batch_index")
         )
+
+
+def _awaited(document: Document, future):
+    """The batch's result, the document's heartbeat kept fresh while it waits: a batch queued
+    on a busy model server may wait far longer than DOCUMENT_STALE_SECONDS (up to
+    EMBEDDING_TIMEOUT_SECONDS a try), and the sweeper must not take a waiting worker for a
+    dead one (a second worker would embed the same document on the same busy cores)."""
+    beat = max(0.5, settings.DOCUMENT_STALE_SECONDS / 4)
+    while True:
+        try:
+            return future.result(timeout=beat)
+        except TimeoutError:
+            with account_context(account_id=document.account_id):
+                Document.objects.for_account(document.account_id).filter(
+                    pk=document.pk, revision=document.revision, status=Status.PROCESSING
+                ).update(heartbeat_at=timezone.now())
 
 
 def _stage(document: Document, index: int, result) -> None:

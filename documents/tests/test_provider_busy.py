@@ -219,3 +219,34 @@ def test_another_account_cannot_see_a_waiting_document(busy, upload_and_ingest, 
     client.force_login(owner_b)
     assert client.get(f"/api/v1/documents/{document.pk}/").status_code == 404
     assert document.pk not in [d["id"] for d in client.get("/api/v1/documents/").json()["results"]]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_waiting_past_the_stale_limit_keeps_its_document_claimed(busy, settings, upload_and_ingest, account_a):
+    # The sweeper takes a document whose heartbeat is older than DOCUMENT_STALE_SECONDS for
+    # one whose worker died: a batch waiting on a busy server must not look like that (a
+    # second worker would embed the same document beside the first, on the same busy cores).
+    import threading
+    import time
+
+    from django.db import connection
+
+    settings.DOCUMENT_STALE_SECONDS = 2
+    settings.EMBEDDING_TIMEOUT_SECONDS = 30
+    busy.delay = 5.0
+    swept = []
+
+    def sweep_meanwhile():
+        time.sleep(3.5)
+        try:
+            swept.append(requeue_stale_work())
+        finally:
+            connection.close()
+
+    sweeper = threading.Thread(target=sweep_meanwhile)
+    sweeper.start()
+    document = upload_and_ingest(account_a, "handbook.txt", b"Laptops are replaced every three years.")
+    sweeper.join()
+    assert document.status == Status.READY
+    assert swept == [0]
+    assert len(busy.requests_to("/v1/embeddings")) == 1
