@@ -142,3 +142,23 @@ def test_another_account_learns_nothing_of_a_stored_question(account_a, account_
     assert _thread(account_a, error_a["conversation_id"]) == [("user", QUESTION, "complete")]
     socket_a.close()
     socket_b.close()
+
+
+def test_the_openai_endpoint_says_the_model_is_unavailable_and_a_resend_answers(
+    live_server, account_a, handbook, fake_llm
+):
+    # An OpenAI SDK client holds its conversation itself: it retries by sending it again.
+    import openai
+
+    sdk = openai.OpenAI(base_url=f"{live_server.url}/v1", api_key=make_api_key(account_a), max_retries=0)
+    question = [{"role": "user", "content": QUESTION}]
+    fake_llm.outage(20, 503, path="embeddings")
+    with pytest.raises(openai.APIStatusError) as failed:
+        sdk.chat.completions.create(model="groundwork", messages=question)
+    assert failed.value.status_code == 502
+    body = failed.value.body if isinstance(failed.value.body, dict) else {}
+    error = body.get("error", body)
+    assert error["code"] == "provider_unavailable" and error["conversation_id"] and error["question_id"]
+    assert _thread(account_a, error["conversation_id"]) == [("user", QUESTION, "complete")]
+    fake_llm.recover()
+    assert sdk.chat.completions.create(model="groundwork", messages=question).choices[0].message.content
