@@ -66,7 +66,14 @@ CALL_ERRORS = (openai.OpenAIError, httpx2.HTTPError)
 
 
 def _classify(exc: Exception) -> ProviderError:
-    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, httpx2.TransportError)):
+    # A timeout first (the SDK's is a connection error too): a busy server, not an absent one.
+    if isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException)):
+        return ProviderError(
+            ProviderErrorCode.PROVIDER_UNAVAILABLE,
+            "The model provider did not answer in time (it is busy or overloaded).",
+            transient=True,
+        )
+    if isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)):
         return ProviderError(
             ProviderErrorCode.PROVIDER_UNAVAILABLE, "The model provider could not be reached.", transient=True
         )
@@ -214,9 +221,11 @@ class ChatStream:
                 if emitted:
                     # Half an answer was already shown: retrying elsewhere would repeat it.
                     break
+        # What the provider did, in the person's words (busy, unreachable, failing).
+        why = last_error.message if last_error is not None else "The model provider is unavailable."
         raise ProviderError(
             ProviderErrorCode.PROVIDER_UNAVAILABLE,
-            "The answer could not be generated: the model provider is unavailable. Please try again in a moment.",
+            f"The answer could not be generated: {why[:1].lower()}{why[1:]} Please try again in a moment.",
             transient=True,
         ) from last_error
 

@@ -70,6 +70,18 @@ def test_a_transient_error_is_retried_in_the_job(busy, settings, upload_and_inge
     assert busy.outages_served == 2
 
 
+@pytest.mark.parametrize(
+    "outcome, words",
+    [(503, "failed (503)"), (429, "rate limiting"), ("timeout", "did not answer in time")],
+)
+def test_the_wait_says_what_the_server_did(busy, settings, upload_and_ingest, account_a, outcome, words):
+    settings.EMBEDDING_TIMEOUT_SECONDS, settings.EMBEDDING_RETRIES = 0.5, 1
+    busy.backend.hang_seconds = 1.0
+    busy.outage(1, outcome)
+    document = upload_and_ingest(account_a, "handbook.txt", b"Laptops are replaced every three years.")
+    assert document.status == Status.PENDING and words in document.wait_message
+
+
 def test_an_outage_past_the_retries_makes_the_document_wait_then_it_is_ingested_by_itself(
     busy, settings, upload_and_ingest, account_a, queue, run_jobs, client_a
 ):
