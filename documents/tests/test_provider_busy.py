@@ -262,3 +262,69 @@ def test_a_batch_waiting_past_the_stale_limit_keeps_its_document_claimed(busy, s
     assert document.status == Status.READY
     assert swept == [0]
     assert len(busy.requests_to("/v1/embeddings")) == 1
+
+
+def test_five_files_dropped_at_once_on_a_flaky_busy_server_all_end_ready(
+    busy, settings, account_a, client_a, queue, run_jobs, django_capture_on_commit_callbacks
+):
+    """The drop that failed two of five documents: a 26-page PDF (a real manual), HTML, DOCX,
+    XLSX and PPTX at once, the model server slow and failing requests for a while (503s, then
+    requests it holds past the worker's timeout). Every one ends ready, each charged once, and
+    a question asked between the worker's rounds is answered."""
+    from pathlib import Path
+
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from billing.services import credits_grant
+    from documents.services import document_upload
+    from documents.tests.office_files import make_docx_bytes, make_pptx, make_xlsx
+
+    with account_context(account_a):
+        credits_grant(account=account_a, amount=100_000, reason="the manual's embeddings")
+    settings.EMBEDDING_RETRIES, settings.EMBEDDING_TIMEOUT_SECONDS = 2, 0.5
+    busy.backend.hang_seconds = 1.0
+    busy.delay = 0.05
+    busy.outage(3, 503, after=1)
+    busy.outage(3, "timeout")
+    files = [
+        ("manual.pdf", (Path(__file__).parent / "fixtures" / "camlidl-manual.pdf").read_bytes(), "application/pdf"),
+        (
+            "chapter.html",
+            b"<html><body><h1>Laptops</h1><p>Laptops are replaced every three years.</p></body></html>",
+            "text/html",
+        ),
+        ("policy.docx", make_docx_bytes(), "application/vnd.openxmlformats-officedocument.wordprocessingml.document"),
+        ("budget.xlsx", make_xlsx(), "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
+        ("deck.pptx", make_pptx(), "application/vnd.openxmlformats-officedocument.presentationml.presentation"),
+    ]
+    ids = []
+    with account_context(account_a), django_capture_on_commit_callbacks(execute=True):
+        for name, data, content_type in files:
+            document, _ = document_upload(
+                account=account_a, actor=None, upload=SimpleUploadedFile(name, data, content_type=content_type)
+            )
+            ids.append(document.pk)
+    answered = None
+    for _ in range(6):
+        run_jobs()
+        if answered is None:  # a question meanwhile, between the worker's rounds
+            answered = client_a.post(
+                "/api/v1/chat/", {"message": "How often are laptops replaced?"}, content_type="application/json"
+            )
+        with account_context(account_a):
+            waiting = list(Document.objects.for_account(account_a).filter(pk__in=ids).exclude(status=Status.READY))
+        if not waiting:
+            break
+        assert all(d.status == Status.PENDING and d.retry_at for d in waiting), [
+            (d.name, d.status, d.error, d.retry_at, d.attempts) for d in waiting
+        ]
+        for document in waiting:
+            _due_now(queue, document)
+    with account_context(account_a):
+        statuses = dict(Document.objects.for_account(account_a).filter(pk__in=ids).values_list("name", "status"))
+    assert statuses == {name: Status.READY for name, _, _ in files}
+    assert busy.outages_served == 6
+    # One debit per document (the chat question's embedding is charged as a search).
+    debits = [e.reference for e in _embedding_debits(account_a) if e.reference != "search"]
+    assert len(debits) == len(set(debits)) == 5
+    assert answered.status_code == 200, answered.content
