@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -47,7 +48,11 @@ MAX_ATTEMPTS = 3
 # them from the queue's list of ids alone (documents/ingestion_queue.py). A retry keeps its id.
 INGESTION_JOB_PREFIX = "ingest-next-"
 INGEST_NEXT_JOB = "documents.jobs.ingest_next_document"
-INGEST_JOB_TIMEOUT = 60 * 60
+INGEST_JOB_TIMEOUT = 60 * 60  # rq kills a job past it (documents/jobs.py enqueues with it)
+# A job sends no embedding request later than this before rq would kill it, leaving room for
+# that request's EMBEDDING_TIMEOUT_SECONDS: a slow document is handed on to a new job instead
+# (a job killed three times would fail its document as crashed).
+JOB_MARGIN_SECONDS = 60
 
 
 def ingest(*, account_id: int, document_id: int, revision: int) -> None:
@@ -61,11 +66,12 @@ def ingest(*, account_id: int, document_id: int, revision: int) -> None:
 def process(document: Document) -> None:
     """Ingest a claimed (`processing`) revision: it ends ready, or failed with a reason."""
     document_id = document.pk
+    deadline = time.monotonic() + INGEST_JOB_TIMEOUT - settings.EMBEDDING_TIMEOUT_SECONDS - JOB_MARGIN_SECONDS
     try:
         drafts = _parse_and_chunk(document)
         _check_credits(document, drafts)
         for attempt in range(2):
-            batches = _embed_all(document, drafts)
+            batches = _embed_all(document, drafts, deadline=deadline)
             try:
                 if _publish(document, drafts, batches):
                     metrics.document_ingested_observe(
@@ -82,6 +88,10 @@ def process(document: Document) -> None:
                     ) from None
     except IngestionCancelled:
         return  # the reindex was cancelled: the cancel already put the document back
+    except JobTimeUp:
+        # Slow, not failing: a new job carries on at once with the batches staged so far.
+        _requeue(document, retry_at=None, reason="", message=_handed_on_message(document))
+        metrics.document_ingested_observe(outcome="handed_on")
     except IngestionError as exc:
         _fail(document, exc.code, exc.message)
         metrics.document_ingested_observe(outcome=str(exc.code))
@@ -131,8 +141,8 @@ def claim(account_id, document_id, revision) -> Document | None:
         document.status = Status.PROCESSING
         document.attempts += 1
         document.heartbeat_at = timezone.now()
-        document.retry_at = None
-        document.save(update_fields=["status", "attempts", "heartbeat_at", "retry_at", "updated_at"])
+        document.retry_at, document.wait_message = None, ""  # no longer waiting: being processed
+        document.save(update_fields=["status", "attempts", "heartbeat_at", "retry_at", "wait_message", "updated_at"])
         return document
 
 
@@ -153,6 +163,10 @@ class ModelChanged(Exception):
 
 class IngestionCancelled(Exception):
     """The revision being embedded was cancelled (or superseded): stop, quietly."""
+
+
+class JobTimeUp(Exception):
+    """The job has no time left for another embedding request: hand the document on."""
 
 
 def _parse_and_chunk(document: Document):
@@ -223,10 +237,11 @@ def _check_credits(document: Document, drafts) -> None:
         ingest_credits_require(account=document.account_id, estimate=document.credits_estimate, **_uploader(document))
 
 
-def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
+def _embed_all(document: Document, drafts, *, deadline: float | None = None) -> list[EmbeddingBatch]:
     """Embed every batch not already staged for this revision, a few at a time, with the
     account's active embedding model (what its search compares); batches staged with another
-    model (before a migration switched) are dropped and embedded again."""
+    model (before a migration switched) are dropped and embedded again. No request starts
+    after `deadline` (time.monotonic()): the batches in flight are staged, then JobTimeUp."""
     with account_context(account_id=document.account_id):
         active = active_embedding_model(account_id=document.account_id)
         staging = EmbeddingBatch.objects.for_account(document.account_id).filter(
@@ -249,6 +264,7 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
             ),
             tries=max(1, settings.EMBEDDING_RETRIES),
             first_delay=settings.EMBEDDING_RETRY_DELAY_SECONDS,
+            deadline=deadline,
         )
 
     # At most EMBEDDING_CONCURRENCY batches in flight, each staged (and checked for a cancel)
@@ -256,15 +272,21 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
     window = max(1, settings.EMBEDDING_CONCURRENCY)
     pool = ThreadPoolExecutor(max_workers=window)
     in_flight: deque = deque()
+    out_of_time = False
     try:
         for index in todo:
             if len(in_flight) >= window:
                 _stage(document, *_awaited(document, in_flight.popleft()))
+            if deadline is not None and time.monotonic() >= deadline:
+                out_of_time = True
+                break
             in_flight.append(pool.submit(embed_batch, index))
         while in_flight:
             _stage(document, *_awaited(document, in_flight.popleft()))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+    if out_of_time:
+        raise JobTimeUp()
     with account_context(account_id=document.account_id):
         return list(
             EmbeddingBatch.objects.for_account(document.account_id)
@@ -464,10 +486,31 @@ def provider_wait_seconds(waits: int) -> int:
 
 def _wait_for_provider(document: Document, exc: llm.ProviderError) -> None:
     """Hand the claimed revision back to the queue until the model server answers again:
-    pending, with when it is taken next (`retry_at`) and why (`wait_message`), and a job
-    scheduled for then. The batches staged so far stay (a retry embeds only the missing ones)
-    and nothing was charged: the one debit, keyed by the revision, comes when it is published.
-    The wait does not count as a crashed attempt."""
+    pending, with when it is taken next (`retry_at`, each wait longer) and why, and a job
+    scheduled for then."""
+    _requeue(document, retry_at=True, reason=exc.message, message="")
+
+
+def _handed_on_message(document: Document) -> str:
+    with account_context(account_id=document.account_id):
+        done, total = (
+            Document.objects.for_account(document.account_id)
+            .filter(pk=document.pk)
+            .values_list("progress_done", "progress_total")
+            .first()
+        ) or (0, 0)
+    return (
+        f"Still being indexed ({done} of {total} batches embedded): the model server is slow, "
+        "so another job carries on with the rest now."
+    )
+
+
+def _requeue(document: Document, *, retry_at, reason: str, message: str) -> None:
+    """The claimed revision back to `pending`, saying why (`wait_message`), with a job for it:
+    `retry_at=True`, after the next, longer wait for the model server (a job scheduled then);
+    None, at once (a job queued now). The batches staged so far stay (the next run embeds only
+    the missing ones) and nothing was charged: the one debit, keyed by the revision, comes when
+    it is published. Being sent back is no crashed attempt."""
     with account_context(account_id=document.account_id):
         current = (
             Document.objects.for_account(document.account_id)
@@ -479,16 +522,22 @@ def _wait_for_provider(document: Document, exc: llm.ProviderError) -> None:
         if current is None:
             return  # cancelled, superseded or deleted meanwhile: nothing waits
         now = timezone.now()
-        current.provider_waits += 1
-        retry_at = now + dt.timedelta(seconds=provider_wait_seconds(current.provider_waits))
+        when = None
+        if retry_at:
+            current.provider_waits += 1
+            when = now + dt.timedelta(seconds=provider_wait_seconds(current.provider_waits))
+            message = (
+                f"Waiting for the model server: {reason.rstrip('.')}. It will try again by itself at "
+                f"{when:%H:%M:%S} UTC (wait {current.provider_waits}); nothing is charged until it is indexed."
+            )
+            logger.warning(
+                "document %s waits for the model server until %s (%s)", document.pk, when.isoformat(), reason
+            )
         current.status = Status.PENDING
         current.attempts = max(0, current.attempts - 1)
-        current.retry_at = retry_at
+        current.retry_at = when
         current.heartbeat_at = now
-        current.wait_message = (
-            f"Waiting for the model server: {exc.message.rstrip('.')}. It will try again by itself at "
-            f"{retry_at:%H:%M:%S} UTC (wait {current.provider_waits}); nothing is charged until it is indexed."
-        )
+        current.wait_message = message
         current.save(
             update_fields=[
                 "status",
@@ -500,22 +549,23 @@ def _wait_for_provider(document: Document, exc: llm.ProviderError) -> None:
                 "updated_at",
             ]
         )
-        logger.warning(
-            "document %s waits for the model server until %s (%s)", document.pk, retry_at.isoformat(), exc.message
-        )
-        transaction.on_commit(lambda: ingest_next_schedule(at=retry_at), robust=True)
+        transaction.on_commit(lambda: ingest_next_schedule(at=when), robust=True)
 
 
-def ingest_next_schedule(*, at: dt.datetime) -> None:
-    """An "ingest the next document, fairly" job, run by rq's scheduler at `at` (the worker
-    runs with --with-scheduler). The sweeper counts scheduled jobs as queued ones."""
-    django_rq.get_queue("default").enqueue_at(
-        at,
-        INGEST_NEXT_JOB,
+def ingest_next_schedule(*, at: dt.datetime | None) -> None:
+    """An "ingest the next document, fairly" job: queued now (`at` None), or run by rq's
+    scheduler at `at` (the workers run with --with-scheduler). The sweeper counts scheduled
+    jobs as queued ones."""
+    queue = django_rq.get_queue("default")
+    options = dict(
         job_id=f"{INGESTION_JOB_PREFIX}{uuid.uuid4().hex}",
         job_timeout=INGEST_JOB_TIMEOUT,
         retry=Retry(max=3, interval=[10, 30, 90]),
     )
+    if at is None:
+        queue.enqueue(INGEST_NEXT_JOB, **options)
+    else:
+        queue.enqueue_at(at, INGEST_NEXT_JOB, **options)
 
 
 def transient_failures_requeue(*, limit: int) -> list[Document]:

@@ -25,7 +25,7 @@ from documents.models import Document, ReindexRun, Status
 
 logger = logging.getLogger("groundwork.documents")
 
-JOB_TIMEOUT = 60 * 60
+JOB_TIMEOUT = ingestion.INGEST_JOB_TIMEOUT
 
 
 # Every "ingest the next document" job's id starts with it (the sweeper counts them by id).

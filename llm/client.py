@@ -157,15 +157,18 @@ def embed(
     )
 
 
-def with_retries(call, *, tries: int = 3, first_delay: float = 1.0, on_retry=None):
-    """Run `call()`, retrying transient ProviderErrors with exponential backoff.
-    `on_retry(exc, attempt)`, when given, hears of each transient error that is retried."""
+def with_retries(call, *, tries: int = 3, first_delay: float = 1.0, on_retry=None, deadline: float | None = None):
+    """Run `call()`, retrying transient ProviderErrors with exponential backoff; no retry
+    starts after `deadline` (time.monotonic()). `on_retry(exc, attempt)`, when given, hears of
+    each transient error that is retried."""
     delay = first_delay
     for attempt in range(1, tries + 1):
         try:
             return call()
         except ProviderError as exc:
             if not exc.transient or attempt == tries:
+                raise
+            if deadline is not None and time.monotonic() + delay >= deadline:
                 raise
             logger.warning("transient provider error (try %d/%d): %s", attempt, tries, exc.message)
             if on_retry is not None:

@@ -328,3 +328,23 @@ def test_five_files_dropped_at_once_on_a_flaky_busy_server_all_end_ready(
     debits = [e.reference for e in _embedding_debits(account_a) if e.reference != "search"]
     assert len(debits) == len(set(debits)) == 5
     assert answered.status_code == 200, answered.content
+
+
+def test_a_slow_document_is_handed_on_before_its_job_runs_out_of_time(
+    busy, settings, upload_and_ingest, account_a, monkeypatch
+):
+    # rq kills a job at its timeout, and a document whose job was killed three times ends
+    # failed ("processing stopped unexpectedly"): on a slow server the job hands the document
+    # on, with the batches done so far, before its time is up, and a new job carries on at once.
+    from documents import ingestion
+
+    settings.CHUNK_SIZE, settings.CHUNK_OVERLAP = 120, 0
+    settings.EMBEDDING_TIMEOUT_SECONDS = 5.0
+    # The job may submit a batch for 1 s: the first batch takes longer than that.
+    monkeypatch.setattr(ingestion, "INGEST_JOB_TIMEOUT", 5.0 + ingestion.JOB_MARGIN_SECONDS + 1.0)
+    busy.delay = 1.5
+    document = upload_and_ingest(account_a, "long.txt", TWO_BATCHES.encode())
+    assert document.status == Status.READY, (document.error_code, document.error)
+    assert document.attempts <= 1  # being handed on is no crash
+    assert len(busy.requests_to("/v1/embeddings")) == 2  # each batch embedded once
+    assert len(_embedding_debits(account_a)) == 1
