@@ -273,7 +273,10 @@ def turn_prepare(
         # surface can keep it in its conversation and offer to ask it again (regenerate).
         stored = opened.question or asked.asked_again
         if stored is not None:
-            exc.stored_question = (opened.conversation.pk, stored.pk)  # type: ignore[attr-defined]
+            try:
+                exc.stored_question = (opened.conversation.pk, stored.pk)  # type: ignore[attr-defined]
+            except AttributeError:  # an exception type that takes no attributes: said without where
+                pass
         raise
 
 

@@ -333,8 +333,9 @@ class TurnRun:
         """A `chat.status` frame: the turn is waiting for the model server, at which step and
         for how long so far (None: it no longer waits)."""
         step = self.step
-        if step is None:
-            return None
+        stream = getattr(self.turn, "llm_stream", None)
+        if step is None or (stream is not None and stream.generated):
+            return None  # the model is writing (its first sentence may be held back while checked)
         waited = int(time.perf_counter() - self._asked_at)
         doing = "to read your question" if step == "search" else "to start the answer"
         return {
