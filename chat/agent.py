@@ -105,6 +105,10 @@ class _Opened:
     hold: CreditHold | None = None  # None: small talk
     active: ActiveEmbeddingModel | None = None  # a lookup's: the model its query is embedded with
     small_talk: Message | None = None  # small talk's question, stored in that transaction
+    # Any other question, stored in that transaction too (with the hold), before any model
+    # is asked: a turn that fails after it (the model server busy or unreachable) leaves it in
+    # its conversation, to be retried (regenerate) without a second copy.
+    question: Message | None = None
     draws: list[HoldDraw] = field(default_factory=list)
 
 
@@ -252,16 +256,27 @@ def turn_prepare(
     except (InsufficientCredits, PromptTooLong) as refused:
         # Refused once the passages were known (chat.holds.fitted: not even the best one fits
         # what the hold or the model's window allows): a refused turn charges nothing, its
-        # query's embedding included, and says the account's balance, not the hold's.
+        # query's embedding included, and says the account's balance, not the hold's. Its
+        # question goes too: asking it again as it is cannot answer it (the person shortens
+        # it or adds credits), so it is given back to be edited, as before it was stored.
         with account_context(account):
             hold_release(hold=opened.hold)
             balance = balance_get(account=account)
+            _question_unstore(asked, opened)
         if isinstance(refused, InsufficientCredits):
             raise InsufficientCredits(needed=refused.needed, balance=balance) from None
         raise
-    except Exception:
+    except Exception as exc:
         with account_context(account):
             hold_release(hold=opened.hold, draws=opened.draws)
+        # The question stays (stored with the hold): the error says where it is, so every
+        # surface can keep it in its conversation and offer to ask it again (regenerate).
+        stored = opened.question or asked.asked_again
+        if stored is not None:
+            try:
+                exc.stored_question = (opened.conversation.pk, stored.pk)  # type: ignore[attr-defined]
+            except AttributeError:  # an exception type that takes no attributes: said without where
+                pass
         raise
 
 
@@ -293,6 +308,8 @@ def turn_hold(asked: _Asked, *, conversation_id, history: list[tuple[str, str]] 
         if decision.reply:  # small talk: no search, no model, nothing held or charged
             opened.small_talk = _question_store(asked, conversation, route=GENERAL)
             return opened
+        # Stored before any model is asked (the search query's embedding is the first call).
+        opened.question = _question_store(asked, conversation, route=decision.kind)
         # The query is embedded with the model the account's chunks are searched by.
         opened.active = active_embedding_model(account_id=account.pk) if decision.kind == LOOKUP else None
         least, most = hold_bounds(
@@ -367,7 +384,7 @@ def turn_prompt(asked: _Asked, opened: _Opened, query: str, retrieved: Retrieved
         return ChatTurn(
             account_id=asked.account.pk,
             conversation=opened.conversation,
-            user_message=_question_store(asked, opened.conversation, route=GENERAL, sources=sources, query=query),
+            user_message=_question_update(asked, opened, route=GENERAL, sources=sources, query=query),
             request_id=asked.request_id,
             route=GENERAL,
             profile=asked.profile,
@@ -391,7 +408,7 @@ def turn_prompt(asked: _Asked, opened: _Opened, query: str, retrieved: Retrieved
     )
     sources = numbered_sources(passages)
     searched = query if asked.route.kind != GENERAL else ""
-    user_message = _question_store(asked, opened.conversation, route=retrieved.route, sources=sources, query=searched)
+    user_message = _question_update(asked, opened, route=retrieved.route, sources=sources, query=searched)
     return ChatTurn(
         account_id=asked.account.pk,
         conversation=opened.conversation,
@@ -430,6 +447,26 @@ def _question_store(
         end_user=asked.options.end_user[:256],
         query=query,
     )
+
+
+def _question_update(asked: _Asked, opened: _Opened, *, route: str, sources: list[dict], query: str) -> Message:
+    """The question stored by turn_hold, with what its retrieval found (its route, numbered
+    sources and the query searched), in the retrieval's transaction. A regenerated question
+    keeps what it was stored with."""
+    question = opened.question
+    if asked.asked_again is not None or question is None:
+        return asked.asked_again or _question_store(
+            asked, opened.conversation, route=route, sources=sources, query=query
+        )
+    question.route, question.sources, question.query = route, sources, query
+    rows.update(Message, pk=question.pk, account_id=question.account_id, route=route, sources=sources, query=query)
+    return question
+
+
+def _question_unstore(asked: _Asked, opened: _Opened) -> None:
+    """A refused turn's question is taken back (never a regenerated one, stored before)."""
+    if opened.question is not None and asked.asked_again is None:
+        Message.objects.for_account(asked.account).filter(pk=opened.question.pk).delete()
 
 
 def _citations(answer: str, sources: list[dict]) -> list[dict]:

@@ -19,6 +19,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import aclosing
 
+from django.conf import settings
 from django.core.handlers.asgi import ASGIRequest
 from django.db import InterfaceError, OperationalError, close_old_connections, connection
 
@@ -96,6 +97,11 @@ class TurnRun:
         self.request_id = current_request_id()
         self._asked_at = time.perf_counter()
         self._first_token_at: float | None = None
+        # Which model call the turn is waiting for ("search": its question's embedding,
+        # "answer": the answer's first token; None once the answer streams or the turn ends),
+        # and the (conversation, question) ids once its question is stored.
+        self.step: str | None = "search"
+        self.stored_question: tuple[int, int] | None = None
         self._observed = False
         self._prepare = dict(
             account=account,
@@ -121,6 +127,7 @@ class TurnRun:
                 self.turn = turn_prepare(**self._prepare, request_id=self.id, cancelled=self.cancelled)
             except Exception as exc:
                 self._observe(as_groundwork_error(exc).code)
+                self._say_where_stored(exc)
                 raise
 
     def frames(self) -> Iterator[dict]:
@@ -132,6 +139,8 @@ class TurnRun:
             yield self._fail(exc)
             return
         turn = self.turn
+        self.stored_question = (turn.conversation.pk, turn.user_message.pk)
+        self.step = "answer"
         yield {
             "type": "chat.sources",
             "conversation_id": turn.conversation.pk,
@@ -145,6 +154,7 @@ class TurnRun:
             for text in turn.stream():
                 if self._first_token_at is None:
                     self._first_token_at = time.perf_counter()
+                    self.step = None
                 yield {"type": "chat.token", "text": text}
         except GeneratorExit:
             self.cancel()
@@ -226,9 +236,20 @@ class TurnRun:
 
         producer = loop.run_in_executor(None, produce)
         tokens_sent_at = None  # when the last chat.token frame went out (loop time)
+        notice_every = settings.CHAT_WAIT_NOTICE_SECONDS
         try:
             while True:
-                await ready.wait()
+                if notice_every > 0 and self.step is not None:
+                    try:
+                        await asyncio.wait_for(ready.wait(), notice_every)
+                    except TimeoutError:
+                        # Nothing from the model server for a while: say the turn waits for it.
+                        notice = self._waiting_notice()
+                        if notice is not None:
+                            yield notice
+                        continue
+                else:
+                    await ready.wait()
                 if tokens_sent_at is not None:
                     with lock:
                         only_tokens = all(_is_token(frame) for frame in pending)
@@ -289,9 +310,42 @@ class TurnRun:
         return events()
 
     def _fail(self, exc: Exception) -> dict:
+        self.step = None
         self.error = as_groundwork_error(exc)
         self._observe(self.error.code)
-        return error_frame(self.error)
+        self._say_where_stored(exc)
+        self._say_where_stored(self.error)
+        return {**error_frame(self.error), **getattr(self.error, "details", {})}
+
+    def _say_where_stored(self, exc: BaseException) -> None:
+        """When the turn's question is stored, its error says where (`details`: the REST
+        error body's and the chat.error frame's conversation_id and question_id), so every
+        surface keeps it in its conversation and can ask it again (regenerate) without a
+        second copy."""
+        stored = self.stored_question or getattr(exc, "stored_question", None)
+        if stored is None:
+            return
+        self.stored_question = stored
+        if isinstance(exc, GroundworkError):
+            exc.details = {"conversation_id": stored[0], "question_id": stored[1]}  # type: ignore[attr-defined]
+
+    def _waiting_notice(self) -> dict | None:
+        """A `chat.status` frame: the turn is waiting for the model server, at which step and
+        for how long so far (None: it no longer waits)."""
+        step = self.step
+        stream = getattr(self.turn, "llm_stream", None)
+        if step is None or (stream is not None and stream.generated):
+            return None  # the model is writing (its first sentence may be held back while checked)
+        waited = int(time.perf_counter() - self._asked_at)
+        doing = "to read your question" if step == "search" else "to start the answer"
+        return {
+            "type": "chat.status",
+            "state": "waiting",
+            "step": step,
+            "waited_seconds": waited,
+            "message": f"Waiting for the model server {doing}: it is busy (documents being indexed, "
+            f"or other questions). Waiting {waited} s so far; your question is kept.",
+        }
 
     def _observe(self, outcome: str) -> None:
         if self._observed:

@@ -73,6 +73,12 @@ def _last_answer_id(messages: list) -> int | None:
     return None
 
 
+def _unanswered(messages: list) -> bool:
+    """The conversation ends with a question and no answer: its turn failed (the model server
+    busy or unreachable) or is still being answered. The page offers to ask it again."""
+    return bool(messages) and messages[-1].role == "user"
+
+
 @account_page(page_check(Action.CHAT))
 def chat_view(request, conversation_id: int | None = None):
     account = request.account
@@ -101,6 +107,7 @@ def chat_view(request, conversation_id: int | None = None):
             "search": search.strip()[: selectors.SEARCH_MAX_CHARS] if q or search_error else "",
             "search_error": search_error,
             "last_answer_id": _last_answer_id(messages),
+            "unanswered": _unanswered(messages),
             "conversation": conversation,
             "chat_messages": messages,
             "sources": _sources_of(messages),

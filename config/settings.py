@@ -353,6 +353,21 @@ CREDITS_PER_1K_TOKENS = env.json("CREDITS_PER_1K_TOKENS", default={"embedding": 
 CHUNK_SIZE = env.int("CHUNK_SIZE", default=800)
 CHUNK_OVERLAP = env.int("CHUNK_OVERLAP", default=200)
 EMBEDDING_CONCURRENCY = env.int("EMBEDDING_CONCURRENCY", default=2)
+# A busy model server (docs/operations/reliability.md, "A busy model server"). One embedding
+# batch of a document may wait EMBEDDING_TIMEOUT_SECONDS for its answer: on the bundled server
+# it queues behind the other workers' batches and the chat turns on the same cores (a batch of
+# 96 e5 chunks alone takes ~2 minutes on 2 loaded cores). A transient error (timeout,
+# connection refused or reset, 429, 5xx) is tried EMBEDDING_RETRIES times in the job, the waits
+# doubling from EMBEDDING_RETRY_DELAY_SECONDS; then the document goes back to wait in the queue
+# (still pending, saying so) for DOCUMENT_PROVIDER_RETRY_SECONDS, doubling each time up to
+# DOCUMENT_PROVIDER_RETRY_MAX_SECONDS, and is taken again by itself. The sweep retries up to
+# DOCUMENT_TRANSIENT_RETRY_BATCH documents a minute that failed on such an error before.
+EMBEDDING_TIMEOUT_SECONDS = env.float("EMBEDDING_TIMEOUT_SECONDS", default=600.0)
+EMBEDDING_RETRIES = env.int("EMBEDDING_RETRIES", default=4)
+EMBEDDING_RETRY_DELAY_SECONDS = env.float("EMBEDDING_RETRY_DELAY_SECONDS", default=5.0)
+DOCUMENT_PROVIDER_RETRY_SECONDS = env.int("DOCUMENT_PROVIDER_RETRY_SECONDS", default=60)
+DOCUMENT_PROVIDER_RETRY_MAX_SECONDS = env.int("DOCUMENT_PROVIDER_RETRY_MAX_SECONDS", default=900)
+DOCUMENT_TRANSIENT_RETRY_BATCH = env.int("DOCUMENT_TRANSIENT_RETRY_BATCH", default=10)
 PARSE_TIMEOUT_SECONDS = env.float("PARSE_TIMEOUT_SECONDS", default=120.0)
 PARSE_MEMORY_MB = env.int("PARSE_MEMORY_MB", default=1536)
 # OCR (documents/parsing/ocr.py): scanned PDF pages and image frames read a document, and the
@@ -369,6 +384,9 @@ VISION_MODEL = env("VISION_MODEL", default="")
 VISION_MAX_TOKENS = env.int("VISION_MAX_TOKENS", default=300)
 DOCUMENT_STALE_SECONDS = env.int("DOCUMENT_STALE_SECONDS", default=300)
 CHAT_MAX_TOKENS = env.int("CHAT_MAX_TOKENS", default=512)
+# A chat turn that has waited this long for the model server (its question's embedding, or
+# the answer's first token) says so, and again as often while it still waits (chat.status).
+CHAT_WAIT_NOTICE_SECONDS = env.float("CHAT_WAIT_NOTICE_SECONDS", default=3.0)
 # The chat model's context window in tokens (prompt and answer together): a turn's prompt is
 # fitted to it and held for what is sent (chat/holds.py); a prompt that cannot fit is refused
 # before anything is charged. 0: the bundled server's window (llm.local_models.DEFAULT_CTX_SIZE,

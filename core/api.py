@@ -88,7 +88,10 @@ def exception_handler(exc, context):
         # Errors before a stream starts are JSON with their own status, like every API error.
         request.accepted_renderer, request.accepted_media_type = renderers.JSONRenderer(), "application/json"
     if isinstance(exc, GroundworkError):
-        return Response(error_body(exc.code, exc.message, field=exc.field), status=exc.status)
+        # `details`: what a failure adds for its caller (a chat turn's stored question).
+        return Response(
+            error_body(exc.code, exc.message, field=exc.field, **getattr(exc, "details", {})), status=exc.status
+        )
     if isinstance(exc, DataError):
         # A value PostgreSQL cannot hold (a number past bigint, a NUL character) that
         # validation let through: the client's input, not our failure.

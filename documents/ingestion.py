@@ -3,16 +3,20 @@ debit + publish in one transaction. Every step is idempotent per (document, revi
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import time
+import uuid
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 
+import django_rq
 import numpy as np
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection, transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
+from rq import Retry
 
 from billing import pricing, references
 from billing.errors import BudgetExceeded, InsufficientCredits
@@ -20,7 +24,7 @@ from billing.models import Kind
 from billing.selectors import ingest_credits_require
 from billing.services import credits_debit
 from core import metrics
-from core.tenancy import account_context
+from core.tenancy import account_context, dangerously_bypass_tenancy
 from documents import images, progress
 from documents.chunking import chunk_document, embedding_text
 from documents.embedding import active_embedding_model, active_embedding_model_lock
@@ -33,12 +37,23 @@ from documents.run_kinds import run_kind_for
 from documents.storage import file_delete, local_copy
 from llm import client as llm
 from llm.embedding_tokens import input_tokens
+from llm.error_codes import ProviderErrorCode
 from llm.tokens import count_tokens
 
 logger = logging.getLogger("groundwork.documents")
 
 BATCH_SIZE = llm.EMBEDDING_BATCH_LIMIT  # one embedding request per batch
 MAX_ATTEMPTS = 3
+
+# The job id of every "ingest the next document" job starts with this, so the sweeper counts
+# them from the queue's list of ids alone (documents/ingestion_queue.py). A retry keeps its id.
+INGESTION_JOB_PREFIX = "ingest-next-"
+INGEST_NEXT_JOB = "documents.jobs.ingest_next_document"
+INGEST_JOB_TIMEOUT = 60 * 60  # rq kills a job past it (documents/jobs.py enqueues with it)
+# A job sends no embedding request later than this before rq would kill it, leaving room for
+# that request's EMBEDDING_TIMEOUT_SECONDS: a slow document is handed on to a new job instead
+# (a job killed three times would fail its document as crashed).
+JOB_MARGIN_SECONDS = 60
 
 
 def ingest(*, account_id: int, document_id: int, revision: int) -> None:
@@ -52,11 +67,12 @@ def ingest(*, account_id: int, document_id: int, revision: int) -> None:
 def process(document: Document) -> None:
     """Ingest a claimed (`processing`) revision: it ends ready, or failed with a reason."""
     document_id = document.pk
+    deadline = time.monotonic() + INGEST_JOB_TIMEOUT - settings.EMBEDDING_TIMEOUT_SECONDS - JOB_MARGIN_SECONDS
     try:
         drafts = _parse_and_chunk(document)
         _check_credits(document, drafts)
         for attempt in range(2):
-            batches = _embed_all(document, drafts)
+            batches = _embed_all(document, drafts, deadline=deadline)
             try:
                 if _publish(document, drafts, batches):
                     metrics.document_ingested_observe(
@@ -73,6 +89,10 @@ def process(document: Document) -> None:
                     ) from None
     except IngestionCancelled:
         return  # the reindex was cancelled: the cancel already put the document back
+    except JobTimeUp:
+        # Slow, not failing: a new job carries on at once with the batches staged so far.
+        _requeue(document, retry_at=None, reason="", message=_handed_on_message(document))
+        metrics.document_ingested_observe(outcome="handed_on")
     except IngestionError as exc:
         _fail(document, exc.code, exc.message)
         metrics.document_ingested_observe(outcome=str(exc.code))
@@ -80,13 +100,15 @@ def process(document: Document) -> None:
         _fail(document, exc.code, exc.message)
         metrics.document_ingested_observe(outcome=str(exc.code))
     except llm.ProviderError as exc:
-        message = (
-            f"{exc.message} The document was not charged; reindex it to try again."
-            if exc.transient
-            else f"{exc.message} The document was not charged."
-        )
-        _fail(document, exc.code, message)
-        metrics.document_ingested_observe(outcome=str(exc.code))
+        if exc.transient:
+            # Busy or unreachable after the job's own tries: not the document's fault, so it
+            # waits in the queue (saying so) and is taken again by itself; only a permanent
+            # refusal (400, 401/403, a wrong answer) fails it.
+            _wait_for_provider(document, exc)
+            metrics.document_ingested_observe(outcome="provider_waiting")
+        else:
+            _fail(document, exc.code, f"{exc.message} The document was not charged.")
+            metrics.document_ingested_observe(outcome=str(exc.code))
     except (OperationalError, InterfaceError):
         # The database itself is unreachable: marking the document failed would fail too.
         # rq retries the job with backoff; the sweeper re-queues it if those run out.
@@ -120,7 +142,8 @@ def claim(account_id, document_id, revision) -> Document | None:
         document.status = Status.PROCESSING
         document.attempts += 1
         document.heartbeat_at = timezone.now()
-        document.save(update_fields=["status", "attempts", "heartbeat_at", "updated_at"])
+        document.retry_at, document.wait_message = None, ""  # no longer waiting: being processed
+        document.save(update_fields=["status", "attempts", "heartbeat_at", "retry_at", "wait_message", "updated_at"])
         return document
 
 
@@ -141,6 +164,10 @@ class ModelChanged(Exception):
 
 class IngestionCancelled(Exception):
     """The revision being embedded was cancelled (or superseded): stop, quietly."""
+
+
+class JobTimeUp(Exception):
+    """The job has no time left for another embedding request: hand the document on."""
 
 
 def _parse_and_chunk(document: Document):
@@ -212,10 +239,11 @@ def _check_credits(document: Document, drafts) -> None:
         ingest_credits_require(account=document.account_id, estimate=document.credits_estimate, **_uploader(document))
 
 
-def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
+def _embed_all(document: Document, drafts, *, deadline: float | None = None) -> list[EmbeddingBatch]:
     """Embed every batch not already staged for this revision, a few at a time, with the
     account's active embedding model (what its search compares); batches staged with another
-    model (before a migration switched) are dropped and embedded again."""
+    model (before a migration switched) are dropped and embedded again. No request starts
+    after `deadline` (time.monotonic()): the batches in flight are staged, then JobTimeUp."""
     with account_context(account_id=document.account_id):
         active = active_embedding_model(account_id=document.account_id)
         staging = EmbeddingBatch.objects.for_account(document.account_id).filter(
@@ -239,7 +267,16 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
     def embed_batch(index: int):
         batch = texts[index * BATCH_SIZE : (index + 1) * BATCH_SIZE]
         return index, llm.with_retries(
-            lambda: llm.embed(batch, model=active.model, dimensions=active.dimensions, purpose=llm.Purpose.PASSAGE)
+            lambda: llm.embed(
+                batch,
+                model=active.model,
+                dimensions=active.dimensions,
+                purpose=llm.Purpose.PASSAGE,
+                timeout=settings.EMBEDDING_TIMEOUT_SECONDS,
+            ),
+            tries=max(1, settings.EMBEDDING_RETRIES),
+            first_delay=settings.EMBEDDING_RETRY_DELAY_SECONDS,
+            deadline=deadline,
         )
 
     # At most EMBEDDING_CONCURRENCY batches in flight, each staged (and checked for a cancel)
@@ -247,21 +284,43 @@ def _embed_all(document: Document, drafts) -> list[EmbeddingBatch]:
     window = max(1, settings.EMBEDDING_CONCURRENCY)
     pool = ThreadPoolExecutor(max_workers=window)
     in_flight: deque = deque()
+    out_of_time = False
     try:
         for index in todo:
             if len(in_flight) >= window:
-                stage(*in_flight.popleft().result())
+                stage(*_awaited(document, in_flight.popleft()))
+            if deadline is not None and time.monotonic() >= deadline:
+                out_of_time = True
+                break
             in_flight.append(pool.submit(embed_batch, index))
         while in_flight:
-            stage(*in_flight.popleft().result())
+            stage(*_awaited(document, in_flight.popleft()))
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+    if out_of_time:
+        raise JobTimeUp()
     with account_context(account_id=document.account_id):
         return list(
             EmbeddingBatch.objects.for_account(document.account_id)
             .filter(document=document, revision=document.revision)
             .order_by("batch_index")
         )
+
+
+def _awaited(document: Document, future):
+    """The batch's result, the document's heartbeat kept fresh while it waits: a batch queued
+    on a busy model server may wait far longer than DOCUMENT_STALE_SECONDS (up to
+    EMBEDDING_TIMEOUT_SECONDS a try), and the sweeper must not take a waiting worker for a
+    dead one (a second worker would embed the same document on the same busy cores)."""
+    beat = max(0.5, settings.DOCUMENT_STALE_SECONDS / 4)
+    while True:
+        try:
+            return future.result(timeout=beat)
+        except TimeoutError:
+            with account_context(account_id=document.account_id):
+                Document.objects.for_account(document.account_id).filter(
+                    pk=document.pk, revision=document.revision, status=Status.PROCESSING
+                ).update(heartbeat_at=timezone.now())
 
 
 def _stage(document: Document, index: int, result) -> None:
@@ -392,6 +451,7 @@ def _publish(document: Document, drafts, batches: list[EmbeddingBatch]) -> bool:
         current.progress_done, current.chunks_embedded = current.progress_total, len(created)
         current.chunks_total = len(created)
         current.heartbeat_at = timezone.now()
+        current.retry_at, current.wait_message, current.provider_waits = None, "", 0
         current.save()
     return True
 
@@ -426,7 +486,135 @@ def _set_failed(document: Document, code: str, message: str) -> None:
     document.status = Status.FAILED
     document.error_code = code[:40]
     document.error = message
-    document.save(update_fields=["status", "error", "error_code", "updated_at"])
+    document.retry_at, document.wait_message = None, ""
+    document.save(update_fields=["status", "error", "error_code", "retry_at", "wait_message", "updated_at"])
+
+
+def provider_wait_seconds(waits: int) -> int:
+    """How long a document waits in the queue after its `waits`-th transient provider failure:
+    DOCUMENT_PROVIDER_RETRY_SECONDS, doubling each time, at most DOCUMENT_PROVIDER_RETRY_MAX_SECONDS."""
+    first, most = settings.DOCUMENT_PROVIDER_RETRY_SECONDS, settings.DOCUMENT_PROVIDER_RETRY_MAX_SECONDS
+    return int(min(most, first * 2 ** min(max(waits - 1, 0), 20)))
+
+
+def _wait_for_provider(document: Document, exc: llm.ProviderError) -> None:
+    """Hand the claimed revision back to the queue until the model server answers again:
+    pending, with when it is taken next (`retry_at`, each wait longer) and why, and a job
+    scheduled for then."""
+    _requeue(document, retry_at=True, reason=exc.message, message="")
+
+
+def _handed_on_message(document: Document) -> str:
+    with account_context(account_id=document.account_id):
+        done, total = (
+            Document.objects.for_account(document.account_id)
+            .filter(pk=document.pk)
+            .values_list("progress_done", "progress_total")
+            .first()
+        ) or (0, 0)
+    return (
+        f"Still being indexed ({done} of {total} batches embedded): the model server is slow, "
+        "so another job carries on with the rest now."
+    )
+
+
+def _requeue(document: Document, *, retry_at, reason: str, message: str) -> None:
+    """The claimed revision back to `pending`, saying why (`wait_message`), with a job for it:
+    `retry_at=True`, after the next, longer wait for the model server (a job scheduled then);
+    None, at once (a job queued now). The batches staged so far stay (the next run embeds only
+    the missing ones) and nothing was charged: the one debit, keyed by the revision, comes when
+    it is published. Being sent back is no crashed attempt."""
+    with account_context(account_id=document.account_id):
+        current = (
+            Document.objects.for_account(document.account_id)
+            .visible()
+            .select_for_update()
+            .filter(pk=document.pk, revision=document.revision, status=Status.PROCESSING)
+            .first()
+        )
+        if current is None:
+            return  # cancelled, superseded or deleted meanwhile: nothing waits
+        now = timezone.now()
+        when = None
+        if retry_at:
+            current.provider_waits += 1
+            when = now + dt.timedelta(seconds=provider_wait_seconds(current.provider_waits))
+            message = (
+                f"Waiting for the model server: {reason.rstrip('.')}. It will try again by itself at "
+                f"{when:%H:%M:%S} UTC (wait {current.provider_waits}); nothing is charged until it is indexed."
+            )
+            logger.warning(
+                "document %s waits for the model server until %s (%s)", document.pk, when.isoformat(), reason
+            )
+        current.status = Status.PENDING
+        current.attempts = max(0, current.attempts - 1)
+        current.retry_at = when
+        current.heartbeat_at = now
+        current.wait_message = message
+        current.save(
+            update_fields=[
+                "status",
+                "attempts",
+                "retry_at",
+                "heartbeat_at",
+                "wait_message",
+                "provider_waits",
+                "updated_at",
+            ]
+        )
+        transaction.on_commit(lambda: ingest_next_schedule(at=when), robust=True)
+
+
+def ingest_next_schedule(*, at: dt.datetime | None) -> None:
+    """An "ingest the next document, fairly" job: queued now (`at` None), or run by rq's
+    scheduler at `at` (the workers run with --with-scheduler). The sweeper counts scheduled
+    jobs as queued ones."""
+    queue = django_rq.get_queue("default")
+    options = dict(
+        job_id=f"{INGESTION_JOB_PREFIX}{uuid.uuid4().hex}",
+        job_timeout=INGEST_JOB_TIMEOUT,
+        retry=Retry(max=3, interval=[10, 30, 90]),
+    )
+    if at is None:
+        queue.enqueue(INGEST_NEXT_JOB, **options)
+    else:
+        queue.enqueue_at(at, INGEST_NEXT_JOB, **options)
+
+
+def transient_failures_requeue(*, limit: int) -> list[Document]:
+    """Documents that ended failed on a transient provider error (the model server busy or
+    unreachable, before such errors made a document wait instead) get a new revision, pending
+    again, oldest first, at most `limit` a call. Returns them (the caller queues their jobs).
+    Each is retried once this way: from now on such an error makes it wait, never fail."""
+    with dangerously_bypass_tenancy(reason="documents sweep: retry documents failed on a transient provider error"):
+        found = list(
+            Document.all_accounts.visible()
+            .filter(status=Status.FAILED, error_code=ProviderErrorCode.PROVIDER_UNAVAILABLE)
+            .order_by("updated_at", "pk")
+            .values_list("pk", "account_id")[: max(0, limit)]
+        )
+    retried = []
+    for document_id, account_id in found:
+        with account_context(account_id=account_id):
+            document = (
+                Document.objects.for_account(account_id)
+                .visible()
+                .select_for_update(skip_locked=True)
+                .filter(pk=document_id, status=Status.FAILED, error_code=ProviderErrorCode.PROVIDER_UNAVAILABLE)
+                .first()
+            )
+            if document is None:
+                continue
+            document.revision += 1
+            document.status = Status.PENDING
+            document.attempts = document.provider_waits = 0
+            document.error = document.error_code = ""
+            document.progress_done = document.progress_total = 0
+            document.retry_at = None
+            document.wait_message = "The model server could not be reached earlier; trying again by itself."
+            document.save()
+            retried.append(document)
+    return retried
 
 
 def purge(*, account_id: int, document_id: int) -> None:
@@ -494,8 +682,9 @@ def _bump_revision(account_id: int, document_id: int) -> int | None:
         return document.revision
     document.revision += 1
     document.status = Status.PENDING
-    document.attempts = 0
-    document.error = document.error_code = ""
+    document.attempts = document.provider_waits = 0
+    document.error = document.error_code = document.wait_message = ""
+    document.retry_at = None
     document.progress_done = document.progress_total = 0
     document.save()
     return document.revision

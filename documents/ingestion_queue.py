@@ -20,6 +20,7 @@ import logging
 
 from django.conf import settings
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db.models import Q
 from django.utils import timezone
 
 from core.fair_queue import FairQueue
@@ -32,7 +33,7 @@ logger = logging.getLogger("groundwork.documents")
 # The job id of every "ingest the next document" job starts with this, so the sweeper counts
 # them from the queue's list of ids alone (no job is loaded: docs/benchmarks.md, "Ingestion
 # fairness"). A retry keeps its job's id.
-INGESTION_JOB_PREFIX = "ingest-next-"
+INGESTION_JOB_PREFIX = ingestion.INGESTION_JOB_PREFIX
 
 # Accounts with documents in flight, and how many: a document a worker holds (fresh heartbeat).
 # Bounded by the number of workers, and read through the (status) index.
@@ -144,12 +145,15 @@ def mark_stale_waiting(stale_before) -> list[int]:
 
 
 def _oldest_pending(account_id: int, *, exclude: set[int]) -> Document | None:
+    """The account's oldest pending document that may be taken now: not one waiting for the
+    model server until its `retry_at` (its lane keeps waiting, and a job is scheduled then)."""
     running_runs = ReindexRun.all_accounts.filter(
         account_id=account_id, status=ReindexRun.RunStatus.RUNNING, current_document_id__isnull=False
     )
     return (
         Document.all_accounts.select_for_update(skip_locked=True, of=("self",))
         .filter(account_id=account_id, status=Status.PENDING)
+        .filter(Q(retry_at__isnull=True) | Q(retry_at__lte=timezone.now()))
         .exclude(pk__in=running_runs.values("current_document_id"))
         .exclude(pk__in=exclude)
         .only("pk", "revision")

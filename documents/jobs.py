@@ -25,7 +25,7 @@ from documents.models import Document, ReindexRun, Status
 
 logger = logging.getLogger("groundwork.documents")
 
-JOB_TIMEOUT = 60 * 60
+JOB_TIMEOUT = ingestion.INGEST_JOB_TIMEOUT
 
 
 # Every "ingest the next document" job's id starts with it (the sweeper counts them by id).
@@ -143,7 +143,12 @@ def requeue_stale_work() -> int:
         with account_context(account_id=account_id):
             ReindexRun.objects.for_account(account_id).filter(pk=run_id).update(heartbeat_at=timezone.now())
             enqueue_reindex_run(ReindexRun(pk=run_id, account_id=account_id))
-    return len(documents) + missing + len(runs)
+    retried = ingestion.transient_failures_requeue(limit=settings.DOCUMENT_TRANSIENT_RETRY_BATCH)
+    for document in retried:
+        logger.warning("retrying document %s, failed earlier on a transient provider error", document.pk)
+        with account_context(account_id=document.account_id):
+            enqueue_ingest(document)
+    return len(documents) + missing + len(runs) + len(retried)
 
 
 INGESTION_JOBS = ("documents.jobs.ingest_next_document", "documents.jobs.ingest_document")

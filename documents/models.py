@@ -179,6 +179,12 @@ class Document(TenantModel):
     chunks_total = models.PositiveIntegerField(default=0)
     chunks_embedded = models.PositiveIntegerField(default=0)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Waiting (pending) for a model server that was busy or unreachable: what it waits for,
+    # said to people, and when the queue takes it again; how many times it has waited so far
+    # (the next wait is longer). Cleared once it is ready or failed.
+    retry_at = models.DateTimeField(null=True, blank=True)
+    wait_message = models.TextField(blank=True, default="")
+    provider_waits = models.PositiveSmallIntegerField(default=0)
     uploaded_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass, field
 
 from django.core.cache import cache
+from django.db.models import Q
+from django.utils import timezone
 
 from documents.models import Document, Status
 
@@ -57,9 +59,12 @@ def eta_seconds(document: Document, *, model: str) -> int | None:
 def queue_positions(account_id: int, document_ids: list[int]) -> dict[int, int]:
     """{document id: 1 for the next one this account's queue takes, 2 for the one after, …}
     for those of `document_ids` that are pending."""
+    # A document waiting for the model server until `retry_at` is skipped until then (its
+    # message says so): it holds no place meanwhile.
     pending = list(
         Document.objects.for_account(account_id)
         .filter(status=Status.PENDING)
+        .filter(Q(retry_at__isnull=True) | Q(retry_at__lte=timezone.now()))
         .order_by("pk")
         .values_list("pk", flat=True)
     )

@@ -36,6 +36,11 @@ class DocumentListSerializer(serializers.ListSerializer):
 
 class DocumentSerializer(serializers.ModelSerializer):
     progress = serializers.SerializerMethodField()
+    # While it waits (pending) for a model server that was busy or unreachable: what it waits
+    # for ("model_server", else null), said in words (`message`, "" otherwise), and when the
+    # queue takes it again (`retry_at`, else null). `error` stays for failed documents only.
+    message = serializers.CharField(source="wait_message", read_only=True)
+    waiting_for = serializers.SerializerMethodField()
     collection = serializers.SerializerMethodField()
     tags = serializers.ListField(child=serializers.CharField(), read_only=True)
     source = serializers.SerializerMethodField()
@@ -65,6 +70,9 @@ class DocumentSerializer(serializers.ModelSerializer):
             "language",
             "tags",
             "source",
+            "message",
+            "retry_at",
+            "waiting_for",
         ]
 
     @extend_schema_field(SourceRefSerializer(allow_null=True))
@@ -74,6 +82,10 @@ class DocumentSerializer(serializers.ModelSerializer):
         if sources is None:  # one document on its own (detail, upload): its own lookup
             sources = sources_of([document.pk])
         return sources.get(document.pk)
+
+    @extend_schema_field(serializers.CharField(allow_null=True))
+    def get_waiting_for(self, document) -> str | None:
+        return "model_server" if document.retry_at is not None and document.status == "pending" else None
 
     @extend_schema_field(ProgressSerializer(allow_null=True))
     def get_progress(self, document) -> dict | None:

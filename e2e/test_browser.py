@@ -263,15 +263,33 @@ def test_model_text_is_escaped_and_errors_are_explained(new_page, stack):
         assert "word199" not in stopped.inner_text()
         stack.model.backend.chunk_delay = 0.04
 
-        # The model is down (primary and fallback): a clear state with a retry, nothing stuck.
+        # The model is down (primary and fallback): a clear state with a retry, nothing stuck,
+        # and the question stays in the thread (also after a reload); Retry answers it below
+        # that one copy of it.
         for model in {settings.CHAT_MODEL, settings.CHAT_FALLBACK_MODEL}:
             stack.model.fail(model, 503)
         page.get_by_label("Your question").fill("And what is an index?")
         page.get_by_label("Your question").press("Enter")
         expect(page.get_by_text("The model is unavailable right now")).to_be_visible(timeout=20_000)
-        expect(page.get_by_role("button", name="Try again")).to_be_visible()
+        expect(page.locator("#chat-status").get_by_role("button", name="Retry")).to_be_visible()
         expect(page.get_by_role("button", name="Send")).to_be_visible()
+        question = page.locator(".message.user", has_text="And what is an index?")
+        expect(question).to_have_count(1)
+        expect(page.locator(".message.assistant.unanswered").get_by_role("button", name="Retry")).to_be_visible()
+        page.reload()
+        expect(page.locator("#connection")).to_have_text("Connected")
+        expect(question).to_have_count(1)
+        expect(page.locator("#unanswered")).to_contain_text("Your question is kept")
         stack.model.recover()
+        stack.model.answer = "An index is a list that finds things fast."
+        page.locator("#unanswered").get_by_role("button", name="Retry").click()
+        answered = page.locator(".message.assistant").last
+        expect(answered.locator(".bubble")).to_contain_text("finds things fast", timeout=20_000)
+        expect(page.locator(".message.streaming")).to_have_count(0)
+        expect(question).to_have_count(1)
+        page.reload()
+        expect(question).to_have_count(1)
+        expect(page.locator("#unanswered")).to_have_count(0)
 
         # No credits left: the page says so and points to the credits page.
         with account_context(account):

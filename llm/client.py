@@ -66,7 +66,14 @@ CALL_ERRORS = (openai.OpenAIError, httpx2.HTTPError)
 
 
 def _classify(exc: Exception) -> ProviderError:
-    if isinstance(exc, (openai.APIConnectionError, openai.APITimeoutError, httpx2.TransportError)):
+    # A timeout first (the SDK's is a connection error too): a busy server, not an absent one.
+    if isinstance(exc, (openai.APITimeoutError, httpx2.TimeoutException)):
+        return ProviderError(
+            ProviderErrorCode.PROVIDER_UNAVAILABLE,
+            "The model provider did not answer in time (it is busy or overloaded).",
+            transient=True,
+        )
+    if isinstance(exc, (openai.APIConnectionError, httpx2.TransportError)):
         return ProviderError(
             ProviderErrorCode.PROVIDER_UNAVAILABLE, "The model provider could not be reached.", transient=True
         )
@@ -92,29 +99,36 @@ def _classify(exc: Exception) -> ProviderError:
 RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"  # the SDK's own switch: "stream" = hand back unread
 
 
-def _post(path: str, body: dict):
+def _post(path: str, body: dict, *, timeout: float | None = None):
     """POST `body` through the openai client (its base URL, key, timeout, and failures raised
     as the SDK's exceptions) and return the SDK's unparsed response, its body not yet read.
     The typed path cost more CPU than the rest of a chat turn's model calls together: the
     request is walked against the SDK's parameter types and every float of an embedding and
     every chunk of a stream become an object (docs/benchmarks.md, Chat). Close it when done."""
-    return client().post(path, body=body, cast_to=object, options={"headers": {RAW_RESPONSE_HEADER: "stream"}})
+    return client(timeout).post(path, body=body, cast_to=object, options={"headers": {RAW_RESPONSE_HEADER: "stream"}})
 
 
 def embed(
-    texts: list[str], *, model: str | None = None, dimensions: int | None = None, purpose: Purpose = Purpose.PASSAGE
+    texts: list[str],
+    *,
+    model: str | None = None,
+    dimensions: int | None = None,
+    purpose: Purpose = Purpose.PASSAGE,
+    timeout: float | None = None,
 ) -> Embeddings:
     """Embed up to EMBEDDING_BATCH_LIMIT texts in one request with `model` (EMBEDDING_MODEL
     by default), each text prefixed as the model wants for `purpose` (a search query or a
     document's text: llm/embedding_specs.py). Checks count and dimension of what comes back:
     `dimensions`, by default EMBEDDING_DIMENSIONS (an account searching with an older model
-    passes that model's). The tokens are the provider's, prefixes included."""
+    passes that model's). The tokens are the provider's, prefixes included. `timeout`: how
+    long the answer may take (LLM_TIMEOUT_SECONDS by default; a document's batch waits
+    EMBEDDING_TIMEOUT_SECONDS, queued behind others on a busy server)."""
     if not texts or len(texts) > EMBEDDING_BATCH_LIMIT:
         raise ValueError(f"embed() takes 1-{EMBEDDING_BATCH_LIMIT} texts, got {len(texts)}")
     model = model or settings.EMBEDDING_MODEL
     texts = embedding_spec(model).prefixed(list(texts), Purpose(purpose))
     try:
-        response = _post("/embeddings", {"model": model, "input": texts, "encoding_format": "float"})
+        response = _post("/embeddings", {"model": model, "input": texts, "encoding_format": "float"}, timeout=timeout)
         try:
             content = response.read()
         finally:
@@ -143,8 +157,10 @@ def embed(
     )
 
 
-def with_retries(call, *, tries: int = 3, first_delay: float = 1.0):
-    """Run `call()`, retrying transient ProviderErrors with exponential backoff."""
+def with_retries(call, *, tries: int = 3, first_delay: float = 1.0, on_retry=None, deadline: float | None = None):
+    """Run `call()`, retrying transient ProviderErrors with exponential backoff; no retry
+    starts after `deadline` (time.monotonic()). `on_retry(exc, attempt)`, when given, hears of
+    each transient error that is retried."""
     delay = first_delay
     for attempt in range(1, tries + 1):
         try:
@@ -152,7 +168,11 @@ def with_retries(call, *, tries: int = 3, first_delay: float = 1.0):
         except ProviderError as exc:
             if not exc.transient or attempt == tries:
                 raise
+            if deadline is not None and time.monotonic() + delay >= deadline:
+                raise
             logger.warning("transient provider error (try %d/%d): %s", attempt, tries, exc.message)
+            if on_retry is not None:
+                on_retry(exc, attempt)
             time.sleep(delay)
             delay *= 2
 
@@ -204,9 +224,11 @@ class ChatStream:
                 if emitted:
                     # Half an answer was already shown: retrying elsewhere would repeat it.
                     break
+        # What the provider did, in the person's words (busy, unreachable, failing).
+        why = last_error.message if last_error is not None else "The model provider is unavailable."
         raise ProviderError(
             ProviderErrorCode.PROVIDER_UNAVAILABLE,
-            "The answer could not be generated: the model provider is unavailable. Please try again in a moment.",
+            f"The answer could not be generated: {why[:1].lower()}{why[1:]} Please try again in a moment.",
             transient=True,
         ) from last_error
 

@@ -34,6 +34,11 @@ Guarantees:
   with the configured HTTP status (500 by default, e.g. 429 to test retries).
 * Every request's path and JSON body is appended to ``requests`` (before
   any failure is simulated), in arrival order.
+* A busy or flaky server: ``delay`` (seconds every embedding and chat request waits
+  before it is answered, as a request waits in a busy server's queue), and
+  :meth:`FakeOpenAIServer.outage`: the next ``n`` requests to a path answer an HTTP status
+  (503, 429, ...) or ``"timeout"`` (held ``hang_seconds`` before any answer, longer than
+  the client waits), then the server recovers; ``outages_served`` counts them.
 
 The HTTP layer is ``llm.openai_http`` (shared with ``llm.local_server``);
 this module only makes up the answers. Standard library only.
@@ -157,8 +162,18 @@ class FakeBackend:
         chunk_delay: float = 0.0,
         prompt_counting: str = "words",
         context_tokens: int | None = None,
+        delay: float = 0.0,
+        hang_seconds: float = 5.0,
     ):
         self.answer = answer
+        # A busy server: every embedding and chat request waits this long before its answer.
+        self.delay = delay
+        # How long a simulated "timeout" outage holds a request before answering it anyway.
+        self.hang_seconds = hang_seconds
+        # Path ("embeddings" or "chat") -> what its next requests get, one entry each: an HTTP
+        # status or "timeout" (FakeOpenAIServer.outage).
+        self.outages: dict[str, list[int | str]] = {}
+        self.outages_served = 0
         # The model's context window (None: unlimited): a chat request whose prompt tokens and
         # max_tokens pass it is refused as OpenAI refuses it (400 context_length_exceeded).
         self.context_tokens = context_tokens
@@ -189,11 +204,13 @@ class FakeBackend:
             self.requests.append({"path": path, "body": body})
 
     def embeddings(self, body: dict, texts: list[str]):
+        self._wait_or_fail("embeddings")
         self._maybe_fail(body["model"])
         dim = self.model_dimensions.get(body["model"], EMBEDDING_DIM)
         return [fake_embedding(t, dim) for t in texts], sum(count_tokens(t) for t in texts)
 
     def chat(self, body: dict) -> dict:
+        self._wait_or_fail("chat")
         self._maybe_fail(body["model"])
         text, usage, finish = self._answer_and_usage(body)
         return {
@@ -213,6 +230,7 @@ class FakeBackend:
         }
 
     def chat_stream(self, body: dict, emit: Callable[[dict], bool]) -> None:
+        self._wait_or_fail("chat")
         self._maybe_fail(body["model"])
         text, usage, finish = self._answer_and_usage(body)
         base = {
@@ -239,6 +257,26 @@ class FakeBackend:
                 record["sent_at"].append(time.monotonic())
             if self.chunk_delay:
                 time.sleep(self.chunk_delay)
+
+    def _wait_or_fail(self, path: str) -> None:
+        """The busy server's wait, then the next outage planned for `path`, if any."""
+        if self.delay:
+            time.sleep(self.delay)
+        with self._lock:
+            planned = self.outages.get(path) or []
+            outcome = planned.pop(0) if planned else None
+            if outcome not in (None, "ok"):
+                self.outages_served += 1
+        if outcome in (None, "ok"):
+            return
+        if outcome == "timeout":
+            time.sleep(self.hang_seconds)  # the client has given up by now; answered anyway
+        else:
+            raise ApiError(
+                int(outcome),
+                "simulated outage: the server is busy",
+                code="rate_limit_exceeded" if outcome == 429 else "server_busy",
+            )
 
     def _maybe_fail(self, model: str) -> None:
         status = self.fail_models.get(model)
@@ -318,7 +356,8 @@ class FakeOpenAIServer:
     def __init__(self, host: str = "127.0.0.1", port: int = 0, **backend_options):
         """``backend_options`` are :class:`FakeBackend`'s: answer,
         fail_models (a set of names, or a name -> status mapping),
-        fail_status, models, chunk_delay, prompt_counting, context_tokens."""
+        fail_status, models, chunk_delay, prompt_counting, context_tokens, delay,
+        hang_seconds."""
         self._backend_options = backend_options
         self.backend = FakeBackend(**backend_options)
         self._address = (host, port)
@@ -364,9 +403,30 @@ class FakeOpenAIServer:
         """Make every request naming ``model`` fail with ``status``."""
         self.backend.fail_models[model] = status
 
+    def outage(self, n: int, status: int | str = 503, path: str = "embeddings", after: int = 0) -> None:
+        """The next ``n`` requests to ``path`` ("embeddings" or "chat") answer ``status`` (an
+        HTTP status, or "timeout": no answer within ``hang_seconds``), once ``after`` more
+        have been answered as usual; then it recovers."""
+        with self.backend._lock:
+            self.backend.outages.setdefault(path, []).extend(["ok"] * after + [status] * n)
+
+    @property
+    def outages_served(self) -> int:
+        """How many requests an outage answered so far."""
+        return self.backend.outages_served
+
+    @property
+    def delay(self) -> float:
+        return self.backend.delay
+
+    @delay.setter
+    def delay(self, seconds: float) -> None:
+        self.backend.delay = seconds
+
     def recover(self, model: str | None = None) -> None:
-        """Stop failing ``model`` (all models when None)."""
+        """Stop failing ``model`` (all models, and every planned outage, when None)."""
         if model is None:
+            self.backend.outages.clear()
             self.backend.fail_models.clear()
         else:
             self.backend.fail_models.pop(model, None)

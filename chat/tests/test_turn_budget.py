@@ -1,5 +1,5 @@
 """What a websocket chat turn costs the database before its first token:
-at most 12 SQL statements and 2 commits, whatever the surface's principal, so it cannot
+at most 13 SQL statements and 2 commits, whatever the surface's principal, so it cannot
 creep back. Counted by a pass-through spy on psycopg (chat/tests/sql_tally.py) while the
 model server holds the answer back between its words, so the first token is on the client
 before anything after it (settling, storing the answer) can have run.
@@ -24,7 +24,10 @@ from core.tenancy import account_context
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-MAX_STATEMENTS = 12
+# 13: the question is stored in the first transaction, with the hold, before any model is
+# asked (a busy model server's failure leaves it in its conversation), and the second writes
+# what its retrieval found onto it: one UPDATE more than when it was inserted only then.
+MAX_STATEMENTS = 13
 MAX_COMMITS = 2
 
 

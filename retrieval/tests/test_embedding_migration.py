@@ -222,8 +222,8 @@ def test_publishing_with_a_stale_model_embeds_again(library, account_a, settings
 
     real_embed_all = ingestion._embed_all
 
-    def embed_then_switch(document, drafts):
-        batches = real_embed_all(document, drafts)
+    def embed_then_switch(document, drafts, **options):
+        batches = real_embed_all(document, drafts, **options)
         if batches[0].model == OLD:  # the switch lands between embedding and publishing
             with account_context(account_a):
                 ActiveEmbeddingModel.objects.for_account(account_a).update(model=NEW, dimensions=NEW_DIMS)

@@ -104,7 +104,29 @@
     return actionButton("Try again", function () { clearStatus(); if (lastQuestion) ask(lastQuestion); });
   }
 
-  function showError(code, message) {
+  // A question stored without an answer (the model server busy or unreachable: the error
+  // said where it is stored) is asked again as it is, chat.regenerate: its answer comes below
+  // it and the thread never gets a second copy of the question.
+  function retryQuestion() {
+    if (!socket || socket.readyState !== WebSocket.OPEN || current || !conversationId) return false;
+    clearStatus();
+    messages.querySelectorAll(".message.unanswered").forEach(function (a) { a.remove(); });
+    regenerateButton.remove();
+    current = addAnswer();
+    current.question = lastQuestion;
+    setState(current, "searching", "Asking again: searching your documents…");
+    setBusy(true);
+    socket.send(JSON.stringify({ type: "chat.regenerate", conversation_id: Number(conversationId) }));
+    return true;
+  }
+
+  function retryQuestionButton() {
+    var b = actionButton("Retry", retryQuestion);
+    b.classList.add("retry-question");
+    return b;
+  }
+
+  function showError(code, message, stored) {
     if (code === "insufficient_credits") {
       showStatus("warn", "Not enough credits", (message || "") +
         " Answers are paid in credits (1 credit = 1 model token). An owner of your team can add credits; " +
@@ -130,14 +152,16 @@
       updateSendable();
     } else if (code === "provider_unavailable") {
       showStatus("error", "The model is unavailable right now",
-        (message ? message + " " : "") + "Nothing is charged for an answer that was not written. Try again in a moment.",
-        [retryButton()]);
+        (message ? message + " " : "") + "Nothing is charged for an answer that was not written. " +
+        (stored ? "Your question is kept in this conversation: retry it in a moment." : "Try again in a moment."),
+        [stored ? retryQuestionButton() : retryButton()]);
     } else if (code === "not_found") {
       showStatus("error", "This conversation is gone", message || "", [linkButton("Start a new conversation", root.dataset.conversationUrl)]);
     } else if (code === "bad_request") {
       showStatus("error", "That message could not be sent", message || "");
     } else {
-      showStatus("error", "Something went wrong", (message || "") + " Please try again.", [retryButton()]);
+      showStatus("error", "Something went wrong", (message || "") + " Please try again.",
+        [stored ? retryQuestionButton() : retryButton()]);
     }
   }
 
@@ -331,7 +355,14 @@
       ignoreErrorOf = null;  // the turn of a conversation deleted meanwhile: nothing to say
       return;
     }
-    if (frame.type === "chat.sources") {
+    if (frame.type === "chat.status") {
+      // The model server is busy: the turn waits for it (its question's embedding, or the
+      // answer's first token), and says so; read out when the step changes, not every notice.
+      if (!current || frame.state !== "waiting") return;
+      var announce = current.waitStep === frame.step ? liveState.textContent : frame.message;
+      current.waitStep = frame.step;
+      setState(current, "waiting", frame.message || "Waiting for the model server…", announce);
+    } else if (frame.type === "chat.sources") {
       if (!current) return;
       current.gotSources = true;
       current.sourceList = frame.sources || [];
@@ -376,7 +407,17 @@
       setBalance(frame.credits_remaining);
       setBudget(frame.budget_remaining, frame.budget_period);
     } else if (frame.type === "chat.error") {
-      if (current && !current.gotSources) {
+      var stored = Boolean(frame.question_id && frame.conversation_id);
+      if (current && stored) {
+        // The question is stored: it stays in the thread, its answer says it failed, with a
+        // Retry that asks it again (no second copy of the question).
+        rememberConversation(frame.conversation_id, "");
+        var failedAnswer = current;
+        finishAnswer(["failed", (current.text ? "The answer was cut off: " : "No answer was written: ") +
+          (frame.message || frame.code || "error")], null);
+        failedAnswer.article.classList.add("unanswered");
+        failedAnswer.article.appendChild(el("div", { class: "actions mt-s" }, retryQuestionButton()));
+      } else if (current && !current.gotSources) {
         // Nothing was stored: take the question back so it can be sent again.
         var pending = current;
         current = null;
@@ -390,7 +431,7 @@
         finishAnswer(["failed", (current.text ? "The answer was cut off: " : "No answer was written: ") +
           (frame.message || frame.code || "error")], null);
       }
-      showError(frame.code, frame.message);
+      showError(frame.code, frame.message, stored);
     }
   }
 
@@ -701,6 +742,9 @@
     stopButton.disabled = true;
   });
   window.addEventListener("online", function () { if (!closedForGood && socket.readyState === WebSocket.CLOSED) connect(); });
+
+  // A stored question left without an answer (the page loaded after its turn failed).
+  messages.querySelectorAll(".retry-question").forEach(function (b) { b.addEventListener("click", retryQuestion); });
 
   // The stored answers get their Copy (and the last its Regenerate) once those are defined.
   messages.querySelectorAll(".message.assistant[data-message-id]").forEach(addAnswerActions);

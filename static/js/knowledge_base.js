@@ -138,6 +138,14 @@
     } else if (err) {
       err.remove();
     }
+    // Waiting for a busy or unreachable model server: what it waits for, and until when.
+    var wait = cell.querySelector('[data-field="wait"]');
+    if (d.status === "pending" && d.message) {
+      if (!wait) wait = cell.appendChild(el("div", { class: "muted small", "data-field": "wait" }));
+      wait.textContent = d.message;
+    } else if (wait) {
+      wait.remove();
+    }
     tr.querySelector('[data-field="chunk_count"]').textContent = d.chunk_count;
     tr.querySelector('[data-field="embedding_tokens"]').textContent = count(d.embedding_tokens);
     tr.querySelector('[data-field="credits_charged"]').textContent = count(d.credits_charged);
