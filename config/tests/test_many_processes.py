@@ -40,7 +40,7 @@ HANDBOOK = (
 
 
 class Cluster:
-    def __init__(self, ports: list[int], processes: dict[str, subprocess.Popen], logs: dict, others=(0, 0)):
+    def __init__(self, ports: list[int], processes: dict[str, subprocess.Popen], logs: dict, others: tuple[int, int]):
         self.ports, self.processes, self.logs = ports, processes, logs
         # Workers and web processes of the run already alive on this Redis database when the
         # cluster started (the suite's shared daphne, conftest.py session_daphne): /healthz

@@ -82,6 +82,7 @@ def nodes(transactional_db, model, bucket, tmp_path, queue):
         PYTHONUNBUFFERED="1",
         **bucket,
     )
+    others = already_running()  # /healthz counts them too (the suite's shared daphne)
     ports = [free_port(), free_port()]
     processes, logs = {}, {}
 
@@ -104,7 +105,7 @@ def nodes(transactional_db, model, bucket, tmp_path, queue):
             sock.close()
             start(f"worker {index}", worker_argv(), env)
             start(f"cron {index}", [PYTHON, "manage.py", "rqcron", "config.cron"], env)
-        cluster = Cluster(ports, processes, logs)
+        cluster = Cluster(ports, processes, logs, others)
         _wait_healthy(cluster)
         yield cluster
     finally:
