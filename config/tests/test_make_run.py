@@ -141,6 +141,103 @@ def _killed_processes_are_started_again(run: Supervisor, port: int, models_port:
     assert "exited with code -9; starting it again" in run.output
 
 
+def _api_key(data_dir: Path, port: int) -> str:
+    """An API key of the demo team, made with manage.py on the running installation."""
+    code = (
+        "from accounts.models import Account; from accounts.tests.factories import make_api_key; "
+        "print('KEY', make_api_key(Account.objects.get(name='Demo team')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-c", code],
+        cwd=BASE_DIR,
+        env=installation_env(data_dir, PORT=port),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return re.search(r"KEY (\S+)", done.stdout).group(1)
+
+
+def _api(port: int, key: str, path: str, body: bytes | None = None, content_type: str = "application/json"):
+    import json
+
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/api/v1/{path}",
+        data=body,
+        headers={"Authorization": f"Bearer {key}", **({"Content-Type": content_type} if body else {})},
+    )
+    with urllib.request.urlopen(request, timeout=600) as response:
+        return response.status, json.loads(response.read())
+
+
+def _five_files_and_a_question_on_the_local_models(data_dir: Path, port: int, tmp_path: Path) -> None:
+    """Five real files dropped at once on make run's own local model server (chat and
+    embeddings sharing its cores), and a question asked meanwhile: all five end Ready (none
+    Failed because the server was busy) and the question is answered, stored in its
+    conversation."""
+    import json
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+
+    from documents.tests.files import DEBIAN_PDF, docx_bytes
+    from documents.tests.office_files import make_pptx, make_xlsx
+
+    key = _api_key(data_dir, port)
+    html = "<html><head><title>Leave</title></head><body><h1>Leave policy</h1>" + "".join(
+        f"<h2>Rule {n}</h2><p>Requests of type {n} go to the team lead at least {n} days ahead.</p>"
+        for n in range(1, 40)
+    )
+    files = [
+        ("camlidl.pdf", DEBIAN_PDF.read_bytes(), "application/pdf"),
+        ("leave.html", (html + "</body></html>").encode(), "text/html"),
+        (
+            "report.docx",
+            docx_bytes(tmp_path),
+            "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+        ),
+        ("facilities.xlsx", make_xlsx(), "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"),
+        (
+            "review.pptx",
+            make_pptx(slides=8),
+            "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+        ),
+    ]
+
+    def upload(file) -> int:
+        name, data, content_type = file
+        boundary = uuid.uuid4().hex
+        body = (
+            (
+                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+                f"Content-Type: {content_type}\r\n\r\n"
+            ).encode()
+            + data
+            + f"\r\n--{boundary}--\r\n".encode()
+        )
+        status, document = _api(port, key, "documents/", body, f"multipart/form-data; boundary={boundary}")
+        assert status == 202, document
+        return document["id"]
+
+    with ThreadPoolExecutor(6) as pool:
+        uploads = [pool.submit(upload, f) for f in files]
+        ids = [u.result() for u in uploads]
+        question = json.dumps({"message": "Who do leave requests go to?"}).encode()
+        status, answer = _api(port, key, "chat/", question)  # asked while the five are indexed
+    assert status == 200 and answer["answer"].strip(), answer
+    _status, conversation = _api(port, key, f"conversations/{answer['conversation_id']}/")
+    assert [m["role"] for m in conversation["messages"]][:2] == ["user", "assistant"]
+    deadline = time.monotonic() + 900
+    while True:
+        documents = {i: _api(port, key, f"documents/{i}/")[1] for i in ids}
+        assert not [d for d in documents.values() if d["status"] == "failed"], documents
+        if all(d["status"] == "ready" for d in documents.values()):
+            break
+        assert time.monotonic() < deadline, {i: (d["status"], d.get("progress")) for i, d in documents.items()}
+        time.sleep(2)
+    assert all(d["progress"] is None and d["chunk_count"] > 0 for d in documents.values())
+
+
 def test_make_run_twice_serves_and_stops_cleanly(tmp_path):
     data_dir = tmp_path / "data"
     port = _free_port()
@@ -157,6 +254,7 @@ def test_make_run_twice_serves_and_stops_cleanly(tmp_path):
         status, page = _get(f"http://127.0.0.1:{port}/login/")
         assert status == 200 and "Log in" in page
         assert "demo@example.com / Demo-pass-for-tests-1" in first.output
+        _five_files_and_a_question_on_the_local_models(data_dir, port, tmp_path)
         _killed_processes_are_started_again(first, port, models_port)
     finally:
         if first.process.poll() is None:
