@@ -15,6 +15,7 @@ BENCHMARKS = [
     "billing_debits",
     "ingestion",
     "embedding_engines",
+    "chat_while_indexing",
     "chat_ws",
     "search_scale",
     "retrieval_eval",

@@ -31,7 +31,8 @@ from llm.openai_http import ApiError, make_http_server, on_stop_signals, wait_un
 EMBEDDING_SLICE = 16
 # ... but never longer than this in all, per embedding request: a steady stream of questions
 # must not stop indexing (nor push the worker's request past its timeout).
-CHAT_FIRST_MAX_WAIT_SECONDS = 20.0
+# LOCAL_CHAT_FIRST_WAIT_SECONDS=0 turns the priority off (`bench chat_while_indexing` pairs both).
+CHAT_FIRST_MAX_WAIT_SECONDS = float(os.environ.get("LOCAL_CHAT_FIRST_WAIT_SECONDS") or 20.0)
 
 
 class ChatFirst:
