@@ -10,6 +10,7 @@ promised (`eta_seconds` null)."""
 
 from __future__ import annotations
 
+import logging
 import math
 from dataclasses import dataclass, field
 
@@ -18,6 +19,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from documents.models import Document, Status
+
+logger = logging.getLogger("groundwork.documents")
 
 # Weight of the newest throughput in the moving average: a busy server slows every estimate
 # within a few batches; one odd batch moves it by a third.
@@ -34,14 +37,21 @@ def rate_record(model: str, *, chunks: int, seconds: float) -> None:
     if chunks <= 0 or seconds <= 0:
         return
     sample = chunks / seconds
-    before = cache.get(_rate_key(model))
-    rate = sample if before is None else (1 - SMOOTHING) * before + SMOOTHING * sample
-    cache.set(_rate_key(model), rate, RATE_TTL_SECONDS)
+    try:
+        before = cache.get(_rate_key(model))
+        rate = sample if before is None else (1 - SMOOTHING) * before + SMOOTHING * sample
+        cache.set(_rate_key(model), rate, RATE_TTL_SECONDS)
+    except Exception:  # the cache (Redis) away: this sample is lost, the ingestion goes on
+        logger.warning("embedding rate not recorded: the cache is unavailable", exc_info=True)
 
 
 def measured_rate(model: str) -> float | None:
-    """Chunks per second this server embeds `model` at lately, or None before any was measured."""
-    rate = cache.get(_rate_key(model))
+    """Chunks per second this server embeds `model` at lately, or None before any was measured
+    (or while the cache is unavailable: no time is promised, everything else still answers)."""
+    try:
+        rate = cache.get(_rate_key(model))
+    except Exception:
+        return None
     return float(rate) if rate else None
 
 

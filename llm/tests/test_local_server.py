@@ -393,30 +393,50 @@ def test_llama_cpp_counts_a_prompt_exactly_as_the_running_server_charges_it(requ
     assert reported > 1000  # every piece was read
 
 
+@pytest.fixture(scope="module")
+def hold_cache_dirs(tmp_path_factory):
+    """A CACHE_DIR per bundled model for the hold-bound cases: the first case builds the
+    model's tokenizer from its GGUF (Qwen's 150k-piece BPE takes seconds) and caches it there
+    on disk; the other cases load it from that file, as a second process would."""
+    from llm import bundled_models
+
+    dirs: dict[str, Path] = {}
+
+    def for_model(chat_model: str) -> Path:
+        if chat_model not in dirs:
+            dirs[chat_model] = tmp_path_factory.mktemp(f"hold-cache-{chat_model}")
+            entry = bundled_models.model(chat_model)
+            if len(entry.parts) > 1:  # the GGUF the server assembled in its CACHE_DIR, seen from here
+                (dirs[chat_model] / "models").mkdir()
+                (dirs[chat_model] / "models" / entry.filename).symlink_to(
+                    bundled_models.assembled_path(entry, local_cache_dir())
+                )
+        return dirs[chat_model]
+
+    return for_model
+
+
 @pytest.mark.parametrize("chat_model", HOLD_MODELS)
 @pytest.mark.parametrize("case", range(6))
 def test_the_hold_bound_is_never_below_what_the_bundled_model_charges(
-    settings, tmp_path, case, chat_model, prompt_counter
+    settings, hold_cache_dirs, case, chat_model, prompt_counter
 ):
     """llm.chat_tokens.prompt_tokens_bound, with the bundled model's own tokenizer (read from
     its GGUF: SmolLM2's, and Qwen's byte-level BPE with its own pre-tokenizer), is at least the
     prompt tokens the model is charged (llama.cpp's count, the test above), and not far above
     them; the UTF-8 bound a provider model gets is above it too."""
-    from llm import bundled_models, chat_tokens
+    from llm import chat_tokens
 
-    entry = bundled_models.model(chat_model)
     system, user = _nasty_prompts()[case]
     reported = prompt_counter(chat_model, _messages(system, user))
-    if len(entry.parts) > 1:  # the GGUF the server assembled in its CACHE_DIR, seen from tmp_path's
-        (tmp_path / "models").mkdir()
-        (tmp_path / "models" / entry.filename).symlink_to(bundled_models.assembled_path(entry, local_cache_dir()))
-    settings.LLM_BUNDLED, settings.CACHE_DIR = True, str(tmp_path)
+    cache_dir = hold_cache_dirs(chat_model)
+    settings.LLM_BUNDLED, settings.CACHE_DIR = True, str(cache_dir)
     settings.LOCAL_CHAT_MODEL, settings.LOCAL_CHAT_MODEL_PATH = chat_model, ""
-    chat_tokens._tokenizer_for.cache_clear()  # built from the GGUF, then cached in tmp_path
+    chat_tokens._tokenizer_for.cache_clear()  # read from the disk cache (the first case: the GGUF)
     bound = chat_tokens.prompt_tokens_bound([system, user])
     print(f"case {case}: reported {reported}, bound {bound}, bytes {len((system + user).encode())}")
     assert reported <= bound <= reported * 1.2 + chat_tokens.TEMPLATE_TOKENS + 20, (reported, bound)
     settings.LLM_BUNDLED = False
     assert chat_tokens.prompt_tokens_bound([system, user]) >= reported
     # The tokenizer was cached on disk: a second process would load it instead of the GGUF.
-    assert list((tmp_path / "chat-tokenizers").glob("*.json"))
+    assert list((cache_dir / "chat-tokenizers").glob("*.json"))
