@@ -142,10 +142,14 @@ def _killed_processes_are_started_again(run: Supervisor, port: int, models_port:
 
 
 def _api_key(data_dir: Path, port: int) -> str:
-    """An API key of the demo team, made with manage.py on the running installation."""
+    """An API key of the demo team (and credits for five real files: the demo's first grant
+    covers a few pages), made with manage.py on the running installation."""
     code = (
+        "from django.core.management import call_command; "
         "from accounts.models import Account; from accounts.tests.factories import make_api_key; "
-        "print('KEY', make_api_key(Account.objects.get(name='Demo team')))"
+        "account = Account.objects.get(name='Demo team'); "
+        "call_command('grant_credits', account.pk, 200000, reason='five real files'); "
+        "print('KEY', make_api_key(account))"
     )
     done = subprocess.run(
         [sys.executable, "manage.py", "shell", "-c", code],
@@ -230,7 +234,8 @@ def _five_files_and_a_question_on_the_local_models(data_dir: Path, port: int, tm
     deadline = time.monotonic() + 900
     while True:
         documents = {i: _api(port, key, f"documents/{i}/")[1] for i in ids}
-        assert not [d for d in documents.values() if d["status"] == "failed"], documents
+        failed = {d["name"]: (d["error_code"], d["error"]) for d in documents.values() if d["status"] == "failed"}
+        assert not failed, failed
         if all(d["status"] == "ready" for d in documents.values()):
             break
         assert time.monotonic() < deadline, {i: (d["status"], d.get("progress")) for i, d in documents.items()}
