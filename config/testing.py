@@ -244,3 +244,16 @@ def already_running() -> tuple[int, int]:
     forget_dead_workers()
     forget_dead_web_processes()
     return len(Worker.all(connection=django_rq.get_connection("default"))), live_web_processes()
+
+
+def multipart_file(name: str, data: bytes, content_type: str) -> tuple[bytes, str]:
+    """(body, Content-Type header) of a multipart/form-data upload with one `file` field, as a
+    browser or curl sends it to POST /api/v1/documents/."""
+    import uuid
+
+    boundary = f"----groundwork-{uuid.uuid4().hex}"
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
+        f"Content-Type: {content_type}\r\n\r\n"
+    )
+    return head.encode() + data + f"\r\n--{boundary}--\r\n".encode(), f"multipart/form-data; boundary={boundary}"

@@ -24,7 +24,7 @@ from pathlib import Path
 import psutil
 
 from config.embedded import BASE_DIR
-from config.testing import free_port, installation_env, migrated_data_folder
+from config.testing import free_port, installation_env, migrated_data_folder, multipart_file
 from llm.fake_server import FakeBackend, FakeOpenAIServer
 from llm.openai_http import ConnectionDropped
 
@@ -269,20 +269,12 @@ class Stack:
         )
 
     def upload(self, name: str, data: bytes, content_type: str = "text/markdown"):
-        boundary = "----groundwork-faults"
-        body = (
-            (
-                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
-                f"Content-Type: {content_type}\r\n\r\n"
-            ).encode()
-            + data
-            + f"\r\n--{boundary}--\r\n".encode()
-        )
+        body, form_type = multipart_file(name, data, content_type)
         return self.request(
             "POST",
             "/api/v1/documents/",
             body=body,
-            headers={"Content-Type": f"multipart/form-data; boundary={boundary}"},
+            headers={"Content-Type": form_type},
             timeout=60,
         )
 

@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from config.embedded import BASE_DIR
-from config.testing import installation_env
+from config.testing import installation_env, multipart_file
 
 pytestmark = [pytest.mark.system, pytest.mark.slow]
 
@@ -181,7 +181,6 @@ def _five_files_and_a_question_on_the_local_models(data_dir: Path, port: int, tm
     Failed because the server was busy) and the question is answered, stored in its
     conversation."""
     import json
-    import uuid
     from concurrent.futures import ThreadPoolExecutor
 
     from documents.tests.files import DEBIAN_PDF, docx_bytes
@@ -209,17 +208,7 @@ def _five_files_and_a_question_on_the_local_models(data_dir: Path, port: int, tm
     ]
 
     def upload(file) -> int:
-        name, data, content_type = file
-        boundary = uuid.uuid4().hex
-        body = (
-            (
-                f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
-                f"Content-Type: {content_type}\r\n\r\n"
-            ).encode()
-            + data
-            + f"\r\n--{boundary}--\r\n".encode()
-        )
-        status, document = _api(port, key, "documents/", body, f"multipart/form-data; boundary={boundary}")
+        status, document = _api(port, key, "documents/", *multipart_file(*file))
         assert status == 202, document
         return document["id"]
 

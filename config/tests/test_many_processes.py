@@ -27,7 +27,7 @@ from billing import references
 from billing.models import CreditLedgerEntry
 from config.embedded import BASE_DIR
 from config.run import listening_socket, spawn_web, worker_argv
-from config.testing import already_running, free_port
+from config.testing import already_running, free_port, multipart_file
 from core.tenancy import account_context
 from documents.models import Chunk
 
@@ -74,16 +74,9 @@ def _post_json(url: str, key: str, body: dict):
 
 
 def _upload(url: str, key: str, name: str, text: str) -> dict:
-    boundary = "----groundwork-test"
-    body = (
-        f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{name}"\r\n'
-        f"Content-Type: text/markdown\r\n\r\n{text}\r\n--{boundary}--\r\n"
-    ).encode()
+    body, form_type = multipart_file(name, text.encode(), "text/markdown")
     request = urllib.request.Request(
-        url,
-        data=body,
-        method="POST",
-        headers={"Authorization": f"Bearer {key}", "Content-Type": f"multipart/form-data; boundary={boundary}"},
+        url, data=body, method="POST", headers={"Authorization": f"Bearer {key}", "Content-Type": form_type}
     )
     with urllib.request.urlopen(request, timeout=30) as response:
         assert response.status == 202
