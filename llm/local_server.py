@@ -141,7 +141,11 @@ class LocalModelsBackend:
         if dims is not None and dims != EMBEDDING_DIM:
             raise ApiError(400, f"this model only supports dimensions={EMBEDDING_DIM}", param="dimensions")
         # Usage is the tokens each model's own tokenizer fed it (the app charges exactly that).
-        return self.embed_chat_first(self.e5_embedder if name == _E5 else self.embedder, texts)
+        embedder = self.e5_embedder if name == _E5 else self.embedder
+        if _is_question(texts):  # a question's search goes first, as its answer will
+            with self.chat_first.chat():
+                return embedder.embed(texts)
+        return self.embed_chat_first(embedder, texts)
 
     def embed_chat_first(self, embedder, texts: list[str]) -> tuple[list[list[float]], int]:
         """`embedder.embed(texts)`, a slice at a time, each slice after any chat request in
@@ -189,6 +193,13 @@ class LocalModelsBackend:
 
 
 _MINILM, _E5 = "all-minilm-l6-v2", "multilingual-e5-small"
+
+
+def _is_question(texts: list[str]) -> bool:
+    """A search query's embedding (one text, or e5's "query: " texts), not a document's batch."""
+    from llm.e5 import QUERY_PREFIX
+
+    return len(texts) == 1 or all(t.startswith(QUERY_PREFIX) for t in texts)
 
 
 def _embedding_model_name(model: str) -> str | None:

@@ -101,3 +101,36 @@ def test_a_question_asked_during_an_embedding_request_goes_before_its_next_slice
     backend.embed_chat_first(embedder, [f"text {n}" for n in range(40)])
     chat_thread.join(10)
     assert events == [("slice", 1), "chat answered", ("slice", 2), ("slice", 3)]
+
+
+def test_a_questions_embedding_goes_before_the_next_slice_of_a_documents_batch():
+    """The search of a question asked while a document is indexed: its one-text embedding is
+    marked like a chat request, so the batch's next slice waits until it is embedded."""
+    backend, events = _backend(), []
+    started, release, done = threading.Event(), threading.Event(), threading.Event()
+
+    class Embedder(RecordingEmbedder):
+        def embed(self, texts):
+            if len(texts) == 1:
+                events.append("query started")
+                started.set()
+                release.wait(10)
+                events.append("query embedded")
+                return [[1.0]], 1
+            return super().embed(texts)
+
+    def ask_during_first_slice(number):
+        if number == 1:
+            threading.Thread(target=lambda: (query(), done.set())).start()
+            started.wait(10)
+            threading.Timer(0.3, release.set).start()
+
+    embedder = Embedder(events, on_slice=ask_during_first_slice)
+    backend.embedder = embedder
+
+    def query():
+        backend.embeddings({"model": "all-minilm-l6-v2"}, ["query: who approves leave?"])
+
+    backend.embed_chat_first(embedder, [f"passage: text {n}" for n in range(40)])
+    done.wait(10)
+    assert events[:4] == [("slice", 1), "query started", "query embedded", ("slice", 2)], events
