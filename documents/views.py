@@ -22,7 +22,7 @@ from billing import pricing, references
 from billing.errors import BillingError
 from billing.selectors import balance_get, ledger_list
 from core.pages import account_page, page_found, page_post
-from documents import images, selectors, services
+from documents import images, progress, selectors, services
 from documents.chunk_preview import chunk_blocks
 from documents.embedding import active_embedding_model
 from documents.errors import TagsInvalid, UploadRejected
@@ -88,8 +88,10 @@ def knowledge_base_view(request):
         )[:200],
     )
     exclude_tags = retrieval_exclude_tags(account=account)
+    shown = progress.page_context(documents)  # once for the page, not per row
     for document in documents:
         document.excluded = tags_excluded(document.tags, exclude_tags)
+        document.progress_words = shown.text(document)
     return render(
         request,
         "documents/knowledge_base.html",
